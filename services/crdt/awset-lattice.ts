@@ -1,0 +1,103 @@
+// The Lattice implementation of AWSet: join, order, decomposition, difference and codec.
+import { AWSet, type ElementKey, elementBytes, elementKey, removedDots } from "./awset.js";
+import { CausalContext } from "./causal-context.js";
+import { type Dot, dotKey } from "./dot.js";
+import type { DotSet } from "./dot-store.js";
+import { DecodeError } from "./errors.js";
+import {
+  AWSetState,
+  compareBytes,
+  contextFromProto,
+  contextToProto,
+  decodeMessage,
+  dotFromProto,
+  dotToProto,
+  validateDots,
+} from "./codec.js";
+import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
+
+export function awsetToProto(s: AWSet): AWSetState {
+  return {
+    entries: s.sortedKeys().map((k) => ({
+      element: elementBytes(k),
+      dots: s.entries.get(k)!.map(dotToProto),
+    })),
+    context: contextToProto(s.ctx),
+  };
+}
+
+export function awsetFromProto(msg: AWSetState): AWSet {
+  const ctx = contextFromProto(msg.context);
+  const entries = new Map<ElementKey, DotSet>();
+  const seenDots = new Set<string>();
+  let prev: Uint8Array | undefined;
+  for (const [i, e] of msg.entries.entries()) {
+    if (prev !== undefined && compareBytes(prev, e.element) >= 0) {
+      throw new DecodeError(`entries[${i}]: elements not sorted and unique`);
+    }
+    prev = e.element;
+    if (e.dots.length === 0) throw new DecodeError(`entries[${i}]: an element with no dots`);
+    const dots = e.dots.map((d, j) => dotFromProto(d, `entries[${i}].dots[${j}]`));
+    validateDots(dots, ctx, `entries[${i}]`);
+    for (const d of dots) {
+      const k = dotKey(d);
+      if (seenDots.has(k)) throw new DecodeError(`entries[${i}]: dot ${k} appears under two elements`);
+      seenDots.add(k);
+    }
+    entries.set(elementKey(e.element), dots);
+  }
+  return AWSet.fromParts(entries, ctx);
+}
+
+/** Is this (irreducible) state ⊑ b? Used by decomposition tests and difference. */
+function irreducibleLeq(d: Dot, live: boolean, b: AWSet): boolean {
+  if (!b.ctx.containsDot(d)) return false;
+  // A removal of d is new to b when b still holds d.
+  return live || b.ownerOf(d) === undefined;
+}
+
+export const AWSetLattice: Lattice<AWSet> = {
+  type: ObjectType.AWSET,
+  name: "AWSET",
+  bottom: () => AWSet.bottom(),
+  isBottom: (s) => s.isBottom(),
+  clone: (s) => s.clone(),
+  join(a, b) {
+    const out = a.clone();
+    out.joinInPlace(b);
+    return out;
+  },
+  joinInPlace: (t, o) => t.joinInPlace(o),
+  leq(a, b) {
+    if (!a.ctx.leq(b.ctx)) return false;
+    // a's removals must not hit dots b still holds.
+    const removed = removedDots(a);
+    return b.dotsCoveredBy(removed).length === 0;
+  },
+  equals: (a, b) => a.equals(b),
+  decompose(s) {
+    const out: AWSet[] = [];
+    for (const [k, dots] of s.entries) {
+      for (const d of dots) out.push(AWSet.fromParts(new Map([[k, [d]]]), CausalContext.of([d])));
+    }
+    for (const d of removedDots(s).dots()) out.push(AWSet.fromParts(new Map(), CausalContext.of([d])));
+    return out;
+  },
+  difference(a, b) {
+    // Live irreducibles ({e ↦ {d}}, {d}) of a are new to b iff b has not seen d.
+    const entries = new Map<ElementKey, DotSet>();
+    const ctx = a.ctx.subtract(b.ctx);
+    for (const [k, dots] of a.entries) {
+      const fresh = dots.filter((d) => !irreducibleLeq(d, true, b));
+      if (fresh.length > 0) entries.set(k, fresh);
+    }
+    // Removal irreducibles ({}, {d}) are new to b iff b has not seen d (in ctx above) or b holds d.
+    for (const d of b.dotsCoveredBy(removedDots(a))) ctx.addDot(d);
+    return AWSet.fromParts(entries, ctx);
+  },
+  context: (s) => s.ctx,
+  encode: (s) => AWSetState.encode(awsetToProto(s)).finish(),
+  decode: (bytes) => awsetFromProto(decodeMessage("AWSetState", () => AWSetState.decode(bytes))),
+};
+
+registerLattice(AWSetLattice);

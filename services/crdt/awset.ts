@@ -1,0 +1,248 @@
+// AWSet: the optimized add-wins observed-remove set, Causal<DotMap<element, DotSet>>
+// (Bieniusa et al.; seed 000 section 3.5).
+//
+//   add^δ(e)    = ({e ↦ {d}}, {d} ∪ m(e))      d = next dot of the replica
+//   remove^δ(e) = ({}, m(e))                   (or m(e) ∩ c for a client-supplied context c)
+//   clear^δ()   = ({}, dots(m))
+//   elements    = dom m
+//
+// Elements are byte strings; internally they are keyed by their latin1 decoding so that string
+// order equals byte order. Besides the dot store and the context, an AWSet keeps an index from
+// dot to element, so that joining a small delta (say a remove, whose store is empty) costs
+// O(size of the delta), not O(size of the set).
+import { CausalContext } from "./causal-context.js";
+import { type Dot, dotKey, sameDot } from "./dot.js";
+import { type DotSet, DotSetStore, dotMapStore, joinDotSets } from "./dot-store.js";
+
+export type ElementKey = string;
+
+export function elementKey(element: Uint8Array): ElementKey {
+  return Buffer.from(element.buffer, element.byteOffset, element.byteLength).toString("latin1");
+}
+
+export function elementBytes(key: ElementKey): Buffer {
+  return Buffer.from(key, "latin1");
+}
+
+const awsetStore = dotMapStore(DotSetStore);
+
+export class AWSet {
+  /** The dot store: element key → dots (sorted, non-empty). */
+  readonly entries: Map<ElementKey, DotSet>;
+  /** The causal context. */
+  readonly ctx: CausalContext;
+  /** dotKey → element key, for every dot in the store. */
+  private readonly owner: Map<string, ElementKey>;
+
+  private constructor(entries: Map<ElementKey, DotSet>, ctx: CausalContext) {
+    this.entries = entries;
+    this.ctx = ctx;
+    this.owner = new Map();
+    for (const [k, dots] of entries) for (const d of dots) this.owner.set(dotKey(d), k);
+  }
+
+  static bottom(): AWSet {
+    return new AWSet(new Map(), new CausalContext());
+  }
+
+  /** Build from a store and a context (the caller guarantees consistency, e.g. the codec). */
+  static fromParts(entries: Map<ElementKey, DotSet>, ctx: CausalContext): AWSet {
+    return new AWSet(entries, ctx);
+  }
+
+  clone(): AWSet {
+    return new AWSet(new Map(this.entries), this.ctx.clone());
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  has(element: Uint8Array): boolean {
+    return this.entries.has(elementKey(element));
+  }
+
+  hasKey(key: ElementKey): boolean {
+    return this.entries.has(key);
+  }
+
+  dotsOf(element: Uint8Array): DotSet {
+    return this.entries.get(elementKey(element)) ?? [];
+  }
+
+  /** Element keys in byte order. */
+  sortedKeys(): ElementKey[] {
+    return [...this.entries.keys()].sort();
+  }
+
+  elements(): Buffer[] {
+    return this.sortedKeys().map(elementBytes);
+  }
+
+  /** Number of dots in the store. */
+  dotCount(): number {
+    return this.owner.size;
+  }
+
+  /** Which element holds this dot, if any. */
+  ownerOf(d: Dot): ElementKey | undefined {
+    return this.owner.get(dotKey(d));
+  }
+
+  isBottom(): boolean {
+    return this.entries.size === 0 && this.ctx.isEmpty();
+  }
+
+  // ------------------------------------------------------------ delta mutators (pure)
+
+  /** add^δ for each element (duplicates in the call are added once); dots are minted in order. */
+  addDelta(replica: string, elements: Iterable<Uint8Array>): AWSet {
+    const entries = new Map<ElementKey, DotSet>();
+    const ctx = new CausalContext();
+    let next = this.ctx.max(replica);
+    for (const el of elements) {
+      const k = elementKey(el);
+      if (entries.has(k)) continue;
+      const d: Dot = { replica, counter: ++next };
+      entries.set(k, [d]);
+      ctx.addDot(d);
+      for (const old of this.entries.get(k) ?? []) ctx.addDot(old);
+    }
+    return new AWSet(entries, ctx);
+  }
+
+  /** remove^δ: the observed dots of each element, or only those the given context covers. */
+  removeDelta(elements: Iterable<Uint8Array>, observed?: CausalContext): AWSet {
+    const ctx = new CausalContext();
+    for (const el of elements) {
+      for (const d of this.entries.get(elementKey(el)) ?? []) {
+        if (observed === undefined || observed.containsDot(d)) ctx.addDot(d);
+      }
+    }
+    return new AWSet(new Map(), ctx);
+  }
+
+  /** clear^δ: every observed dot (or those the given context covers). */
+  clearDelta(observed?: CausalContext): AWSet {
+    const ctx = new CausalContext();
+    for (const dots of this.entries.values()) {
+      for (const d of dots) if (observed === undefined || observed.containsDot(d)) ctx.addDot(d);
+    }
+    return new AWSet(new Map(), ctx);
+  }
+
+  // ------------------------------------------------------------ full mutators (pure)
+  // Written directly, not via the deltas, so that X ⊔ m^δ(X) = m(X) is a real check.
+
+  add(replica: string, elements: Iterable<Uint8Array>): AWSet {
+    const out = this.clone();
+    let next = out.ctx.max(replica);
+    const seen = new Set<ElementKey>();
+    for (const el of elements) {
+      const k = elementKey(el);
+      if (seen.has(k)) continue;
+      seen.add(k);
+      const d: Dot = { replica, counter: ++next };
+      out.setDots(k, [d]);
+      out.ctx.addDot(d);
+    }
+    return out;
+  }
+
+  remove(elements: Iterable<Uint8Array>, observed?: CausalContext): AWSet {
+    const out = this.clone();
+    for (const el of elements) {
+      const k = elementKey(el);
+      const dots = out.entries.get(k);
+      if (dots === undefined) continue;
+      out.setDots(k, observed === undefined ? [] : dots.filter((d) => !observed.containsDot(d)));
+    }
+    return out;
+  }
+
+  clear(observed?: CausalContext): AWSet {
+    return this.remove(this.elements(), observed);
+  }
+
+  // ------------------------------------------------------------ join
+
+  /**
+   * Join other into this state in place. Returns true when this state changed.
+   * Cost: O(|other|) plus, for the dots other's context removes, an index lookup each (or one
+   * scan of this state when that is cheaper).
+   */
+  joinInPlace(other: AWSet): boolean {
+    const ctxGrows = !other.ctx.leq(this.ctx);
+    let storeChanged = false;
+    // 1. Elements other holds: the DotSet join under both contexts.
+    for (const [k, theirs] of other.entries) {
+      const mine = this.entries.get(k) ?? [];
+      const joined = joinDotSets(mine, this.ctx, theirs, other.ctx);
+      if (!DotSetStore.equals(mine, joined)) {
+        this.setDots(k, joined);
+        storeChanged = true;
+      }
+    }
+    // 2. Elements other does not hold: drop our dots that other's context has seen.
+    const removed = removedDots(other);
+    if (!removed.isEmpty()) {
+      const hits = this.dotsCoveredBy(removed);
+      for (const d of hits) {
+        const k = this.owner.get(dotKey(d));
+        if (k === undefined || other.entries.has(k)) continue; // handled in step 1
+        const dots = this.entries.get(k)!;
+        this.setDots(
+          k,
+          dots.filter((x) => !sameDot(x, d)),
+        );
+        storeChanged = true;
+      }
+    }
+    // 3. Contexts.
+    if (ctxGrows) this.ctx.joinInPlace(other.ctx);
+    return ctxGrows || storeChanged;
+  }
+
+  /** Replace the dots of one element, keeping the index in step. Empty dots delete it. */
+  private setDots(k: ElementKey, dots: DotSet): void {
+    for (const d of this.entries.get(k) ?? []) this.owner.delete(dotKey(d));
+    if (dots.length === 0) {
+      this.entries.delete(k);
+      return;
+    }
+    this.entries.set(k, dots);
+    for (const d of dots) this.owner.set(dotKey(d), k);
+  }
+
+  /** Dots of this store that the context covers (index lookups or one scan, whichever is cheaper). */
+  dotsCoveredBy(c: CausalContext): Dot[] {
+    const out: Dot[] = [];
+    if (c.dotCount() <= this.owner.size) {
+      for (const d of c.dots()) if (this.owner.has(dotKey(d))) out.push(d);
+    } else {
+      for (const dots of this.entries.values()) for (const d of dots) if (c.containsDot(d)) out.push(d);
+    }
+    return out;
+  }
+
+  /** Structural equality (same store, same context). */
+  equals(other: AWSet): boolean {
+    return awsetStore.equals(this.entries, other.entries) && this.ctx.equals(other.ctx);
+  }
+
+  /** Join via the generic DotMap<DotSet> join (reference implementation, for tests). */
+  static referenceJoin(a: AWSet, b: AWSet): AWSet {
+    return new AWSet(
+      new Map(awsetStore.join(a.entries, a.ctx, b.entries, b.ctx)),
+      a.ctx.join(b.ctx),
+    );
+  }
+}
+
+/** The dots a state's context has seen but its store no longer holds (its removals). */
+export function removedDots(s: AWSet): CausalContext {
+  if (s.entries.size === 0) return s.ctx;
+  const live = new CausalContext();
+  for (const dots of s.entries.values()) for (const d of dots) live.addDot(d);
+  return s.ctx.subtract(live);
+}

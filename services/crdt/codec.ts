@@ -1,0 +1,124 @@
+// Codecs between kernel values and the proto messages of types.proto.
+// Decoding validates everything and throws DecodeError; it never trusts its input.
+import { CausalContext } from "./causal-context.js";
+import { type Dot, compareDots } from "./dot.js";
+import { DecodeError } from "./errors.js";
+import {
+  AWSetState,
+  CausalContext as CausalContextMsg,
+  type Dot as DotMsg,
+} from "../gen/deltaset/v1/types.js";
+
+/** Replica ids longer than this are refused (they are node ids, short by design). */
+export const MAX_REPLICA_ID_LENGTH = 256;
+
+export function dotToProto(d: Dot): DotMsg {
+  return { replica: d.replica, counter: BigInt(d.counter) };
+}
+
+export function counterFromProto(v: bigint, what: string): number {
+  if (v < 1n || v > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new DecodeError(`${what}: counter ${v} is outside 1..${Number.MAX_SAFE_INTEGER}`);
+  }
+  return Number(v);
+}
+
+export function replicaFromProto(r: string, what: string): string {
+  if (r.length === 0) throw new DecodeError(`${what}: empty replica id`);
+  if (r.length > MAX_REPLICA_ID_LENGTH) {
+    throw new DecodeError(`${what}: replica id longer than ${MAX_REPLICA_ID_LENGTH} characters`);
+  }
+  return r;
+}
+
+export function dotFromProto(d: DotMsg | undefined, what: string): Dot {
+  if (d === undefined) throw new DecodeError(`${what}: missing dot`);
+  return { replica: replicaFromProto(d.replica, what), counter: counterFromProto(d.counter, what) };
+}
+
+export function contextToProto(c: CausalContext): CausalContextMsg {
+  const msg: CausalContextMsg = { vv: [], cloud: [] };
+  for (const r of c.replicas()) {
+    let ranges = c.rangesOf(r);
+    if (ranges[0]![0] === 1) {
+      msg.vv.push({ replica: r, counter: BigInt(ranges[0]![1]) });
+      ranges = ranges.slice(1);
+    }
+    if (ranges.length > 0) {
+      msg.cloud.push({
+        replica: r,
+        ranges: ranges.map(([first, last]) => ({ first: BigInt(first), last: BigInt(last) })),
+      });
+    }
+  }
+  return msg;
+}
+
+/** Decode a context, requiring the canonical form the encoder writes. */
+export function contextFromProto(msg: CausalContextMsg | undefined): CausalContext {
+  const c = new CausalContext();
+  if (msg === undefined) return c;
+  let prev = "";
+  const prefix = new Map<string, number>();
+  for (const [i, e] of msg.vv.entries()) {
+    const r = replicaFromProto(e.replica, `context vv[${i}]`);
+    if (i > 0 && r <= prev) throw new DecodeError(`context vv: replica ids not sorted and unique at ${i}`);
+    prev = r;
+    const n = counterFromProto(e.counter, `context vv[${i}]`);
+    prefix.set(r, n);
+    c.addRange(r, 1, n);
+  }
+  prev = "";
+  for (const [i, e] of msg.cloud.entries()) {
+    const r = replicaFromProto(e.replica, `context cloud[${i}]`);
+    if (i > 0 && r <= prev) throw new DecodeError(`context cloud: replica ids not sorted and unique at ${i}`);
+    prev = r;
+    if (e.ranges.length === 0) throw new DecodeError(`context cloud[${i}]: no ranges`);
+    // Each range starts above the previous range (or the prefix) + 1: disjoint, non-adjacent.
+    let floor = (prefix.get(r) ?? -1) + 1;
+    for (const [j, range] of e.ranges.entries()) {
+      const first = counterFromProto(range.first, `context cloud[${i}].ranges[${j}]`);
+      const last = counterFromProto(range.last, `context cloud[${i}].ranges[${j}]`);
+      if (last < first) throw new DecodeError(`context cloud[${i}].ranges[${j}]: last < first`);
+      if (first <= floor) {
+        throw new DecodeError(`context cloud[${i}].ranges[${j}]: overlaps or touches the range before it`);
+      }
+      c.addRange(r, first, last);
+      floor = last + 1;
+    }
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------- bytes helpers
+
+/** Compare two byte strings in unsigned lexicographic order. */
+export function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  return Buffer.compare(
+    Buffer.from(a.buffer, a.byteOffset, a.byteLength),
+    Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+  );
+}
+
+/** Run a proto decoder, turning any failure into DecodeError. */
+export function decodeMessage<T>(what: string, decode: () => T): T {
+  try {
+    return decode();
+  } catch (err) {
+    throw new DecodeError(`${what}: not a valid protobuf message (${(err as Error).message})`);
+  }
+}
+
+/** Validate a list of dots: sorted, unique, and each covered by the context. */
+export function validateDots(dots: Dot[], ctx: CausalContext, what: string): void {
+  for (let i = 0; i < dots.length; i++) {
+    if (i > 0 && compareDots(dots[i - 1]!, dots[i]!) >= 0) {
+      throw new DecodeError(`${what}: dots not sorted and unique`);
+    }
+    if (!ctx.containsDot(dots[i]!)) {
+      throw new DecodeError(`${what}: dot (${dots[i]!.replica},${dots[i]!.counter}) is not covered by the context`);
+    }
+  }
+}
+
+export { AWSetState };

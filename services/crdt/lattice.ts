@@ -1,0 +1,47 @@
+// The interface every replicated type implements, and the registry keyed by proto ObjectType.
+// The gossip engine and the store work through this interface only; they know nothing of sets.
+import type { CausalContext } from "./causal-context.js";
+import { UnknownTypeError } from "./errors.js";
+import { ObjectType } from "../gen/deltaset/v1/types.js";
+
+export interface Lattice<S> {
+  readonly type: ObjectType;
+  readonly name: string;
+  bottom(): S;
+  isBottom(s: S): boolean;
+  clone(s: S): S;
+  /** Pure join (least upper bound). */
+  join(a: S, b: S): S;
+  /** Join other into target, mutating target; true when target changed. */
+  joinInPlace(target: S, other: S): boolean;
+  /** a ⊑ b, i.e. a ⊔ b = b. */
+  leq(a: S, b: S): boolean;
+  equals(a: S, b: S): boolean;
+  /** Join-decomposition into irreducible states: joins back to s, none redundant. */
+  decompose(s: S): S[];
+  /** Δ(a, b): the join of the irreducibles of a that are not ⊑ b (the part of a new to b). */
+  difference(a: S, b: S): S;
+  /** The causal context of a causal state. */
+  context(s: S): CausalContext;
+  encode(s: S): Uint8Array;
+  /** Decode and validate; throws DecodeError on malformed or inconsistent input. */
+  decode(bytes: Uint8Array): S;
+}
+
+const registry = new Map<ObjectType, Lattice<unknown>>();
+
+export function registerLattice<S>(l: Lattice<S>): void {
+  registry.set(l.type, l as Lattice<unknown>);
+}
+
+export function latticeFor(type: ObjectType): Lattice<unknown> {
+  const l = registry.get(type);
+  if (l === undefined) throw new UnknownTypeError(type);
+  return l;
+}
+
+export function registeredTypes(): ObjectType[] {
+  return [...registry.keys()].sort((a, b) => a - b);
+}
+
+export { ObjectType };

@@ -1,0 +1,159 @@
+// PN-counter on the causal kernel: Causal<DotFun<(positive, negative)>>.
+//
+// Each replica keeps one live dot whose value is its running totals. An increment mints a new dot
+// with the new totals and its delta's context covers the replica's previous dot, so the old entry
+// is superseded everywhere the delta arrives. value = Σ positive − Σ negative.
+import { CausalContext } from "./causal-context.js";
+import { type Dot, dotKey } from "./dot.js";
+import { type DotFun, type DotFunEntry, dotFunStore } from "./dot-store.js";
+import { DecodeError } from "./errors.js";
+import { contextFromProto, contextToProto, decodeMessage, dotFromProto, dotToProto } from "./codec.js";
+import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
+import { CounterState } from "../gen/deltaset/v1/types.js";
+
+export interface Totals {
+  readonly positive: bigint;
+  readonly negative: bigint;
+}
+
+const totals = {
+  join: (a: Totals, b: Totals): Totals => ({
+    positive: a.positive > b.positive ? a.positive : b.positive,
+    negative: a.negative > b.negative ? a.negative : b.negative,
+  }),
+  equals: (a: Totals, b: Totals) => a.positive === b.positive && a.negative === b.negative,
+};
+const store = dotFunStore(totals);
+
+export class PNCounter {
+  constructor(
+    readonly entries: DotFun<Totals>,
+    readonly ctx: CausalContext,
+  ) {}
+
+  static bottom(): PNCounter {
+    return new PNCounter(new Map(), new CausalContext());
+  }
+
+  value(): bigint {
+    let v = 0n;
+    for (const e of this.entries.values()) v += e.value.positive - e.value.negative;
+    return v;
+  }
+
+  /** The live entry of one replica (at most one in a state built by these mutators). */
+  entryOf(replica: string): DotFunEntry<Totals> | undefined {
+    let best: DotFunEntry<Totals> | undefined;
+    for (const e of this.entries.values()) {
+      if (e.dot.replica === replica && (best === undefined || e.dot.counter > best.dot.counter)) best = e;
+    }
+    return best;
+  }
+
+  /** increment^δ: a new dot with the replica's new totals, superseding its old dots. */
+  incrementDelta(replica: string, amount: bigint): PNCounter {
+    const cur = this.entryOf(replica)?.value ?? { positive: 0n, negative: 0n };
+    const d = this.ctx.nextDot(replica);
+    const value: Totals =
+      amount >= 0n
+        ? { positive: cur.positive + amount, negative: cur.negative }
+        : { positive: cur.positive, negative: cur.negative - amount };
+    const ctx = CausalContext.of([d]);
+    for (const e of this.entries.values()) if (e.dot.replica === replica) ctx.addDot(e.dot);
+    return new PNCounter(new Map([[dotKey(d), { dot: d, value }]]), ctx);
+  }
+
+  /** The full increment mutator, written directly. */
+  increment(replica: string, amount: bigint): PNCounter {
+    const cur = this.entryOf(replica)?.value ?? { positive: 0n, negative: 0n };
+    const d = this.ctx.nextDot(replica);
+    const entries = new Map([...this.entries].filter(([, e]) => e.dot.replica !== replica));
+    entries.set(dotKey(d), {
+      dot: d,
+      value:
+        amount >= 0n
+          ? { positive: cur.positive + amount, negative: cur.negative }
+          : { positive: cur.positive, negative: cur.negative - amount },
+    });
+    const ctx = this.ctx.clone();
+    ctx.addDot(d);
+    return new PNCounter(entries, ctx);
+  }
+}
+
+function counterJoin(a: PNCounter, b: PNCounter): PNCounter {
+  return new PNCounter(store.join(a.entries, a.ctx, b.entries, b.ctx), a.ctx.join(b.ctx));
+}
+
+function sortedEntries(c: PNCounter): DotFunEntry<Totals>[] {
+  return [...c.entries.values()].sort((x, y) =>
+    x.dot.replica < y.dot.replica ? -1 : x.dot.replica > y.dot.replica ? 1 : x.dot.counter - y.dot.counter,
+  );
+}
+
+function removedOf(c: PNCounter): CausalContext {
+  return c.ctx.subtract(CausalContext.of([...c.entries.values()].map((e) => e.dot)));
+}
+
+export const CounterLattice: Lattice<PNCounter> = {
+  type: ObjectType.COUNTER,
+  name: "COUNTER",
+  bottom: () => PNCounter.bottom(),
+  isBottom: (s) => s.entries.size === 0 && s.ctx.isEmpty(),
+  clone: (s) => new PNCounter(new Map(s.entries), s.ctx.clone()),
+  join: counterJoin,
+  joinInPlace(t, o) {
+    const j = counterJoin(t, o);
+    if (CounterLattice.equals(j, t)) return false;
+    const m = t.entries as Map<string, DotFunEntry<Totals>>;
+    m.clear();
+    for (const [k, e] of j.entries) m.set(k, e);
+    t.ctx.joinInPlace(o.ctx);
+    return true;
+  },
+  leq: (a, b) => CounterLattice.equals(counterJoin(a, b), b),
+  equals: (a, b) => store.equals(a.entries, b.entries) && a.ctx.equals(b.ctx),
+  decompose(s) {
+    const out: PNCounter[] = [];
+    for (const e of s.entries.values()) {
+      out.push(new PNCounter(new Map([[dotKey(e.dot), e]]), CausalContext.of([e.dot])));
+    }
+    for (const d of removedOf(s).dots()) out.push(new PNCounter(new Map(), CausalContext.of([d])));
+    return out;
+  },
+  difference(a, b) {
+    const entries = new Map<string, DotFunEntry<Totals>>();
+    for (const [k, e] of a.entries) if (!b.ctx.containsDot(e.dot)) entries.set(k, e);
+    const ctx = a.ctx.subtract(b.ctx);
+    for (const d of removedOf(a).dots()) if (b.entries.has(dotKey(d))) ctx.addDot(d);
+    return new PNCounter(entries, ctx);
+  },
+  context: (s) => s.ctx,
+  encode: (s) =>
+    CounterState.encode({
+      entries: sortedEntries(s).map((e) => ({
+        dot: dotToProto(e.dot),
+        positive: e.value.positive,
+        negative: e.value.negative,
+      })),
+      context: contextToProto(s.ctx),
+    }).finish(),
+  decode(bytes) {
+    const msg = decodeMessage("CounterState", () => CounterState.decode(bytes));
+    const ctx = contextFromProto(msg.context);
+    const entries = new Map<string, DotFunEntry<Totals>>();
+    let prev: Dot | undefined;
+    for (const [i, e] of msg.entries.entries()) {
+      const d = dotFromProto(e.dot, `entries[${i}]`);
+      if (prev !== undefined && (prev.replica > d.replica || (prev.replica === d.replica && prev.counter >= d.counter))) {
+        throw new DecodeError(`entries[${i}]: not sorted and unique`);
+      }
+      if (!ctx.containsDot(d)) throw new DecodeError(`entries[${i}]: dot not covered by the context`);
+      prev = d;
+      entries.set(dotKey(d), { dot: d, value: { positive: e.positive, negative: e.negative } });
+    }
+    return new PNCounter(entries, ctx);
+  },
+};
+
+registerLattice(CounterLattice);
