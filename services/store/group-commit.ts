@@ -1,0 +1,105 @@
+// Group commit: writes from concurrent operations are queued and written to LevelDB together, in
+// order, in one batch per flush. A caller's promise resolves only after the batch holding its
+// writes is in LevelDB's log (fsync'd when sync is on), so an acknowledgement always means
+// durable. Until then, the queued values are visible to later reads through an overlay, so an
+// operation on a key sees the effects of the operations queued before it.
+import type { ClassicLevel } from "classic-level";
+
+export type BatchOp = { type: "put"; key: Buffer; value: Buffer } | { type: "del"; key: Buffer };
+
+interface Pending {
+  ops: BatchOp[];
+  version: number;
+  resolve: () => void;
+  reject: (e: Error) => void;
+}
+
+export interface GroupCommitOptions {
+  /** fsync each batch (durable across power loss); false still survives a process crash. */
+  sync: boolean;
+  /** Most operations (callers) folded into one batch. */
+  maxBatch: number;
+}
+
+export class GroupCommit {
+  private queue: Pending[] = [];
+  private flushing = false;
+  /** latin1(key) → pending value (null = pending delete), with a version to clean up safely. */
+  private readonly overlay = new Map<string, { value: Buffer | null; version: number }>();
+  private version = 0;
+  private failed: Error | undefined;
+  batches = 0;
+  writes = 0;
+
+  constructor(
+    private readonly db: ClassicLevel<Buffer, Buffer>,
+    private readonly opts: GroupCommitOptions,
+  ) {}
+
+  /** Queue ops; resolves once they are durable. */
+  write(ops: BatchOp[]): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
+    if (ops.length === 0) return Promise.resolve();
+    const v = ++this.version;
+    for (const op of ops) {
+      this.overlay.set(op.key.toString("latin1"), { value: op.type === "put" ? op.value : null, version: v });
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops, version: v, resolve, reject });
+      if (!this.flushing) void this.flush();
+    });
+  }
+
+  /** A read that sees queued writes first, then LevelDB. */
+  async get(key: Buffer): Promise<Buffer | undefined> {
+    const o = this.overlay.get(key.toString("latin1"));
+    if (o !== undefined) return o.value ?? undefined;
+    return this.db.get(key);
+  }
+
+  /** Overlay lookup only: undefined = not pending, null = pending delete. */
+  pending(key: Buffer): Buffer | null | undefined {
+    const o = this.overlay.get(key.toString("latin1"));
+    return o === undefined ? undefined : o.value;
+  }
+
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Resolves when everything queued so far is written. */
+  async drain(): Promise<void> {
+    while (this.flushing || this.queue.length > 0) await new Promise((r) => setImmediate(r));
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        const group = this.queue.splice(0, this.opts.maxBatch);
+        const ops = group.flatMap((p) => p.ops);
+        try {
+          await this.db.batch(ops, { sync: this.opts.sync });
+        } catch (err) {
+          // A failed write leaves the store unusable for writes: refuse further ones loudly.
+          this.failed = err as Error;
+          for (const p of group) p.reject(this.failed);
+          for (const p of this.queue.splice(0)) p.reject(this.failed);
+          return;
+        }
+        this.batches++;
+        this.writes += group.length;
+        // Drop overlay entries this group wrote, unless a later write replaced them.
+        for (const p of group) {
+          for (const op of p.ops) {
+            const k = op.key.toString("latin1");
+            if (this.overlay.get(k)?.version === p.version) this.overlay.delete(k);
+          }
+        }
+        for (const p of group) p.resolve();
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+}

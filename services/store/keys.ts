@@ -1,0 +1,129 @@
+// Order-preserving binary keys for LevelDB (plain bytewise comparator, no custom comparator).
+//
+//   meta:      0x00 'F'                                  → store format record (JSON)
+//              0x00 'S' u32be(partition)                 → reserved sequence number (u64be)
+//   objects:   0x01 u16be(partition) esc(key) SUFFIX ...
+//     header   ... 0x01                                  → type + causal context + size
+//     element  ... 0x02 esc(element)                     → the element's live dots
+//     dot      ... 0x03 esc(replica) u64be(counter)      → the element holding that dot
+//
+// esc() makes byte strings order-preserving and self-delimiting: 0x00 becomes 0x00 0xFF and the
+// string ends with 0x00 0x01, so a prefix sorts before its extensions and keys of one object are
+// contiguous, header first, then elements in byte order, then the dot index.
+
+export const META = 0x00;
+export const OBJECTS = 0x01;
+export const SUFFIX_HEADER = 0x01;
+export const SUFFIX_ELEMENT = 0x02;
+export const SUFFIX_DOT = 0x03;
+
+export function escapeBytes(b: Uint8Array): Buffer {
+  let zeros = 0;
+  for (const x of b) if (x === 0) zeros++;
+  const out = Buffer.allocUnsafe(b.length + zeros + 2);
+  let i = 0;
+  for (const x of b) {
+    out[i++] = x;
+    if (x === 0) out[i++] = 0xff;
+  }
+  out[i++] = 0x00;
+  out[i++] = 0x01;
+  return out;
+}
+
+/** Decode an escaped string at offset; returns the bytes and the offset after the terminator. */
+export function unescapeBytes(buf: Uint8Array, offset: number): { bytes: Buffer; next: number } {
+  const parts: number[] = [];
+  let i = offset;
+  while (i < buf.length) {
+    const x = buf[i]!;
+    if (x === 0) {
+      const y = buf[i + 1];
+      if (y === 0x01) return { bytes: Buffer.from(parts), next: i + 2 };
+      if (y === 0xff) {
+        parts.push(0);
+        i += 2;
+        continue;
+      }
+      throw new Error("malformed escaped key");
+    }
+    parts.push(x);
+    i++;
+  }
+  throw new Error("unterminated escaped key");
+}
+
+export function formatKey(): Buffer {
+  return Buffer.from([META, 0x46]);
+}
+
+export function seqKey(partition: number): Buffer {
+  const b = Buffer.alloc(6);
+  b[0] = META;
+  b[1] = 0x53;
+  b.writeUInt32BE(partition, 2);
+  return b;
+}
+
+export function seqKeyRange(): { gte: Buffer; lt: Buffer } {
+  return { gte: Buffer.from([META, 0x53]), lt: Buffer.from([META, 0x54]) };
+}
+
+/** 0x01 u16be(partition) */
+export function partitionPrefix(partition: number): Buffer {
+  const b = Buffer.alloc(3);
+  b[0] = OBJECTS;
+  b.writeUInt16BE(partition, 1);
+  return b;
+}
+
+export function partitionRange(partition: number): { gte: Buffer; lt: Buffer } {
+  const lt = Buffer.alloc(3);
+  if (partition + 1 > 0xffff) {
+    lt[0] = OBJECTS + 1;
+  } else {
+    lt[0] = OBJECTS;
+    lt.writeUInt16BE(partition + 1, 1);
+  }
+  return { gte: partitionPrefix(partition), lt };
+}
+
+/** The prefix shared by every record of one object. */
+export function objectPrefix(partition: number, key: string): Buffer {
+  return Buffer.concat([partitionPrefix(partition), escapeBytes(Buffer.from(key, "utf8"))]);
+}
+
+export function headerKey(prefix: Buffer): Buffer {
+  return Buffer.concat([prefix, Buffer.from([SUFFIX_HEADER])]);
+}
+
+export function elementRecordKey(prefix: Buffer, element: Uint8Array): Buffer {
+  return Buffer.concat([prefix, Buffer.from([SUFFIX_ELEMENT]), escapeBytes(element)]);
+}
+
+/** All element records of an object. */
+export function elementRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
+  return {
+    gte: Buffer.concat([prefix, Buffer.from([SUFFIX_ELEMENT])]),
+    lt: Buffer.concat([prefix, Buffer.from([SUFFIX_ELEMENT + 1])]),
+  };
+}
+
+export function dotRecordKey(prefix: Buffer, replica: string, counter: number): Buffer {
+  const c = Buffer.alloc(8);
+  c.writeBigUInt64BE(BigInt(counter));
+  return Buffer.concat([prefix, Buffer.from([SUFFIX_DOT]), escapeBytes(Buffer.from(replica, "utf8")), c]);
+}
+
+/** Everything of an object (header, elements, dots). */
+export function objectRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
+  return { gte: prefix, lt: Buffer.concat([prefix, Buffer.from([0xff])]) };
+}
+
+/** Parse an object record key: partition, key, suffix and the offset of what follows the suffix. */
+export function parseObjectKey(k: Uint8Array): { partition: number; key: string; suffix: number; rest: number } {
+  if (k[0] !== OBJECTS || k.length < 6) throw new Error("not an object key");
+  const partition = (k[1]! << 8) | k[2]!;
+  const { bytes, next } = unescapeBytes(k, 3);
+  return { partition, key: bytes.toString("utf8"), suffix: k[next]!, rest: next + 1 };
+}

@@ -1,0 +1,58 @@
+// Encodings of the values stored under the keys of keys.ts.
+import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import {
+  type CausalContext,
+  type Dot,
+  type DotSet,
+  ObjectType,
+  contextFromProto,
+  contextToProto,
+} from "../crdt/index.js";
+import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+
+const HEADER_VERSION = 1;
+
+/** Per-object header: its type, causal context, live element count, and for small types the state. */
+export interface Header {
+  type: ObjectType;
+  ctx: CausalContext;
+  size: number;
+  /** Encoded whole state for types stored in one record (COUNTER); empty for sets. */
+  body: Uint8Array;
+}
+
+export function encodeHeader(h: Header): Buffer {
+  const ctx = CausalContextMsg.encode(contextToProto(h.ctx)).finish();
+  const w = new BinaryWriter();
+  w.uint32(HEADER_VERSION).uint32(h.type).uint64(h.size).bytes(ctx).bytes(h.body);
+  return Buffer.from(w.finish());
+}
+
+export function decodeHeader(b: Uint8Array): Header {
+  const r = new BinaryReader(b);
+  const version = r.uint32();
+  if (version !== HEADER_VERSION) throw new Error(`unknown header version ${version}`);
+  const type = r.uint32() as ObjectType;
+  const size = Number(r.uint64());
+  const ctx = contextFromProto(CausalContextMsg.decode(r.bytes()));
+  const body = r.bytes();
+  return { type, ctx, size, body };
+}
+
+export function encodeDots(dots: DotSet): Buffer {
+  const w = new BinaryWriter();
+  w.uint32(dots.length);
+  for (const d of dots) w.string(d.replica).uint64(d.counter);
+  return Buffer.from(w.finish());
+}
+
+export function decodeDots(b: Uint8Array): Dot[] {
+  const r = new BinaryReader(b);
+  const n = r.uint32();
+  const out: Dot[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const replica = r.string();
+    out[i] = { replica, counter: Number(r.uint64()) };
+  }
+  return out;
+}

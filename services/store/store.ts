@@ -1,0 +1,759 @@
+// Durable storage of replicated objects on LevelDB (classic-level), decomposed as in Riak's
+// bigset (seed 004): a header per object (type, causal context, size) and one record per live
+// element (its dots), plus one index record per live dot (dot → element) so that a remote remove,
+// which names dots and not elements, costs a point lookup per dot. An add or remove touches O(1)
+// records in one atomic batch; membership is a point lookup; members stream in element order;
+// no object is limited by a message or value size.
+//
+// Every mutation goes through one join path (joinSet / joinCounter): local operations compute
+// their delta with the kernel's mutators, then join it like a delta from a peer. Operations on one
+// key are serialized (KeyLock); writes of concurrent operations are group-committed and
+// acknowledged only once durable (GroupCommit).
+import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync } from "node:fs";
+import { ClassicLevel } from "classic-level";
+import {
+  AWSet,
+  CausalContext,
+  CounterLattice,
+  type Dot,
+  type DotSet,
+  type ElementKey,
+  ObjectType,
+  PNCounter,
+  dotKey,
+  elementBytes,
+  elementKey,
+  joinDotSets,
+  removedDots,
+  sameDot,
+} from "../crdt/index.js";
+import { type BatchOp, GroupCommit } from "./group-commit.js";
+import { KeyLock } from "./key-lock.js";
+import {
+  dotRecordKey,
+  elementRange,
+  elementRecordKey,
+  formatKey,
+  headerKey,
+  objectPrefix,
+  parseObjectKey,
+  partitionRange,
+  seqKey,
+  seqKeyRange,
+  unescapeBytes,
+} from "./keys.js";
+import { type Header, decodeDots, decodeHeader, encodeDots, encodeHeader } from "./records.js";
+
+export const STORE_FORMAT = "deltaset-store";
+export const STORE_VERSION = 1;
+
+export type SyncPolicy = "fsync" | "buffered";
+
+export interface StoreOptions {
+  dir: string;
+  /** Required node id, or undefined to use the stored one (generated on first open). */
+  nodeId?: string;
+  partitions: number;
+  partitionOf: (key: string, partitions: number) => number;
+  /** fsync each group commit (default) or leave it to the OS (survives process crashes only). */
+  sync?: SyncPolicy;
+  /** Most operations folded into one group commit. */
+  maxBatch?: number;
+  /** Headers kept in memory. */
+  headerCacheSize?: number;
+  /** Above this many removed dots in one delta, find them by scanning the object instead. */
+  removeLookupLimit?: number;
+}
+
+export class StoreOpenError extends Error {
+  override readonly name = "StoreOpenError";
+}
+
+/** The key holds another type than the operation needs. */
+export class TypeMismatchError extends Error {
+  override readonly name = "TypeMismatchError";
+  constructor(
+    readonly key: string,
+    readonly existing: ObjectType,
+    readonly requested: ObjectType,
+  ) {
+    super(
+      `key "${key}" holds a ${ObjectType[existing] ?? existing}, not a ${ObjectType[requested] ?? requested}; ` +
+        `use another key or the matching operation`,
+    );
+  }
+}
+
+export interface JoinResult<S> {
+  changed: boolean;
+  /** The part of the joined state that was new here (Δ(incoming, local)), for redundancy removal. */
+  newPart: S;
+}
+
+export interface StateChunk {
+  type: ObjectType;
+  /** The key's context: on the first chunk of the key only. */
+  ctx?: CausalContext;
+  rangeStart: Buffer;
+  rangeEnd: Buffer;
+  rangeOpen: boolean;
+  /** Entries in the range (for sets); the whole state for counters. */
+  slice: AWSet | PNCounter;
+  keyDone: boolean;
+}
+
+interface StoreMeta {
+  format: string;
+  version: number;
+  nodeId: string;
+  partitions: number;
+  createdAt: string;
+}
+
+export class Store {
+  private readonly lock = new KeyLock();
+  private readonly commit: GroupCommit;
+  private readonly headers = new Map<string, Header>();
+  private closed = false;
+
+  private constructor(
+    private readonly db: ClassicLevel<Buffer, Buffer>,
+    readonly nodeId: string,
+    readonly partitions: number,
+    private readonly opts: Required<Omit<StoreOptions, "nodeId">>,
+  ) {
+    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch });
+  }
+
+  static async open(options: StoreOptions): Promise<Store> {
+    const opts = {
+      sync: "fsync" as SyncPolicy,
+      maxBatch: 256,
+      headerCacheSize: 50_000,
+      removeLookupLimit: 4096,
+      ...options,
+    };
+    const fresh = !existsSync(opts.dir) || readdirSync(opts.dir).length === 0;
+    if (!fresh && !existsSync(`${opts.dir}/CURRENT`)) {
+      throw new StoreOpenError(
+        `data directory ${opts.dir} is not empty and is not a deltaset store (no LevelDB CURRENT file); ` +
+          `point --data-dir at an empty or existing deltaset directory`,
+      );
+    }
+    const db = new ClassicLevel<Buffer, Buffer>(opts.dir, { keyEncoding: "buffer", valueEncoding: "buffer" });
+    try {
+      await db.open();
+    } catch (err) {
+      const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
+      throw new StoreOpenError(`cannot open data directory ${opts.dir}: ${cause}`);
+    }
+    try {
+      const meta = await readMeta(db, opts.dir);
+      let nodeId: string;
+      if (meta === undefined) {
+        if (!fresh) {
+          throw new StoreOpenError(`data directory ${opts.dir} holds a LevelDB database that deltaset did not create`);
+        }
+        nodeId = opts.nodeId ?? `n-${randomBytes(6).toString("hex")}`;
+        const record: StoreMeta = {
+          format: STORE_FORMAT,
+          version: STORE_VERSION,
+          nodeId,
+          partitions: opts.partitions,
+          createdAt: new Date().toISOString(),
+        };
+        await db.put(formatKey(), Buffer.from(JSON.stringify(record)), { sync: true });
+      } else {
+        if (opts.nodeId !== undefined && opts.nodeId !== meta.nodeId) {
+          throw new StoreOpenError(
+            `data directory ${opts.dir} belongs to node "${meta.nodeId}", not "${opts.nodeId}"; ` +
+              `use that node id or another data directory`,
+          );
+        }
+        if (meta.partitions !== opts.partitions) {
+          throw new StoreOpenError(
+            `data directory ${opts.dir} was created with ${meta.partitions} partitions, not ${opts.partitions}`,
+          );
+        }
+        nodeId = meta.nodeId;
+      }
+      return new Store(db, nodeId, opts.partitions, opts);
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+  }
+
+  partitionOf(key: string): number {
+    return this.opts.partitionOf(key, this.partitions);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.commit.drain();
+    await this.db.close();
+  }
+
+  /** Wait until every queued write is durable. */
+  flush(): Promise<void> {
+    return this.commit.drain();
+  }
+
+  stats(): { batches: number; writes: number; cachedHeaders: number; busyKeys: number } {
+    return {
+      batches: this.commit.batches,
+      writes: this.commit.writes,
+      cachedHeaders: this.headers.size,
+      busyKeys: this.lock.busy,
+    };
+  }
+
+  // ------------------------------------------------------------ headers
+
+  private async loadHeader(key: string): Promise<Header | undefined> {
+    const cached = this.headers.get(key);
+    if (cached !== undefined) return cached;
+    const raw = await this.commit.get(headerKey(objectPrefix(this.partitionOf(key), key)));
+    if (raw === undefined) return undefined;
+    const h = decodeHeader(raw);
+    this.cacheHeader(key, h);
+    return h;
+  }
+
+  private cacheHeader(key: string, h: Header): void {
+    if (this.headers.size >= this.opts.headerCacheSize) {
+      // Evict the oldest entry (Map keeps insertion order). Safe: reads fall back to disk/overlay.
+      const first = this.headers.keys().next().value;
+      if (first !== undefined) this.headers.delete(first);
+    }
+    this.headers.set(key, h);
+  }
+
+  private async headerFor(key: string, type: ObjectType): Promise<Header> {
+    const h = await this.loadHeader(key);
+    if (h !== undefined) {
+      if (h.type !== type) throw new TypeMismatchError(key, h.type, type);
+      return h;
+    }
+    const created: Header = {
+      type,
+      ctx: new CausalContext(),
+      size: 0,
+      body: type === ObjectType.COUNTER ? CounterLattice.encode(PNCounter.bottom()) : new Uint8Array(),
+    };
+    return created;
+  }
+
+  async typeOf(key: string): Promise<ObjectType | undefined> {
+    return (await this.loadHeader(key))?.type;
+  }
+
+  /** Type, context and size of a key (undefined when the key does not exist). */
+  async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number } | undefined> {
+    const h = await this.loadHeader(key);
+    return h === undefined ? undefined : { type: h.type, ctx: h.ctx.clone(), size: h.size };
+  }
+
+  // ------------------------------------------------------------ sets
+
+  async add(key: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
+    return this.mutate(key, async (prefix, h, view) => {
+      const entries = new Map<ElementKey, DotSet>();
+      const ctx = new CausalContext();
+      const dots: Dot[] = [];
+      let next = h.ctx.max(this.nodeId);
+      let added = 0;
+      for (const el of elements) {
+        const k = elementKey(el);
+        const existing = entries.get(k);
+        if (existing !== undefined) {
+          dots.push(existing[0]!);
+          continue;
+        }
+        const d: Dot = { replica: this.nodeId, counter: ++next };
+        const old = await view.dots(k);
+        if (old.length === 0) added++;
+        entries.set(k, [d]);
+        ctx.addDot(d);
+        for (const o of old) ctx.addDot(o);
+        dots.push(d);
+      }
+      const delta = AWSet.fromParts(entries, ctx);
+      await this.joinSet(prefix, h, delta, view);
+      return { dots, added, delta };
+    });
+  }
+
+  async remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet }> {
+    return this.mutate(key, async (prefix, h, view) => {
+      const ctx = new CausalContext();
+      let removed = 0;
+      const seen = new Set<ElementKey>();
+      for (const el of elements) {
+        const k = elementKey(el);
+        if (seen.has(k)) continue;
+        seen.add(k);
+        const dots = await view.dots(k);
+        const hit = observed === undefined ? dots : dots.filter((d) => observed.containsDot(d));
+        if (hit.length > 0 && hit.length === dots.length) removed++;
+        for (const d of hit) ctx.addDot(d);
+      }
+      const delta = AWSet.fromParts(new Map(), ctx);
+      await this.joinSet(prefix, h, delta, view);
+      return { removed, delta };
+    }, { mustExist: true });
+  }
+
+  async contains(key: string, elements: Uint8Array[]): Promise<boolean[]> {
+    const h = await this.loadHeader(key);
+    if (h === undefined) return elements.map(() => false);
+    if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
+    const prefix = objectPrefix(this.partitionOf(key), key);
+    return Promise.all(elements.map(async (el) => (await this.commit.get(elementRecordKey(prefix, el))) !== undefined));
+  }
+
+  /** One page of members after startAfter (exclusive), in element order. */
+  async page(
+    key: string,
+    startAfter: Uint8Array | undefined,
+    limit: number,
+  ): Promise<{ members: Buffer[]; next: Buffer | undefined }> {
+    const members: Buffer[] = [];
+    for await (const chunk of this.members(key, { startAfter, chunkSize: limit + 1 })) {
+      members.push(...chunk.map((e) => e.element));
+      if (members.length > limit) break;
+    }
+    const more = members.length > limit;
+    const page = members.slice(0, limit);
+    return { members: page, next: more ? page[page.length - 1] : undefined };
+  }
+
+  /**
+   * Stream the members of a set in element order, in chunks, from one consistent snapshot
+   * (committed writes only). The consumer pulls: nothing is read ahead of demand.
+   */
+  async *members(
+    key: string,
+    opts: { startAfter?: Uint8Array; chunkSize: number },
+  ): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
+    const prefix = objectPrefix(this.partitionOf(key), key);
+    const range = elementRange(prefix);
+    const gt = opts.startAfter !== undefined && opts.startAfter.length > 0 ? elementRecordKey(prefix, opts.startAfter) : undefined;
+    const it = this.db.iterator(gt !== undefined ? { gt, lt: range.lt } : range);
+    try {
+      let chunk: Array<{ element: Buffer; dots: Dot[] }> = [];
+      const elementOffset = prefix.length + 1;
+      while (true) {
+        const entries = await it.nextv(Math.max(1, opts.chunkSize - chunk.length));
+        if (entries.length === 0) break;
+        for (const [k, v] of entries) {
+          chunk.push({ element: unescapeBytes(k, elementOffset).bytes, dots: decodeDots(v) });
+        }
+        if (chunk.length >= opts.chunkSize) {
+          yield chunk;
+          chunk = [];
+        }
+      }
+      if (chunk.length > 0) yield chunk;
+    } finally {
+      await it.close();
+    }
+  }
+
+  // ------------------------------------------------------------ counters
+
+  async increment(key: string, amount: bigint): Promise<{ value: bigint; dot: Dot; delta: PNCounter }> {
+    return this.mutate(key, async (_prefix, h) => {
+      const state = CounterLattice.decode(h.body);
+      const delta = state.incrementDelta(this.nodeId, amount);
+      CounterLattice.joinInPlace(state, delta);
+      h.body = CounterLattice.encode(state);
+      h.ctx = state.ctx.clone();
+      return { value: state.value(), dot: [...delta.entries.values()][0]!.dot, delta };
+    }, { type: ObjectType.COUNTER });
+  }
+
+  async counter(key: string): Promise<PNCounter | undefined> {
+    const h = await this.loadHeader(key);
+    if (h === undefined) return undefined;
+    if (h.type !== ObjectType.COUNTER) throw new TypeMismatchError(key, h.type, ObjectType.COUNTER);
+    return CounterLattice.decode(h.body);
+  }
+
+  // ------------------------------------------------------------ joins (Merge and gossip)
+
+  /** Join a state or delta of any registered type into key. */
+  async merge(key: string, type: ObjectType, state: AWSet | PNCounter): Promise<JoinResult<AWSet | PNCounter> & { size: number }> {
+    return this.mutate(key, async (prefix, h, view) => {
+      if (type === ObjectType.COUNTER) {
+        const r = this.joinCounter(h, state as PNCounter);
+        return { ...r, size: 0 };
+      }
+      const r = await this.joinSet(prefix, h, state as AWSet, view);
+      return { ...r, size: h.size };
+    }, { type });
+  }
+
+  /** The whole state of a key, in memory (small keys, tests, and whole-state gossip of small keys). */
+  async readState(key: string): Promise<{ type: ObjectType; state: AWSet | PNCounter } | undefined> {
+    return this.lock.run(key, async () => {
+      await this.commit.drain();
+      const h = await this.loadHeader(key);
+      if (h === undefined) return undefined;
+      if (h.type === ObjectType.COUNTER) return { type: h.type, state: CounterLattice.decode(h.body) };
+      const entries = new Map<ElementKey, DotSet>();
+      for await (const chunk of this.members(key, { chunkSize: 1024 })) {
+        for (const e of chunk) entries.set(elementKey(e.element), e.dots);
+      }
+      return { type: h.type, state: AWSet.fromParts(entries, h.ctx.clone()) };
+    });
+  }
+
+  // ------------------------------------------------------------ partitions and chunked full state
+
+  /** Keys of one partition, in key order. */
+  async *keys(partition: number): AsyncGenerator<string> {
+    const range = partitionRange(partition);
+    let gte = range.gte;
+    while (true) {
+      // Find the next header record; then jump past the whole object.
+      const it = this.db.keys({ gte, lt: range.lt, limit: 1 });
+      const k = (await it.all())[0];
+      if (k === undefined) return;
+      const parsed = parseObjectKey(k);
+      yield parsed.key;
+      gte = Buffer.concat([objectPrefix(partition, parsed.key), Buffer.from([0xff])]);
+    }
+  }
+
+  /**
+   * Stream a key's full state in chunks of at most maxEntries elements, from one snapshot. The
+   * first chunk carries the context; each chunk carries every element of its range.
+   */
+  async *stateChunks(key: string, maxEntries: number): AsyncGenerator<StateChunk> {
+    await this.commit.drain();
+    const prefix = objectPrefix(this.partitionOf(key), key);
+    const raw = await this.db.get(headerKey(prefix));
+    if (raw === undefined) return;
+    const h = decodeHeader(raw);
+    if (h.type === ObjectType.COUNTER) {
+      yield {
+        type: h.type,
+        ctx: h.ctx,
+        rangeStart: Buffer.alloc(0),
+        rangeEnd: Buffer.alloc(0),
+        rangeOpen: true,
+        slice: CounterLattice.decode(h.body),
+        keyDone: true,
+      };
+      return;
+    }
+    const range = elementRange(prefix);
+    const it = this.db.iterator(range);
+    const offset = prefix.length + 1;
+    let start: Buffer = Buffer.alloc(0);
+    let first = true;
+    try {
+      while (true) {
+        const batch = await it.nextv(maxEntries);
+        const entries = new Map<ElementKey, DotSet>();
+        let last: Buffer = start;
+        for (const [k, v] of batch) {
+          last = unescapeBytes(k, offset).bytes;
+          entries.set(elementKey(last), decodeDots(v));
+        }
+        const done = batch.length < maxEntries;
+        yield {
+          type: h.type,
+          ctx: first ? h.ctx : undefined,
+          rangeStart: start,
+          rangeEnd: last,
+          rangeOpen: done,
+          slice: AWSet.fromParts(entries, new CausalContext()),
+          keyDone: done,
+        };
+        if (done) return;
+        first = false;
+        // The next range starts just after the last element sent: last + 0x00 is its successor.
+        start = Buffer.concat([last, Buffer.from([0])]);
+      }
+    } finally {
+      await it.close();
+    }
+  }
+
+  /**
+   * Apply one chunk of a peer's full state: join only the elements inside the chunk's range, using
+   * the sender's context to drop what it removed, and add the chunk's dots to our context one by
+   * one. The sender's whole context is folded in by finishKey, after the key's last chunk, so a
+   * stream cut in the middle never lets a context cover elements that did not arrive.
+   */
+  async applyChunk(
+    key: string,
+    chunk: { type: ObjectType; senderCtx: CausalContext; rangeStart: Buffer; rangeEnd: Buffer; rangeOpen: boolean; slice: AWSet | PNCounter },
+  ): Promise<JoinResult<AWSet | PNCounter>> {
+    if (chunk.type === ObjectType.COUNTER) {
+      // Counters travel whole: a single chunk is a complete state.
+      return this.merge(key, chunk.type, chunk.slice);
+    }
+    await this.commit.drain();
+    return this.mutate(key, async (prefix, h, view) => {
+      const slice = chunk.slice as AWSet;
+      const newEntries = new Map<ElementKey, DotSet>();
+      const newCtx = new CausalContext();
+      let changed = false;
+      // Local elements in the range that the chunk lacks: drop the dots the sender has seen.
+      const range = elementRange(prefix);
+      const gte = chunk.rangeStart.length > 0 ? elementRecordKey(prefix, chunk.rangeStart) : range.gte;
+      const bounds = chunk.rangeOpen ? { gte, lt: range.lt } : { gte, lte: elementRecordKey(prefix, chunk.rangeEnd) };
+      const offset = prefix.length + 1;
+      for await (const [k] of this.db.iterator({ ...bounds, values: false })) {
+        const ek = elementKey(unescapeBytes(k, offset).bytes);
+        if (slice.entries.has(ek)) continue;
+        const mine = await view.dots(ek);
+        const kept = mine.filter((d) => !chunk.senderCtx.containsDot(d));
+        if (kept.length !== mine.length) {
+          for (const d of mine) if (!kept.some((x) => sameDot(x, d))) newCtx.addDot(d);
+          view.setDots(ek, mine, kept, h);
+          changed = true;
+        }
+      }
+      for (const [ek, theirs] of slice.entries) {
+        const mine = await view.dots(ek);
+        const joined = joinDotSets(mine, h.ctx, theirs, chunk.senderCtx);
+        const fresh = theirs.filter((d) => !h.ctx.containsDot(d));
+        if (fresh.length > 0) newEntries.set(ek, fresh);
+        if (!sameDots(mine, joined)) {
+          // Our dots the join dropped are removals that were new here.
+          for (const d of mine) if (!joined.some((x) => sameDot(x, d))) newCtx.addDot(d);
+          view.setDots(ek, mine, joined, h);
+          changed = true;
+        }
+        for (const d of theirs) {
+          if (!h.ctx.containsDot(d)) {
+            h.ctx.addDot(d);
+            newCtx.addDot(d);
+            changed = true;
+          }
+        }
+      }
+      return { changed, newPart: AWSet.fromParts(newEntries, newCtx) };
+    }, { type: chunk.type });
+  }
+
+  /** After a key's last chunk: fold the sender's whole context in. */
+  async finishKey(key: string, type: ObjectType, senderCtx: CausalContext): Promise<JoinResult<AWSet | PNCounter>> {
+    if (type === ObjectType.COUNTER) return { changed: false, newPart: PNCounter.bottom() };
+    return this.mutate(key, async (_prefix, h) => {
+      const fresh = senderCtx.subtract(h.ctx);
+      if (!fresh.isEmpty()) h.ctx.joinInPlace(fresh);
+      return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh) };
+    }, { type });
+  }
+
+  // ------------------------------------------------------------ sequence numbers (Algorithm 2)
+
+  async loadSeqs(): Promise<Map<number, number>> {
+    const out = new Map<number, number>();
+    for await (const [k, v] of this.db.iterator(seqKeyRange())) {
+      out.set(k.readUInt32BE(2), Number(v.readBigUInt64BE(0)));
+    }
+    return out;
+  }
+
+  /** Durably record a sequence-number floor for a partition. */
+  async persistSeq(partition: number, value: number): Promise<void> {
+    const v = Buffer.alloc(8);
+    v.writeBigUInt64BE(BigInt(value));
+    await this.commit.write([{ type: "put", key: seqKey(partition), value: v }]);
+  }
+
+  // ------------------------------------------------------------ internals
+
+  /**
+   * Run fn under the key's lock with a write view; queue its writes and the header, and resolve
+   * after they are durable. fn's result is returned only then.
+   */
+  private async mutate<T>(
+    key: string,
+    fn: (prefix: Buffer, h: Header, view: WriteView) => Promise<T>,
+    opts: { type?: ObjectType; mustExist?: boolean } = {},
+  ): Promise<T> {
+    if (this.closed) throw new Error("store is closed");
+    let durable!: Promise<void>;
+    const result = await this.lock.run(key, async () => {
+      const prefix = objectPrefix(this.partitionOf(key), key);
+      const type = opts.type ?? ObjectType.AWSET;
+      const existing = await this.loadHeader(key);
+      const h = await this.headerFor(key, type);
+      // Work on a copy: a failure half-way must not leave the cached header changed.
+      const work: Header = { ...h, ctx: h.ctx.clone() };
+      const view = new WriteView(this.commit, prefix);
+      const out = await fn(prefix, work, view);
+      const headerChanged =
+        existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body;
+      if (existing === undefined && opts.mustExist && view.ops.length === 0) {
+        durable = Promise.resolve();
+        return out;
+      }
+      if (headerChanged) view.ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
+      this.cacheHeader(key, work);
+      durable = this.commit.write(view.ops);
+      return out;
+    });
+    await durable;
+    return result;
+  }
+
+  private joinCounter(h: Header, incoming: PNCounter): JoinResult<PNCounter> {
+    const state = CounterLattice.decode(h.body);
+    const newPart = CounterLattice.difference(incoming, state);
+    const changed = CounterLattice.joinInPlace(state, incoming);
+    if (changed) {
+      h.body = CounterLattice.encode(state);
+      h.ctx = state.ctx.clone();
+    }
+    return { changed, newPart };
+  }
+
+  /** The AWSet join of a delta or state into the stored object (see AWSet.joinInPlace). */
+  private async joinSet(prefix: Buffer, h: Header, delta: AWSet, view: WriteView): Promise<JoinResult<AWSet>> {
+    const newEntries = new Map<ElementKey, DotSet>();
+    const newCtx = delta.ctx.subtract(h.ctx);
+    let changed = !newCtx.isEmpty();
+    for (const [ek, theirs] of delta.entries) {
+      const mine = await view.dots(ek);
+      const joined = joinDotSets(mine, h.ctx, theirs, delta.ctx);
+      const fresh = theirs.filter((d) => !h.ctx.containsDot(d));
+      if (fresh.length > 0) newEntries.set(ek, fresh);
+      if (!sameDots(mine, joined)) {
+        // Our dots the join dropped are removals that were new here.
+        for (const d of mine) if (!joined.some((x) => sameDot(x, d))) newCtx.addDot(d);
+        view.setDots(ek, mine, joined, h);
+        changed = true;
+      }
+    }
+    // Dots the delta's context removes, held under elements the delta does not carry.
+    const removed = removedDots(delta);
+    if (!removed.isEmpty()) {
+      const hits = await this.findDots(prefix, removed, view);
+      for (const [ek, dots] of hits) {
+        if (delta.entries.has(ek)) continue;
+        const mine = await view.dots(ek);
+        const kept = mine.filter((d) => !dots.some((x) => sameDot(x, d)));
+        if (kept.length !== mine.length) {
+          for (const d of dots) newCtx.addDot(d);
+          view.setDots(ek, mine, kept, h);
+          changed = true;
+        }
+      }
+    }
+    h.ctx.joinInPlace(delta.ctx);
+    return { changed, newPart: AWSet.fromParts(newEntries, newCtx) };
+  }
+
+  /** Live dots of the object that the context covers, grouped by element. */
+  private async findDots(prefix: Buffer, c: CausalContext, view: WriteView): Promise<Map<ElementKey, Dot[]>> {
+    const out = new Map<ElementKey, Dot[]>();
+    const push = (ek: ElementKey, d: Dot) => {
+      const list = out.get(ek);
+      if (list === undefined) out.set(ek, [d]);
+      else list.push(d);
+    };
+    if (c.dotCount() <= this.opts.removeLookupLimit) {
+      for (const d of c.dots()) {
+        const ek = await view.ownerOf(d);
+        if (ek !== undefined) push(ek, d);
+      }
+      return out;
+    }
+    // Many dots: one pass over the object's elements is cheaper than a lookup each.
+    await this.commit.drain();
+    const offset = prefix.length + 1;
+    for await (const [k, v] of this.db.iterator(elementRange(prefix))) {
+      const ek = elementKey(unescapeBytes(k, offset).bytes);
+      for (const d of view.pendingDots(ek) ?? decodeDots(v)) if (c.containsDot(d)) push(ek, d);
+    }
+    return out;
+  }
+}
+
+/**
+ * The writes of one operation, with reads that see them: element dots and dot-index records
+ * changed earlier in the same operation are answered from here, then from the group-commit
+ * overlay, then from LevelDB.
+ */
+class WriteView {
+  readonly ops: BatchOp[] = [];
+  private readonly elements = new Map<ElementKey, Dot[]>();
+  private readonly owners = new Map<string, ElementKey | null>();
+
+  constructor(
+    private readonly commit: GroupCommit,
+    private readonly prefix: Buffer,
+  ) {}
+
+  pendingDots(ek: ElementKey): Dot[] | undefined {
+    return this.elements.get(ek);
+  }
+
+  async dots(ek: ElementKey): Promise<Dot[]> {
+    const local = this.elements.get(ek);
+    if (local !== undefined) return local;
+    const raw = await this.commit.get(elementRecordKey(this.prefix, elementBytes(ek)));
+    return raw === undefined ? [] : decodeDots(raw);
+  }
+
+  async ownerOf(d: Dot): Promise<ElementKey | undefined> {
+    const k = dotKey(d);
+    const local = this.owners.get(k);
+    if (local !== undefined) return local ?? undefined;
+    const raw = await this.commit.get(dotRecordKey(this.prefix, d.replica, d.counter));
+    return raw === undefined ? undefined : elementKey(raw);
+  }
+
+  /** Replace an element's dots: element record, dot-index records, and the header's size. */
+  setDots(ek: ElementKey, before: readonly Dot[], after: readonly Dot[], h: Header): void {
+    const el = elementBytes(ek);
+    const recordKey = elementRecordKey(this.prefix, el);
+    if (after.length === 0) this.ops.push({ type: "del", key: recordKey });
+    else this.ops.push({ type: "put", key: recordKey, value: encodeDots(after) });
+    for (const d of before) {
+      if (after.some((x) => sameDot(x, d))) continue;
+      this.ops.push({ type: "del", key: dotRecordKey(this.prefix, d.replica, d.counter) });
+      this.owners.set(dotKey(d), null);
+    }
+    for (const d of after) {
+      if (before.some((x) => sameDot(x, d))) continue;
+      this.ops.push({ type: "put", key: dotRecordKey(this.prefix, d.replica, d.counter), value: el });
+      this.owners.set(dotKey(d), ek);
+    }
+    if (before.length === 0 && after.length > 0) h.size++;
+    if (before.length > 0 && after.length === 0) h.size--;
+    this.elements.set(ek, [...after]);
+  }
+}
+
+function sameDots(a: readonly Dot[], b: readonly Dot[]): boolean {
+  return a.length === b.length && a.every((d, i) => sameDot(d, b[i]!));
+}
+
+async function readMeta(db: ClassicLevel<Buffer, Buffer>, dir: string): Promise<StoreMeta | undefined> {
+  const raw = await db.get(formatKey());
+  if (raw === undefined) return undefined;
+  let meta: StoreMeta;
+  try {
+    meta = JSON.parse(raw.toString("utf8")) as StoreMeta;
+  } catch {
+    throw new StoreOpenError(`data directory ${dir}: the store format record is corrupt`);
+  }
+  if (meta.format !== STORE_FORMAT) {
+    throw new StoreOpenError(`data directory ${dir} holds "${meta.format}" data, not a deltaset store`);
+  }
+  if (meta.version !== STORE_VERSION) {
+    throw new StoreOpenError(`data directory ${dir} has store version ${meta.version}; this node reads version ${STORE_VERSION}`);
+  }
+  return meta;
+}

@@ -1,0 +1,201 @@
+// The LevelDB store must behave exactly like the in-memory AWSet lattice: every operation, merge
+// and chunked transfer is mirrored on a model and the stored state compared with it.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import fc from "fast-check";
+import { ClassicLevel } from "classic-level";
+import { AWSet, AWSetLattice, CausalContext, ObjectType } from "../../services/crdt/index.ts";
+import { Store, StoreOpenError, TypeMismatchError } from "../../services/store/store.ts";
+
+const root = mkdtempSync(join(tmpdir(), "deltaset-store-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+const newDir = () => join(root, `db${dirs++}`);
+const partitionOf = (key: string, p: number) => Buffer.from(key).reduce((a, b) => (a * 31 + b) % p, 7);
+const open = (dir: string, nodeId?: string, partitions = 8) => Store.open({ dir, nodeId, partitions, partitionOf, sync: "buffered" });
+const el = (n: number) => Buffer.from([n]);
+const RUNS = Number(process.env.FC_STORE_RUNS ?? 40);
+
+async function stored(s: Store, key: string): Promise<AWSet> {
+  const r = await s.readState(key);
+  return r === undefined ? AWSet.bottom() : (r.state as AWSet);
+}
+
+/** Stream `from`'s state of key into `to` in chunks; stop after `limit` chunks (cut stream). */
+async function transfer(from: Store, to: Store, key: string, chunkSize: number, limit = Infinity): Promise<boolean> {
+  let ctx: CausalContext | undefined;
+  let n = 0;
+  for await (const c of from.stateChunks(key, chunkSize)) {
+    if (n++ >= limit) return false;
+    ctx = c.ctx ?? ctx;
+    await to.applyChunk(key, { type: c.type, senderCtx: ctx!, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
+    if (c.keyDone) await to.finishKey(key, c.type, ctx!);
+  }
+  return true;
+}
+
+type Op =
+  | { kind: "add"; on: 0 | 1; els: number[] }
+  | { kind: "remove"; on: 0 | 1; els: number[]; stale: boolean }
+  | { kind: "merge"; into: 0 | 1; delta: boolean }
+  | { kind: "chunks"; into: 0 | 1; size: number; cut: number };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ kind: fc.constant("add" as const), on: fc.constantFrom(0 as const, 1 as const), els: fc.array(fc.nat(9), { minLength: 1, maxLength: 4 }) }),
+  fc.record({ kind: fc.constant("remove" as const), on: fc.constantFrom(0 as const, 1 as const), els: fc.array(fc.nat(9), { minLength: 1, maxLength: 3 }), stale: fc.boolean() }),
+  fc.record({ kind: fc.constant("merge" as const), into: fc.constantFrom(0 as const, 1 as const), delta: fc.boolean() }),
+  fc.record({ kind: fc.constant("chunks" as const), into: fc.constantFrom(0 as const, 1 as const), size: fc.integer({ min: 1, max: 4 }), cut: fc.integer({ min: 0, max: 6 }) }),
+);
+
+describe("store matches the AWSet lattice", () => {
+  it("under random adds, removes (fresh or stale context), merges and chunked transfers", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), async (ops) => {
+        const stores = [await open(newDir(), "A"), await open(newDir(), "B")];
+        const models = [AWSet.bottom(), AWSet.bottom()];
+        const lastDelta: Array<AWSet | undefined> = [undefined, undefined];
+        const oldCtx = [new CausalContext(), new CausalContext()];
+        const key = "set";
+        try {
+          for (const op of ops) {
+            if (op.kind === "add") {
+              const r = await stores[op.on]!.add(key, op.els.map(el));
+              oldCtx[op.on] = models[op.on]!.ctx.clone();
+              models[op.on] = models[op.on]!.add(stores[op.on]!.nodeId, op.els.map(el));
+              lastDelta[op.on] = r.delta;
+            } else if (op.kind === "remove") {
+              const ctx = op.stale ? oldCtx[op.on] : undefined;
+              const r = await stores[op.on]!.remove(key, op.els.map(el), ctx);
+              models[op.on] = models[op.on]!.remove(op.els.map(el), ctx);
+              lastDelta[op.on] = r.delta;
+            } else if (op.kind === "merge") {
+              const from = 1 - op.into;
+              const payload = op.delta ? lastDelta[from] : models[from];
+              if (payload === undefined) continue;
+              const before = models[op.into]!.clone();
+              const r = await stores[op.into]!.merge(key, ObjectType.AWSET, payload);
+              models[op.into]!.joinInPlace(payload);
+              // The reported new part is exactly Δ(payload, before), and changed agrees with it.
+              assert.ok(AWSetLattice.equals(r.newPart as AWSet, AWSetLattice.difference(payload, before)));
+              assert.equal(r.changed, !AWSetLattice.equals(before, models[op.into]!));
+            } else {
+              const from = 1 - op.into;
+              const before = models[op.into]!.clone();
+              const full = AWSetLattice.join(before, models[from]!);
+              const complete = await transfer(stores[from]!, stores[op.into]!, key, op.size, op.cut);
+              const got = await stored(stores[op.into]!, key);
+              if (complete) {
+                models[op.into] = full;
+              } else {
+                // A cut stream never loses or resurrects anything: before ⊑ got ⊑ before ⊔ sender.
+                assert.ok(AWSetLattice.leq(before, got), "cut stream lost state");
+                assert.ok(AWSetLattice.leq(got, full), "cut stream invented state");
+                models[op.into] = got;
+              }
+            }
+            for (const i of [0, 1]) {
+              const got = await stored(stores[i]!, key);
+              assert.ok(got.equals(models[i]!), `store ${i} differs from model after ${op.kind}`);
+              const d = await stores[i]!.describe(key);
+              if (d !== undefined) assert.equal(d.size, models[i]!.size);
+            }
+          }
+        } finally {
+          await Promise.all(stores.map((s) => s.close()));
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
+
+describe("store durability and identity", () => {
+  it("keeps state, node id and sequence numbers across restarts", async () => {
+    const dir = newDir();
+    const s = await open(dir);
+    const id = s.nodeId;
+    await s.add("k", [el(1), el(2)]);
+    await s.remove("k", [el(1)]);
+    await s.increment("c", -3n);
+    await s.persistSeq(5, 1000);
+    await s.close();
+    const s2 = await open(dir);
+    assert.equal(s2.nodeId, id);
+    assert.deepEqual((await s2.page("k", undefined, 10)).members, [el(2)]);
+    assert.equal((await s2.counter("c"))!.value(), -3n);
+    assert.equal((await s2.loadSeqs()).get(5), 1000);
+    // New dots continue after the old ones: no dot is ever minted twice.
+    const r = await s2.add("k", [el(3)]);
+    assert.equal(r.dots[0]!.counter, 3);
+    await s2.close();
+  });
+
+  it("refuses another node's directory, a foreign LevelDB, and a non-store directory", async () => {
+    const dir = newDir();
+    await (await open(dir, "node-a")).close();
+    await assert.rejects(open(dir, "node-b"), (e: Error) => e instanceof StoreOpenError && /belongs to node "node-a"/.test(e.message));
+    await assert.rejects(open(dir, undefined, 16), (e: Error) => e instanceof StoreOpenError && /8 partitions/.test(e.message));
+
+    const foreign = newDir();
+    const db = new ClassicLevel(foreign);
+    await db.put("hello", "world");
+    await db.close();
+    await assert.rejects(open(foreign), (e: Error) => e instanceof StoreOpenError && /did not create/.test(e.message));
+
+    const junk = newDir();
+    mkdirSync(junk);
+    writeFileSync(join(junk, "notes.txt"), "not a database");
+    await assert.rejects(open(junk), (e: Error) => e instanceof StoreOpenError && /not a deltaset store/.test(e.message));
+  });
+
+  it("refuses a corrupted format record with a clear message", async () => {
+    const dir = newDir();
+    await (await open(dir)).close();
+    const db = new ClassicLevel<Buffer, Buffer>(dir, { keyEncoding: "buffer", valueEncoding: "buffer" });
+    await db.put(Buffer.from([0x00, 0x46]), Buffer.from("{not json"));
+    await db.close();
+    await assert.rejects(open(dir), (e: Error) => e instanceof StoreOpenError && /corrupt/.test(e.message));
+  });
+
+  it("answers a type mismatch with a typed error and changes nothing", async () => {
+    const s = await open(newDir());
+    await s.increment("c", 1n);
+    await assert.rejects(s.add("c", [el(1)]), (e: Error) => e instanceof TypeMismatchError && /COUNTER/.test(e.message));
+    await assert.rejects(s.contains("c", [el(1)]), TypeMismatchError);
+    assert.equal((await s.counter("c"))!.value(), 1n);
+    await s.add("k", [el(1)]);
+    await assert.rejects(s.increment("k", 1n), TypeMismatchError);
+    assert.equal((await s.describe("k"))!.size, 1);
+    await s.close();
+  });
+
+  it("a remove on a missing key creates nothing", async () => {
+    const s = await open(newDir());
+    const r = await s.remove("nothing", [el(1)]);
+    assert.equal(r.removed, 0);
+    assert.equal(await s.describe("nothing"), undefined);
+    await s.close();
+  });
+
+  it("lists keys per partition and pages members in byte order", async () => {
+    const s = await open(newDir());
+    const keys = ["a", "b", "c", "dd", "eee", "k1", "k2"];
+    for (const k of keys) await s.add(k, [el(1)]);
+    const found: string[] = [];
+    for (let p = 0; p < s.partitions; p++) for await (const k of s.keys(p)) found.push(k);
+    assert.deepEqual(found.sort(), [...keys].sort());
+    const members = [Buffer.from([0]), Buffer.from([0, 0]), Buffer.from([0, 1]), Buffer.from([1]), Buffer.from([255])];
+    await s.add("order", [...members].reverse());
+    const p1 = await s.page("order", undefined, 2);
+    assert.deepEqual(p1.members, members.slice(0, 2));
+    const p2 = await s.page("order", p1.next, 2);
+    assert.deepEqual(p2.members, members.slice(2, 4));
+    const p3 = await s.page("order", p2.next, 2);
+    assert.deepEqual(p3.members, members.slice(4));
+    assert.equal(p3.next, undefined);
+    await s.close();
+  });
+});
