@@ -1,0 +1,178 @@
+// Client commands: add, remove, query, scan, incr, members.
+import { parseArgs } from "node:util";
+import type * as grpc from "@grpc/grpc-js";
+import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
+import { MemberState } from "../gen/deltaset/v1/membership.js";
+import { contextFromProto } from "../crdt/index.js";
+import { bar, createOutput, showElement } from "./output.js";
+import { call, membershipClient, replicaClient } from "./rpc.js";
+
+const COMMON = {
+  addr: { type: "string", default: process.env.DELTASET_ADDR ?? "127.0.0.1:7070" },
+  json: { type: "boolean", default: false },
+  hex: { type: "boolean", default: false },
+  timeout: { type: "string", default: "10000" },
+} as const;
+
+type Values = Record<string, string | boolean | undefined>;
+
+function parse(
+  args: string[],
+  extra: Record<string, { type: "string" | "boolean"; default?: string | boolean }> = {},
+): { values: Values; positionals: string[] } {
+  const r = parseArgs({ args, options: { ...COMMON, ...extra }, allowPositionals: true, strict: true });
+  return { values: r.values as Values, positionals: r.positionals };
+}
+
+function elementsFrom(values: string[], hex: boolean): Buffer[] {
+  return values.map((v) => {
+    if (!hex) return Buffer.from(v, "utf8");
+    const clean = v.replace(/^0x/, "");
+    if (!/^([0-9a-fA-F]{2})+$/.test(clean)) throw new UsageError(`"${v}" is not hex bytes`);
+    return Buffer.from(clean, "hex");
+  });
+}
+
+export class UsageError extends Error {}
+
+function needKey(positionals: string[], usage: string): string {
+  const key = positionals[0];
+  if (key === undefined) throw new UsageError(`usage: ${usage}`);
+  return key;
+}
+
+export async function addCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args);
+  const key = needKey(positionals, "deltaset add KEY ELEMENT... [--addr HOST:PORT] [--hex] [--json]");
+  const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
+  if (elements.length === 0) throw new UsageError("give at least one element");
+  const client = replicaClient(values.addr as string);
+  try {
+    const res = await call(client, client.add, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout) });
+    const out = createOutput(values.json as boolean);
+    out.result(
+      { key, added: res.added, dots: res.dots.map((d) => ({ replica: d.replica, counter: d.counter })) },
+      `added ${res.added} new element(s) to "${key}" (${elements.length} given)`,
+    );
+  } finally {
+    client.close();
+  }
+}
+
+export async function removeCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args);
+  const key = needKey(positionals, "deltaset remove KEY ELEMENT... [--addr HOST:PORT] [--hex] [--json]");
+  const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
+  if (elements.length === 0) throw new UsageError("give at least one element");
+  const client = replicaClient(values.addr as string);
+  try {
+    const res = await call(client, client.remove, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout) });
+    createOutput(values.json as boolean).result({ key, removed: res.removed }, `removed ${res.removed} element(s) from "${key}"`);
+  } finally {
+    client.close();
+  }
+}
+
+export async function queryCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, { "page-size": { type: "string", default: "100" }, all: { type: "boolean", default: false } });
+  const key = needKey(positionals, "deltaset query KEY [ELEMENT...] [--page-size N] [--all] [--addr HOST:PORT] [--json]");
+  const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
+  const client = replicaClient(values.addr as string);
+  const out = createOutput(values.json as boolean);
+  try {
+    const timeoutMs = Number(values.timeout);
+    if (elements.length > 0) {
+      const res = await call(client, client.query, { key, elements, texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs });
+      out.result(
+        { key, presence: res.presence.map((p) => ({ element: showElement(p.element), present: p.present })) },
+        res.presence.map((p) => `${p.present ? "present" : "absent "}  ${showElement(p.element)}`).join("\n"),
+      );
+      return;
+    }
+    let token: Buffer = Buffer.alloc(0);
+    const members: string[] = [];
+    let first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs });
+    const type = first.type;
+    const size = first.size;
+    const counter = first.counterValue;
+    const ctx = first.context;
+    for (;;) {
+      members.push(...first.members.map((m) => showElement(m.element)));
+      token = first.nextPageToken;
+      if (!values.all || token.length === 0) break;
+      out.progress(`${bar(members.length, Number(size))} ${members.length}/${size} members`);
+      first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs });
+    }
+    out.done();
+    const typeName = ["none", "AWSET", "COUNTER"][type] ?? String(type);
+    if (typeName === "COUNTER") {
+      out.result({ key, type: typeName, value: counter }, `${key} (COUNTER) = ${counter}`);
+      return;
+    }
+    const vv = contextFromProto(ctx);
+    out.result(
+      { key, type: typeName, size, members, more: token.length > 0, context: ctx },
+      [`${key} (${typeName}, ${size} member(s), context over ${vv.replicas().length} replica(s))`, ...members.map((m) => `  ${m}`), ...(token.length > 0 ? ["  ... (--all for every page, or use scan)"] : [])].join("\n"),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+export async function scanCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, { chunk: { type: "string", default: "1000" }, count: { type: "boolean", default: false } });
+  const key = needKey(positionals, "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--json]");
+  const client = replicaClient(values.addr as string);
+  const out = createOutput(values.json as boolean);
+  try {
+    const stream = client.scan({ key, chunkSize: Number(values.chunk), startAfter: Buffer.alloc(0), withText: false });
+    let n = 0;
+    for await (const chunk of stream as AsyncIterable<ScanChunk>) {
+      for (const m of chunk.members) {
+        if (!values.count) {
+          const s = showElement(m.element);
+          process.stdout.write((values.json ? JSON.stringify({ element: Buffer.from(m.element).toString("base64"), text: s }) : s) + "\n");
+        }
+      }
+      n += chunk.members.length;
+      out.progress(`${bar(Number(chunk.sent), Number(chunk.total))} ${chunk.sent}/${chunk.total}`);
+    }
+    out.done();
+    if (values.count) out.result({ key, count: n }, String(n));
+  } finally {
+    client.close();
+  }
+}
+
+export async function incrCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args);
+  const key = needKey(positionals, "deltaset incr KEY AMOUNT [--addr HOST:PORT] [--json]");
+  const raw = positionals[1] ?? "1";
+  if (!/^-?\d+$/.test(raw)) throw new UsageError(`amount "${raw}" is not an integer`);
+  const client = replicaClient(values.addr as string);
+  try {
+    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId: "" }, { timeoutMs: Number(values.timeout) });
+    createOutput(values.json as boolean).result({ key, value: res.value }, `${key} = ${res.value}`);
+  } finally {
+    client.close();
+  }
+}
+
+export async function membersCommand(args: string[]): Promise<void> {
+  const { values } = parse(args, { all: { type: "boolean", default: false } });
+  const client = membershipClient(values.addr as string);
+  try {
+    const res = await call(client, client.members, { includeDeparted: values.all as boolean }, { timeoutMs: Number(values.timeout) });
+    createOutput(values.json as boolean).result(
+      {
+        self: res.self,
+        members: res.members.map((m) => ({ nodeId: m.nodeId, address: m.address, state: MemberState[m.state], incarnation: m.incarnation })),
+      },
+      [`members seen by ${res.self}:`, ...res.members.map((m) => `  ${m.nodeId.padEnd(16)} ${m.address.padEnd(22)} ${MemberState[m.state]?.padEnd(8)} inc ${m.incarnation}`)].join("\n"),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+export type { ReplicaClient, grpc };

@@ -1,0 +1,69 @@
+// The `deltaset` command.
+import {
+  UsageError,
+  addCommand,
+  incrCommand,
+  membersCommand,
+  queryCommand,
+  removeCommand,
+  scanCommand,
+} from "./client-commands.js";
+import { nodeCommand } from "./node-command.js";
+
+const HELP = `deltaset: replicated add-wins sets and counters over gRPC
+
+usage: deltaset <command> [options]
+
+  node      run a node                      deltaset node --listen 127.0.0.1:7070 --data-dir .deltaset/data
+  cluster   run a local cluster of N nodes  deltaset cluster --nodes 3
+  add       add elements to a set           deltaset add KEY ELEMENT... [--addr HOST:PORT]
+  remove    remove elements from a set      deltaset remove KEY ELEMENT...
+  query     membership, or a page of members and the context
+                                            deltaset query KEY [ELEMENT...] [--all]
+  scan      stream every member             deltaset scan KEY [--count]
+  incr      add to a counter                deltaset incr KEY AMOUNT
+  members   the cluster membership view     deltaset members
+  chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
+
+Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements as hex).
+'deltaset node --help' style details: see README.md.
+`;
+
+const commands: Record<string, (args: string[]) => Promise<void>> = {
+  node: nodeCommand,
+  add: addCommand,
+  remove: removeCommand,
+  query: queryCommand,
+  scan: scanCommand,
+  incr: incrCommand,
+  members: membersCommand,
+  cluster: async (args) => (await import("./cluster-command.js")).clusterCommand(args),
+  chaos: async (args) => (await import("./chaos-command.js")).chaosCommand(args),
+};
+
+export async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    process.stdout.write(HELP);
+    return;
+  }
+  const cmd = commands[name];
+  if (cmd === undefined) {
+    process.stderr.write(`deltaset: unknown command "${name}"\n\n${HELP}`);
+    process.exit(2);
+  }
+  try {
+    await cmd(rest);
+  } catch (err) {
+    const e = err as { code?: number; details?: string; message?: string };
+    if (err instanceof UsageError || (err as Error).name === "TypeError" && /ERR_PARSE_ARGS/.test(String((err as { code?: string }).code))) {
+      process.stderr.write(`deltaset ${name}: ${e.message}\n`);
+      process.exit(2);
+    }
+    if (typeof e.code === "number" && e.details !== undefined) {
+      process.stderr.write(`deltaset ${name}: ${e.details} (gRPC status ${e.code})\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

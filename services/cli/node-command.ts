@@ -1,0 +1,47 @@
+// `deltaset node`: run one node until SIGTERM or SIGINT, then drain and exit 0.
+import { parseArgs } from "node:util";
+import { ConfigError, configFlags, describeConfig, loadConfig } from "../node/config.js";
+import { createLogger } from "../node/logger.js";
+import { nodeExtensions } from "../node/extensions.js";
+import { startNode } from "../node/node.js";
+import { StoreOpenError } from "../store/store.js";
+
+export async function nodeCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: configFlags(), allowPositionals: false, strict: true });
+  let config;
+  try {
+    config = loadConfig(values as Record<string, string | undefined>);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`deltaset node: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel);
+  log.info("configuration", { config: describeConfig(config) });
+  let node;
+  try {
+    node = await startNode(config, log, nodeExtensions(config));
+  } catch (err) {
+    if (err instanceof StoreOpenError) {
+      log.error("cannot start", { reason: err.message });
+      process.stderr.write(`deltaset node: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  // Machine-readable line for launchers and tests.
+  process.stdout.write(JSON.stringify({ event: "listening", nodeId: node.nodeId, address: node.address }) + "\n");
+  const onSignal = (sig: string) => {
+    void node.stop(`received ${sig}`).then(
+      () => process.exit(0),
+      (err) => {
+        log.error("shutdown failed", { err });
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", () => onSignal("SIGTERM"));
+  process.once("SIGINT", () => onSignal("SIGINT"));
+}

@@ -1,0 +1,54 @@
+// Human and JSON output for CLI commands.
+export interface Output {
+  json: boolean;
+  /** Print a result: JSON object in --json mode, else the human text. */
+  result(obj: unknown, human: string): void;
+  /** Progress line on stderr (human mode on a terminal only). */
+  progress(text: string): void;
+  done(): void;
+}
+
+export function createOutput(json: boolean): Output {
+  const tty = process.stderr.isTTY === true;
+  let dirty = false;
+  return {
+    json,
+    result(obj, human) {
+      process.stdout.write((json ? JSON.stringify(obj, replacer) : human) + "\n");
+    },
+    progress(text) {
+      if (json || !tty) return;
+      process.stderr.write(`\r\x1b[2K${text}`);
+      dirty = true;
+    },
+    done() {
+      if (dirty) process.stderr.write("\r\x1b[2K");
+      dirty = false;
+    },
+  };
+}
+
+function replacer(_k: string, v: unknown): unknown {
+  if (typeof v === "bigint") return v.toString();
+  return v;
+}
+
+/** A text bar: [#####.....] 50% */
+export function bar(done: number, total: number, width = 30): string {
+  const f = total <= 0 ? 1 : Math.min(1, done / total);
+  const n = Math.round(f * width);
+  return `[${"#".repeat(n)}${".".repeat(width - n)}] ${(f * 100).toFixed(0).padStart(3)}%`;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** An element for people: its text when it is printable UTF-8, else 0x-hex. */
+export function showElement(b: Uint8Array): string {
+  try {
+    const t = utf8.decode(b);
+    if (/^[\P{C}]*$/u.test(t)) return t;
+  } catch {
+    // not UTF-8
+  }
+  return "0x" + Buffer.from(b).toString("hex");
+}

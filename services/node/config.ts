@@ -1,0 +1,259 @@
+// Node configuration: defaults < JSON config file < environment (DELTASET_*) < command-line flags.
+// Every limit is here, so every limit is configurable.
+import { readFileSync } from "node:fs";
+
+export interface Limits {
+  /** Most bytes in a key (UTF-8). */
+  maxKeyBytes: number;
+  /** Most bytes in one element. */
+  maxElementBytes: number;
+  /** Most elements in one Add, Remove or Query. */
+  maxElementsPerCall: number;
+  /** Largest gRPC message received or sent, in bytes. */
+  maxMessageBytes: number;
+  /** Members per Query page when the request names none, and the most it may ask for. */
+  defaultPageSize: number;
+  maxPageSize: number;
+  /** Members per Scan chunk when the request names none, and the most it may ask for. */
+  defaultScanChunk: number;
+  maxScanChunk: number;
+}
+
+export interface GossipSettings {
+  /** Milliseconds between anti-entropy rounds. */
+  intervalMs: number;
+  /** 'alg2' (acked delta intervals, the default) or 'alg1' (delta-groups). */
+  algorithm: "alg1" | "alg2";
+  /** Avoid back-propagation of deltas to their origin. */
+  bp: boolean;
+  /** Buffer only the new part of received deltas. */
+  rr: boolean;
+  /** Delta buffer size per partition, in bytes, before falling back to full state. */
+  maxBufferBytes: number;
+  /** Elements per chunk of a full-state transfer. */
+  stateChunkEntries: number;
+  /** Deadline of one gossip RPC, in milliseconds. */
+  rpcTimeoutMs: number;
+}
+
+export interface MembershipSettings {
+  probeIntervalMs: number;
+  probeTimeoutMs: number;
+  indirectProbes: number;
+  suspicionMult: number;
+  reapAfterMs: number;
+}
+
+export interface TlsSettings {
+  cert?: string;
+  key?: string;
+  ca?: string;
+}
+
+export interface NodeConfig {
+  listen: string;
+  advertise: string;
+  dataDir: string;
+  nodeId?: string;
+  cluster: string;
+  seeds: string[];
+  seedsDns?: string;
+  /** Static peers (the cluster launcher's list before membership; kept for tests). */
+  peers: string[];
+  partitions: number;
+  sync: "fsync" | "buffered";
+  metricsListen?: string;
+  logLevel: "debug" | "info" | "warn" | "error";
+  drainTimeoutMs: number;
+  limits: Limits;
+  gossip: GossipSettings;
+  membership: MembershipSettings;
+  tls: TlsSettings;
+  authTokensFile?: string;
+  /** Toxiproxy API used to route peer links through per-link proxies (chaos runs). */
+  peerProxy?: string;
+}
+
+export const DEFAULT_CONFIG: NodeConfig = {
+  listen: "127.0.0.1:7070",
+  advertise: "",
+  dataDir: ".deltaset/data",
+  cluster: "deltaset",
+  seeds: [],
+  peers: [],
+  partitions: 64,
+  sync: "fsync",
+  logLevel: "info",
+  drainTimeoutMs: 20_000,
+  limits: {
+    maxKeyBytes: 1024,
+    maxElementBytes: 64 * 1024,
+    maxElementsPerCall: 10_000,
+    maxMessageBytes: 16 * 1024 * 1024,
+    defaultPageSize: 100,
+    maxPageSize: 10_000,
+    defaultScanChunk: 1000,
+    maxScanChunk: 10_000,
+  },
+  gossip: {
+    intervalMs: 200,
+    algorithm: "alg2",
+    bp: true,
+    rr: true,
+    maxBufferBytes: 8 * 1024 * 1024,
+    stateChunkEntries: 1000,
+    rpcTimeoutMs: 5000,
+  },
+  membership: {
+    probeIntervalMs: 1000,
+    probeTimeoutMs: 500,
+    indirectProbes: 3,
+    suspicionMult: 4,
+    reapAfterMs: 30_000,
+  },
+  tls: {},
+};
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+/** Flag and environment names of every scalar setting, with its path in NodeConfig. */
+const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" | "int" | "bool" | "list" }> = [
+  { flag: "listen", env: "DELTASET_LISTEN", path: "listen", kind: "string" },
+  { flag: "advertise", env: "DELTASET_ADVERTISE", path: "advertise", kind: "string" },
+  { flag: "data-dir", env: "DELTASET_DATA_DIR", path: "dataDir", kind: "string" },
+  { flag: "node-id", env: "DELTASET_NODE_ID", path: "nodeId", kind: "string" },
+  { flag: "cluster", env: "DELTASET_CLUSTER", path: "cluster", kind: "string" },
+  { flag: "seeds", env: "DELTASET_SEEDS", path: "seeds", kind: "list" },
+  { flag: "seeds-dns", env: "DELTASET_SEEDS_DNS", path: "seedsDns", kind: "string" },
+  { flag: "peers", env: "DELTASET_PEERS", path: "peers", kind: "list" },
+  { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int" },
+  { flag: "sync", env: "DELTASET_SYNC", path: "sync", kind: "string" },
+  { flag: "metrics-listen", env: "DELTASET_METRICS_LISTEN", path: "metricsListen", kind: "string" },
+  { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string" },
+  { flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int" },
+  { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int" },
+  { flag: "max-element-bytes", env: "DELTASET_MAX_ELEMENT_BYTES", path: "limits.maxElementBytes", kind: "int" },
+  { flag: "max-elements-per-call", env: "DELTASET_MAX_ELEMENTS_PER_CALL", path: "limits.maxElementsPerCall", kind: "int" },
+  { flag: "max-message-bytes", env: "DELTASET_MAX_MESSAGE_BYTES", path: "limits.maxMessageBytes", kind: "int" },
+  { flag: "default-page-size", env: "DELTASET_DEFAULT_PAGE_SIZE", path: "limits.defaultPageSize", kind: "int" },
+  { flag: "max-page-size", env: "DELTASET_MAX_PAGE_SIZE", path: "limits.maxPageSize", kind: "int" },
+  { flag: "default-scan-chunk", env: "DELTASET_DEFAULT_SCAN_CHUNK", path: "limits.defaultScanChunk", kind: "int" },
+  { flag: "max-scan-chunk", env: "DELTASET_MAX_SCAN_CHUNK", path: "limits.maxScanChunk", kind: "int" },
+  { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int" },
+  { flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string" },
+  { flag: "gossip-bp", env: "DELTASET_GOSSIP_BP", path: "gossip.bp", kind: "bool" },
+  { flag: "gossip-rr", env: "DELTASET_GOSSIP_RR", path: "gossip.rr", kind: "bool" },
+  { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int" },
+  { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int" },
+  { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int" },
+  { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int" },
+  { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int" },
+  { flag: "indirect-probes", env: "DELTASET_INDIRECT_PROBES", path: "membership.indirectProbes", kind: "int" },
+  { flag: "suspicion-mult", env: "DELTASET_SUSPICION_MULT", path: "membership.suspicionMult", kind: "int" },
+  { flag: "reap-after-ms", env: "DELTASET_REAP_AFTER_MS", path: "membership.reapAfterMs", kind: "int" },
+  { flag: "tls-cert", env: "DELTASET_TLS_CERT", path: "tls.cert", kind: "string" },
+  { flag: "tls-key", env: "DELTASET_TLS_KEY", path: "tls.key", kind: "string" },
+  { flag: "tls-ca", env: "DELTASET_TLS_CA", path: "tls.ca", kind: "string" },
+  { flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string" },
+  { flag: "peer-proxy", env: "DELTASET_PEER_PROXY", path: "peerProxy", kind: "string" },
+];
+
+/** The flags `deltaset node` accepts (for parseArgs), all as strings. */
+export function configFlags(): Record<string, { type: "string" }> {
+  const out: Record<string, { type: "string" }> = { config: { type: "string" } };
+  for (const s of SETTINGS) out[s.flag] = { type: "string" };
+  return out;
+}
+
+function parseValue(kind: string, raw: string, source: string): unknown {
+  switch (kind) {
+    case "int": {
+      const n = Number(raw);
+      if (!Number.isInteger(n) || n < 0) throw new ConfigError(`${source}: "${raw}" is not a non-negative integer`);
+      return n;
+    }
+    case "bool":
+      if (/^(1|true|yes|on)$/i.test(raw)) return true;
+      if (/^(0|false|no|off)$/i.test(raw)) return false;
+      throw new ConfigError(`${source}: "${raw}" is not a boolean (true/false)`);
+    case "list":
+      return raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0);
+    default:
+      return raw;
+  }
+}
+
+function setPath(obj: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split(".");
+  let cur = obj;
+  for (const p of parts.slice(0, -1)) cur = cur[p] as Record<string, unknown>;
+  cur[parts[parts.length - 1]!] = value;
+}
+
+function mergeDeep(target: Record<string, unknown>, source: Record<string, unknown>, where: string): void {
+  for (const [k, v] of Object.entries(source)) {
+    if (!(k in target)) throw new ConfigError(`${where}: unknown setting "${k}"`);
+    const t = target[k];
+    if (t !== null && typeof t === "object" && !Array.isArray(t) && v !== null && typeof v === "object" && !Array.isArray(v)) {
+      mergeDeep(t as Record<string, unknown>, v as Record<string, unknown>, `${where}.${k}`);
+    } else {
+      target[k] = v;
+    }
+  }
+}
+
+/** Build the effective configuration. flags: parsed --flag values (strings). */
+export function loadConfig(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): NodeConfig {
+  const cfg = structuredClone(DEFAULT_CONFIG) as unknown as Record<string, unknown>;
+  // Optional-only fields must exist as keys so that a config file may set them.
+  for (const k of ["nodeId", "seedsDns", "metricsListen", "authTokensFile", "peerProxy"]) cfg[k] ??= undefined;
+  const file = flags.config ?? env.DELTASET_CONFIG;
+  if (file !== undefined && file !== "") {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, "utf8"));
+    } catch (err) {
+      throw new ConfigError(`config file ${file}: ${(err as Error).message}`);
+    }
+    if (parsed === null || typeof parsed !== "object") throw new ConfigError(`config file ${file}: not a JSON object`);
+    mergeDeep(cfg, parsed as Record<string, unknown>, `config file ${file}`);
+  }
+  for (const s of SETTINGS) {
+    const raw = env[s.env];
+    if (raw !== undefined && raw !== "") setPath(cfg, s.path, parseValue(s.kind, raw, s.env));
+  }
+  for (const s of SETTINGS) {
+    const raw = flags[s.flag];
+    if (raw !== undefined) setPath(cfg, s.path, parseValue(s.kind, raw, `--${s.flag}`));
+  }
+  const c = cfg as unknown as NodeConfig;
+  if (c.advertise === "") c.advertise = c.listen;
+  validateConfig(c);
+  return c;
+}
+
+export function validateConfig(c: NodeConfig): void {
+  const hostPort = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
+  if (!hostPort.test(c.listen)) throw new ConfigError(`listen "${c.listen}" is not host:port`);
+  if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise "${c.advertise}" is not host:port`);
+  for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port`);
+  if (c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
+  if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
+  if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
+  if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
+  const l = c.limits;
+  for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
+  if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");
+  if (l.defaultScanChunk > l.maxScanChunk) throw new ConfigError("limits.defaultScanChunk exceeds limits.maxScanChunk");
+  if (c.nodeId !== undefined && !/^[A-Za-z0-9._-]{1,128}$/.test(c.nodeId)) {
+    throw new ConfigError(`node id "${c.nodeId}" must be 1-128 characters of A-Z a-z 0-9 . _ -`);
+  }
+  if ((c.tls.cert === undefined) !== (c.tls.key === undefined)) throw new ConfigError("tls.cert and tls.key go together");
+}
+
+/** The configuration as printed at start (nothing secret is in it: token files are paths). */
+export function describeConfig(c: NodeConfig): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(c)) as Record<string, unknown>;
+}

@@ -1,0 +1,64 @@
+// The gRPC server of a node: one listen address for every service, plus grpc.health.v1 and
+// server reflection over the deltaset protos (so grpcurl can list and describe everything).
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation, protoPath as healthProtoPath } from "grpc-health-check";
+
+export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
+export const PROTO_FILES = ["deltaset/v1/types.proto", "deltaset/v1/replica.proto", "deltaset/v1/gossip.proto", "deltaset/v1/membership.proto"];
+export const SERVICE_NAMES = ["deltaset.v1.Replica", "deltaset.v1.Gossip", "deltaset.v1.Membership"];
+
+export function serverOptions(maxMessageBytes: number): grpc.ServerOptions {
+  return {
+    "grpc.max_receive_message_length": maxMessageBytes,
+    "grpc.max_send_message_length": maxMessageBytes,
+    // Keep idle client connections alive through NATs and proxies, and drop dead ones.
+    "grpc.keepalive_time_ms": 60_000,
+    "grpc.keepalive_timeout_ms": 20_000,
+    "grpc.keepalive_permit_without_calls": 1,
+  };
+}
+
+/** Add health and reflection services; returns the health implementation to flip status. */
+export function addOperatorServices(server: grpc.Server): HealthImplementation {
+  const health = new HealthImplementation({ "": "NOT_SERVING", ...Object.fromEntries(SERVICE_NAMES.map((s) => [s, "NOT_SERVING"])) });
+  health.addToServer(server);
+  const definitions = protoLoader.loadSync([...PROTO_FILES, healthProtoPath], {
+    includeDirs: [PROTO_DIR],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  new ReflectionService(definitions).addToServer(server);
+  return health;
+}
+
+export function setServing(health: HealthImplementation, serving: boolean): void {
+  const s = serving ? "SERVING" : "NOT_SERVING";
+  health.setStatus("", s);
+  for (const name of SERVICE_NAMES) health.setStatus(name, s);
+}
+
+export function bind(server: grpc.Server, address: string, creds: grpc.ServerCredentials): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(address, creds, (err, port) => (err ? reject(err) : resolve(port)));
+  });
+}
+
+/** Stop accepting calls, let running ones finish for up to timeoutMs, then cut the rest. */
+export function drain(server: grpc.Server, timeoutMs: number): Promise<"drained" | "forced"> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve("forced");
+    }, timeoutMs);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve("drained");
+    });
+  });
+}

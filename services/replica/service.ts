@@ -1,0 +1,190 @@
+// The Replica gRPC service: validates each request, runs it on the store, and reports local
+// deltas to the anti-entropy layer. Bad input answers a clear status and changes nothing.
+import { once } from "node:events";
+import type { ServerUnaryCall, ServerWritableStream, sendUnaryData } from "@grpc/grpc-js";
+import {
+  type AWSet,
+  ObjectType,
+  type PNCounter,
+  contextFromProto,
+  contextToProto,
+  dotToProto,
+  latticeFor,
+} from "../crdt/index.js";
+import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
+import type { Store } from "../store/store.js";
+import type { Limits } from "../node/config.js";
+import type { Logger } from "../node/logger.js";
+import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
+import { checkKey, collectElements, withText } from "./validation.js";
+
+/** Called after every durable local change, with the delta to spread. */
+export type LocalDeltaListener = (key: string, type: ObjectType, delta: AWSet | PNCounter) => void;
+
+export interface ReplicaServiceDeps {
+  store: Store;
+  limits: Limits;
+  log: Logger;
+  onLocalDelta?: LocalDeltaListener;
+  /** Observes every call's method, status code and duration (metrics). */
+  onCall?: (method: string, code: number, ms: number) => void;
+}
+
+export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
+  const { store, limits, log } = deps;
+  const notify = (key: string, type: ObjectType, delta: AWSet | PNCounter) => {
+    try {
+      deps.onLocalDelta?.(key, type, delta);
+    } catch (err) {
+      log.error("local delta listener failed", { err });
+    }
+  };
+
+  /** Wrap a unary handler: errors become statuses, and every call is observed. */
+  function unary<Req, Res>(method: string, fn: (req: Req) => Promise<Res>) {
+    return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
+      const started = performance.now();
+      fn(call.request).then(
+        (res) => {
+          deps.onCall?.(method, 0, performance.now() - started);
+          callback(null, res);
+        },
+        (err: unknown) => {
+          const e = toServiceError(err, (x) => log.error("unexpected error", { method, err: x }));
+          deps.onCall?.(method, e.code ?? 13, performance.now() - started);
+          callback(e);
+        },
+      );
+    };
+  }
+
+  return {
+    add: unary("Add", async (req) => {
+      checkKey(req.key, limits);
+      const elements = collectElements(req.elements, req.texts, limits, { required: true });
+      const r = await store.add(req.key, elements);
+      notify(req.key, ObjectType.AWSET, r.delta);
+      return { dots: r.dots.map(dotToProto), added: r.added };
+    }),
+
+    remove: unary("Remove", async (req) => {
+      checkKey(req.key, limits);
+      const elements = collectElements(req.elements, req.texts, limits, { required: true });
+      const observed = req.context === undefined ? undefined : contextFromProto(req.context);
+      const r = await store.remove(req.key, elements, observed);
+      if (!r.delta.ctx.isEmpty()) notify(req.key, ObjectType.AWSET, r.delta);
+      return { removed: r.removed };
+    }),
+
+    query: unary("Query", async (req) => {
+      checkKey(req.key, limits);
+      const info = await store.describe(req.key);
+      const base = {
+        type: info?.type ?? ObjectType.OBJECT_TYPE_UNSPECIFIED,
+        presence: [],
+        members: [],
+        nextPageToken: Buffer.alloc(0),
+        context: contextToProto(info?.ctx ?? contextFromProto(undefined)),
+        size: BigInt(info?.size ?? 0),
+        counterValue: 0n,
+      };
+      if (info?.type === ObjectType.COUNTER) {
+        const c = await store.counter(req.key);
+        return { ...base, counterValue: c!.value() };
+      }
+      const elements = collectElements(req.elements, req.texts, limits, { required: false });
+      if (elements.length > 0) {
+        const present = await store.contains(req.key, elements);
+        return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]! })) };
+      }
+      if (req.pageSize > limits.maxPageSize) {
+        throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize}; ask for fewer or use Scan`);
+      }
+      if (req.pageToken.length > limits.maxElementBytes) throw invalid("page_token is not a token this node issued");
+      const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
+      const page = await store.page(req.key, req.pageToken.length > 0 ? req.pageToken : undefined, size);
+      return {
+        ...base,
+        members: page.members.map((m) => withText(m, req.withText)),
+        nextPageToken: page.next ?? Buffer.alloc(0),
+      };
+    }),
+
+    async scan(call: ServerWritableStream<import("../gen/deltaset/v1/replica.js").ScanRequest, import("../gen/deltaset/v1/replica.js").ScanChunk>) {
+      const started = performance.now();
+      const req = call.request;
+      let cancelled = false;
+      call.on("cancelled", () => (cancelled = true));
+      try {
+        checkKey(req.key, limits);
+        if (req.chunkSize > limits.maxScanChunk) {
+          throw tooLarge(`chunk_size ${req.chunkSize} exceeds the limit ${limits.maxScanChunk}`);
+        }
+        if (req.startAfter.length > limits.maxElementBytes) throw invalid(`start_after is longer than an element may be (${limits.maxElementBytes} bytes)`);
+        const info = await store.describe(req.key);
+        if (info !== undefined && info.type !== ObjectType.AWSET) {
+          throw new RpcError(9, `key "${req.key}" holds a ${ObjectType[info.type]}; Scan reads sets; use Query for counters`);
+        }
+        const chunkSize = req.chunkSize === 0 ? limits.defaultScanChunk : req.chunkSize;
+        const total = BigInt(info?.size ?? 0);
+        let sent = 0n;
+        let first = true;
+        for await (const chunk of store.members(req.key, { startAfter: req.startAfter, chunkSize })) {
+          if (cancelled) break;
+          sent += BigInt(chunk.length);
+          const ok = call.write({
+            members: chunk.map((m) => withText(m.element, req.withText)),
+            context: first && info !== undefined ? contextToProto(info.ctx) : undefined,
+            sent,
+            total,
+            last: false,
+          });
+          first = false;
+          // Back-pressure: read no further until the client has taken what was sent.
+          if (!ok) await Promise.race([once(call, "drain"), once(call, "cancelled")]);
+        }
+        if (!cancelled) {
+          call.write({
+            members: [],
+            context: first && info !== undefined ? contextToProto(info.ctx) : undefined,
+            sent,
+            total,
+            last: true,
+          });
+          call.end();
+        }
+        deps.onCall?.("Scan", 0, performance.now() - started);
+      } catch (err) {
+        const e = toServiceError(err, (x) => log.error("unexpected error", { method: "Scan", err: x }));
+        deps.onCall?.("Scan", e.code ?? 13, performance.now() - started);
+        call.destroy(Object.assign(new Error(e.details), e));
+      }
+    },
+
+    merge: unary("Merge", async (req) => {
+      checkKey(req.key, limits);
+      if (req.state === undefined) throw invalid("state is required: {type, payload}");
+      if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET or COUNTER)");
+      const lattice = latticeFor(req.state.type);
+      const state = lattice.decode(req.state.payload) as AWSet | PNCounter;
+      if (req.state.type === ObjectType.AWSET) {
+        for (const k of (state as AWSet).entries.keys()) {
+          if (k.length > limits.maxElementBytes) {
+            throw tooLarge(`an element of the state has ${k.length} bytes; the limit is ${limits.maxElementBytes}`);
+          }
+        }
+      }
+      const r = await store.merge(req.key, req.state.type, state);
+      if (r.changed) notify(req.key, req.state.type, r.newPart);
+      return { changed: r.changed, size: BigInt(r.size) };
+    }),
+
+    increment: unary("Increment", async (req) => {
+      checkKey(req.key, limits);
+      if (req.amount === 0n) throw invalid("amount must not be zero");
+      const r = await store.increment(req.key, req.amount);
+      notify(req.key, ObjectType.COUNTER, r.delta);
+      return { value: r.value, dot: dotToProto(r.dot) };
+    }),
+  };
+}

@@ -1,0 +1,41 @@
+// Request validation against the configured limits.
+import type { Limits } from "../node/config.js";
+import { invalid, tooLarge } from "./errors.js";
+
+export function checkKey(key: string, limits: Limits): void {
+  if (key.length === 0) throw invalid("key is required");
+  const bytes = Buffer.byteLength(key, "utf8");
+  if (bytes > limits.maxKeyBytes) throw tooLarge(`key has ${bytes} bytes; the limit is ${limits.maxKeyBytes} (max_key_bytes)`);
+}
+
+/** elements and texts of a request, as one list of byte strings, checked against the limits. */
+export function collectElements(
+  elements: Buffer[],
+  texts: string[],
+  limits: Limits,
+  opts: { required: boolean },
+): Buffer[] {
+  const all = [...elements, ...texts.map((t) => Buffer.from(t, "utf8"))];
+  if (opts.required && all.length === 0) throw invalid("no elements given: set elements (bytes) or texts (UTF-8)");
+  if (all.length > limits.maxElementsPerCall) {
+    throw tooLarge(`${all.length} elements in one call; the limit is ${limits.maxElementsPerCall}: split the call`);
+  }
+  for (const [i, e] of all.entries()) {
+    if (e.length === 0) throw invalid(`element ${i} is empty; elements must have at least one byte`);
+    if (e.length > limits.maxElementBytes) {
+      throw tooLarge(`element ${i} has ${e.length} bytes; the limit is ${limits.maxElementBytes} (max_element_bytes)`);
+    }
+  }
+  return all;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+export function withText(element: Buffer, want: boolean): { element: Buffer; text: string } {
+  if (!want) return { element, text: "" };
+  try {
+    return { element, text: utf8.decode(element) };
+  } catch {
+    return { element, text: "" };
+  }
+}
