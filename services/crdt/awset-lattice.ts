@@ -9,7 +9,7 @@ import {
   compareBytes,
   contextFromProto,
   contextToProto,
-  decodeMessage,
+  decodeCanonical,
   dotFromProto,
   dotToProto,
   validateDots,
@@ -97,7 +97,7 @@ export const AWSetLattice: Lattice<AWSet> = {
   },
   context: (s) => s.ctx,
   encode: (s) => AWSetState.encode(awsetToProto(s)).finish(),
-  decode: (bytes) => awsetFromProto(decodeMessage("AWSetState", () => AWSetState.decode(bytes))),
+  decode: (bytes) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState)),
 };
 
 registerLattice(AWSetLattice);

@@ -98,37 +98,37 @@ export class AWSet {
   /** add^δ for each element (duplicates in the call are added once); dots are minted in order. */
   addDelta(replica: string, elements: Iterable<Uint8Array>): AWSet {
     const entries = new Map<ElementKey, DotSet>();
-    const ctx = new CausalContext();
+    const seen: Dot[] = [];
     let next = this.ctx.max(replica);
     for (const el of elements) {
       const k = elementKey(el);
       if (entries.has(k)) continue;
       const d: Dot = { replica, counter: ++next };
       entries.set(k, [d]);
-      ctx.addDot(d);
-      for (const old of this.entries.get(k) ?? []) ctx.addDot(old);
+      seen.push(d);
+      for (const old of this.entries.get(k) ?? []) seen.push(old);
     }
-    return new AWSet(entries, ctx);
+    return new AWSet(entries, CausalContext.of(seen));
   }
 
   /** remove^δ: the observed dots of each element, or only those the given context covers. */
   removeDelta(elements: Iterable<Uint8Array>, observed?: CausalContext): AWSet {
-    const ctx = new CausalContext();
+    const removed: Dot[] = [];
     for (const el of elements) {
       for (const d of this.entries.get(elementKey(el)) ?? []) {
-        if (observed === undefined || observed.containsDot(d)) ctx.addDot(d);
+        if (observed === undefined || observed.containsDot(d)) removed.push(d);
       }
     }
-    return new AWSet(new Map(), ctx);
+    return new AWSet(new Map(), CausalContext.of(removed));
   }
 
   /** clear^δ: every observed dot (or those the given context covers). */
   clearDelta(observed?: CausalContext): AWSet {
-    const ctx = new CausalContext();
+    const removed: Dot[] = [];
     for (const dots of this.entries.values()) {
-      for (const d of dots) if (observed === undefined || observed.containsDot(d)) ctx.addDot(d);
+      for (const d of dots) if (observed === undefined || observed.containsDot(d)) removed.push(d);
     }
-    return new AWSet(new Map(), ctx);
+    return new AWSet(new Map(), CausalContext.of(removed));
   }
 
   // ------------------------------------------------------------ full mutators (pure)
@@ -242,7 +242,7 @@ export class AWSet {
 /** The dots a state's context has seen but its store no longer holds (its removals). */
 export function removedDots(s: AWSet): CausalContext {
   if (s.entries.size === 0) return s.ctx;
-  const live = new CausalContext();
-  for (const dots of s.entries.values()) for (const d of dots) live.addDot(d);
-  return s.ctx.subtract(live);
+  const live: Dot[] = [];
+  for (const dots of s.entries.values()) for (const d of dots) live.push(d);
+  return s.ctx.subtract(CausalContext.of(live));
 }

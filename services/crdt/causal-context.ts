@@ -6,7 +6,7 @@
 // two contexts compact, which redundancy removal (RR) and deltas both need. Compaction is
 // automatic: every insertion merges adjacent ranges, so the cloud folds into the prefix as soon
 // as a gap fills.
-import { type Dot, makeDot } from "./dot.js";
+import { type Dot, compareDots, makeDot } from "./dot.js";
 
 /** Flat list [first0, last0, first1, last1, ...], sorted, disjoint, non-adjacent. */
 type Ranges = number[];
@@ -20,8 +20,11 @@ export class CausalContext {
 
   /** A context holding exactly the given dots. */
   static of(dots: Iterable<Dot>): CausalContext {
+    // Sorted insertion keeps every addRange on its O(1) fast path; unsorted input (a store in
+    // element order) would otherwise rebuild the range list per dot, O(n^2).
+    const sorted = [...dots].sort(compareDots);
     const c = new CausalContext();
-    for (const d of dots) c.add(d.replica, d.counter);
+    for (const d of sorted) c.add(d.replica, d.counter);
     return c;
   }
 
@@ -120,7 +123,10 @@ export class CausalContext {
   /** In-place union with another context. */
   joinInPlace(other: CausalContext): this {
     for (const [r, ranges] of other.byReplica) {
-      for (let i = 0; i < ranges.length; i += 2) this.addRange(r, ranges[i]!, ranges[i + 1]!);
+      const mine = this.byReplica.get(r);
+      if (mine === undefined) this.byReplica.set(r, ranges.slice());
+      else if (ranges.length === 2) this.addRange(r, ranges[0]!, ranges[1]!);
+      else this.byReplica.set(r, mergeRanges(mine, ranges)); // linear, not one rebuild per range
     }
     return this;
   }
@@ -152,13 +158,16 @@ export class CausalContext {
     const out = new CausalContext();
     for (const [r, ranges] of this.byReplica) {
       const o = other.byReplica.get(r) ?? [];
+      // One merge walk over both sorted lists: j skips other's ranges wholly below the current
+      // range (they are below every later range too), so the cost is linear, not |this|·|other|.
+      let j = 0;
       for (let i = 0; i < ranges.length; i += 2) {
         let cur = ranges[i]!;
         const end = ranges[i + 1]!;
-        for (let j = 0; j < o.length && cur <= end; j += 2) {
-          const oa = o[j]!;
-          const ob = o[j + 1]!;
-          if (ob < cur) continue;
+        while (j < o.length && o[j + 1]! < cur) j += 2;
+        for (let k = j; k < o.length && cur <= end; k += 2) {
+          const oa = o[k]!;
+          const ob = o[k + 1]!;
           if (oa > end) break;
           if (oa > cur) out.addRange(r, cur, oa - 1);
           cur = ob + 1;
@@ -216,6 +225,33 @@ export class CausalContext {
       }
     }
   }
+}
+
+/** Union of two canonical range lists, canonical again (overlaps and adjacency merged). */
+function mergeRanges(a: Ranges, b: Ranges): Ranges {
+  const out: Ranges = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    let f: number;
+    let l: number;
+    if (j >= b.length || (i < a.length && a[i]! <= b[j]!)) {
+      f = a[i]!;
+      l = a[i + 1]!;
+      i += 2;
+    } else {
+      f = b[j]!;
+      l = b[j + 1]!;
+      j += 2;
+    }
+    const n = out.length;
+    if (n > 0 && f <= out[n - 1]! + 1) {
+      if (l > out[n - 1]!) out[n - 1] = l;
+    } else {
+      out.push(f, l);
+    }
+  }
+  return out;
 }
 
 /** Index of the range containing x (even index into the flat list), or -1. */

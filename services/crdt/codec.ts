@@ -109,6 +109,24 @@ export function decodeMessage<T>(what: string, decode: () => T): T {
   }
 }
 
+/**
+ * Decode a message and require the canonical encoding (what encode() writes): unknown fields,
+ * repeated scalar fields and out-of-order fields are refused. Protobuf decoders skip what they do
+ * not know, so without this check most random byte strings would decode as an empty state.
+ */
+export function decodeCanonical<T>(
+  what: string,
+  bytes: Uint8Array,
+  codec: { decode(b: Uint8Array): T; encode(m: T): { finish(): Uint8Array } },
+): T {
+  const msg = decodeMessage(what, () => codec.decode(bytes));
+  const again = codec.encode(msg).finish();
+  if (Buffer.compare(Buffer.from(again), Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)) !== 0) {
+    throw new DecodeError(`${what}: not in canonical encoding (unknown, repeated or out-of-order fields)`);
+  }
+  return msg;
+}
+
 /** Validate a list of dots: sorted, unique, and each covered by the context. */
 export function validateDots(dots: Dot[], ctx: CausalContext, what: string): void {
   for (let i = 0; i < dots.length; i++) {

@@ -1,13 +1,14 @@
 // PN-counter on the causal kernel: Causal<DotFun<(positive, negative)>>.
 //
 // Each replica keeps one live dot whose value is its running totals. An increment mints a new dot
-// with the new totals and its delta's context covers the replica's previous dot, so the old entry
-// is superseded everywhere the delta arrives. value = Σ positive − Σ negative.
+// with the new totals and its delta's context covers all the replica's earlier dots (one range
+// 1..n), so older entries are superseded wherever the delta arrives, in any order, and a state
+// never holds two entries of one replica. value = Σ positive − Σ negative.
 import { CausalContext } from "./causal-context.js";
 import { type Dot, dotKey } from "./dot.js";
 import { type DotFun, type DotFunEntry, dotFunStore } from "./dot-store.js";
 import { DecodeError } from "./errors.js";
-import { contextFromProto, contextToProto, decodeMessage, dotFromProto, dotToProto } from "./codec.js";
+import { contextFromProto, contextToProto, decodeCanonical, dotFromProto, dotToProto } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
 import { CounterState } from "../gen/deltaset/v1/types.js";
 
@@ -58,8 +59,11 @@ export class PNCounter {
       amount >= 0n
         ? { positive: cur.positive + amount, negative: cur.negative }
         : { positive: cur.positive, negative: cur.negative - amount };
-    const ctx = CausalContext.of([d]);
-    for (const e of this.entries.values()) if (e.dot.replica === replica) ctx.addDot(e.dot);
+    // The context covers every dot of the replica up to d: all its earlier increments are
+    // superseded by these totals, including ones a receiver got out of order and the replica
+    // itself no longer holds (covering only the held entry would let them double count).
+    const ctx = new CausalContext();
+    ctx.addRange(replica, 1, d.counter);
     return new PNCounter(new Map([[dotKey(d), { dot: d, value }]]), ctx);
   }
 
@@ -76,7 +80,7 @@ export class PNCounter {
           : { positive: cur.positive, negative: cur.negative - amount },
     });
     const ctx = this.ctx.clone();
-    ctx.addDot(d);
+    ctx.addRange(replica, 1, d.counter);
     return new PNCounter(entries, ctx);
   }
 }
@@ -139,14 +143,17 @@ export const CounterLattice: Lattice<PNCounter> = {
       context: contextToProto(s.ctx),
     }).finish(),
   decode(bytes) {
-    const msg = decodeMessage("CounterState", () => CounterState.decode(bytes));
+    const msg = decodeCanonical("CounterState", bytes, CounterState);
     const ctx = contextFromProto(msg.context);
     const entries = new Map<string, DotFunEntry<Totals>>();
     let prev: Dot | undefined;
     for (const [i, e] of msg.entries.entries()) {
       const d = dotFromProto(e.dot, `entries[${i}]`);
-      if (prev !== undefined && (prev.replica > d.replica || (prev.replica === d.replica && prev.counter >= d.counter))) {
-        throw new DecodeError(`entries[${i}]: not sorted and unique`);
+      if (prev !== undefined && prev.replica === d.replica) {
+        throw new DecodeError(`entries[${i}]: a second entry for replica ${d.replica} (at most one per replica)`);
+      }
+      if (prev !== undefined && prev.replica > d.replica) {
+        throw new DecodeError(`entries[${i}]: entries not sorted by replica id`);
       }
       if (!ctx.containsDot(d)) throw new DecodeError(`entries[${i}]: dot not covered by the context`);
       prev = d;

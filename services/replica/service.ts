@@ -157,7 +157,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       } catch (err) {
         const e = toServiceError(err, (x) => log.error("unexpected error", { method: "Scan", err: x }));
         deps.onCall?.("Scan", e.code ?? 13, performance.now() - started);
-        call.destroy(Object.assign(new Error(e.details), e));
+        call.emit("error", e);
       }
     },
 

@@ -107,6 +107,8 @@ interface StoreMeta {
   format: string;
   version: number;
   nodeId: string;
+  /** Replica id that mints this data directory's dots (see Store.replicaId). */
+  replicaId: string;
   partitions: number;
   createdAt: string;
 }
@@ -120,6 +122,13 @@ export class Store {
   private constructor(
     private readonly db: ClassicLevel<Buffer, Buffer>,
     readonly nodeId: string,
+    /**
+     * The id this store mints dots under: the node id plus a suffix drawn when the data directory
+     * is created. A node that loses its disk and comes back under the same node id (a pod with a
+     * new volume) then mints fresh dots instead of reusing counters its peers have already seen,
+     * which would make them treat its new writes as already known and drop them.
+     */
+    readonly replicaId: string,
     readonly partitions: number,
     private readonly opts: Required<Omit<StoreOptions, "nodeId">>,
   ) {
@@ -134,7 +143,8 @@ export class Store {
       removeLookupLimit: 4096,
       ...options,
     };
-    const fresh = !existsSync(opts.dir) || readdirSync(opts.dir).length === 0;
+    // lost+found: a fresh filesystem volume mounted as the data directory is still empty.
+    const fresh = !existsSync(opts.dir) || readdirSync(opts.dir).every((f) => f === "lost+found");
     if (!fresh && !existsSync(`${opts.dir}/CURRENT`)) {
       throw new StoreOpenError(
         `data directory ${opts.dir} is not empty and is not a deltaset store (no LevelDB CURRENT file); ` +
@@ -151,15 +161,18 @@ export class Store {
     try {
       const meta = await readMeta(db, opts.dir);
       let nodeId: string;
+      let replicaId: string;
       if (meta === undefined) {
         if (!fresh) {
           throw new StoreOpenError(`data directory ${opts.dir} holds a LevelDB database that deltaset did not create`);
         }
         nodeId = opts.nodeId ?? `n-${randomBytes(6).toString("hex")}`;
+        replicaId = `${nodeId}~${randomBytes(4).toString("hex")}`;
         const record: StoreMeta = {
           format: STORE_FORMAT,
           version: STORE_VERSION,
           nodeId,
+          replicaId,
           partitions: opts.partitions,
           createdAt: new Date().toISOString(),
         };
@@ -177,8 +190,9 @@ export class Store {
           );
         }
         nodeId = meta.nodeId;
+        replicaId = meta.replicaId;
       }
-      return new Store(db, nodeId, opts.partitions, opts);
+      return new Store(db, nodeId, replicaId, opts.partitions, opts);
     } catch (err) {
       await db.close();
       throw err;
@@ -263,7 +277,7 @@ export class Store {
       const entries = new Map<ElementKey, DotSet>();
       const ctx = new CausalContext();
       const dots: Dot[] = [];
-      let next = h.ctx.max(this.nodeId);
+      let next = h.ctx.max(this.replicaId);
       let added = 0;
       for (const el of elements) {
         const k = elementKey(el);
@@ -272,7 +286,7 @@ export class Store {
           dots.push(existing[0]!);
           continue;
         }
-        const d: Dot = { replica: this.nodeId, counter: ++next };
+        const d: Dot = { replica: this.replicaId, counter: ++next };
         const old = await view.dots(k);
         if (old.length === 0) added++;
         entries.set(k, [d]);
@@ -367,7 +381,7 @@ export class Store {
   async increment(key: string, amount: bigint): Promise<{ value: bigint; dot: Dot; delta: PNCounter }> {
     return this.mutate(key, async (_prefix, h) => {
       const state = CounterLattice.decode(h.body);
-      const delta = state.incrementDelta(this.nodeId, amount);
+      const delta = state.incrementDelta(this.replicaId, amount);
       CounterLattice.joinInPlace(state, delta);
       h.body = CounterLattice.encode(state);
       h.ctx = state.ctx.clone();
@@ -751,6 +765,9 @@ async function readMeta(db: ClassicLevel<Buffer, Buffer>, dir: string): Promise<
   }
   if (meta.format !== STORE_FORMAT) {
     throw new StoreOpenError(`data directory ${dir} holds "${meta.format}" data, not a deltaset store`);
+  }
+  if (typeof meta.replicaId !== "string" || meta.replicaId === "") {
+    throw new StoreOpenError(`data directory ${dir}: the store format record has no replica id`);
   }
   if (meta.version !== STORE_VERSION) {
     throw new StoreOpenError(`data directory ${dir} has store version ${meta.version}; this node reads version ${STORE_VERSION}`);

@@ -64,7 +64,7 @@ describe("store matches the AWSet lattice", () => {
             if (op.kind === "add") {
               const r = await stores[op.on]!.add(key, op.els.map(el));
               oldCtx[op.on] = models[op.on]!.ctx.clone();
-              models[op.on] = models[op.on]!.add(stores[op.on]!.nodeId, op.els.map(el));
+              models[op.on] = models[op.on]!.add(stores[op.on]!.replicaId, op.els.map(el));
               lastDelta[op.on] = r.delta;
             } else if (op.kind === "remove") {
               const ctx = op.stale ? oldCtx[op.on] : undefined;
@@ -131,6 +131,29 @@ describe("store durability and identity", () => {
     const r = await s2.add("k", [el(3)]);
     assert.equal(r.dots[0]!.counter, 3);
     await s2.close();
+  });
+
+  it("mints dots under a fresh replica id when a node id comes back with a new data directory", async () => {
+    const a = await open(newDir(), "pod-0");
+    const b = await open(newDir(), "pod-0");
+    assert.equal(a.nodeId, b.nodeId);
+    assert.notEqual(a.replicaId, b.replicaId);
+    assert.ok(a.replicaId.startsWith("pod-0~"));
+    const da = await a.add("k", [el(1)]);
+    const db = await b.add("k", [el(2)]);
+    assert.notEqual(da.dots[0]!.replica, db.dots[0]!.replica);
+    // b's write survives a join with a's state, as it must.
+    await b.merge("k", ObjectType.AWSET, (await a.readState("k"))!.state);
+    assert.deepEqual((await b.page("k", undefined, 10)).members, [el(1), el(2)]);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("treats a directory holding only lost+found as empty", async () => {
+    const dir = newDir();
+    mkdirSync(join(dir, "lost+found"), { recursive: true });
+    const s = await open(dir);
+    await s.add("k", [el(1)]);
+    await s.close();
   });
 
   it("refuses another node's directory, a foreign LevelDB, and a non-store directory", async () => {

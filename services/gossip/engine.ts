@@ -1,0 +1,399 @@
+// The anti-entropy engine of one node: one Algorithm 1 or Algorithm 2 instance per partition,
+// batched into one frame per neighbour per period. Sans-IO: the caller owns the CRDT state X,
+// the clock, the randomness source and the network. It feeds in local deltas, received items
+// and acks, and calls tick() once per period to learn what to send.
+//
+// Caller contract
+//  - Payloads are immutable values. The engine keeps references to the deltas it is handed and
+//    puts them (or joins of them) in frames; nobody may mutate them afterwards.
+//  - Local operation: join the delta into X, then local(partition, delta).
+//  - Received item: hand over the part of the payload d that was new to X: with RR on, Δ(d, X),
+//    computed BEFORE joining d into X; with RR off, d itself when d ⋢ X (the join reporting a
+//    change says exactly that); undefined when d brought nothing (receivedPart in
+//    keyed-states.ts does either). Join d into X durably, then pass the items of the frame to
+//    onFrame, which returns the acks to send back (Algorithm 2). Acks go out only after the join
+//    is durable: an ack promises the deltas below its seq are held.
+//  - tick(now) returns frames. A STATE item carries no payload: the caller ships the partition's
+//    current X in its place (inline, or as a chunked PushState stream for large partitions).
+//    Any X taken at or after the tick is correct, because X only grows and already holds every
+//    delta below the item's seq. Under Algorithm 1, STATE items of partitions whose X is ⊥ may
+//    be dropped. Report the bytes of shipped states with recordStateBytesSent.
+//  - Algorithm 2's seq c is durable: the caller persists every partition in takeSeqChanges()
+//    before the frames of the next tick leave, and passes the persisted values back as
+//    initialSeqs on restart (then the empty buffer sends full state: line 24).
+//  - Acks from the neighbour go to onAcks. Membership changes go to setNeighbours.
+import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
+import { Alg1Partition, type Choose } from "./algorithm1.js";
+import { Alg2Partition } from "./algorithm2.js";
+import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
+import type { PayloadOps } from "./payload.js";
+import { type Random, pick } from "./prng.js";
+import { varintSize } from "./keyed-states.js";
+
+export { PayloadKind };
+export type ItemKind = PayloadKind.DELTA | PayloadKind.STATE;
+
+export const DEFAULT_PARTITIONS = 64;
+export const DEFAULT_STATE_PERIOD = 10;
+
+export interface Algorithm1Config {
+  algorithm: 1;
+  /** Transitive mode: forward what was received (the new part of it) as well as local deltas. */
+  transitive: boolean;
+  choose: Choose;
+  /** With "delta+periodic-state": every k-th period a partition ships its full state. Default 10. */
+  statePeriod?: number;
+}
+
+export interface Algorithm2Config {
+  algorithm: 2;
+  /** Avoid back-propagation: never send a buffered delta to the neighbour it came from. */
+  bp: boolean;
+  /**
+   * Remove redundant state. The engine buffers whatever it is handed; this flag records which
+   * receive contract the caller follows (Δ(d, X) when on, d when off) and is reported.
+   */
+  rr: boolean;
+  /**
+   * Who gets a frame each period: one random neighbour (Algorithm 2 as published, the default)
+   * or every neighbour (the setup of Enes et al., where each node syncs with all its peers).
+   */
+  fanout?: "random" | "all";
+  /** Byte budget of each partition's delta buffer; over it the oldest deltas are dropped. */
+  maxBufferBytes?: number;
+  /** The durable seq of each partition (default 0). */
+  initialSeqs?: readonly number[];
+}
+
+export interface EngineOptions<P> {
+  /** This node's id (the origin of local deltas). */
+  self: string;
+  ops: PayloadOps<P>;
+  /** Uniform [0, 1) source (seeded in tests and simulations). */
+  random: Random;
+  sync: Algorithm1Config | Algorithm2Config;
+  /** Partition count P (default 64). */
+  partitions?: number;
+  neighbours?: Iterable<string>;
+}
+
+/** One partition inside a frame. */
+export interface FrameItem<P> {
+  partition: number;
+  kind: ItemKind;
+  /** Algorithm 2: the sender's c when the item was built (to be acked). Algorithm 1: 0. */
+  seq: number;
+  /** The delta-group for DELTA items; absent for STATE items (the caller ships X). */
+  payload?: P;
+}
+
+export interface OutgoingFrame<P> {
+  to: string;
+  items: FrameItem<P>[];
+}
+
+/** One partition of a received frame, after the caller has joined it into X. */
+export interface ReceivedItem<P> {
+  partition: number;
+  kind: ItemKind;
+  seq: number;
+  /** What the payload brought that was new (see the contract above); undefined when nothing. */
+  fresh?: P;
+  /** Encoded size of the received payload, for metrics. */
+  bytes?: number;
+}
+
+export interface Ack {
+  partition: number;
+  seq: number;
+}
+
+/** Encoded size of a PartitionAck inside a reply (tag, length, fields). */
+export function ackBytes(a: Ack): number {
+  const body = (a.partition === 0 ? 0 : 1 + varintSize(a.partition)) + (a.seq === 0 ? 0 : 1 + varintSize(a.seq));
+  return 1 + varintSize(body) + body;
+}
+
+export class AntiEntropyEngine<P> {
+  readonly self: string;
+  readonly partitionCount: number;
+  readonly counters: GossipCounters = newCounters();
+  private readonly ops: PayloadOps<P>;
+  private readonly random: Random;
+  private readonly sync: Algorithm1Config | Algorithm2Config;
+  private readonly alg1: Alg1Partition<P>[] = [];
+  private readonly alg2: Alg2Partition<P>[] = [];
+  private peers: string[] = [];
+  private peerSet = new Set<string>();
+  private period = 0;
+  private lastTickAt: number | undefined;
+  private readonly seqChanges = new Map<number, number>();
+
+  constructor(opts: EngineOptions<P>) {
+    this.self = opts.self;
+    this.ops = opts.ops;
+    this.random = opts.random;
+    this.sync = opts.sync;
+    this.partitionCount = opts.partitions ?? DEFAULT_PARTITIONS;
+    if (!Number.isInteger(this.partitionCount) || this.partitionCount < 1) {
+      throw new RangeError(`partition count must be a positive integer, got ${this.partitionCount}`);
+    }
+    if (this.sync.algorithm === 1) {
+      const k = this.sync.statePeriod ?? DEFAULT_STATE_PERIOD;
+      if (!Number.isInteger(k) || k < 1) throw new RangeError(`statePeriod must be a positive integer, got ${k}`);
+      for (let p = 0; p < this.partitionCount; p++) this.alg1.push(new Alg1Partition(this.ops, p));
+    } else {
+      const seqs = this.sync.initialSeqs ?? [];
+      if (seqs.length > this.partitionCount) {
+        throw new RangeError(`${seqs.length} initial seqs for ${this.partitionCount} partitions`);
+      }
+      for (let p = 0; p < this.partitionCount; p++) this.alg2.push(new Alg2Partition(this.ops, p, seqs[p] ?? 0));
+    }
+    if (opts.neighbours !== undefined) this.setNeighbours(opts.neighbours);
+  }
+
+  get algorithm(): 1 | 2 {
+    return this.sync.algorithm;
+  }
+
+  // ------------------------------------------------------------------ membership
+
+  /**
+   * Replace the neighbour set. A new neighbour starts at ack 0, so it is sent full state (or the
+   * whole buffer while it still starts at seq 0); a departed one leaves the ack map so GC no
+   * longer waits for it.
+   */
+  setNeighbours(ids: Iterable<string>): void {
+    const next = new Set<string>();
+    for (const id of ids) if (id !== this.self) next.add(id);
+    for (const old of this.peerSet) {
+      if (!next.has(old)) for (const part of this.alg2) part.forget(old);
+    }
+    this.peerSet = next;
+    this.peers = [...next].sort();
+  }
+
+  neighbours(): string[] {
+    return this.peers.slice();
+  }
+
+  // ------------------------------------------------------------------ inputs
+
+  /** A local operation's delta, already joined into X. Returns the partition's c (0 under Algorithm 1). */
+  local(partition: number, delta: P): number {
+    this.checkPartition(partition);
+    if (this.ops.isBottom(delta)) return this.seq(partition);
+    if (this.sync.algorithm === 1) {
+      this.alg1[partition]!.local(delta);
+      return 0;
+    }
+    return this.append(partition, delta, this.self);
+  }
+
+  /** The items of one received frame. Returns the acks owed to the sender (Algorithm 2). */
+  onFrame(from: string, items: readonly ReceivedItem<P>[]): Ack[] {
+    this.counters.framesReceived++;
+    const acks: Ack[] = [];
+    for (const item of items) {
+      if (!this.validItem(item)) {
+        this.counters.itemsRejected++;
+        continue;
+      }
+      const kind = item.kind === PayloadKind.STATE ? "state" : "delta";
+      this.counters.itemsReceived[kind]++;
+      this.counters.bytesReceived[kind] += item.bytes ?? 0;
+      const fresh = item.fresh !== undefined && !this.ops.isBottom(item.fresh) ? item.fresh : undefined;
+      if (fresh === undefined) this.counters.redundantReceived++;
+      if (this.sync.algorithm === 1) {
+        this.alg1[item.partition]!.receive(fresh, this.sync.transitive);
+      } else {
+        if (fresh !== undefined) this.append(item.partition, fresh, from);
+        if (item.seq > 0) {
+          const ack = { partition: item.partition, seq: item.seq };
+          acks.push(ack);
+          this.counters.acksSent++;
+          this.counters.bytesSent.ack += ackBytes(ack);
+        }
+      }
+    }
+    return acks;
+  }
+
+  /** Acks received from a neighbour. */
+  onAcks(from: string, acks: readonly Ack[]): void {
+    for (const a of acks) {
+      this.counters.acksReceived++;
+      this.counters.bytesReceived.ack += ackBytes(a);
+      const ok =
+        this.sync.algorithm === 2 &&
+        this.peerSet.has(from) &&
+        Number.isInteger(a.partition) &&
+        a.partition >= 0 &&
+        a.partition < this.partitionCount &&
+        this.alg2[a.partition]!.ack(from, a.seq);
+      if (!ok) this.counters.acksIgnored++;
+    }
+  }
+
+  // ------------------------------------------------------------------ the period
+
+  /** Run one period: returns one frame per neighbour that has something to receive, then GCs. */
+  tick(now: number): OutgoingFrame<P>[] {
+    this.lastTickAt = now;
+    this.counters.ticks++;
+    const period = this.period++;
+    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync) : this.tickAlg2(this.sync);
+    for (const f of frames) {
+      this.counters.framesSent++;
+      for (const item of f.items) {
+        if (item.kind === PayloadKind.STATE) {
+          this.counters.itemsSent.state++;
+        } else {
+          this.counters.itemsSent.delta++;
+        }
+      }
+    }
+    return frames;
+  }
+
+  private tickAlg1(period: number, cfg: Algorithm1Config): OutgoingFrame<P>[] {
+    const k = cfg.statePeriod ?? DEFAULT_STATE_PERIOD;
+    const items: FrameItem<P>[] = [];
+    let deltaBytes = 0;
+    for (const part of this.alg1) {
+      const plan = part.plan(cfg.choose, period, k);
+      if (plan.kind === "state") items.push({ partition: part.partition, kind: PayloadKind.STATE, seq: 0 });
+      if (plan.kind === "delta") {
+        items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: 0, payload: plan.payload });
+        deltaBytes += this.ops.sizeBytes(plan.payload);
+      }
+    }
+    if (items.length === 0) return [];
+    this.counters.bytesSent.delta += deltaBytes * this.peers.length;
+    return this.peers.map((to) => ({ to, items: items.slice() }));
+  }
+
+  private tickAlg2(cfg: Algorithm2Config): OutgoingFrame<P>[] {
+    const targets =
+      this.peers.length === 0 ? [] : (cfg.fanout ?? "random") === "all" ? this.peers : [pick(this.random, this.peers)];
+    const frames: OutgoingFrame<P>[] = [];
+    for (const to of targets) {
+      const items: FrameItem<P>[] = [];
+      for (const part of this.alg2) {
+        const plan = part.plan(to, cfg.bp);
+        switch (plan.kind) {
+          case "none":
+            break;
+          case "state":
+            this.counters.stateFallbacks++;
+            items.push({ partition: part.partition, kind: PayloadKind.STATE, seq: plan.seq });
+            break;
+          case "delta":
+            this.counters.bpHeldBack += plan.held;
+            this.counters.bytesSent.delta += this.ops.sizeBytes(plan.payload);
+            items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: plan.seq, payload: plan.payload });
+            break;
+          case "advanced":
+            this.counters.bpHeldBack += plan.held;
+            break;
+        }
+      }
+      if (items.length > 0) frames.push({ to, items });
+    }
+    this.gc();
+    return frames;
+  }
+
+  /** Drop the deltas every current neighbour has acked (runs at the end of each tick). */
+  gc(): void {
+    for (const part of this.alg2) this.counters.deltasCollected += part.gc(this.peers);
+  }
+
+  /** The caller shipped a full state of this many bytes. */
+  recordStateBytesSent(bytes: number): void {
+    this.counters.bytesSent.state += bytes;
+  }
+
+  // ------------------------------------------------------------------ durable seq
+
+  /** Algorithm 2: c of a partition (0 under Algorithm 1). */
+  seq(partition: number): number {
+    this.checkPartition(partition);
+    return this.sync.algorithm === 2 ? this.alg2[partition]!.seq : 0;
+  }
+
+  /** Partitions whose c moved since the last call, with the new value. The caller persists them. */
+  takeSeqChanges(): Map<number, number> {
+    const out = new Map(this.seqChanges);
+    this.seqChanges.clear();
+    return out;
+  }
+
+  // ------------------------------------------------------------------ inspection
+
+  /** Algorithm 2: A(j) for a partition. */
+  ackOf(partition: number, peer: string): number {
+    this.checkPartition(partition);
+    return this.sync.algorithm === 2 ? this.alg2[partition]!.ackOf(peer) : 0;
+  }
+
+  /** Algorithm 2: the buffered deltas of a partition, oldest first. */
+  buffered(partition: number): ReadonlyArray<{ seq: number; delta: P; origin: string; bytes: number }> {
+    this.checkPartition(partition);
+    return this.sync.algorithm === 2 ? this.alg2[partition]!.bufferEntries : [];
+  }
+
+  /** Algorithm 1: the delta-group not yet shipped. */
+  deltaGroup(partition: number): P {
+    this.checkPartition(partition);
+    return this.sync.algorithm === 1 ? this.alg1[partition]!.deltaGroup : this.ops.bottom();
+  }
+
+  partitionStats(partition: number): PartitionStats {
+    this.checkPartition(partition);
+    if (this.sync.algorithm === 1) return { partition, seq: 0, bufferEntries: 0, bufferBytes: 0, lag: 0 };
+    const part = this.alg2[partition]!;
+    let lag = 0;
+    for (const j of this.peers) lag = Math.max(lag, part.lagOf(j));
+    return { partition, seq: part.seq, bufferEntries: part.bufferEntries.length, bufferBytes: part.bufferBytes, lag };
+  }
+
+  snapshot(): EngineSnapshot {
+    const partitions: PartitionStats[] = [];
+    for (let p = 0; p < this.partitionCount; p++) partitions.push(this.partitionStats(p));
+    return {
+      counters: structuredClone(this.counters),
+      partitions,
+      neighbours: this.neighbours(),
+      lastTickAt: this.lastTickAt,
+    };
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  private append(partition: number, delta: P, origin: string): number {
+    const part = this.alg2[partition]!;
+    const c = part.append(delta, origin);
+    const limit = (this.sync as Algorithm2Config).maxBufferBytes;
+    if (limit !== undefined) this.counters.bufferOverflowDrops += part.enforceLimit(limit);
+    this.seqChanges.set(partition, c);
+    return c;
+  }
+
+  private validItem(item: ReceivedItem<P>): boolean {
+    return (
+      Number.isInteger(item.partition) &&
+      item.partition >= 0 &&
+      item.partition < this.partitionCount &&
+      (item.kind === PayloadKind.DELTA || item.kind === PayloadKind.STATE) &&
+      Number.isSafeInteger(item.seq) &&
+      item.seq >= 0
+    );
+  }
+
+  private checkPartition(p: number): void {
+    if (!Number.isInteger(p) || p < 0 || p >= this.partitionCount) {
+      throw new RangeError(`partition ${p} is outside 0..${this.partitionCount - 1}`);
+    }
+  }
+}

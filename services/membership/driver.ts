@@ -1,0 +1,309 @@
+// Runs a MembershipCore for real: wall-clock time, timers, a gRPC client per peer, the seed join
+// loop, and change listeners. The gRPC server side (grpc-service.ts) reaches the core through
+// driverEndpoint(); the public API stays start/stop/leave/members/onChange.
+import * as grpc from "@grpc/grpc-js";
+import type { MembershipConfig } from "./config.js";
+import { MembershipCore } from "./core.js";
+import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
+import { PeerPool } from "./peer-pool.js";
+import type {
+  Answer,
+  DeferredAnswer,
+  JoinReply,
+  JoinRequest,
+  LeaveReply,
+  LeaveRequest,
+  MemberInfo,
+  MembershipChange,
+  NodeIdentity,
+  OutboundCall,
+  PingReply,
+  PingReqRequest,
+  PingRequest,
+  Refusal,
+} from "./types.js";
+
+export interface MembershipDriverOptions {
+  /** Cluster name; peers of another cluster are refused. */
+  cluster: string;
+  /** This node: stable id and the address peers dial. */
+  self: NodeIdentity;
+  /** Addresses to join through (staticSeeds or dnsSeeds). */
+  seeds: SeedProvider;
+  config?: Partial<MembershipConfig>;
+  /** Credentials for calls to peers; insecure by default. */
+  credentials?: grpc.ChannelCredentials;
+  /**
+   * Incarnation to start at. Default: the current Unix time in ms, which is above every incarnation
+   * an earlier process of this node used as long as the clock does not go back. Pass a persisted
+   * value + 1 to be independent of the clock.
+   */
+  incarnation?: bigint;
+  /** Extra channel options for peer clients. */
+  channelOptions?: grpc.ChannelOptions;
+  joinBackoff?: Partial<BackoffOptions>;
+  /** Diagnostics (join failures, listener errors). */
+  log?: (message: string, error?: unknown) => void;
+  /** Uniform [0, 1) source; Math.random by default. */
+  random?: () => number;
+}
+
+export type ChangeListener = (change: MembershipChange) => void;
+
+/** What the gRPC service needs from a running driver. */
+export interface DriverEndpoint {
+  readonly nodeId: string;
+  running(): boolean;
+  ping(request: PingRequest): Answer<PingReply>;
+  /** The reply comes through `answer`, now or after the relayed probe. Returns a cancel function. */
+  pingReq(request: PingReqRequest, answer: (result: PingReply | Refusal) => void): () => void;
+  join(request: JoinRequest): Answer<JoinReply>;
+  leave(request: LeaveRequest): Answer<LeaveReply>;
+  /** Run when the driver stops (Watch streams end). Returns the unregister function. */
+  onStop(hook: () => void): () => void;
+}
+
+const endpoints = new WeakMap<MembershipDriver, DriverEndpoint>();
+
+/** The server-side hooks of a driver (used by createMembershipService). */
+export function driverEndpoint(driver: MembershipDriver): DriverEndpoint {
+  return endpoints.get(driver)!;
+}
+
+const UNAVAILABLE: Refusal = { code: "UNAVAILABLE", message: "membership is not running on this node" };
+
+export class MembershipDriver {
+  private readonly core: MembershipCore;
+  private readonly pool: PeerPool;
+  private readonly joiner: SeedJoiner;
+  private readonly listeners = new Set<ChangeListener>();
+  private readonly stopHooks = new Set<() => void>();
+  private readonly deferred = new Map<number, (result: PingReply | Refusal) => void>();
+  private readonly inflight = new Map<number, { call: grpc.ClientUnaryCall; address: string; settle: () => void }>();
+  private readonly log: (message: string, error?: unknown) => void;
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
+  private state: "new" | "running" | "stopped" = "new";
+
+  constructor(options: MembershipDriverOptions) {
+    this.log = options.log ?? (() => {});
+    this.core = new MembershipCore({
+      cluster: options.cluster,
+      self: options.self,
+      incarnation: options.incarnation ?? BigInt(Date.now()),
+      config: options.config,
+      random: options.random ?? Math.random,
+      now: Date.now(),
+    });
+    const config = this.core.config;
+    this.pool = new PeerPool(options.credentials, Math.max(1000, config.probeIntervalMs), options.channelOptions);
+    this.joiner = new SeedJoiner({
+      seeds: options.seeds,
+      self: options.self.address,
+      attempt: (addresses) => this.attemptJoin(addresses),
+      // Join until in a cluster, and again whenever every other member is gone.
+      needsJoin: () => !this.core.left && (!this.core.joined || this.core.liveCount() <= 1),
+      backoff: options.joinBackoff,
+      random: options.random,
+      recheckMs: Math.max(config.probeIntervalMs, 1000),
+      onError: (message, error) => this.log(message, error),
+    });
+    endpoints.set(this, this.endpoint());
+  }
+
+  /** Start probing and joining through the seeds (in the background). */
+  start(): void {
+    if (this.state !== "new") return;
+    this.state = "running";
+    this.joiner.start();
+    this.arm();
+  }
+
+  /**
+   * Stop without leaving (peers will detect the silence). Cancels calls in flight, answers pending
+   * relayed probes with UNAVAILABLE, closes peer channels. Listeners get no more events.
+   */
+  async stop(): Promise<void> {
+    if (this.state === "stopped") return;
+    this.state = "stopped";
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    for (const { call, settle } of this.inflight.values()) {
+      call.cancel();
+      settle();
+    }
+    this.inflight.clear();
+    for (const answer of this.deferred.values()) answer(UNAVAILABLE);
+    this.deferred.clear();
+    for (const hook of [...this.stopHooks]) hook();
+    this.stopHooks.clear();
+    await this.joiner.stop();
+    this.pool.closeAll();
+  }
+
+  /**
+   * Leave gracefully: become LEFT, tell up to leaveFanout members at once and wait (at most the
+   * request timeout) until they answered. Returns how many acknowledged. Call stop() afterwards.
+   */
+  async leave(): Promise<number> {
+    if (this.state !== "running" || this.core.left) return 0;
+    this.core.leave(Date.now());
+    const sent = this.pump();
+    const results = await Promise.all(sent.filter((s) => s.call.kind === "leave").map((s) => s.done));
+    return results.filter(Boolean).length;
+  }
+
+  /** The current view, this node included, sorted by node id. */
+  members(options: { includeDeparted?: boolean } = {}): MemberInfo[] {
+    return this.core.members(options);
+  }
+
+  /** Subscribe to membership changes; returns the unsubscribe function. */
+  onChange(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  // ---- internals ----------------------------------------------------------------------------
+
+  private endpoint(): DriverEndpoint {
+    return {
+      nodeId: this.core.nodeId,
+      running: () => this.state === "running",
+      onStop: (hook) => {
+        this.stopHooks.add(hook);
+        return () => this.stopHooks.delete(hook);
+      },
+      ping: (request) => this.inbound(() => this.core.handlePing(request, Date.now())),
+      join: (request) => this.inbound(() => this.core.handleJoin(request, Date.now())),
+      leave: (request) => this.inbound(() => this.core.handleLeave(request, Date.now())),
+      pingReq: (request, answer) => {
+        if (this.state !== "running") {
+          answer(UNAVAILABLE);
+          return () => {};
+        }
+        const result: DeferredAnswer = this.core.handlePingReq(request, Date.now());
+        if (!result.ok) answer(result.refusal);
+        else if (result.pending === undefined) answer(result.reply);
+        else this.deferred.set(result.pending, answer);
+        this.pump();
+        const pending = result.ok ? result.pending : undefined;
+        return () => {
+          if (pending !== undefined) this.deferred.delete(pending);
+        };
+      },
+    };
+  }
+
+  private inbound<T>(handle: () => Answer<T>): Answer<T> {
+    if (this.state !== "running") return { ok: false, refusal: UNAVAILABLE };
+    const answer = handle();
+    this.pump();
+    return answer;
+  }
+
+  /** Join through these addresses; resolves once all join calls finished, true if joined. */
+  private async attemptJoin(addresses: string[]): Promise<boolean> {
+    if (this.state !== "running") return false;
+    this.core.join(addresses, Date.now());
+    const sent = this.pump();
+    await Promise.all(sent.filter((s) => s.call.kind === "join").map((s) => s.done));
+    return this.core.joined;
+  }
+
+  /** Deliver everything the core produced; returns the calls sent, each with its completion. */
+  private pump(): { call: OutboundCall; done: Promise<boolean> }[] {
+    const out = this.core.drain();
+    for (const change of out.events) {
+      if (change.kind === "reaped") this.pruneChannels();
+      for (const listener of this.listeners) {
+        try {
+          listener(change);
+        } catch (error) {
+          this.log("membership listener failed", error);
+        }
+      }
+    }
+    for (const reply of out.replies) {
+      const answer = this.deferred.get(reply.requestId);
+      this.deferred.delete(reply.requestId);
+      answer?.(reply.reply);
+    }
+    const sent = this.state === "running" ? out.calls.map((call) => ({ call, done: this.send(call) })) : [];
+    this.arm();
+    return sent;
+  }
+
+  /** Make one call; resolves true on a valid answer, false on any error (errors count as timeouts). */
+  private send(call: OutboundCall): Promise<boolean> {
+    return new Promise((resolve) => {
+      const client = this.pool.client(call.address);
+      const options = { deadline: Date.now() + call.timeoutMs };
+      let settled = false;
+      const settle = () => {
+        if (!settled) {
+          settled = true;
+          this.inflight.delete(call.id);
+        }
+      };
+      const finish = (error: grpc.ServiceError | null, accept: () => void) => {
+        settle();
+        if (this.state !== "running") return resolve(false);
+        if (error) {
+          if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);
+          this.core.callFailed(call.id, Date.now());
+        } else {
+          accept();
+        }
+        this.pump();
+        resolve(!error);
+      };
+      let handle: grpc.ClientUnaryCall;
+      switch (call.kind) {
+        case "ping":
+          handle = client.ping(call.request, new grpc.Metadata(), options, (error, reply) =>
+            finish(error, () => this.core.receivePingReply(call.id, reply, Date.now())));
+          break;
+        case "pingReq":
+          handle = client.pingReq(call.request, new grpc.Metadata(), options, (error, reply) =>
+            finish(error, () => this.core.receivePingReply(call.id, reply, Date.now())));
+          break;
+        case "join":
+          handle = client.join(call.request, new grpc.Metadata(), options, (error, reply) =>
+            finish(error, () => this.core.receiveJoinReply(call.id, reply, Date.now())));
+          break;
+        case "leave":
+          handle = client.leave(call.request, new grpc.Metadata(), options, (error, reply) =>
+            finish(error, () => this.core.receiveLeaveReply(call.id, reply, Date.now())));
+          break;
+      }
+      if (!settled) this.inflight.set(call.id, { call: handle, address: call.address, settle: () => resolve(false) });
+    });
+  }
+
+  /** Keep one timer armed for the core's next deadline. */
+  private arm(): void {
+    if (this.state !== "running") return;
+    const now = Date.now();
+    // Even with nothing due, wake up once per probe interval (cheap, and robust to clock jumps).
+    const at = Math.min(this.core.nextDeadline(), now + this.core.config.probeIntervalMs);
+    if (this.timer && this.timerAt <= at) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      if (this.state !== "running") return;
+      this.core.tick(Date.now());
+      this.pump();
+    }, Math.max(0, at - now));
+    this.timer.unref();
+  }
+
+  /** Close channels to addresses no member uses any more. */
+  private pruneChannels(): void {
+    const keep = new Set(this.core.members({ includeDeparted: true }).map((m) => m.address));
+    for (const { address } of this.inflight.values()) keep.add(address);
+    this.pool.prune(keep);
+  }
+}

@@ -1,0 +1,86 @@
+// Values that flow in and out of the sans-IO membership core. Requests and replies are the proto
+// messages themselves, so the gRPC transport only moves them.
+import {
+  MemberState,
+  type JoinReply,
+  type JoinRequest,
+  type LeaveReply,
+  type LeaveRequest,
+  type MemberInfo,
+  type PingReply,
+  type PingReqRequest,
+  type PingRequest,
+} from "../gen/deltaset/v1/membership.js";
+
+export { MemberState };
+export type { JoinReply, JoinRequest, LeaveReply, LeaveRequest, MemberInfo, PingReply, PingReqRequest, PingRequest };
+
+/** A node's identity: stable id and the host:port where it serves gRPC. */
+export interface NodeIdentity {
+  nodeId: string;
+  address: string;
+}
+
+/** An outbound call the caller must deliver; its answer goes back via the core's receive* methods. */
+export type OutboundCall =
+  | { kind: "ping"; id: number; address: string; nodeId: string; request: PingRequest; timeoutMs: number }
+  | { kind: "pingReq"; id: number; address: string; nodeId: string; request: PingReqRequest; timeoutMs: number }
+  | { kind: "join"; id: number; address: string; request: JoinRequest; timeoutMs: number }
+  | { kind: "leave"; id: number; address: string; nodeId: string; request: LeaveRequest; timeoutMs: number };
+
+/** The late answer to an inbound PingReq (the core waited for the target first). */
+export interface DeferredReply {
+  requestId: number;
+  reply: PingReply;
+}
+
+/** What a membership change means for the rest of the node. */
+export type ChangeKind = "alive" | "suspect" | "dead" | "left" | "reaped";
+
+/**
+ * One change of one member in this node's view. `member` is the record after the change (for
+ * "reaped", the last record before it was forgotten); `previous` is the state before, or
+ * MEMBER_STATE_UNSPECIFIED when the member was not known.
+ */
+export interface MembershipChange {
+  kind: ChangeKind;
+  member: MemberInfo;
+  previous: MemberState;
+}
+
+/** Everything the core produced since the last drain. */
+export interface CoreOutput {
+  calls: OutboundCall[];
+  replies: DeferredReply[];
+  events: MembershipChange[];
+}
+
+/** A refused inbound request, with the gRPC status it maps to. */
+export interface Refusal {
+  code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "UNAVAILABLE";
+  message: string;
+}
+
+/** The answer to an inbound request: a reply now, a refusal, or (PingReq) a reply later. */
+export type Answer<T> = { ok: true; reply: T } | { ok: false; refusal: Refusal };
+export type DeferredAnswer = { ok: true; pending: number } | { ok: true; reply: PingReply; pending?: undefined } | { ok: false; refusal: Refusal };
+
+/** True for the states in which a member takes part in the cluster (probed, gossiped to). */
+export function isLive(state: MemberState): boolean {
+  return state === MemberState.ALIVE || state === MemberState.SUSPECT;
+}
+
+/** True for DEAD and LEFT. */
+export function isDeparted(state: MemberState): boolean {
+  return state === MemberState.DEAD || state === MemberState.LEFT;
+}
+
+/** The event kind that a transition into `state` is reported as. */
+export function kindOf(state: MemberState): ChangeKind {
+  switch (state) {
+    case MemberState.SUSPECT: return "suspect";
+    case MemberState.DEAD: return "dead";
+    case MemberState.LEFT: return "left";
+    default: return "alive";
+  }
+}

@@ -1,0 +1,94 @@
+// Checks on every message that comes from the network, before the core trusts any field of it.
+// Each check returns a Refusal (INVALID_ARGUMENT for a malformed message, FAILED_PRECONDITION for
+// a message of another cluster) or undefined when the message is fine.
+import { MemberState, type MemberInfo } from "../gen/deltaset/v1/membership.js";
+import type { Refusal } from "./types.js";
+
+export const MAX_NODE_ID_LENGTH = 256;
+export const MAX_ADDRESS_LENGTH = 512;
+export const MAX_CLUSTER_LENGTH = 256;
+const MAX_UINT64 = (1n << 64n) - 1n;
+
+// host:port with a DNS name, IPv4 or bracketed IPv6 host.
+const ADDRESS = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?):(\d{1,5})$/;
+
+function invalid(message: string): Refusal {
+  return { code: "INVALID_ARGUMENT", message };
+}
+
+/** Short, printable rendering of an untrusted string for an error message. */
+export function quote(value: string): string {
+  const shown = value.length > 64 ? `${value.slice(0, 64)}...` : value;
+  return JSON.stringify(shown);
+}
+
+export function isValidAddress(address: string): boolean {
+  if (typeof address !== "string" || address.length === 0 || address.length > MAX_ADDRESS_LENGTH) return false;
+  const match = ADDRESS.exec(address);
+  if (!match) return false;
+  const port = Number(match[1]);
+  return port > 0 && port <= 65535;
+}
+
+export function checkName(value: unknown, field: string, maxLength: number): Refusal | undefined {
+  if (typeof value !== "string" || value.length === 0) return invalid(`${field} is required`);
+  if (value.length > maxLength) return invalid(`${field} is longer than ${maxLength} characters`);
+  // Control characters in ids end up in logs and metrics labels.
+  if (/[\u0000-\u001f\u007f]/.test(value)) return invalid(`${field} contains control characters`);
+  return undefined;
+}
+
+export function checkCluster(cluster: unknown, own: string): Refusal | undefined {
+  const bad = checkName(cluster, "cluster", MAX_CLUSTER_LENGTH);
+  if (bad) return bad;
+  if (cluster !== own) {
+    return {
+      code: "FAILED_PRECONDITION",
+      message: `request is for cluster ${quote(cluster as string)} but this node belongs to ${quote(own)}`,
+    };
+  }
+  return undefined;
+}
+
+export function checkNodeId(value: unknown, field: string): Refusal | undefined {
+  return checkName(value, field, MAX_NODE_ID_LENGTH);
+}
+
+export function checkAddress(value: unknown, field: string): Refusal | undefined {
+  if (typeof value !== "string" || !isValidAddress(value)) {
+    return invalid(`${field} must be host:port, got ${quote(String(value))}`);
+  }
+  return undefined;
+}
+
+export function checkIncarnation(value: unknown, field: string): Refusal | undefined {
+  if (typeof value !== "bigint" || value < 0n || value > MAX_UINT64) return invalid(`${field} must be a uint64`);
+  return undefined;
+}
+
+export function checkMember(info: MemberInfo | undefined, field: string): Refusal | undefined {
+  if (info === undefined || info === null || typeof info !== "object") return invalid(`${field} is required`);
+  const state = info.state;
+  if (
+    state !== MemberState.ALIVE && state !== MemberState.SUSPECT &&
+    state !== MemberState.DEAD && state !== MemberState.LEFT
+  ) {
+    return invalid(`${field}.state must be ALIVE, SUSPECT, DEAD or LEFT`);
+  }
+  return (
+    checkNodeId(info.nodeId, `${field}.node_id`) ??
+    checkAddress(info.address, `${field}.address`) ??
+    checkIncarnation(info.incarnation, `${field}.incarnation`)
+  );
+}
+
+export function checkMembers(list: readonly MemberInfo[] | undefined, field: string, max: number): Refusal | undefined {
+  if (list === undefined) return undefined;
+  if (!Array.isArray(list)) return invalid(`${field} must be a list`);
+  if (list.length > max) return invalid(`${field} holds ${list.length} entries, more than the limit ${max}`);
+  for (let i = 0; i < list.length; i++) {
+    const bad = checkMember(list[i], `${field}[${i}]`);
+    if (bad) return bad;
+  }
+  return undefined;
+}

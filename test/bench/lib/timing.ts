@@ -1,0 +1,55 @@
+// Timing and memory helpers for benchmarks.
+//
+//   const r = rate(10_000, (i) => doOp(i));   // { count, seconds, perSecond }
+//   const s = seconds(() => bigJob());         // wall seconds of one call
+//   const h = heapUsedAfterGc();               // bytes, or null without --expose-gc
+//   const rng = prng(42);                      // deterministic uniform [0, 1)
+//
+// Heap figures need node started with --expose-gc (`node --expose-gc --import tsx file.ts`).
+
+/** Wall-clock seconds of one call. */
+export function seconds(fn: () => void): number {
+  const t0 = process.hrtime.bigint();
+  fn();
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+export interface Rate {
+  count: number;
+  seconds: number;
+  perSecond: number;
+}
+
+/** Call fn(i) for i = 0..count-1 and report the rate. */
+export function rate(count: number, fn: (i: number) => void): Rate {
+  const s = seconds(() => {
+    for (let i = 0; i < count; i++) fn(i);
+  });
+  return { count, seconds: s, perSecond: count / s };
+}
+
+type GcFn = () => void;
+
+export function gcAvailable(): boolean {
+  return typeof (globalThis as { gc?: GcFn }).gc === "function";
+}
+
+/** heapUsed after full collections, or null when the process was not started with --expose-gc. */
+export function heapUsedAfterGc(): number | null {
+  const gc = (globalThis as { gc?: GcFn }).gc;
+  if (gc === undefined) return null;
+  for (let i = 0; i < 3; i++) gc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** A small seeded PRNG (mulberry32): same seed, same sequence. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

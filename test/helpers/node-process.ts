@@ -1,0 +1,79 @@
+// Start real deltaset node processes for integration tests and wait until they listen.
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+export const REPO = fileURLToPath(new URL("../../", import.meta.url));
+export const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
+
+export interface NodeProcess {
+  child: ChildProcess;
+  nodeId: string;
+  address: string;
+  /** Everything the node logged on stderr so far. */
+  logs(): string;
+  /** SIGTERM and wait for exit; returns the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL and wait for exit. */
+  kill(): Promise<void>;
+}
+
+export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<NodeProcess> {
+  const child = spawn(process.execPath, [BIN, "node", ...args], {
+    cwd: REPO,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const lines = createInterface({ input: child.stdout! });
+  const listening = new Promise<{ nodeId: string; address: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`node did not start within ${timeoutMs} ms:\n${stderr}`)), timeoutMs);
+    lines.on("line", (line) => {
+      try {
+        const ev = JSON.parse(line) as { event?: string; nodeId: string; address: string };
+        if (ev.event === "listening") {
+          clearTimeout(timer);
+          resolve(ev);
+        }
+      } catch {
+        // not an event line
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`node exited with ${code} before listening:\n${stderr}`));
+    });
+  });
+  const ev = await listening;
+  const exited = once(child, "exit");
+  return {
+    child,
+    nodeId: ev.nodeId,
+    address: ev.address,
+    logs: () => stderr,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill("SIGTERM");
+      const [code] = await exited;
+      return code as number | null;
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+/** Run the CLI and capture its output. */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const [code] = await once(child, "exit");
+  return { code: code as number | null, stdout, stderr };
+}

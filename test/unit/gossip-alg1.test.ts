@@ -1,0 +1,111 @@
+// Algorithm 1 bookkeeping: delta-group, transitive mode, choose, and why a non-transitive
+// Algorithm 1 on a partial mesh needs periodic full state.
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import { GossipSimulation } from "../../services/gossip/index.js";
+import { S, alg1, delta, items, summary } from "./gossip-helpers.js";
+
+describe("Algorithm 1", () => {
+  it("joins local deltas into D, ships D to every neighbour, then resets D", () => {
+    const e = alg1();
+    assert.equal(e.local(0, S("x")), 0);
+    e.local(0, S("y"));
+    assert.deepEqual(items(e.deltaGroup(0)), ["x", "y"]);
+    assert.deepEqual(summary(e.tick(0)), {
+      b: [[0, "delta", 0, ["x", "y"]]],
+      c: [[0, "delta", 0, ["x", "y"]]],
+    });
+    assert.deepEqual(items(e.deltaGroup(0)), []);
+    assert.deepEqual(e.tick(1), [], "D = ⊥ after shipping: nothing to send");
+  });
+
+  it("transitive mode forwards what was received (the new part); non-transitive does not", () => {
+    const t = alg1({ transitive: true });
+    assert.deepEqual(t.onFrame("b", [delta(0, 0, S("q"))]), [], "no acks under Algorithm 1");
+    t.onFrame("b", [delta(0, 0, undefined)]);
+    assert.deepEqual(summary(t.tick(0)), {
+      b: [[0, "delta", 0, ["q"]]],
+      c: [[0, "delta", 0, ["q"]]],
+    });
+    const n = alg1({ transitive: false });
+    n.onFrame("b", [delta(0, 0, S("q"))]);
+    assert.deepEqual(n.tick(0), []);
+  });
+
+  it("choose = state ships a full-state instruction for every partition every period", () => {
+    const e = alg1({ choose: "state" }, { partitions: 3 });
+    e.local(1, S("x"));
+    for (let t = 0; t < 3; t++) {
+      assert.deepEqual(summary(e.tick(t)).b, [
+        [0, "state", 0, []],
+        [1, "state", 0, []],
+        [2, "state", 0, []],
+      ]);
+    }
+  });
+
+  it("choose = delta+periodic-state: each partition ships state every k periods, in turn", () => {
+    const e = alg1({ choose: "delta+periodic-state", statePeriod: 3 }, { partitions: 2 });
+    const kinds: string[][] = [];
+    for (let t = 0; t < 6; t++) {
+      e.local(0, S(`x${t}`));
+      e.local(1, S(`y${t}`));
+      kinds.push(summary(e.tick(t)).b!.map(([p, kind]) => `${p}${kind[0]}`));
+    }
+    // Partition p ships state when (t + p) mod 3 = 0, its delta-group otherwise.
+    assert.deepEqual(kinds, [
+      ["0s", "1d"],
+      ["0d", "1d"],
+      ["0d", "1s"],
+      ["0s", "1d"],
+      ["0d", "1d"],
+      ["0d", "1s"],
+    ]);
+  });
+
+  it("rejects bad options", () => {
+    assert.throws(() => alg1({ choose: "delta+periodic-state", statePeriod: 0 }), RangeError);
+    assert.throws(() => alg1({}, { partitions: 0 }), RangeError);
+  });
+});
+
+describe("Algorithm 1 on a partial mesh", () => {
+  // Line a - b - c: a and c are not neighbours. Non-transitive Algorithm 1 ships only local
+  // deltas, and only to neighbours, so c can learn a's update only from a full state of b.
+  // Without periodic state it never does, even on a perfect network; with it, it does.
+  const line = new Map([
+    ["a", ["b"]],
+    ["b", ["a", "c"]],
+    ["c", ["b"]],
+  ]);
+  const run = (choose: "delta" | "delta+periodic-state", transitive: boolean) => {
+    const sim = new GossipSimulation({
+      topology: line,
+      sync: { algorithm: 1, transitive, choose, statePeriod: 4 },
+      partitions: 1,
+      seed: 3,
+    });
+    sim.add("a", "k", [Buffer.from("x")]);
+    for (let i = 0; i < 12; i++) sim.step();
+    return sim;
+  };
+
+  it("non-transitive with deltas only never reaches a non-neighbour", () => {
+    const sim = run("delta", false);
+    assert.deepEqual(sim.elementsOf("b", "k"), ["x"]);
+    assert.deepEqual(sim.elementsOf("c", "k"), []);
+    assert.equal(sim.converged(), false);
+  });
+
+  it("non-transitive with periodic state converges", () => {
+    const sim = run("delta+periodic-state", false);
+    assert.deepEqual(sim.elementsOf("c", "k"), ["x"]);
+    assert.ok(sim.converged());
+  });
+
+  it("transitive with deltas only converges on a perfect network", () => {
+    const sim = run("delta", true);
+    assert.deepEqual(sim.elementsOf("c", "k"), ["x"]);
+    assert.ok(sim.converged());
+  });
+});
