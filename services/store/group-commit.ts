@@ -57,6 +57,22 @@ export class GroupCommit {
     return this.db.get(key);
   }
 
+  /** Batched read: queued writes first, then one LevelDB getMany for the rest. */
+  async getMany(keys: Buffer[]): Promise<Array<Buffer | undefined>> {
+    const out: Array<Buffer | undefined> = new Array(keys.length);
+    const missing: number[] = [];
+    keys.forEach((k, i) => {
+      const o = this.overlay.get(k.toString("latin1"));
+      if (o !== undefined) out[i] = o.value ?? undefined;
+      else missing.push(i);
+    });
+    if (missing.length > 0) {
+      const found = await this.db.getMany(missing.map((i) => keys[i]!));
+      missing.forEach((i, j) => (out[i] = found[j] ?? undefined));
+    }
+    return out;
+  }
+
   /** Overlay lookup only: undefined = not pending, null = pending delete. */
   pending(key: Buffer): Buffer | null | undefined {
     const o = this.overlay.get(key.toString("latin1"));

@@ -274,6 +274,7 @@ export class Store {
 
   async add(key: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
     return this.mutate(key, async (prefix, h, view) => {
+      await view.prefetch(elements.map(elementKey));
       const entries = new Map<ElementKey, DotSet>();
       const ctx = new CausalContext();
       const dots: Dot[] = [];
@@ -302,6 +303,7 @@ export class Store {
 
   async remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet }> {
     return this.mutate(key, async (prefix, h, view) => {
+      await view.prefetch(elements.map(elementKey));
       const ctx = new CausalContext();
       let removed = 0;
       const seen = new Set<ElementKey>();
@@ -534,6 +536,7 @@ export class Store {
           changed = true;
         }
       }
+      await view.prefetch([...slice.entries.keys()]);
       for (const [ek, theirs] of slice.entries) {
         const mine = await view.dots(ek);
         const joined = joinDotSets(mine, h.ctx, theirs, chunk.senderCtx);
@@ -634,6 +637,7 @@ export class Store {
 
   /** The AWSet join of a delta or state into the stored object (see AWSet.joinInPlace). */
   private async joinSet(prefix: Buffer, h: Header, delta: AWSet, view: WriteView): Promise<JoinResult<AWSet>> {
+    await view.prefetch([...delta.entries.keys()]);
     const newEntries = new Map<ElementKey, DotSet>();
     const newCtx = delta.ctx.subtract(h.ctx);
     let changed = !newCtx.isEmpty();
@@ -711,6 +715,17 @@ class WriteView {
 
   pendingDots(ek: ElementKey): Dot[] | undefined {
     return this.elements.get(ek);
+  }
+
+  /** Read the dots of many elements in one batched read, so later dots() calls are answered here. */
+  async prefetch(eks: ElementKey[]): Promise<void> {
+    const want = [...new Set(eks)].filter((ek) => !this.elements.has(ek));
+    if (want.length === 0) return;
+    const raws = await this.commit.getMany(want.map((ek) => elementRecordKey(this.prefix, elementBytes(ek))));
+    want.forEach((ek, i) => {
+      const raw = raws[i];
+      this.elements.set(ek, raw === undefined ? [] : decodeDots(raw));
+    });
   }
 
   async dots(ek: ElementKey): Promise<Dot[]> {

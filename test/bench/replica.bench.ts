@@ -1,0 +1,211 @@
+// npm run bench:replica [-- --quick]
+//
+// 1. Layout: single-element Add latency when the set holds 1k, 100k and 1M elements, for the
+//    decomposed store (one record per element, seed 004's bigset design) and for an
+//    object-per-set baseline that keeps the whole set as one LevelDB value (the design bigset
+//    replaces), measured in-process in the same run with the same sync policy.
+// 2. A real node process over gRPC: single-element Add throughput with 32 concurrent clients,
+//    batch Add (1000 per call) elements/s while filling the set to 1M, Add latency at 1k/100k/1M,
+//    and the node's RSS at 1M elements.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ClassicLevel } from "classic-level";
+import { AWSet, AWSetLattice } from "../../services/crdt/index.ts";
+import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { partitionOf } from "../../services/gossip/partition.ts";
+import { Store, type SyncPolicy } from "../../services/store/store.ts";
+import { startNodeProcess } from "../helpers/node-process.ts";
+import { commandLine, isQuick, printTargets, target, writeChart, writeResults } from "./lib/results.ts";
+import { barChart, lineChart, panels } from "./lib/svg-plot.ts";
+
+const quick = isQuick();
+const SIZES = quick ? [1_000, 10_000, 50_000] : [1_000, 100_000, 1_000_000];
+const SAMPLES = quick ? 100 : 300;
+const BASELINE_SAMPLES = (n: number) => (n >= 1_000_000 ? 5 : n >= 100_000 ? 20 : 100);
+const CMD = commandLine("bench:replica", quick);
+const root = mkdtempSync(join(tmpdir(), "deltaset-bench-replica-"));
+
+const el = (prefix: string, i: number) => Buffer.from(`${prefix}${String(i).padStart(8, "0")}`);
+
+function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+
+/** The design bigset replaces: the whole set is one value, read, decoded, changed, encoded, written. */
+class ObjectPerSetStore {
+  constructor(private readonly db: ClassicLevel<string, Buffer>, private readonly sync: boolean, private readonly replica: string) {}
+  async add(key: string, elements: Buffer[]): Promise<void> {
+    const raw = await this.db.get(key);
+    const state = raw === undefined ? AWSet.bottom() : AWSetLattice.decode(raw);
+    const next = state.add(this.replica, elements);
+    await this.db.put(key, Buffer.from(AWSetLattice.encode(next)), { sync: this.sync });
+  }
+  async fill(key: string, n: number): Promise<void> {
+    // Built in memory and written once: filling through add() would cost O(n^2).
+    const state = AWSet.bottom().add(this.replica, Array.from({ length: n }, (_, i) => el("f", i)));
+    await this.db.put(key, Buffer.from(AWSetLattice.encode(state)), { sync: this.sync });
+  }
+}
+
+async function timeAdds(add: (e: Buffer) => Promise<void>, n: number, prefix: string): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await add(el(prefix, i));
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+async function layoutComparison(sync: SyncPolicy) {
+  const rows: Array<{ size: number; decomposedP50: number; decomposedP99: number; baselineP50: number; baselineP99: number }> = [];
+  for (const size of SIZES) {
+    const store = await Store.open({ dir: join(root, `dec-${sync}-${size}`), partitions: 64, partitionOf, sync });
+    for (let i = 0; i < size; i += 1000) {
+      await store.add("s", Array.from({ length: Math.min(1000, size - i) }, (_, j) => el("f", i + j)));
+    }
+    const dec = await timeAdds((e) => store.add("s", [e]).then(() => undefined), SAMPLES, "new");
+    await store.close();
+
+    const db = new ClassicLevel<string, Buffer>(join(root, `obj-${sync}-${size}`), { valueEncoding: "buffer" });
+    const base = new ObjectPerSetStore(db, sync === "fsync", "bench");
+    await base.fill("s", size);
+    const bl = await timeAdds((e) => base.add("s", [e]), BASELINE_SAMPLES(size), "new");
+    await db.close();
+    rows.push({
+      size,
+      decomposedP50: percentile(dec, 50),
+      decomposedP99: percentile(dec, 99),
+      baselineP50: percentile(bl, 50),
+      baselineP99: percentile(bl, 99),
+    });
+    console.log(`layout ${sync} ${size}: decomposed p50 ${percentile(dec, 50).toFixed(3)} ms, object-per-set p50 ${percentile(bl, 50).toFixed(3)} ms`);
+  }
+  return rows;
+}
+
+function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+async function grpcBench() {
+  const node = await startNodeProcess(["--listen", "127.0.0.51:0", "--data-dir", join(root, "node"), "--log-level", "warn"]);
+  const clients = Array.from({ length: 32 }, () => replicaClient(node.address));
+  try {
+    // Single-element Add throughput, 32 concurrent clients, each on its own key range.
+    const seconds = quick ? 2 : 5;
+    let ops = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      clients.map(async (c, w) => {
+        for (let i = 0; performance.now() < end; i++) {
+          await call(c, c.add, { key: `single-${w % 8}`, elements: [el(`w${w}-`, i)], texts: [] });
+          ops++;
+        }
+      }),
+    );
+    const singleOpsPerSec = ops / seconds;
+    console.log(`grpc single-element Add, 32 clients: ${singleOpsPerSec.toFixed(0)} ops/s`);
+
+    // Fill one set with batch adds (1000 per call, 4 callers), measuring latency at each size.
+    const latency: Array<{ size: number; p50: number; p99: number }> = [];
+    let filled = 0;
+    let batchElements = 0;
+    let batchMs = 0;
+    for (const size of SIZES) {
+      const t0 = performance.now();
+      const startFilled = filled;
+      while (filled < size) {
+        const calls: Promise<unknown>[] = [];
+        for (let k = 0; k < 4 && filled < size; k++) {
+          const base = filled;
+          const n = Math.min(1000, size - filled);
+          filled += n;
+          const c = clients[k]!;
+          calls.push(call(c, c.add, { key: "big", elements: Array.from({ length: n }, (_, j) => el("f", base + j)), texts: [] }, { timeoutMs: 60_000 }));
+        }
+        await Promise.all(calls);
+      }
+      batchElements += filled - startFilled;
+      batchMs += performance.now() - t0;
+      const c = clients[0]!;
+      const lat = await timeAdds((e) => call(c, c.add, { key: "big", elements: [e], texts: [] }).then(() => undefined), SAMPLES, `lat${size}-`);
+      latency.push({ size, p50: percentile(lat, 50), p99: percentile(lat, 99) });
+      console.log(`grpc Add latency at ${size}: p50 ${percentile(lat, 50).toFixed(3)} ms p99 ${percentile(lat, 99).toFixed(3)} ms`);
+    }
+    const batchElementsPerSec = batchElements / (batchMs / 1000);
+    const rss = rssOf(node.child.pid!);
+    console.log(`grpc batch Add: ${batchElementsPerSec.toFixed(0)} elements/s; RSS at ${SIZES.at(-1)} elements: ${(rss / 2 ** 20).toFixed(0)} MiB`);
+    return { singleOpsPerSec, batchElementsPerSec, latency, rssBytes: rss };
+  } finally {
+    for (const c of clients) c.close();
+    await node.stop();
+  }
+}
+
+const fsyncRows = await layoutComparison("fsync");
+const bufferedRows = await layoutComparison("buffered");
+const grpc = await grpcBench();
+rmSync(root, { recursive: true, force: true });
+
+const small = SIZES[0]!;
+const large = SIZES.at(-1)!;
+const ratio = (rows: typeof fsyncRows) => rows.at(-1)!.decomposedP50 / rows[0]!.decomposedP50;
+const targets = [
+  target(`Add p50 at ${large} within 1.5x of p50 at ${small} (decomposed store, fsync)`, "<= 1.5x", ratio(fsyncRows), (m) => m <= 1.5, CMD),
+  target(`Add p50 at ${large} within 1.5x of p50 at ${small} (decomposed store, buffered)`, "<= 1.5x", ratio(bufferedRows), (m) => m <= 1.5, CMD),
+  target(`Add p50 at ${large} within 1.5x of p50 at ${small} over gRPC (real node, fsync)`, "<= 1.5x", grpc.latency.at(-1)!.p50 / grpc.latency[0]!.p50, (m) => m <= 1.5, CMD),
+  target("batch ingest, 1000 elements per Add, over gRPC", ">= 100000 elements/s", grpc.batchElementsPerSec, (m) => m >= 100_000, CMD),
+];
+writeResults("replica", {
+  params: { quick, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync" },
+  metrics: {
+    layout: { fsync: fsyncRows, buffered: bufferedRows },
+    grpc: { ...grpc, rssMiB: grpc.rssBytes / 2 ** 20 },
+    baselineSlowdownAtLargest: { fsync: fsyncRows.at(-1)!.baselineP50 / fsyncRows.at(-1)!.decomposedP50, buffered: bufferedRows.at(-1)!.baselineP50 / bufferedRows.at(-1)!.decomposedP50 },
+  },
+  targets,
+});
+const lat = (rows: typeof fsyncRows, title: string) =>
+  lineChart({
+    title,
+    xLabel: "elements in the set",
+    yLabel: "Add p50 latency (ms)",
+    logX: true,
+    logY: true,
+    series: [
+      { name: "decomposed (deltaset)", points: rows.map((r) => [r.size, r.decomposedP50]) },
+      { name: "object per set (baseline)", points: rows.map((r) => [r.size, r.baselineP50]) },
+    ],
+  });
+writeChart(
+  "replica",
+  panels(
+    [
+      lat(fsyncRows, "Add latency, sync=fsync (in-process)"),
+      lat(bufferedRows, "Add latency, sync=buffered (in-process)"),
+      lineChart({
+        title: "Add latency over gRPC, real node",
+        xLabel: "elements in the set",
+        yLabel: "latency (ms)",
+        logX: true,
+        series: [
+          { name: "p50", points: grpc.latency.map((r) => [r.size, r.p50]) },
+          { name: "p99", points: grpc.latency.map((r) => [r.size, r.p99]) },
+        ],
+      }),
+      barChart({
+        title: "Throughput over gRPC",
+        categories: ["single Add, 32 clients (ops/s)", "batch Add x1000 (elements/s)"],
+        series: [{ name: "deltaset", values: [grpc.singleOpsPerSec, grpc.batchElementsPerSec] }],
+        yLabel: "per second",
+        logY: true,
+      }),
+    ],
+    { columns: 2, title: `deltaset replica benchmark${quick ? " (quick)" : ""}` },
+  ),
+);
+printTargets(targets);

@@ -1,0 +1,131 @@
+// Seed discovery: a static list, a DNS name resolved through an injected resolver, the backoff
+// formula, and the join loop (retries until joined, rejoins when alone, stops on demand).
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import {
+  SeedJoiner,
+  backoffDelay,
+  dnsSeeds,
+  formatAddress,
+  staticSeeds,
+  type ResolvedAddress,
+} from "../../services/membership/discovery.ts";
+
+const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("seed providers", () => {
+  it("a static list is validated and de-duplicated", async () => {
+    assert.deepEqual(await staticSeeds(["10.0.0.1:7000", "10.0.0.1:7000", "seed.example:7000"])(), ["10.0.0.1:7000", "seed.example:7000"]);
+    assert.throws(() => staticSeeds(["10.0.0.1"]), RangeError);
+  });
+
+  it("a DNS name is resolved with the port added, cached for refreshMs, and the last answer kept on failure", async () => {
+    let clock = 0;
+    let answer: ResolvedAddress[] | Error = [
+      { address: "10.0.0.2", family: 4 }, { address: "10.0.0.1", family: 4 }, { address: "fd00::1", family: 6 }, { address: "10.0.0.1", family: 4 },
+    ];
+    const asked: string[] = [];
+    const seeds = dnsSeeds({
+      name: "deltaset-headless.default.svc.cluster.local", port: 7000, refreshMs: 1000, now: () => clock,
+      resolve: async (name) => {
+        asked.push(name);
+        if (answer instanceof Error) throw answer;
+        return answer;
+      },
+    });
+    assert.deepEqual(await seeds(), ["10.0.0.1:7000", "10.0.0.2:7000", "[fd00::1]:7000"]);
+    answer = [{ address: "10.0.0.3", family: 4 }];
+    clock = 500;
+    assert.deepEqual(await seeds(), ["10.0.0.1:7000", "10.0.0.2:7000", "[fd00::1]:7000"], "cached");
+    clock = 1000;
+    assert.deepEqual(await seeds(), ["10.0.0.3:7000"], "refreshed");
+    answer = new Error("ENOTFOUND");
+    clock = 5000;
+    assert.deepEqual(await seeds(), ["10.0.0.3:7000"], "last good answer");
+    assert.equal(asked.length, 3);
+    const never = dnsSeeds({ name: "x", port: 1, resolve: async () => { throw new Error("ENOTFOUND"); } });
+    await assert.rejects(never(), /ENOTFOUND/);
+    assert.throws(() => dnsSeeds({ name: "x", port: 0 }), RangeError);
+    assert.equal(formatAddress("::1", 80), "[::1]:80");
+  });
+});
+
+describe("backoff", () => {
+  it("grows exponentially, is capped, and jitters within bounds", () => {
+    const options = { initialMs: 100, maxMs: 1000, multiplier: 2, jitter: 0 };
+    assert.deepEqual([0, 1, 2, 3, 4, 10].map((a) => backoffDelay(a, options, () => 0.5)), [100, 200, 400, 800, 1000, 1000]);
+    const jittered = { ...options, jitter: 0.5 };
+    assert.equal(backoffDelay(0, jittered, () => 0), 50);
+    assert.equal(backoffDelay(0, jittered, () => 0.999999), 150);
+  });
+});
+
+describe("join loop", () => {
+  function harness() {
+    const sleeps: { ms: number; wake: () => void }[] = [];
+    const attempts: string[][] = [];
+    const state = { joined: false, alone: false, results: [] as boolean[], seedFailures: 1 };
+    const joiner = new SeedJoiner({
+      self: "10.0.0.9:7000",
+      seeds: async () => {
+        if (state.seedFailures-- > 0) throw new Error("lookup failed");
+        return ["10.0.0.1:7000", "10.0.0.9:7000", "10.0.0.2:7000"];
+      },
+      attempt: async (addresses) => {
+        attempts.push(addresses);
+        const ok = state.results.shift() ?? false;
+        if (ok) {
+          state.joined = true;
+          state.alone = false;
+        }
+        return ok;
+      },
+      needsJoin: () => !state.joined || state.alone,
+      sleep: (ms, signal) => new Promise<void>((resolve) => {
+        sleeps.push({ ms, wake: resolve });
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      }),
+      backoff: { initialMs: 100, maxMs: 400, multiplier: 2, jitter: 0 },
+      recheckMs: 5000,
+    });
+    const wake = async () => {
+      await flush();
+      const next = sleeps.shift();
+      assert.ok(next, "the loop is sleeping");
+      next.wake();
+      await flush();
+      return next.ms;
+    };
+    return { joiner, sleeps, attempts, state, wake };
+  }
+
+  it("backs off on lookup errors and failed joins, stops retrying once joined, and rejoins when alone", async () => {
+    const { joiner, attempts, state, wake } = harness();
+    state.results = [false, false, true];
+    joiner.start();
+    assert.equal(await wake(), 100, "after the failed lookup");
+    assert.equal(await wake(), 200, "after the first failed join");
+    assert.equal(await wake(), 400, "after the second failed join");
+    assert.equal(state.joined, true);
+    assert.equal(await wake(), 5000, "joined: only a periodic check");
+    assert.equal(await wake(), 5000);
+    assert.equal(attempts.length, 3);
+    assert.deepEqual(attempts[0], ["10.0.0.1:7000", "10.0.0.2:7000"], "never joins through itself");
+    // Everyone else is gone (say, all other nodes restarted): join again through the seeds.
+    state.alone = true;
+    state.results = [true];
+    await wake();
+    assert.equal(attempts.length, 4);
+    assert.equal(await wake(), 5000, "back to periodic checks");
+    await joiner.stop();
+    assert.equal(joiner.attempts, 4);
+  });
+
+  it("stop() ends the loop while it sleeps", async () => {
+    const { joiner, sleeps } = harness();
+    joiner.start();
+    await flush();
+    assert.equal(sleeps.length, 1);
+    await joiner.stop();
+  });
+});
