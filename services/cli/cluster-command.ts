@@ -1,4 +1,125 @@
-// `deltaset cluster` (filled in with the gossip layer).
-export async function clusterCommand(_args: string[]): Promise<void> {
-  throw new Error("cluster: not available yet");
+// `deltaset cluster --nodes N`: N node processes on 127.0.0.11, 127.0.0.12, ... (one loopback
+// address each, like separate hosts), each with its own data directory, joined through seeds.
+// Prints how to reach them; Ctrl-C (or SIGTERM) stops them all gracefully.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createWriteStream, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { UsageError } from "./client-commands.js";
+
+const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
+
+export interface ClusterNodeSpec {
+  nodeId: string;
+  address: string;
+  dataDir: string;
+  logFile: string;
+  args: string[];
+}
+
+/** The nodes of a local cluster: addresses, data directories and node arguments. */
+export function planCluster(opts: { nodes: number; port: number; dir: string; firstHost: number; extra: string[] }): ClusterNodeSpec[] {
+  if (!Number.isInteger(opts.nodes) || opts.nodes < 1 || opts.nodes > 200) throw new UsageError("--nodes must be 1..200");
+  if (opts.firstHost + opts.nodes - 1 > 254) throw new UsageError("--first-host leaves no room for that many nodes");
+  const specs = Array.from({ length: opts.nodes }, (_, i) => {
+    const nodeId = `n${i + 1}`;
+    return { nodeId, address: `127.0.0.${opts.firstHost + i}:${opts.port}`, dataDir: join(opts.dir, nodeId), logFile: join(opts.dir, `${nodeId}.log`) };
+  });
+  return specs.map((s) => ({
+    ...s,
+    args: [
+      "--listen", s.address,
+      "--node-id", s.nodeId,
+      "--data-dir", s.dataDir,
+      // Every other node is a seed: any one of them alive is enough to (re)join.
+      "--seeds", specs.filter((o) => o !== s).map((o) => o.address).join(",") || s.address,
+      ...opts.extra,
+    ],
+  }));
+}
+
+export async function clusterCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      nodes: { type: "string", default: "3" },
+      port: { type: "string", default: "7070" },
+      dir: { type: "string", default: ".deltaset/cluster" },
+      "first-host": { type: "string", default: "11" },
+    },
+    allowPositionals: true,
+    strict: false,
+  });
+  // Anything after `--` (or unknown flags) goes to every node, e.g. --gossip-interval-ms 100.
+  const extra = args.includes("--") ? args.slice(args.indexOf("--") + 1) : positionals;
+  const specs = planCluster({
+    nodes: Number(values.nodes),
+    port: Number(values.port),
+    dir: String(values.dir),
+    firstHost: Number(values["first-host"]),
+    extra,
+  });
+  mkdirSync(String(values.dir), { recursive: true });
+  const children: ChildProcess[] = [];
+  const ready = specs.map(
+    (s) =>
+      new Promise<void>((resolve, reject) => {
+        const log = createWriteStream(s.logFile, { flags: "a" });
+        const child = spawn(process.execPath, [BIN, "node", ...s.args], { stdio: ["ignore", "pipe", "pipe"] });
+        children.push(child);
+        child.stderr!.pipe(log);
+        child.stdout!.on("data", (d: Buffer) => {
+          log.write(d);
+          if (d.toString().includes('"event":"listening"')) resolve();
+        });
+        child.once("exit", (code) => {
+          if (!stopping) process.stderr.write(`node ${s.nodeId} exited with ${code}; its log: ${s.logFile}\n`);
+          reject(new Error(`node ${s.nodeId} exited with ${code}`));
+        });
+      }),
+  );
+  let stopping = false;
+  const stopAll = async (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`\n${why}: stopping ${children.length} nodes...\n`);
+    await Promise.all(
+      children.map(
+        (c) =>
+          new Promise<void>((r) => {
+            if (c.exitCode !== null || c.signalCode !== null) return r();
+            c.once("exit", () => r());
+            c.kill("SIGTERM");
+          }),
+      ),
+    );
+    process.stdout.write("all nodes stopped\n");
+    process.exit(0);
+  };
+  process.once("SIGINT", () => void stopAll("interrupted"));
+  process.once("SIGTERM", () => void stopAll("terminated"));
+  try {
+    await Promise.all(ready);
+  } catch (err) {
+    await stopAll((err as Error).message);
+    return;
+  }
+  const width = Math.max(...specs.map((s) => s.address.length));
+  process.stdout.write(
+    [
+      `deltaset cluster: ${specs.length} nodes running`,
+      "",
+      ...specs.map((s) => `  ${s.nodeId.padEnd(4)} ${s.address.padEnd(width)}  data ${s.dataDir}  log ${s.logFile}`),
+      "",
+      "try:",
+      `  npx deltaset add fruits apple pear --addr ${specs[0]!.address}`,
+      `  npx deltaset query fruits --addr ${specs.at(-1)!.address}`,
+      `  npx deltaset members --addr ${specs[0]!.address}`,
+      `  grpcurl -plaintext ${specs[0]!.address} list`,
+      "",
+      "Ctrl-C stops every node.",
+      "",
+    ].join("\n"),
+  );
 }

@@ -127,6 +127,8 @@ export class MembershipCore {
   private readonly pending = new Map<number, Pending>();
   /** Ids of members held SUSPECT (always piggybacked, see piggyback()). */
   private readonly suspects = new Set<string>();
+  /** Members that left recently, with the time until which their LEFT is always piggybacked. */
+  private readonly recentlyLeft = new Map<string, number>();
   private readonly probes = new Map<bigint, Probe>();
   private out: CoreOutput = { calls: [], replies: [], events: [] };
   private nextId = 1;
@@ -278,6 +280,7 @@ export class MembershipCore {
     for (const probe of [...this.probes.values()]) {
       if (probe.deadline <= now) this.probeFailed(probe, now);
     }
+    for (const [id, until] of this.recentlyLeft) if (until <= now) this.recentlyLeft.delete(id);
     for (const member of [...this.view.values()]) {
       if (member.state === MemberState.SUSPECT && member.suspectUntil <= now) {
         this.counters.deathsDeclared++;
@@ -286,6 +289,7 @@ export class MembershipCore {
       } else if (isDeparted(member.state) && member.reapAt <= now) {
         this.view.delete(member.nodeId);
         this.queue.remove(member.nodeId);
+        this.recentlyLeft.delete(member.nodeId);
         this.counters.reaped++;
         if (member.announced) this.out.events.push({ kind: "reaped", member: toInfo(member), previous: member.state });
       }
@@ -597,9 +601,13 @@ export class MembershipCore {
     const known = this.view.get(peer);
     if (known && known.state !== MemberState.ALIVE) add(known);
     for (const id of corrections) add(id === this.self.nodeId ? this.self : this.view.get(id));
-    let suspects = 0;
+    let pinned = 0;
     for (const id of this.suspects) {
-      if (suspects++ >= max / 2) break;
+      if (pinned++ >= max / 2) break;
+      add(this.view.get(id));
+    }
+    for (const id of this.recentlyLeft.keys()) {
+      if (pinned++ >= (3 * max) / 4) break;
       add(this.view.get(id));
     }
     const limit = retransmitLimit(this.config, this.liveCount());
@@ -686,6 +694,10 @@ export class MembershipCore {
     } else {
       this.suspects.delete(member.nodeId);
     }
+    // A LEFT has no timer that would repair a missed copy (a DEAD has the suspicion timeout), so
+    // it rides on every message for one suspicion timeout.
+    if (state === MemberState.LEFT) this.recentlyLeft.set(member.nodeId, now + suspicionTimeoutMs(this.config, this.liveCount()));
+    else this.recentlyLeft.delete(member.nodeId);
     if (isDeparted(state)) {
       member.departedAt = Math.min(departedAt, now);
       member.reapAt = member.departedAt + this.config.reapAfterMs;

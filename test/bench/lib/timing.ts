@@ -3,6 +3,7 @@
 //   const r = rate(10_000, (i) => doOp(i));   // { count, seconds, perSecond }
 //   const s = seconds(() => bigJob());         // wall seconds of one call
 //   const h = heapUsedAfterGc();               // bytes, or null without --expose-gc
+//   collectGarbage();                          // one full gc before a timed section (if exposed)
 //   const rng = prng(42);                      // deterministic uniform [0, 1)
 //
 // Heap figures need node started with --expose-gc (`node --expose-gc --import tsx file.ts`).
@@ -32,6 +33,11 @@ type GcFn = () => void;
 
 export function gcAvailable(): boolean {
   return typeof (globalThis as { gc?: GcFn }).gc === "function";
+}
+
+/** One full collection when --expose-gc was given (to start a timed section clean); else nothing. */
+export function collectGarbage(): void {
+  (globalThis as { gc?: GcFn }).gc?.();
 }
 
 /** heapUsed after full collections, or null when the process was not started with --expose-gc. */

@@ -1,0 +1,496 @@
+// Runs the anti-entropy engine inside a node: a timer drives tick(), deltas travel in Exchange
+// frames, full states in chunked PushState streams straight out of the store, and received
+// payloads are joined into the store before they are acknowledged. Peers that are unknown, of
+// another cluster, or send malformed frames are refused and counted; nothing they send is applied.
+import { once } from "node:events";
+import * as grpc from "@grpc/grpc-js";
+import {
+  type AWSet,
+  type CausalContext,
+  ObjectType,
+  type PNCounter,
+  contextFromProto,
+  contextToProto,
+  latticeFor,
+} from "../crdt/index.js";
+import {
+  GossipClient,
+  type GossipFrame,
+  type GossipReply,
+  type GossipServer,
+  PayloadKind,
+  type StateChunk,
+  type StateReply,
+} from "../gen/deltaset/v1/gossip.js";
+import type { Store } from "../store/store.js";
+import { TypeMismatchError } from "../store/store.js";
+import type { Logger } from "../node/logger.js";
+import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
+import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
+import { partitionOf } from "./partition.js";
+
+export interface NodeGossipOptions {
+  store: Store;
+  log: Logger;
+  cluster: string;
+  partitions: number;
+  intervalMs: number;
+  algorithm: "alg1" | "alg2";
+  bp: boolean;
+  rr: boolean;
+  maxBufferBytes: number;
+  stateChunkEntries: number;
+  rpcTimeoutMs: number;
+  maxMessageBytes: number;
+  credentials?: grpc.ChannelCredentials;
+  /** Maps a peer's advertised address to the address to dial (per-link fault proxies). */
+  dialAddress?: (nodeId: string, address: string) => Promise<string> | string;
+  random?: () => number;
+}
+
+/** Counters of the transport (the engine keeps its own). */
+export interface TransportCounters {
+  framesRejected: number;
+  chunksApplied: number;
+  chunksRejected: number;
+  rpcErrors: number;
+  typeConflicts: number;
+  busySkips: number;
+  stateStreamsSent: number;
+  stateStreamsReceived: number;
+  /** Largest received-state new part kept out of the delta buffer (too big to buffer). */
+  freshPartsNotBuffered: number;
+}
+
+/** Fresh parts of a received full state above this many elements are not buffered (see onPushState). */
+const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
+
+export class NodeGossip {
+  readonly engine: AntiEntropyEngine<KeyedStates>;
+  readonly counters: TransportCounters = {
+    framesRejected: 0,
+    chunksApplied: 0,
+    chunksRejected: 0,
+    rpcErrors: 0,
+    typeConflicts: 0,
+    busySkips: 0,
+    stateStreamsSent: 0,
+    stateStreamsReceived: 0,
+    freshPartsNotBuffered: 0,
+  };
+  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: boolean }>();
+  private timer: NodeJS.Timeout | undefined;
+  private frameId = 0;
+  private stopped = false;
+  private ticking = false;
+
+  constructor(private readonly o: NodeGossipOptions) {
+    this.engine = new AntiEntropyEngine<KeyedStates>({
+      self: o.store.nodeId,
+      ops: keyedStatesOps,
+      random: o.random ?? Math.random,
+      partitions: o.partitions,
+      sync:
+        o.algorithm === "alg2"
+          ? { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes }
+          : { algorithm: 1, transitive: true, choose: "delta+periodic-state" },
+    });
+  }
+
+  /** Restore the durable sequence numbers (before start). */
+  static async create(o: NodeGossipOptions): Promise<NodeGossip> {
+    const seqs = await o.store.loadSeqs();
+    const g = new NodeGossip({ ...o });
+    if (o.algorithm === "alg2" && seqs.size > 0) {
+      const initialSeqs = Array.from({ length: o.partitions }, (_, p) => seqs.get(p) ?? 0);
+      (g as { engine: AntiEntropyEngine<KeyedStates> }).engine = new AntiEntropyEngine<KeyedStates>({
+        self: o.store.nodeId,
+        ops: keyedStatesOps,
+        random: o.random ?? Math.random,
+        partitions: o.partitions,
+        sync: { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes, initialSeqs },
+      });
+    }
+    return g;
+  }
+
+  // ------------------------------------------------------------ wiring
+
+  /** A durable local change. */
+  onLocalDelta(key: string, type: ObjectType, delta: AWSet | PNCounter): void {
+    const p = partitionOf(key, this.o.partitions);
+    this.engine.local(p, new Map<string, KeyedState>([[key, { type, state: delta }]]));
+  }
+
+  /** The live peers (node id → advertised address); the engine's neighbour set follows. */
+  setPeers(peers: ReadonlyMap<string, string>): void {
+    for (const [id, p] of this.peers) {
+      if (!peers.has(id) || peers.get(id) !== p.address) {
+        p.client?.close();
+        this.peers.delete(id);
+      }
+    }
+    for (const [id, address] of peers) {
+      if (id === this.o.store.nodeId || this.peers.has(id)) continue;
+      this.peers.set(id, { address, busy: false });
+    }
+    this.engine.setNeighbours(this.peers.keys());
+  }
+
+  peerIds(): string[] {
+    return [...this.peers.keys()].sort();
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.tick(), this.o.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    for (const p of this.peers.values()) p.client?.close();
+  }
+
+  // ------------------------------------------------------------ sending
+
+  private async clientFor(id: string): Promise<GossipClient | undefined> {
+    const p = this.peers.get(id);
+    if (p === undefined) return undefined;
+    if (p.client === undefined) {
+      const dial = this.o.dialAddress ? await this.o.dialAddress(id, p.address) : p.address;
+      p.dialed = dial;
+      p.client = new GossipClient(dial, this.o.credentials ?? grpc.credentials.createInsecure(), {
+        "grpc.max_receive_message_length": this.o.maxMessageBytes,
+        "grpc.max_send_message_length": this.o.maxMessageBytes,
+        "grpc.initial_reconnect_backoff_ms": 200,
+        "grpc.max_reconnect_backoff_ms": 2000,
+      });
+    }
+    return p.client;
+  }
+
+  /** One period: persist moved sequence numbers, then send what the engine asks for. */
+  async tick(): Promise<void> {
+    if (this.stopped || this.ticking) return;
+    this.ticking = true;
+    try {
+      const seqs = this.engine.takeSeqChanges();
+      await Promise.all([...seqs].map(([p, v]) => this.o.store.persistSeq(p, v)));
+      const frames = this.engine.tick(Date.now());
+      for (const f of frames) {
+        const peer = this.peers.get(f.to);
+        if (peer === undefined) continue;
+        if (peer.busy) {
+          this.counters.busySkips++; // like a lost message: nothing is acked, so nothing is lost
+          continue;
+        }
+        peer.busy = true;
+        void this.send(f.to, f.items).finally(() => (peer.busy = false));
+      }
+    } catch (err) {
+      this.o.log.error("gossip tick failed", { err });
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private async send(to: string, items: ReturnType<AntiEntropyEngine<KeyedStates>["tick"]>[number]["items"]): Promise<void> {
+    const client = await this.clientFor(to);
+    if (client === undefined) return;
+    const deltas: GossipFrame["payloads"] = [];
+    const states: Array<{ partition: number; seq: number }> = [];
+    let bytes = 0;
+    for (const item of items) {
+      if (item.kind === PayloadKind.STATE || item.payload === undefined) {
+        states.push({ partition: item.partition, seq: item.seq });
+        continue;
+      }
+      const keys = keyedToProto(item.payload);
+      const size = keys.reduce((n, k) => n + k.key.length + (k.state?.payload.length ?? 0) + 16, 0);
+      if (size > this.o.maxMessageBytes / 2) {
+        // Too big for one message: the partition's full state (which includes it) streams instead.
+        states.push({ partition: item.partition, seq: item.seq });
+        continue;
+      }
+      bytes += size;
+      deltas.push({ partition: item.partition, kind: PayloadKind.DELTA, seq: BigInt(item.seq), keys });
+    }
+    try {
+      // Deltas go in frames under the message size limit; a full state streams.
+      let batch: GossipFrame["payloads"] = [];
+      let batchBytes = 0;
+      const flush = async () => {
+        if (batch.length === 0) return;
+        const reply = await this.exchange(client, {
+          cluster: this.o.cluster,
+          from: this.o.store.nodeId,
+          frameId: BigInt(++this.frameId),
+          payloads: batch,
+          acks: [],
+          partitions: this.o.partitions,
+        });
+        this.engine.onAcks(to, reply.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+        batch = [];
+        batchBytes = 0;
+      };
+      for (const d of deltas) {
+        const size = d.keys.reduce((n, k) => n + k.key.length + (k.state?.payload.length ?? 0) + 16, 0);
+        if (batchBytes + size > this.o.maxMessageBytes / 2) await flush();
+        batch.push(d);
+        batchBytes += size;
+      }
+      await flush();
+      void bytes;
+      if (states.length > 0) await this.pushStates(to, client, states);
+    } catch (err) {
+      this.counters.rpcErrors++;
+      this.o.log.debug("gossip send failed", { to, err });
+    }
+  }
+
+  private exchange(client: GossipClient, frame: GossipFrame): Promise<GossipReply> {
+    return new Promise((resolve, reject) =>
+      client.exchange(frame, new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
+    );
+  }
+
+  /** Stream the full state of partitions in chunks (element order; context on a key's first chunk). */
+  private async pushStates(to: string, client: GossipClient, parts: Array<{ partition: number; seq: number }>): Promise<void> {
+    this.counters.stateStreamsSent++;
+    let reply!: Promise<StateReply>;
+    const call = client.pushState(new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs * 24 }, (err, res) => {
+      reply = err ? Promise.reject(err) : Promise.resolve(res);
+    });
+    const done = new Promise<StateReply>((resolve, reject) => {
+      call.on("status", () => setImmediate(() => reply.then(resolve, reject)));
+    });
+    const write = async (chunk: StateChunk) => {
+      if (!call.write(chunk)) await once(call, "drain");
+    };
+    let first = true;
+    const head = () => {
+      const h = first ? { cluster: this.o.cluster, from: this.o.store.nodeId, partitions: this.o.partitions } : { cluster: "", from: "", partitions: 0 };
+      first = false;
+      return h;
+    };
+    try {
+      for (const { partition, seq } of parts) {
+        let bytes = 0;
+        for await (const key of this.o.store.keys(partition)) {
+          for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
+            const payload = Buffer.from(latticeFor(c.type).encode(c.slice as never));
+            bytes += payload.length;
+            await write({
+              ...head(),
+              partition,
+              seq: BigInt(seq),
+              key,
+              type: c.type,
+              context: c.ctx === undefined ? undefined : contextToProto(c.ctx),
+              rangeStart: c.rangeStart,
+              rangeEnd: c.rangeEnd,
+              rangeOpen: c.rangeOpen,
+              slice: { type: c.type, payload },
+              keyDone: c.keyDone,
+              partitionDone: false,
+            });
+          }
+        }
+        await write({
+          ...head(),
+          partition,
+          seq: BigInt(seq),
+          key: "",
+          type: ObjectType.OBJECT_TYPE_UNSPECIFIED,
+          context: undefined,
+          rangeStart: Buffer.alloc(0),
+          rangeEnd: Buffer.alloc(0),
+          rangeOpen: true,
+          slice: undefined,
+          keyDone: false,
+          partitionDone: true,
+        });
+        this.engine.recordStateBytesSent(bytes);
+      }
+      call.end();
+      const res = await done;
+      this.engine.onAcks(to, res.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    } catch (err) {
+      call.cancel();
+      throw err;
+    }
+  }
+
+  // ------------------------------------------------------------ receiving
+
+  private refuse(code: grpc.status, details: string, from: string): Partial<grpc.ServiceError> {
+    this.counters.framesRejected++;
+    this.o.log.warn("gossip frame refused", { from, reason: details });
+    return { code, details, metadata: new grpc.Metadata() };
+  }
+
+  private checkPeer(cluster: string, from: string, partitions: number): Partial<grpc.ServiceError> | undefined {
+    if (cluster !== this.o.cluster) return this.refuse(grpc.status.FAILED_PRECONDITION, `cluster "${cluster}" is not "${this.o.cluster}"`, from);
+    if (partitions !== this.o.partitions) return this.refuse(grpc.status.FAILED_PRECONDITION, `partition count ${partitions} differs from ${this.o.partitions}`, from);
+    if (!this.peers.has(from)) return this.refuse(grpc.status.PERMISSION_DENIED, `node "${from}" is not a known member`, from);
+    return undefined;
+  }
+
+  /** Join one key's state into the store; returns the part that was new (per the RR contract). */
+  private async joinKey(key: string, ks: KeyedState): Promise<KeyedState | undefined> {
+    try {
+      const r = await this.o.store.merge(key, ks.type, ks.state as AWSet | PNCounter);
+      if (!r.changed) return undefined;
+      return { type: ks.type, state: this.o.rr ? r.newPart : ks.state };
+    } catch (err) {
+      if (err instanceof TypeMismatchError) {
+        this.counters.typeConflicts++;
+        this.o.log.warn("key type conflict between nodes; key skipped", { key, reason: err.message });
+        return undefined;
+      }
+      throw err;
+    }
+  }
+
+  service(): GossipServer {
+    return {
+      exchange: (call, callback) => {
+        const f = call.request;
+        const bad = this.checkPeer(f.cluster, f.from, f.partitions);
+        if (bad) return callback(bad);
+        void (async () => {
+          // Decode and validate everything before applying anything.
+          const decoded: Array<{ partition: number; kind: PayloadKind; seq: number; keys: KeyedStates; bytes: number }> = [];
+          for (const p of f.payloads) {
+            if (p.partition >= this.o.partitions || (p.kind !== PayloadKind.DELTA && p.kind !== PayloadKind.STATE) || p.seq > BigInt(Number.MAX_SAFE_INTEGER)) {
+              return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `payload for partition ${p.partition} is malformed`, f.from));
+            }
+            for (const k of p.keys) {
+              if (partitionOf(k.key, this.o.partitions) !== p.partition) {
+                return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `key "${k.key}" is not in partition ${p.partition}`, f.from));
+              }
+            }
+            try {
+              const keys = keyedFromProto(p.keys);
+              decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: p.keys.reduce((n, k) => n + (k.state?.payload.length ?? 0), 0) });
+            } catch (err) {
+              return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from));
+            }
+          }
+          const items: ReceivedItem<KeyedStates>[] = [];
+          for (const d of decoded) {
+            const fresh = new Map<string, KeyedState>();
+            for (const [key, ks] of d.keys) {
+              const part = await this.joinKey(key, ks);
+              if (part !== undefined) fresh.set(key, part);
+            }
+            items.push({ partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes });
+          }
+          const acks = this.engine.onFrame(f.from, items);
+          this.engine.onAcks(f.from, f.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto) });
+        })().catch((err) => {
+          this.o.log.error("applying a gossip frame failed", { from: f.from, err });
+          callback({ code: grpc.status.UNAVAILABLE, details: "could not apply the frame; retry later", metadata: new grpc.Metadata() });
+        });
+      },
+
+      pushState: (call, callback) => {
+        void (async () => {
+          this.counters.stateStreamsReceived++;
+          let from = "";
+          let chunks = 0;
+          const acks: Ack[] = [];
+          const pendingCtx = new Map<string, CausalContext>();
+          const fresh = new Map<number, Map<string, KeyedState>>();
+          const freshElements = new Map<number, number>();
+          for await (const c of call as AsyncIterable<StateChunk>) {
+            if (chunks === 0) {
+              const bad = this.checkPeer(c.cluster, c.from, c.partitions);
+              if (bad) return callback(bad);
+              from = c.from;
+            }
+            chunks++;
+            if (c.partition >= this.o.partitions) return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from));
+            if (c.partitionDone) {
+              const items: ReceivedItem<KeyedStates>[] = [{ partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition) }];
+              acks.push(...this.engine.onFrame(from, items));
+              fresh.delete(c.partition);
+              continue;
+            }
+            if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
+              this.counters.chunksRejected++;
+              return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `chunk for key "${c.key}" is malformed`, from));
+            }
+            let slice: AWSet | PNCounter;
+            let ctx: CausalContext;
+            try {
+              slice = latticeFor(c.type).decode(c.slice.payload) as AWSet | PNCounter;
+              if (c.context !== undefined) pendingCtx.set(c.key, contextFromProto(c.context));
+              const known = pendingCtx.get(c.key);
+              if (known === undefined) throw new Error("chunk before the key's context");
+              ctx = known;
+            } catch (err) {
+              this.counters.chunksRejected++;
+              return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `undecodable chunk: ${(err as Error).message}`, from));
+            }
+            try {
+              const parts: Array<AWSet | PNCounter> = [];
+              const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
+              if (r.changed) parts.push(r.newPart);
+              if (c.keyDone) {
+                const f = await this.o.store.finishKey(c.key, c.type, ctx);
+                if (f.changed) parts.push(f.newPart);
+                pendingCtx.delete(c.key);
+              }
+              this.counters.chunksApplied++;
+              this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);
+            } catch (err) {
+              if (err instanceof TypeMismatchError) {
+                this.counters.typeConflicts++;
+                continue;
+              }
+              throw err;
+            }
+          }
+          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto), chunks: BigInt(chunks) });
+        })().catch((err) => {
+          this.o.log.warn("state stream failed", { err });
+          callback({ code: grpc.status.UNAVAILABLE, details: "state stream failed; it will be retried", metadata: new grpc.Metadata() });
+        });
+      },
+    };
+  }
+
+  /** Gather the new parts of a received full state for the delta buffer, unless they grow too big. */
+  private collectFresh(
+    fresh: Map<number, Map<string, KeyedState>>,
+    counts: Map<number, number>,
+    partition: number,
+    key: string,
+    type: ObjectType,
+    parts: Array<AWSet | PNCounter>,
+  ): void {
+    if (parts.length === 0) return;
+    const n = (counts.get(partition) ?? 0) + parts.reduce((s, p) => s + ("size" in p ? (p as AWSet).size : 1), 0);
+    counts.set(partition, n);
+    if (n > MAX_BUFFERED_STATE_ELEMENTS) {
+      // A large catch-up is not worth holding in memory to forward: every node runs anti-entropy
+      // with every live member, so the others get it from its source or by their own full state.
+      if (fresh.delete(partition)) this.counters.freshPartsNotBuffered++;
+      return;
+    }
+    const m = fresh.get(partition) ?? new Map<string, KeyedState>();
+    const l = latticeFor(type);
+    const cur = m.get(key);
+    let state = cur === undefined ? l.clone(parts[0]!) : cur.state;
+    for (const p of cur === undefined ? parts.slice(1) : parts) state = l.join(state, p);
+    m.set(key, { type, state });
+    fresh.set(partition, m);
+  }
+}
+
+function ackToProto(a: Ack): { partition: number; seq: bigint } {
+  return { partition: a.partition, seq: BigInt(a.seq) };
+}
