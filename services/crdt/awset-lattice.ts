@@ -101,3 +101,16 @@ export const AWSetLattice: Lattice<AWSet> = {
 };
 
 registerLattice(AWSetLattice);
+
+/**
+ * Decode one chunk of a chunked full-state transfer: an AWSetState with entries and no context,
+ * whose dots must be covered by the sender's context (sent on the key's first chunk).
+ */
+export function decodeAWSetSlice(bytes: Uint8Array, senderCtx: CausalContext): AWSet {
+  const msg = decodeCanonical("AWSetState slice", bytes, AWSetState);
+  if (msg.context !== undefined && (msg.context.vv.length > 0 || msg.context.cloud.length > 0)) {
+    throw new DecodeError("a state chunk carries its key's context on the first chunk only, not in the slice");
+  }
+  const s = awsetFromProto({ entries: msg.entries, context: contextToProto(senderCtx) });
+  return AWSet.fromParts(s.entries, new CausalContext());
+}

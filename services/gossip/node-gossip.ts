@@ -11,6 +11,7 @@ import {
   type PNCounter,
   contextFromProto,
   contextToProto,
+  decodeAWSetSlice,
   latticeFor,
 } from "../crdt/index.js";
 import {
@@ -200,7 +201,6 @@ export class NodeGossip {
     if (client === undefined) return;
     const deltas: GossipFrame["payloads"] = [];
     const states: Array<{ partition: number; seq: number }> = [];
-    let bytes = 0;
     for (const item of items) {
       if (item.kind === PayloadKind.STATE || item.payload === undefined) {
         states.push({ partition: item.partition, seq: item.seq });
@@ -213,7 +213,6 @@ export class NodeGossip {
         states.push({ partition: item.partition, seq: item.seq });
         continue;
       }
-      bytes += size;
       deltas.push({ partition: item.partition, kind: PayloadKind.DELTA, seq: BigInt(item.seq), keys });
     }
     try {
@@ -241,7 +240,6 @@ export class NodeGossip {
         batchBytes += size;
       }
       await flush();
-      void bytes;
       if (states.length > 0) await this.pushStates(to, client, states);
     } catch (err) {
       this.counters.rpcErrors++;
@@ -426,11 +424,12 @@ export class NodeGossip {
             let slice: AWSet | PNCounter;
             let ctx: CausalContext;
             try {
-              slice = latticeFor(c.type).decode(c.slice.payload) as AWSet | PNCounter;
               if (c.context !== undefined) pendingCtx.set(c.key, contextFromProto(c.context));
               const known = pendingCtx.get(c.key);
               if (known === undefined) throw new Error("chunk before the key's context");
               ctx = known;
+              // Set slices carry no context of their own: their dots are checked against the key's.
+              slice = c.type === ObjectType.AWSET ? decodeAWSetSlice(c.slice.payload, ctx) : (latticeFor(c.type).decode(c.slice.payload) as PNCounter);
             } catch (err) {
               this.counters.chunksRejected++;
               return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `undecodable chunk: ${(err as Error).message}`, from));

@@ -29,7 +29,10 @@ export interface MembershipConfig {
   requestTimeoutMs: number;
   /** How many live members a leaving node tells directly. */
   leaveFanout: number;
-  /** Largest number of updates or members accepted in one inbound message. */
+  /**
+   * Largest number of updates or members accepted in one inbound message; it also bounds the view a
+   * Join reply can carry, so it must exceed the cluster size.
+   */
   maxUpdatesPerMessage: number;
 }
 
@@ -45,7 +48,7 @@ export const DEFAULT_MEMBERSHIP_CONFIG: Readonly<MembershipConfig> = Object.free
   pushPullIntervalMs: 10_000,
   requestTimeoutMs: 3000,
   leaveFanout: 5,
-  maxUpdatesPerMessage: 4096,
+  maxUpdatesPerMessage: 16_384,
 });
 
 /** Defaults overlaid with the given fields; throws RangeError on a value that cannot work. */

@@ -583,9 +583,11 @@ export class MembershipCore {
   /**
    * Updates to attach to a message for `peer`. Before the budgeted queue come, in order: this node's
    * LEFT record while it leaves; the peer's own record if we do not hold it ALIVE (so it can refute);
-   * our newer records of what the peer just told us in an older version (corrections); and every
+   * our newer records of what the peer just told us in an older version (corrections); every
    * suspicion we hold, so that a node that missed a refutation is corrected by whoever it talks to
-   * before its suspicion timer runs out.
+   * before its suspicion timer runs out; and recent LEFT records. Plain epidemic piggybacking with
+   * a log(n) budget misses about one node in a few hundred per update at 10% loss; these pinned
+   * records close exactly the gaps that would turn into false deaths or late LEFTs.
    */
   private piggyback(peer: string, corrections: readonly string[] = [], introduce = false): MemberInfo[] {
     const max = this.config.maxPiggyback;

@@ -46,10 +46,17 @@ export function nodeExtensions(
         },
         log: (message, error) => ctx.log.debug(message, { err: error }),
       });
+      let lastPeers = "";
       const syncPeers = () => {
         const live = new Map<string, string>();
         for (const m of membership.members()) if (isLive(m.state) && m.nodeId !== ctx.store.nodeId) live.set(m.nodeId, m.address);
-        gossip?.setPeers(live);
+        if (gossip === undefined) return;
+        gossip.setPeers(live);
+        const now = gossip.peerIds().join(",");
+        if (now !== lastPeers) {
+          lastPeers = now;
+          ctx.log.info("gossip neighbours", { neighbours: gossip.peerIds(), ackMap: gossip.engine.neighbours() });
+        }
       };
       membership.onChange((change) => {
         ctx.log.info("membership change", { member: change.member.nodeId, address: change.member.address, kind: change.kind });

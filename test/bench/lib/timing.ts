@@ -1,10 +1,13 @@
 // Timing and memory helpers for benchmarks.
+import { PerformanceObserver, performance } from "node:perf_hooks";
 //
 //   const r = rate(10_000, (i) => doOp(i));   // { count, seconds, perSecond }
 //   const s = seconds(() => bigJob());         // wall seconds of one call
 //   const h = heapUsedAfterGc();               // bytes, or null without --expose-gc
 //   collectGarbage();                          // one full gc before a timed section (if exposed)
 //   const rng = prng(42);                      // deterministic uniform [0, 1)
+//   const gcMs = await gcMillisDuring(() => work());   // GC pause time inside a section
+//   const q = percentile(sortedNanos, 0.99);
 //
 // Heap figures need node started with --expose-gc (`node --expose-gc --import tsx file.ts`).
 
@@ -58,4 +61,28 @@ export function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/**
+ * Run fn and return the milliseconds of garbage-collection pauses that happened during it
+ * (from perf_hooks "gc" entries, which arrive asynchronously; hence the promise).
+ */
+export async function gcMillisDuring(fn: () => void): Promise<number> {
+  const spans: Array<[number, number]> = [];
+  const obs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) spans.push([e.startTime, e.duration]);
+  });
+  obs.observe({ entryTypes: ["gc"] });
+  const t0 = performance.now();
+  fn();
+  const t1 = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  obs.disconnect();
+  return spans.filter(([start]) => start >= t0 && start <= t1).reduce((sum, [, d]) => sum + d, 0);
+}
+
+/** The q-quantile (0..1) of an ascending array. */
+export function percentile(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
