@@ -31,8 +31,6 @@ export async function nodeCommand(args: string[]): Promise<void> {
     }
     throw err;
   }
-  // Machine-readable line for launchers and tests.
-  process.stdout.write(JSON.stringify({ event: "listening", nodeId: node.nodeId, address: node.address }) + "\n");
   const onSignal = (sig: string) => {
     void node.stop(`received ${sig}`).then(
       () => process.exit(0),
@@ -42,6 +40,9 @@ export async function nodeCommand(args: string[]): Promise<void> {
       },
     );
   };
+  // Handlers first: a launcher may signal as soon as it reads the line below.
   process.once("SIGTERM", () => onSignal("SIGTERM"));
   process.once("SIGINT", () => onSignal("SIGINT"));
+  // Machine-readable line for launchers and tests.
+  process.stdout.write(JSON.stringify({ event: "listening", nodeId: node.nodeId, address: node.address }) + "\n");
 }

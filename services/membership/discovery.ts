@@ -4,6 +4,7 @@
 // capped exponential backoff and jitter until joined, and starts again whenever the node finds
 // itself alone, so a cluster re-forms after every node restarted at once.
 import { promises as dns } from "node:dns";
+import { sample } from "./prng.js";
 import { isValidAddress } from "./validate.js";
 
 /** Addresses (host:port) to join through. */
@@ -105,6 +106,8 @@ export interface SeedJoinerOptions {
   backoff?: Partial<BackoffOptions>;
   /** While joined, how often to check whether the node became alone. */
   recheckMs?: number;
+  /** Seeds tried per attempt, chosen at random (a DNS answer may list the whole cluster). */
+  fanout?: number;
   onError?: (message: string, error?: unknown) => void;
 }
 
@@ -146,7 +149,8 @@ export class SeedJoiner {
       }
       let joined = false;
       try {
-        const addresses = (await this.options.seeds()).filter((a) => a !== this.options.self);
+        const candidates = (await this.options.seeds()).filter((a) => a !== this.options.self);
+        const addresses = sample(candidates, this.options.fanout ?? 3, random);
         if (signal.aborted) return;
         if (addresses.length === 0) {
           this.options.onError?.("no seed addresses other than this node");

@@ -70,6 +70,14 @@ export function driverEndpoint(driver: MembershipDriver): DriverEndpoint {
   return endpoints.get(driver)!;
 }
 
+/**
+ * The core's clock: Unix milliseconds that never go back (the process start time plus a monotonic
+ * counter), so an NTP step cannot stall probing or fire every timeout at once.
+ */
+function clock(): number {
+  return Math.floor(performance.timeOrigin + performance.now());
+}
+
 const UNAVAILABLE: Refusal = { code: "UNAVAILABLE", message: "membership is not running on this node" };
 
 export class MembershipDriver {
@@ -93,7 +101,7 @@ export class MembershipDriver {
       incarnation: options.incarnation ?? BigInt(Date.now()),
       config: options.config,
       random: options.random ?? Math.random,
-      now: Date.now(),
+      now: clock(),
     });
     const config = this.core.config;
     this.pool = new PeerPool(options.credentials, Math.max(1000, config.probeIntervalMs), options.channelOptions);
@@ -147,7 +155,7 @@ export class MembershipDriver {
    */
   async leave(): Promise<number> {
     if (this.state !== "running" || this.core.left) return 0;
-    this.core.leave(Date.now());
+    this.core.leave(clock());
     const sent = this.pump();
     const results = await Promise.all(sent.filter((s) => s.call.kind === "leave").map((s) => s.done));
     return results.filter(Boolean).length;
@@ -174,15 +182,15 @@ export class MembershipDriver {
         this.stopHooks.add(hook);
         return () => this.stopHooks.delete(hook);
       },
-      ping: (request) => this.inbound(() => this.core.handlePing(request, Date.now())),
-      join: (request) => this.inbound(() => this.core.handleJoin(request, Date.now())),
-      leave: (request) => this.inbound(() => this.core.handleLeave(request, Date.now())),
+      ping: (request) => this.inbound(() => this.core.handlePing(request, clock())),
+      join: (request) => this.inbound(() => this.core.handleJoin(request, clock())),
+      leave: (request) => this.inbound(() => this.core.handleLeave(request, clock())),
       pingReq: (request, answer) => {
         if (this.state !== "running") {
           answer(UNAVAILABLE);
           return () => {};
         }
-        const result: DeferredAnswer = this.core.handlePingReq(request, Date.now());
+        const result: DeferredAnswer = this.core.handlePingReq(request, clock());
         if (!result.ok) answer(result.refusal);
         else if (result.pending === undefined) answer(result.reply);
         else this.deferred.set(result.pending, answer);
@@ -205,7 +213,7 @@ export class MembershipDriver {
   /** Join through these addresses; resolves once all join calls finished, true if joined. */
   private async attemptJoin(addresses: string[]): Promise<boolean> {
     if (this.state !== "running") return false;
-    this.core.join(addresses, Date.now());
+    this.core.join(addresses, clock());
     const sent = this.pump();
     await Promise.all(sent.filter((s) => s.call.kind === "join").map((s) => s.done));
     return this.core.joined;
@@ -251,7 +259,7 @@ export class MembershipDriver {
         if (this.state !== "running") return resolve(false);
         if (error) {
           if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);
-          this.core.callFailed(call.id, Date.now());
+          this.core.callFailed(call.id, clock());
         } else {
           accept();
         }
@@ -262,19 +270,19 @@ export class MembershipDriver {
       switch (call.kind) {
         case "ping":
           handle = client.ping(call.request, new grpc.Metadata(), options, (error, reply) =>
-            finish(error, () => this.core.receivePingReply(call.id, reply, Date.now())));
+            finish(error, () => this.core.receivePingReply(call.id, reply, clock())));
           break;
         case "pingReq":
           handle = client.pingReq(call.request, new grpc.Metadata(), options, (error, reply) =>
-            finish(error, () => this.core.receivePingReply(call.id, reply, Date.now())));
+            finish(error, () => this.core.receivePingReply(call.id, reply, clock())));
           break;
         case "join":
           handle = client.join(call.request, new grpc.Metadata(), options, (error, reply) =>
-            finish(error, () => this.core.receiveJoinReply(call.id, reply, Date.now())));
+            finish(error, () => this.core.receiveJoinReply(call.id, reply, clock())));
           break;
         case "leave":
           handle = client.leave(call.request, new grpc.Metadata(), options, (error, reply) =>
-            finish(error, () => this.core.receiveLeaveReply(call.id, reply, Date.now())));
+            finish(error, () => this.core.receiveLeaveReply(call.id, reply, clock())));
           break;
       }
       if (!settled) this.inflight.set(call.id, { call: handle, address: call.address, settle: () => resolve(false) });
@@ -284,7 +292,7 @@ export class MembershipDriver {
   /** Keep one timer armed for the core's next deadline. */
   private arm(): void {
     if (this.state !== "running") return;
-    const now = Date.now();
+    const now = clock();
     // Even with nothing due, wake up once per probe interval (cheap, and robust to clock jumps).
     const at = Math.min(this.core.nextDeadline(), now + this.core.config.probeIntervalMs);
     if (this.timer && this.timerAt <= at) return;
@@ -294,7 +302,7 @@ export class MembershipDriver {
       this.timer = undefined;
       this.timerAt = Infinity;
       if (this.state !== "running") return;
-      this.core.tick(Date.now());
+      this.core.tick(clock());
       this.pump();
     }, Math.max(0, at - now));
     this.timer.unref();

@@ -1,7 +1,7 @@
 // The background parts of a node: membership (SWIM) and anti-entropy gossip, wired so that the
 // gossip neighbour set is always the live members. Chosen by configuration.
 import { GossipService, type GossipServer } from "../gen/deltaset/v1/gossip.js";
-import { MembershipService } from "../gen/deltaset/v1/membership.js";
+import { MembershipService, type MembershipServer } from "../gen/deltaset/v1/membership.js";
 import { NodeGossip } from "../gossip/node-gossip.js";
 import { type SeedProvider, dnsSeeds, staticSeeds } from "../membership/discovery.js";
 import { MembershipDriver } from "../membership/driver.js";
@@ -33,24 +33,14 @@ export function nodeExtensions(
     (ctx) => {
       let gossip: NodeGossip | undefined;
       let gossipImpl: GossipServer | undefined;
-      const membership = new MembershipDriver({
-        cluster: config.cluster,
-        self: { nodeId: ctx.store.nodeId, address: config.advertise },
-        seeds: seedProvider(config),
-        config: {
-          probeIntervalMs: config.membership.probeIntervalMs,
-          probeTimeoutMs: config.membership.probeTimeoutMs,
-          indirectChecks: config.membership.indirectProbes,
-          suspicionMult: config.membership.suspicionMult,
-          reapAfterMs: config.membership.reapAfterMs,
-        },
-        log: (message, error) => ctx.log.debug(message, { err: error }),
-      });
+      // Built in start(), once the server is bound and the advertised address is known.
+      let membership: MembershipDriver | undefined;
+      let membershipImpl: MembershipServer | undefined;
       let lastPeers = "";
       const syncPeers = () => {
+        if (gossip === undefined || membership === undefined) return;
         const live = new Map<string, string>();
         for (const m of membership.members()) if (isLive(m.state) && m.nodeId !== ctx.store.nodeId) live.set(m.nodeId, m.address);
-        if (gossip === undefined) return;
         gossip.setPeers(live);
         const now = gossip.peerIds().join(",");
         if (now !== lastPeers) {
@@ -58,22 +48,46 @@ export function nodeExtensions(
           ctx.log.info("gossip neighbours", { neighbours: gossip.peerIds(), ackMap: gossip.engine.neighbours() });
         }
       };
-      membership.onChange((change) => {
-        ctx.log.info("membership change", { member: change.member.nodeId, address: change.member.address, kind: change.kind });
-        syncPeers();
-      });
       const pending: Array<[string, number, unknown]> = [];
+      const unavailable = { code: 14, details: "node is starting" };
       return {
         register(server) {
-          server.addService(MembershipService, createMembershipService(membership));
-          // Gossip frames can arrive before start(): answer through a late-bound implementation.
-          const late: GossipServer = {
-            exchange: (call, cb) => (gossipImpl ? gossipImpl.exchange(call, cb) : cb({ code: 14, details: "node is starting" })),
-            pushState: (call, cb) => (gossipImpl ? gossipImpl.pushState(call, cb) : cb({ code: 14, details: "node is starting" })),
+          // Calls can arrive before start(): answer through late-bound implementations.
+          const lateMembership: MembershipServer = {
+            join: (call, cb) => (membershipImpl ? membershipImpl.join(call, cb) : cb(unavailable)),
+            leave: (call, cb) => (membershipImpl ? membershipImpl.leave(call, cb) : cb(unavailable)),
+            ping: (call, cb) => (membershipImpl ? membershipImpl.ping(call, cb) : cb(unavailable)),
+            pingReq: (call, cb) => (membershipImpl ? membershipImpl.pingReq(call, cb) : cb(unavailable)),
+            members: (call, cb) => (membershipImpl ? membershipImpl.members(call, cb) : cb(unavailable)),
+            watch: (call) => (membershipImpl ? membershipImpl.watch(call) : call.emit("error", unavailable)),
           };
-          server.addService(GossipService, late);
+          server.addService(MembershipService, lateMembership);
+          const lateGossip: GossipServer = {
+            exchange: (call, cb) => (gossipImpl ? gossipImpl.exchange(call, cb) : cb(unavailable)),
+            pushState: (call, cb) => (gossipImpl ? gossipImpl.pushState(call, cb) : cb(unavailable)),
+          };
+          server.addService(GossipService, lateGossip);
         },
         async start() {
+          const driver = new MembershipDriver({
+            cluster: config.cluster,
+            self: { nodeId: ctx.store.nodeId, address: ctx.advertise() },
+            seeds: seedProvider(config),
+            config: {
+              probeIntervalMs: config.membership.probeIntervalMs,
+              probeTimeoutMs: config.membership.probeTimeoutMs,
+              indirectChecks: config.membership.indirectProbes,
+              suspicionMult: config.membership.suspicionMult,
+              reapAfterMs: config.membership.reapAfterMs,
+            },
+            log: (message, error) => ctx.log.debug(message, { err: error }),
+          });
+          membership = driver;
+          driver.onChange((change) => {
+            ctx.log.info("membership change", { member: change.member.nodeId, address: change.member.address, kind: change.kind });
+            syncPeers();
+          });
+          membershipImpl = createMembershipService(driver);
           gossip = await NodeGossip.create({
             store: ctx.store,
             log: ctx.log.child({ part: "gossip" }),
@@ -87,19 +101,21 @@ export function nodeExtensions(
             stateChunkEntries: config.gossip.stateChunkEntries,
             rpcTimeoutMs: config.gossip.rpcTimeoutMs,
             maxMessageBytes: config.limits.maxMessageBytes,
-            dialAddress: opts.dialer?.dial,
+            dialAddress: opts.dialer ? (id, address) => opts.dialer!.dial(id, address) : undefined,
           });
           gossipImpl = gossip.service();
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);
           syncPeers();
           gossip.start();
-          membership.start();
-          opts.onParts?.({ gossip, membership });
+          driver.start();
+          opts.onParts?.({ gossip, membership: driver });
         },
         async stop() {
-          const told = await membership.leave();
-          ctx.log.info("left the cluster", { told });
-          await membership.stop();
+          if (membership !== undefined) {
+            const told = await membership.leave();
+            ctx.log.info("left the cluster", { told });
+            await membership.stop();
+          }
           await gossip?.stop();
         },
         onLocalDelta(key, type, delta) {

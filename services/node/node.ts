@@ -35,6 +35,8 @@ export interface NodeContext {
   config: NodeConfig;
   log: Logger;
   store: Store;
+  /** The address peers dial; known once the server is bound (a listen port 0 is resolved). */
+  advertise(): string;
 }
 
 export async function startNode(
@@ -52,7 +54,8 @@ export async function startNode(
   });
   const nodeLog = log.child({ node: store.nodeId });
   try {
-    const ctx: NodeContext = { config, log: nodeLog, store };
+    let advertise = config.advertise;
+    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise };
     const exts = extensions.map((make) => make(ctx));
     const server = new grpc.Server(serverOptions(config.limits.maxMessageBytes));
     server.addService(
@@ -71,6 +74,7 @@ export async function startNode(
     const port = await bind(server, config.listen, grpc.ServerCredentials.createInsecure());
     const host = config.listen.slice(0, config.listen.lastIndexOf(":"));
     const address = `${host}:${port}`;
+    if (advertise.endsWith(":0")) advertise = `${advertise.slice(0, -2)}:${port}`;
     for (const e of exts) await e.start?.();
     setServing(health, true);
     nodeLog.info("node serving", { address, nodeId: store.nodeId, dataDir: config.dataDir });

@@ -66,7 +66,7 @@ interface ModelRun {
   unsettled: number;
   agreementMs: number | null;
   messagesPerNodePerSecond: number;
-  refutations: number;
+  refutationsByRunningProcesses: number;
   wallSeconds: number;
 }
 
@@ -97,7 +97,7 @@ function runModel(model: ChurnModel, seed: number): ModelRun {
     unsettled: observer.unsettled().length,
     agreementMs: agreedAt === undefined ? null : agreedAt - churnEnd,
     messagesPerNodePerSecond: (sim.traffic.messages - traffic0) / NODES / ((sim.now - start) / 1000),
-    refutations,
+    refutationsByRunningProcesses: refutations,
     wallSeconds: (Date.now() - wall0) / 1000,
   };
 }
@@ -150,7 +150,7 @@ const models: Record<string, ReturnType<typeof summarize>> = {};
 function summarize(runs: ModelRun[]) {
   const all = <K extends keyof ModelRun>(key: K) => runs.map((r) => r[key]);
   const flat = (key: "crashDetect" | "crashDead" | "leaveSettle") => runs.flatMap((r) => r[key]);
-  const sum = (key: "falseSuspicions" | "falseSuspicionEvents" | "falseDeaths" | "falseLefts" | "unsettled" | "refutations") =>
+  const sum = (key: "falseSuspicions" | "falseSuspicionEvents" | "falseDeaths" | "falseLefts" | "unsettled" | "refutationsByRunningProcesses") =>
     runs.reduce((s, r) => s + r[key], 0);
   const agreements = all("agreementMs");
   return {
@@ -165,7 +165,7 @@ function summarize(runs: ModelRun[]) {
     falseDeaths: sum("falseDeaths"),
     falseLefts: sum("falseLefts"),
     unsettledDepartures: sum("unsettled"),
-    refutations: sum("refutations"),
+    refutationsByRunningProcesses: sum("refutationsByRunningProcesses"),
     agreementAfterChurnMs: agreements.every((a) => a !== null) ? stats(agreements as number[]) : null,
     messagesPerNodePerSecond: Number((all("messagesPerNodePerSecond").reduce((a, b) => a + b, 0) / runs.length).toFixed(2)),
     wallSeconds: Number(all("wallSeconds").reduce((a, b) => a + b, 0).toFixed(1)),

@@ -110,7 +110,7 @@ describe("join loop", () => {
     assert.equal(await wake(), 5000, "joined: only a periodic check");
     assert.equal(await wake(), 5000);
     assert.equal(attempts.length, 3);
-    assert.deepEqual(attempts[0], ["10.0.0.1:7000", "10.0.0.2:7000"], "never joins through itself");
+    assert.deepEqual(attempts[0]!.slice().sort(), ["10.0.0.1:7000", "10.0.0.2:7000"], "never joins through itself");
     // Everyone else is gone (say, all other nodes restarted): join again through the seeds.
     state.alone = true;
     state.results = [true];
@@ -119,6 +119,28 @@ describe("join loop", () => {
     assert.equal(await wake(), 5000, "back to periodic checks");
     await joiner.stop();
     assert.equal(joiner.attempts, 4);
+  });
+
+  it("tries at most `fanout` random seeds per attempt", async () => {
+    const attempts: string[][] = [];
+    const seeds = Array.from({ length: 50 }, (_, i) => `10.0.1.${i + 1}:7000`);
+    let joined = false;
+    const joiner = new SeedJoiner({
+      self: "10.0.0.9:7000", seeds: async () => seeds, fanout: 3,
+      attempt: async (addresses) => {
+        attempts.push(addresses);
+        joined = attempts.length === 2;
+        return joined;
+      },
+      needsJoin: () => !joined,
+      sleep: () => new Promise<void>((resolve) => setImmediate(resolve)),
+    });
+    joiner.start();
+    while (!joined) await flush();
+    await joiner.stop();
+    assert.equal(attempts.length, 2);
+    for (const a of attempts) assert.ok(a.length === 3 && a.every((x) => seeds.includes(x)));
+    assert.notDeepEqual(attempts[0], attempts[1], "another attempt tries other seeds");
   });
 
   it("stop() ends the loop while it sleeps", async () => {
