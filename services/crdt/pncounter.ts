@@ -129,7 +129,11 @@ export const CounterLattice: Lattice<PNCounter> = {
     const entries = new Map<string, DotFunEntry<Totals>>();
     for (const [k, e] of a.entries) if (!b.ctx.containsDot(e.dot)) entries.set(k, e);
     const ctx = a.ctx.subtract(b.ctx);
-    for (const d of removedOf(a).dots()) if (b.entries.has(dotKey(d))) ctx.addDot(d);
+    // Removal irreducibles of a that b still holds. b holds at most one entry per replica, so
+    // look those up rather than enumerate a's removed dots (a whole range 1..n for a delta).
+    for (const e of b.entries.values()) {
+      if (a.ctx.containsDot(e.dot) && !a.entries.has(dotKey(e.dot))) ctx.addDot(e.dot);
+    }
     return new PNCounter(entries, ctx);
   },
   context: (s) => s.ctx,

@@ -37,6 +37,8 @@ export interface NodeGossipOptions {
   partitions: number;
   intervalMs: number;
   algorithm: "alg1" | "alg2";
+  /** Algorithm 1's choose (default delta+periodic-state). */
+  choose?: "state" | "delta" | "delta+periodic-state";
   bp: boolean;
   rr: boolean;
   maxBufferBytes: number;
@@ -94,7 +96,7 @@ export class NodeGossip {
       sync:
         o.algorithm === "alg2"
           ? { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes }
-          : { algorithm: 1, transitive: true, choose: "delta+periodic-state" },
+          : { algorithm: 1, transitive: true, choose: o.choose ?? "delta+periodic-state" },
     });
   }
 
@@ -148,8 +150,10 @@ export class NodeGossip {
   }
 
   async stop(): Promise<void> {
+    if (this.stopped) return;
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    this.o.log.info("gossip totals", { engine: this.engine.counters, transport: this.counters });
     for (const p of this.peers.values()) p.client?.close();
   }
 
@@ -256,13 +260,12 @@ export class NodeGossip {
   /** Stream the full state of partitions in chunks (element order; context on a key's first chunk). */
   private async pushStates(to: string, client: GossipClient, parts: Array<{ partition: number; seq: number }>): Promise<void> {
     this.counters.stateStreamsSent++;
-    let reply!: Promise<StateReply>;
-    const call = client.pushState(new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs * 24 }, (err, res) => {
-      reply = err ? Promise.reject(err) : Promise.resolve(res);
-    });
+    let settle!: (err: grpc.ServiceError | null, res?: StateReply) => void;
     const done = new Promise<StateReply>((resolve, reject) => {
-      call.on("status", () => setImmediate(() => reply.then(resolve, reject)));
+      settle = (err, res) => (err ? reject(err) : resolve(res!));
     });
+    done.catch(() => {}); // observed below; a failure while still writing must not go unhandled
+    const call = client.pushState(new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs * 24 }, (err, res) => settle(err, res));
     const write = async (chunk: StateChunk) => {
       if (!call.write(chunk)) await once(call, "drain");
     };
@@ -294,6 +297,11 @@ export class NodeGossip {
               partitionDone: false,
             });
           }
+        }
+        // The end-of-partition marker is what the receiver acknowledges; Algorithm 1 wants no ack.
+        if (seq === 0) {
+          this.engine.recordStateBytesSent(bytes);
+          continue;
         }
         await write({
           ...head(),

@@ -11,9 +11,7 @@
 // - every state change is piggybacked on pings and replies a bounded number of times;
 // - LEFT is a graceful departure, told to a few members at once; DEAD and LEFT are reaped later;
 // - a periodic pull of a random member's full view (Join used as a sync) repairs missed updates.
-import {
-  BroadcastQueue,
-} from "./broadcast-queue.js";
+import { BroadcastQueue } from "./broadcast-queue.js";
 import {
   probeDurationMs,
   resolveConfig,
@@ -761,5 +759,3 @@ function clampSince(since: bigint | undefined, now: number, reapAfterMs: number)
 function byNodeId(a: MemberInfo, b: MemberInfo): number {
   return a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0;
 }
-
-export type { OutboundCall };

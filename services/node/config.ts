@@ -24,6 +24,8 @@ export interface GossipSettings {
   intervalMs: number;
   /** 'alg2' (acked delta intervals, the default) or 'alg1' (delta-groups). */
   algorithm: "alg1" | "alg2";
+  /** Algorithm 1's choose: ship full state, the delta-group, or the delta-group with a periodic full state. */
+  choose: "state" | "delta" | "delta+periodic-state";
   /** Avoid back-propagation of deltas to their origin. */
   bp: boolean;
   /** Buffer only the new part of received deltas. */
@@ -98,6 +100,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   gossip: {
     intervalMs: 200,
     algorithm: "alg2",
+    choose: "delta+periodic-state",
     bp: true,
     rr: true,
     maxBufferBytes: 8 * 1024 * 1024,
@@ -143,6 +146,7 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "max-scan-chunk", env: "DELTASET_MAX_SCAN_CHUNK", path: "limits.maxScanChunk", kind: "int" },
   { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int" },
   { flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string" },
+  { flag: "gossip-choose", env: "DELTASET_GOSSIP_CHOOSE", path: "gossip.choose", kind: "string" },
   { flag: "gossip-bp", env: "DELTASET_GOSSIP_BP", path: "gossip.bp", kind: "bool" },
   { flag: "gossip-rr", env: "DELTASET_GOSSIP_RR", path: "gossip.rr", kind: "bool" },
   { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int" },
@@ -243,6 +247,9 @@ export function validateConfig(c: NodeConfig): void {
   if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
+  if (!["state", "delta", "delta+periodic-state"].includes(c.gossip.choose)) {
+    throw new ConfigError(`gossip choose must be state, delta or delta+periodic-state, not "${c.gossip.choose}"`);
+  }
   const l = c.limits;
   for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");

@@ -95,6 +95,7 @@ export function nodeExtensions(
             partitions: config.partitions,
             intervalMs: config.gossip.intervalMs,
             algorithm: config.gossip.algorithm,
+            choose: config.gossip.choose,
             bp: config.gossip.bp,
             rr: config.gossip.rr,
             maxBufferBytes: config.gossip.maxBufferBytes,

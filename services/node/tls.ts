@@ -1,0 +1,90 @@
+// TLS of a node. One port serves clients and peers, so the server asks every connection for a
+// certificate but requires none during the handshake: clients (CLI, grpcurl, applications) need
+// only server TLS and a bearer token, while the peer services (Gossip, Membership's protocol
+// calls) refuse calls whose connection did not present a certificate chained to the cluster CA
+// (see auth.ts). Peers dial each other with the node's own certificate as client certificate.
+// Certificates are read once at start; a restart picks up renewed files.
+import { readFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
+import { ConfigError, type TlsSettings } from "./config.js";
+
+export interface TlsMaterial {
+  cert: Buffer;
+  key: Buffer;
+  /** The cluster CA: when set, peers authenticate each other (mutual TLS). */
+  ca?: Buffer;
+}
+
+export type TlsMode = "off" | "server" | "mutual";
+
+function readPem(what: string, path: string): Buffer {
+  let pem: Buffer;
+  try {
+    pem = readFileSync(path);
+  } catch (err) {
+    throw new ConfigError(`${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!pem.includes("-----BEGIN ")) throw new ConfigError(`${what} ${path} holds no PEM data`);
+  return pem;
+}
+
+/** Read the configured certificate files; undefined when TLS is off. */
+export function loadTls(tls: TlsSettings): TlsMaterial | undefined {
+  if (tls.cert === undefined || tls.key === undefined) {
+    if (tls.ca !== undefined) throw new ConfigError("tls.ca needs tls.cert and tls.key (the node's own certificate)");
+    return undefined;
+  }
+  const material: TlsMaterial = { cert: readPem("tls.cert", tls.cert), key: readPem("tls.key", tls.key) };
+  if (tls.ca !== undefined) material.ca = readPem("tls.ca", tls.ca);
+  return material;
+}
+
+export function tlsMode(m: TlsMaterial | undefined): TlsMode {
+  return m === undefined ? "off" : m.ca === undefined ? "server" : "mutual";
+}
+
+/** A certificate provider that hands out the material read at start, and never changes it. */
+function fixedProvider(m: TlsMaterial): grpc.experimental.CertificateProvider {
+  return {
+    addCaCertificateListener: (listener) => listener(m.ca === undefined ? null : { caCertificate: m.ca }),
+    removeCaCertificateListener: () => {},
+    addIdentityCertificateListener: (listener) => listener({ certificate: m.cert, privateKey: m.key }),
+    removeIdentityCertificateListener: () => {},
+  };
+}
+
+export function serverCredentials(m: TlsMaterial | undefined): grpc.ServerCredentials {
+  if (m === undefined) return grpc.ServerCredentials.createInsecure();
+  if (m.ca === undefined) return grpc.ServerCredentials.createSsl(null, [{ cert_chain: m.cert, private_key: m.key }], false);
+  // createSsl(ca, pairs, true) would reject clients without a certificate in the handshake; the
+  // certificate-provider credentials request one (requestCert) without requiring it
+  // (rejectUnauthorized false), and grpc-js then reports a verified chain in the call's auth context.
+  const provider = fixedProvider(m);
+  return grpc.experimental.createCertificateProviderServerCredentials(provider, provider, false);
+}
+
+/** Credentials for calls to peers; undefined (plaintext) when TLS is off. */
+export function peerCredentials(m: TlsMaterial | undefined): grpc.ChannelCredentials | undefined {
+  if (m === undefined) return undefined;
+  return grpc.credentials.createSsl(m.ca ?? null, m.key, m.cert);
+}
+
+/** True when the call's connection presented a certificate that verified against the server's CA. */
+export function hasVerifiedPeerCertificate(call: { getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } }): boolean {
+  const auth = call.getAuthContext();
+  return auth.transportSecurityType === "ssl" && auth.sslPeerCertificate !== undefined;
+}
+
+/** True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost). */
+export function isLoopbackHost(hostPort: string): boolean {
+  const host = hostPort.slice(0, hostPort.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === "::1" || host === "localhost";
+}
+
+/**
+ * The host part of an address, for checking a peer's certificate when the connection goes through
+ * a proxy (the certificate names the peer's advertised address, not the proxy's).
+ */
+export function hostOf(hostPort: string): string {
+  return hostPort.slice(0, hostPort.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+}
