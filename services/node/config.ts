@@ -64,7 +64,12 @@ export interface NodeConfig {
   peers: string[];
   partitions: number;
   sync: "fsync" | "buffered";
+  /** host:port of the Prometheus endpoint (path /metrics); metrics are off when unset. */
   metricsListen?: string;
+  /** Span exporter: off (default), console (stdout), none (record, export nothing), otlp. */
+  tracing: "off" | "console" | "none" | "otlp";
+  /** OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); required by tracing=otlp. */
+  otlpEndpoint?: string;
   logLevel: "debug" | "info" | "warn" | "error";
   drainTimeoutMs: number;
   limits: Limits;
@@ -86,6 +91,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   partitions: 64,
   sync: "fsync",
   logLevel: "info",
+  tracing: "off",
   drainTimeoutMs: 20_000,
   limits: {
     maxKeyBytes: 1024,
@@ -134,6 +140,8 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int" },
   { flag: "sync", env: "DELTASET_SYNC", path: "sync", kind: "string" },
   { flag: "metrics-listen", env: "DELTASET_METRICS_LISTEN", path: "metricsListen", kind: "string" },
+  { flag: "tracing", env: "DELTASET_TRACING", path: "tracing", kind: "string" },
+  { flag: "otlp-endpoint", env: "DELTASET_OTLP_ENDPOINT", path: "otlpEndpoint", kind: "string" },
   { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string" },
   { flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int" },
   { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int" },
@@ -212,7 +220,7 @@ function mergeDeep(target: Record<string, unknown>, source: Record<string, unkno
 export function loadConfig(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): NodeConfig {
   const cfg = structuredClone(DEFAULT_CONFIG) as unknown as Record<string, unknown>;
   // Optional-only fields must exist as keys so that a config file may set them.
-  for (const k of ["nodeId", "seedsDns", "metricsListen", "authTokensFile", "peerProxy"]) cfg[k] ??= undefined;
+  for (const k of ["nodeId", "seedsDns", "metricsListen", "otlpEndpoint", "authTokensFile", "peerProxy"]) cfg[k] ??= undefined;
   const file = flags.config ?? env.DELTASET_CONFIG;
   if (file !== undefined && file !== "") {
     let parsed: unknown;
@@ -258,6 +266,14 @@ export function validateConfig(c: NodeConfig): void {
     throw new ConfigError(`node id "${c.nodeId}" must be 1-128 characters of A-Z a-z 0-9 . _ -`);
   }
   if ((c.tls.cert === undefined) !== (c.tls.key === undefined)) throw new ConfigError("tls.cert and tls.key go together");
+  if (c.tls.ca !== undefined && c.tls.cert === undefined) throw new ConfigError("tls.ca (mutual TLS) needs tls.cert and tls.key, the node's own certificate");
+  if (c.metricsListen !== undefined && c.metricsListen !== "" && !hostPort.test(c.metricsListen)) {
+    throw new ConfigError(`metrics listen "${c.metricsListen}" is not host:port`);
+  }
+  if (!["off", "console", "none", "otlp"].includes(c.tracing)) throw new ConfigError(`tracing must be off, console, none or otlp, not "${c.tracing}"`);
+  if (c.tracing === "otlp" && !/^https?:\/\/\S+$/.test(c.otlpEndpoint ?? "")) {
+    throw new ConfigError("tracing=otlp needs --otlp-endpoint, an http(s) URL such as http://127.0.0.1:4318/v1/traces");
+  }
 }
 
 /** The configuration as printed at start (nothing secret is in it: token files are paths). */

@@ -1,14 +1,18 @@
 // Composition root of a node: store, gRPC server (Replica, Gossip, Membership, health,
-// reflection), anti-entropy and membership, started and stopped in order.
+// reflection), anti-entropy and membership, started and stopped in order; TLS, client
+// authentication and telemetry as configured.
 import { mkdirSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaService } from "../gen/deltaset/v1/replica.js";
 import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
 import { Store } from "../store/store.js";
+import { accessInterceptor, loadTokens } from "./auth.js";
 import type { NodeConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
+import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
+import { isLoopbackHost, loadTls, peerCredentials, serverCredentials, tlsMode } from "./tls.js";
 
 export interface NodeHandle {
   readonly nodeId: string;
@@ -16,6 +20,8 @@ export interface NodeHandle {
   readonly port: number;
   readonly store: Store;
   readonly server: grpc.Server;
+  /** host:port of the Prometheus endpoint, when metrics are on. */
+  readonly metricsAddress?: string;
   stop(reason?: string): Promise<void>;
 }
 
@@ -37,6 +43,10 @@ export interface NodeContext {
   store: Store;
   /** The address peers dial; known once the server is bound (a listen port 0 is resolved). */
   advertise(): string;
+  /** Credentials for calls to peers (mutual TLS); undefined: plaintext. */
+  peerCredentials?: grpc.ChannelCredentials;
+  /** Metrics and traces, when on. */
+  telemetry?: NodeTelemetry;
 }
 
 export async function startNode(
@@ -44,6 +54,9 @@ export async function startNode(
   log: Logger,
   extensions: Array<(ctx: NodeContext) => NodeExtension> = [],
 ): Promise<NodeHandle> {
+  // Certificates and tokens are read first: a bad path fails before anything starts.
+  const tls = loadTls(config.tls);
+  const tokens = config.authTokensFile === undefined || config.authTokensFile === "" ? undefined : loadTokens(config.authTokensFile);
   mkdirSync(config.dataDir, { recursive: true });
   const store = await Store.open({
     dir: config.dataDir,
@@ -53,11 +66,14 @@ export async function startNode(
     sync: config.sync,
   });
   const nodeLog = log.child({ node: store.nodeId });
+  let telemetry: NodeTelemetry | undefined;
   try {
+    telemetry = await startTelemetry(config, nodeLog, store);
     let advertise = config.advertise;
-    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise };
+    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), telemetry };
     const exts = extensions.map((make) => make(ctx));
-    const server = new grpc.Server(serverOptions(config.limits.maxMessageBytes));
+    const access = accessInterceptor({ tokens, peerCertificate: tls?.ca !== undefined, onRefused: telemetry?.onRefused });
+    const server = new grpc.Server({ ...serverOptions(config.limits.maxMessageBytes), ...(access ? { interceptors: [access] } : {}) });
     server.addService(
       ReplicaService,
       createReplicaService({
@@ -67,11 +83,20 @@ export async function startNode(
         onLocalDelta: (key, type, delta) => {
           for (const e of exts) e.onLocalDelta?.(key, type, delta);
         },
+        onCall: telemetry?.onCall,
       }),
     );
     for (const e of exts) e.register?.(server);
     const health = addOperatorServices(server);
-    const port = await bind(server, config.listen, grpc.ServerCredentials.createInsecure());
+    const port = await bind(server, config.listen, serverCredentials(tls));
+    const security = { tls: tlsMode(tls), clientAuth: tokens ? `bearer tokens (${tokens.size})` : "off" };
+    if (tls === undefined && !isLoopbackHost(config.listen)) {
+      nodeLog.warn("serving WITHOUT TLS on a non-loopback address: anyone who can reach it can read, write and join; set --tls-cert, --tls-key and --tls-ca", { listen: config.listen, ...security });
+    } else if (tls?.ca === undefined && !isLoopbackHost(config.listen)) {
+      nodeLog.warn("peer calls are not authenticated without --tls-ca (mutual TLS): any client can send gossip or join", { listen: config.listen, ...security });
+    } else {
+      nodeLog.info("security", security);
+    }
     const host = config.listen.slice(0, config.listen.lastIndexOf(":"));
     const address = `${host}:${port}`;
     if (advertise.endsWith(":0")) advertise = `${advertise.slice(0, -2)}:${port}`;
@@ -87,10 +112,12 @@ export async function startNode(
         for (const e of [...exts].reverse()) await e.stop?.();
         const how = await drain(server, config.drainTimeoutMs);
         await store.close();
+        await telemetry?.shutdown();
         nodeLog.info("node stopped", { drain: how });
       })());
-    return { nodeId: store.nodeId, address, port, store, server, stop };
+    return { nodeId: store.nodeId, address, port, store, server, metricsAddress: telemetry?.metricsAddress, stop };
   } catch (err) {
+    await telemetry?.shutdown();
     await store.close();
     throw err;
   }

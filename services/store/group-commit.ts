@@ -95,7 +95,14 @@ export class GroupCommit {
         const group = this.queue.splice(0, this.opts.maxBatch);
         const ops = group.flatMap((p) => p.ops);
         try {
-          await this.db.batch(ops, { sync: this.opts.sync });
+          // A chained batch: abstract-level's array form copies its options into every operation,
+          // which measured about 10x slower for batches of thousands of records.
+          const batch = this.db.batch();
+          for (const op of ops) {
+            if (op.type === "put") batch.put(op.key, op.value);
+            else batch.del(op.key);
+          }
+          await batch.write({ sync: this.opts.sync });
         } catch (err) {
           // A failed write leaves the store unusable for writes: refuse further ones loudly.
           this.failed = err as Error;

@@ -31,6 +31,7 @@ import {
 import { type BatchOp, GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
 import {
+  OBJECTS,
   dotRecordKey,
   elementRange,
   elementRecordKey,
@@ -222,6 +223,11 @@ export class Store {
       cachedHeaders: this.headers.size,
       busyKeys: this.lock.busy,
     };
+  }
+
+  /** LevelDB's estimate of the bytes the replicated objects take on disk (cheap: index lookups). */
+  approximateDataBytes(): Promise<number> {
+    return this.db.approximateSize(Buffer.from([OBJECTS]), Buffer.from([OBJECTS + 1]));
   }
 
   // ------------------------------------------------------------ headers

@@ -49,6 +49,24 @@ describe("COUNTER scenarios", () => {
     assert.equal(c.state.value(), 16n);
   });
 
+  it("an increment delta's context is the single range 1..n of its replica", () => {
+    const a = new Replica("a");
+    for (let k = 0; k < 50; k++) a.inc(1);
+    const d = a.inc(1);
+    assert.deepEqual(d.ctx.replicas(), ["a"]);
+    assert.deepEqual(d.ctx.rangesOf("a"), [[1, 51]]);
+    // Δ(d, b) for a receiver holding an older entry: the new entry plus the removal of b's entry.
+    const b = new Replica("b");
+    b.receive(a.state);
+    a.inc(1);
+    const d2 = a.inc(2);
+    const diff = L.difference(d2, b.state);
+    assert.deepEqual([...diff.entries.values()].map((e) => e.dot), [{ replica: "a", counter: 53 }]);
+    assert.ok(diff.ctx.contains("a", 51), "b's entry a:51 is superseded");
+    assert.ok(!diff.ctx.contains("a", 50), "dots b already knows are left out");
+    assert.ok(L.equals(L.join(b.state, diff), L.join(b.state, d2)));
+  });
+
   it("decrements below zero give negative values; totals stay non-negative", () => {
     const a = new Replica("a");
     a.inc(2);
