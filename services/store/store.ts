@@ -546,16 +546,7 @@ export class Store {
       }
       await view.prefetch([...slice.entries.keys()]);
       for (const [ek, theirs] of slice.entries) {
-        const mine = await view.dots(ek);
-        const joined = joinDotSets(mine, h.ctx, theirs, chunk.senderCtx);
-        const fresh = theirs.filter((d) => !h.ctx.containsDot(d));
-        if (fresh.length > 0) newEntries.set(ek, fresh);
-        if (!sameDots(mine, joined)) {
-          // Our dots the join dropped are removals that were new here.
-          for (const d of mine) if (!joined.some((x) => sameDot(x, d))) newCtx.addDot(d);
-          view.setDots(ek, mine, joined, h);
-          changed = true;
-        }
+        if (await joinElement(view, h, ek, theirs, chunk.senderCtx, newEntries, newCtx)) changed = true;
         for (const d of theirs) {
           if (!h.ctx.containsDot(d)) {
             h.ctx.addDot(d);
@@ -650,16 +641,7 @@ export class Store {
     const newCtx = delta.ctx.subtract(h.ctx);
     let changed = !newCtx.isEmpty();
     for (const [ek, theirs] of delta.entries) {
-      const mine = await view.dots(ek);
-      const joined = joinDotSets(mine, h.ctx, theirs, delta.ctx);
-      const fresh = theirs.filter((d) => !h.ctx.containsDot(d));
-      if (fresh.length > 0) newEntries.set(ek, fresh);
-      if (!sameDots(mine, joined)) {
-        // Our dots the join dropped are removals that were new here.
-        for (const d of mine) if (!joined.some((x) => sameDot(x, d))) newCtx.addDot(d);
-        view.setDots(ek, mine, joined, h);
-        changed = true;
-      }
+      if (await joinElement(view, h, ek, theirs, delta.ctx, newEntries, newCtx)) changed = true;
     }
     // Dots the delta's context removes, held under elements the delta does not carry.
     const removed = removedDots(delta);
@@ -771,6 +753,30 @@ class WriteView {
     if (before.length > 0 && after.length === 0) h.size--;
     this.elements.set(ek, [...after]);
   }
+}
+
+/**
+ * The DotSet join of one element: our dots under our context with theirs under their context.
+ * Records what was new here (their unseen dots; our dots their context removed) in newEntries and
+ * newCtx. Returns true when the element changed.
+ */
+async function joinElement(
+  view: WriteView,
+  h: Header,
+  ek: ElementKey,
+  theirs: DotSet,
+  theirCtx: CausalContext,
+  newEntries: Map<ElementKey, DotSet>,
+  newCtx: CausalContext,
+): Promise<boolean> {
+  const mine = await view.dots(ek);
+  const joined = joinDotSets(mine, h.ctx, theirs, theirCtx);
+  const fresh = theirs.filter((d) => !h.ctx.containsDot(d));
+  if (fresh.length > 0) newEntries.set(ek, fresh);
+  if (sameDots(mine, joined)) return false;
+  for (const d of mine) if (!joined.some((x) => sameDot(x, d))) newCtx.addDot(d);
+  view.setDots(ek, mine, joined, h);
+  return true;
 }
 
 function sameDots(a: readonly Dot[], b: readonly Dot[]): boolean {
