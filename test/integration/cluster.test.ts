@@ -1,4 +1,4 @@
-// Real node processes forming a cluster: writes spread over all nodes converge everywhere; a
+// Real node processes (5, then a 6th joining) forming a cluster: writes spread over all nodes converge everywhere; a
 // SIGKILLed node is declared dead and leaves the gossip ack map; restarted, it rejoins under the
 // same id and catches up by full state; a graceful leave is seen at once; a new node joining a
 // cluster with data receives all of it; writes during churn converge on every live node.
@@ -15,7 +15,7 @@ import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 const dir = mkdtempSync(join(tmpdir(), "deltaset-cluster-"));
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--reap-after-ms", "4000", "--log-level", "info"];
 const addr = (i: number) => `127.0.0.${60 + i}:7460`;
-const ALL = [1, 2, 3, 4].map(addr);
+const ALL = [1, 2, 3, 4, 5, 6].map(addr);
 const nodes = new Map<number, NodeProcess>();
 
 async function start(i: number): Promise<NodeProcess> {
@@ -83,8 +83,8 @@ async function addOn(i: number, key: string, els: string[]): Promise<void> {
 }
 
 before(async () => {
-  await Promise.all([1, 2, 3].map(start));
-  await eventually("three alive members", () => members(1), (m) => [...m.values()].filter((s) => s === MemberState.ALIVE).length === 3);
+  await Promise.all([1, 2, 3, 4, 5].map(start));
+  await eventually("five alive members", () => members(1), (m) => [...m.values()].filter((s) => s === MemberState.ALIVE).length === 5);
 });
 
 after(async () => {
@@ -93,25 +93,25 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe("a 3-node cluster", () => {
+describe("a 5-node cluster", () => {
   it("converges: writes spread over every node are read identically everywhere", async () => {
     const expected: string[] = [];
     await Promise.all(
-      [1, 2, 3].map(async (i) => {
+      [1, 2, 3, 4, 5].map(async (i) => {
         for (let b = 0; b < 10; b++) {
           const els = Array.from({ length: 20 }, (_, j) => `n${i}-${String(b * 20 + j).padStart(4, "0")}`);
           await addOn(i, "spread", els);
         }
       }),
     );
-    for (const i of [1, 2, 3]) for (let k = 0; k < 200; k++) expected.push(`n${i}-${String(k).padStart(4, "0")}`);
+    for (const i of [1, 2, 3, 4, 5]) for (let k = 0; k < 200; k++) expected.push(`n${i}-${String(k).padStart(4, "0")}`);
     // Remove some on a node other than their writer: the removal must win everywhere.
     const c = replicaClient(addr(2));
     await eventually("n1's adds at n2", () => read(2, "spread"), (r) => r.includes("n1-0000"));
     await call(c, c.remove, { key: "spread", elements: [Buffer.from("n1-0000"), Buffer.from("n3-0199")], texts: [] });
     await call(c, c.increment, { key: "count", amount: 7n, requestId: "" });
     c.close();
-    const got = await sameEverywhere("spread", [1, 2, 3]);
+    const got = await sameEverywhere("spread", [1, 2, 3, 4, 5]);
     assert.ok(!got.includes("n1-0000") && !got.includes("n3-0199"), "a removed element is still there");
     assert.equal(got.length, expected.length - 2);
     for (const e of expected) if (e !== "n1-0000" && e !== "n3-0199") assert.ok(got.includes(e), `${e} missing`);
@@ -119,13 +119,13 @@ describe("a 3-node cluster", () => {
 
   it("a SIGKILLed node is declared dead and leaves the gossip neighbour set", async () => {
     await nodes.get(3)!.kill();
-    for (const i of [1, 2]) {
+    for (const i of [1, 2, 4, 5]) {
       await eventually(`c3 DEAD at c${i}`, () => members(i), (m) => m.get("c3") === MemberState.DEAD || m.get("c3") === undefined, 12_000);
     }
     await eventually(
       "c1 gossip neighbours without c3",
       async () => nodes.get(1)!.logs(),
-      (logs) => /"msg":"gossip neighbours","node":"c1","neighbours":\["c2"\],"ackMap":\["c2"\]/.test(logs),
+      (logs) => /"msg":"gossip neighbours","node":"c1","neighbours":\["c2","c4","c5"\],"ackMap":\["c2","c4","c5"\]/.test(logs),
       5000,
     );
   });
@@ -134,9 +134,9 @@ describe("a 3-node cluster", () => {
     await addOn(1, "missed", ["while-down-1", "while-down-2"]);
     await start(3);
     await eventually("c3 ALIVE at c1", () => members(1), (m) => m.get("c3") === MemberState.ALIVE);
-    await sameEverywhere("missed", [1, 2, 3], ["while-down-1", "while-down-2"]);
+    await sameEverywhere("missed", [1, 2, 3, 4, 5], ["while-down-1", "while-down-2"]);
     const spread1 = await read(1, "spread");
-    await sameEverywhere("spread", [1, 2, 3], spread1);
+    await sameEverywhere("spread", [1, 2, 3, 4, 5], spread1);
   });
 
   it("a graceful leave is seen at once", async () => {
@@ -162,7 +162,7 @@ describe("a 3-node cluster", () => {
         }
       }
     })();
-    await start(4);
+    await start(6);
     await nodes.get(3)!.kill();
     await new Promise((r) => setTimeout(r, 500));
     await start(3);
@@ -170,9 +170,9 @@ describe("a 3-node cluster", () => {
     await writer;
     assert.ok(written > 10);
     const spread = await read(1, "spread");
-    await sameEverywhere("spread", [1, 2, 3, 4], spread);
-    const churn = await sameEverywhere("churn", [1, 2, 3, 4]);
+    await sameEverywhere("spread", [1, 2, 3, 4, 5, 6], spread);
+    const churn = await sameEverywhere("churn", [1, 2, 3, 4, 5, 6]);
     assert.ok(churn.length >= written, `${churn.length} < ${written} acknowledged`);
-    await sameEverywhere("missed", [4], ["while-down-1", "while-down-2"]);
+    await sameEverywhere("missed", [6], ["while-down-1", "while-down-2"]);
   });
 });
