@@ -1,0 +1,64 @@
+// Node configuration: defaults < JSON file < environment < flags, and clear errors for bad values.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { ConfigError, DEFAULT_CONFIG, loadConfig } from "../../services/node/config.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-config-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function file(obj: unknown): string {
+  const p = join(dir, `c${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(p, JSON.stringify(obj));
+  return p;
+}
+
+describe("configuration", () => {
+  it("defaults are safe: loopback, fsync, 64 partitions, advertise = listen", () => {
+    const c = loadConfig({}, {});
+    assert.equal(c.listen, "127.0.0.1:7070");
+    assert.equal(c.advertise, "127.0.0.1:7070");
+    assert.equal(c.sync, "fsync");
+    assert.equal(c.partitions, 64);
+    assert.deepEqual(c.limits, DEFAULT_CONFIG.limits);
+  });
+
+  it("file < environment < flags, setting by setting", () => {
+    const f = file({ listen: "127.0.0.5:1000", partitions: 8, cluster: "from-file", limits: { maxKeyBytes: 100 }, gossip: { intervalMs: 50 } });
+    const env = { DELTASET_PARTITIONS: "16", DELTASET_CLUSTER: "from-env", DELTASET_GOSSIP_BP: "false" };
+    const c = loadConfig({ config: f, cluster: "from-flag" }, env);
+    assert.equal(c.listen, "127.0.0.5:1000"); // file only
+    assert.equal(c.partitions, 16); // env beats file
+    assert.equal(c.cluster, "from-flag"); // flag beats env and file
+    assert.equal(c.limits.maxKeyBytes, 100); // nested file setting
+    assert.equal(c.limits.maxElementBytes, DEFAULT_CONFIG.limits.maxElementBytes); // untouched default
+    assert.equal(c.gossip.intervalMs, 50);
+    assert.equal(c.gossip.bp, false);
+    assert.equal(loadConfig({}, { DELTASET_CONFIG: f }).partitions, 8); // file named by env
+  });
+
+  it("lists from comma-separated values", () => {
+    const c = loadConfig({ seeds: "127.0.0.2:7070, 127.0.0.3:7070," }, {});
+    assert.deepEqual(c.seeds, ["127.0.0.2:7070", "127.0.0.3:7070"]);
+  });
+
+  it("refuses bad values with a message naming the setting", () => {
+    const bad: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
+      [{ partitions: "abc" }, {}, /--partitions: "abc" is not a non-negative integer/],
+      [{}, { DELTASET_GOSSIP_RR: "maybe" }, /DELTASET_GOSSIP_RR: "maybe" is not a boolean/],
+      [{ listen: "nohostport" }, {}, /listen "nohostport" is not host:port/],
+      [{ sync: "sometimes" }, {}, /sync must be "fsync" or "buffered"/],
+      [{ partitions: "0" }, {}, /partitions must be 1..65535/],
+      [{ "node-id": "has space" }, {}, /node id "has space"/],
+      [{ "max-page-size": "5" }, {}, /defaultPageSize exceeds/],
+      [{ "gossip-choose": "random" }, {}, /gossip choose must be/],
+      [{ "tls-cert": "/x.pem" }, {}, /tls.cert and tls.key go together/],
+    ];
+    for (const [flags, env, msg] of bad) assert.throws(() => loadConfig(flags, env), (e: Error) => e instanceof ConfigError && msg.test(e.message));
+    assert.throws(() => loadConfig({ config: file({ nosuch: 1 }) }, {}), /unknown setting "nosuch"/);
+    assert.throws(() => loadConfig({ config: join(dir, "missing.json") }, {}), /config file .*missing.json/);
+    assert.throws(() => loadConfig({ config: file([1, 2]) }, {}), ConfigError);
+  });
+});
