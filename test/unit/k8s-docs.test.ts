@@ -71,3 +71,9 @@ test("helpers: JSON names, shell words, JSON streams", () => {
   assert.deepEqual(parseJsonStream(`{"a":"}"}\n{"b":{"c":1}}`), [{ a: "}" }, { b: { c: 1 } }]);
   assert.throws(() => parseJsonStream(`{"a":1`), /unbalanced/);
 });
+
+test("the README's grpcurl examples match the protos too", () => {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  assert.ok(grpcurlCalls(readme).length >= 5, "the README shows grpcurl examples");
+  assert.deepEqual(grpcurlDocProblems(readme, INDEX), []);
+});
