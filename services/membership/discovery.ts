@@ -108,6 +108,14 @@ export interface SeedJoinerOptions {
   recheckMs?: number;
   /** Seeds tried per attempt, chosen at random (a DNS answer may list the whole cluster). */
   fanout?: number;
+  /**
+   * While joined: the seed addresses that are not live members of this node's view. Every
+   * reconcileMs the loop joins through some of them, so that two sides of a healed network
+   * partition (each of which declared the other dead) find each other again.
+   */
+  notLive?: (seeds: string[]) => string[];
+  reconcileMs?: number;
+  now?: () => number;
   onError?: (message: string, error?: unknown) => void;
 }
 
@@ -137,14 +145,33 @@ export class SeedJoiner {
     this.loop = undefined;
   }
 
+  /** Join through seeds that are not live members (partition healing); failures are only logged. */
+  private async reconcile(random: () => number, signal: AbortSignal): Promise<void> {
+    try {
+      const candidates = (await this.options.seeds()).filter((a) => a !== this.options.self);
+      const missing = this.options.notLive!(candidates);
+      if (missing.length === 0 || signal.aborted) return;
+      this.attempts++;
+      await this.options.attempt(sample(missing, this.options.fanout ?? 3, random));
+    } catch (error) {
+      this.options.onError?.("reconciling through seeds failed", error);
+    }
+  }
+
   private async run(signal: AbortSignal): Promise<void> {
     const sleep = this.options.sleep ?? abortableSleep;
     const random = this.options.random ?? Math.random;
     let failures = 0;
+    const now = this.options.now ?? Date.now;
+    let lastReconcile = now();
     while (!signal.aborted) {
       if (!this.options.needsJoin()) {
         failures = 0;
         await sleep(this.options.recheckMs ?? 5000, signal);
+        if (this.options.notLive !== undefined && now() - lastReconcile >= (this.options.reconcileMs ?? 15_000)) {
+          lastReconcile = now();
+          await this.reconcile(random, signal);
+        }
         continue;
       }
       let joined = false;

@@ -151,3 +151,44 @@ describe("join loop", () => {
     await joiner.stop();
   });
 });
+
+describe("partition healing", () => {
+  it("while joined, periodically joins through seeds that are not live members", async () => {
+    const attempts: string[][] = [];
+    let clock = 0;
+    const live = new Set(["127.0.0.1:7000"]);
+    const sleeps: Array<() => void> = [];
+    const joiner = new SeedJoiner({
+      self: "127.0.0.9:7000",
+      seeds: async () => ["127.0.0.1:7000", "127.0.0.2:7000", "127.0.0.9:7000"],
+      attempt: async (addresses) => {
+        attempts.push(addresses);
+        return true;
+      },
+      needsJoin: () => false,
+      notLive: (seeds) => seeds.filter((a) => !live.has(a)),
+      reconcileMs: 10_000,
+      now: () => clock,
+      recheckMs: 1000,
+      sleep: (_ms, signal) => new Promise<void>((resolve) => {
+        sleeps.push(resolve);
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      }),
+    });
+    joiner.start();
+    const step = async (advance: number) => {
+      for (let i = 0; i < 5 && sleeps.length === 0; i++) await new Promise((r) => setImmediate(r));
+      clock += advance;
+      sleeps.shift()?.();
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    };
+    await step(5000);
+    assert.equal(attempts.length, 0, "no reconcile before reconcileMs");
+    await step(6000);
+    assert.deepEqual(attempts, [["127.0.0.2:7000"]], "joins through the seed that is not live, never itself");
+    live.add("127.0.0.2:7000");
+    await step(11_000);
+    assert.equal(attempts.length, 1, "nothing to reconcile once every seed is live");
+    await joiner.stop();
+  });
+});
