@@ -61,6 +61,7 @@ async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => b
     }
     await new Promise((r) => setTimeout(r, 150));
   }
+  dumpLogs();
   assert.fail(`${what} did not happen within ${timeoutMs} ms; last value: ${JSON.stringify(last, (_k, v) => (v instanceof Map ? [...v] : v))} ${lastErr ?? ""}`);
 }
 
@@ -80,6 +81,11 @@ async function addOn(i: number, key: string, els: string[]): Promise<void> {
   } finally {
     c.close();
   }
+}
+
+/** On failure, the nodes' logs go to stderr (and to files when CLUSTER_LOGS names a directory). */
+function dumpLogs(): void {
+  for (const [i, n] of nodes) process.stderr.write(`--- c${i} log (last 30 lines)\n${n.logs().split("\n").slice(-30).join("\n")}\n`);
 }
 
 before(async () => {
@@ -113,6 +119,12 @@ describe("a 5-node cluster", () => {
     c.close();
     const got = await sameEverywhere("spread", [1, 2, 3, 4, 5]);
     assert.ok(!got.includes("n1-0000") && !got.includes("n3-0199"), "a removed element is still there");
+    if (got.length !== expected.length - 2) {
+      dumpLogs();
+      const missing = expected.filter((e) => !got.includes(e));
+      process.stderr.write(`missing ${missing.length}: ${missing.slice(0, 20).join(" ")}\n`);
+      for (const i of [1, 2, 3, 4, 5]) process.stderr.write(`c${i} holds ${(await read(i, "spread")).length}\n`);
+    }
     assert.equal(got.length, expected.length - 2);
     for (const e of expected) if (e !== "n1-0000" && e !== "n3-0199") assert.ok(got.includes(e), `${e} missing`);
   });
