@@ -481,14 +481,26 @@ export class Store {
       let start: Buffer = Buffer.alloc(0);
       let firstChunk = true;
       while (true) {
-        const batch = await it.nextv(maxEntries);
+        // nextv may return fewer entries than asked before the end (classic-level bounds each
+        // read by bytes): only an empty read means the end. Treating a short read as the end
+        // would mark this chunk's range open and make the receiver drop every later element.
+        const batch: Array<[Buffer, Buffer]> = [];
+        let ended = false;
+        while (batch.length < maxEntries) {
+          const more = await it.nextv(maxEntries - batch.length);
+          if (more.length === 0) {
+            ended = true;
+            break;
+          }
+          batch.push(...more);
+        }
         const entries = new Map<ElementKey, DotSet>();
         let last: Buffer = start;
         for (const [k, v] of batch) {
           last = unescapeBytes(k, offset).bytes;
           entries.set(elementKey(last), decodeDots(v));
         }
-        const done = batch.length < maxEntries;
+        const done = ended;
         yield {
           type: h.type,
           ctx: firstChunk ? h.ctx : undefined,

@@ -112,6 +112,26 @@ describe("store matches the AWSet lattice", () => {
   });
 });
 
+describe("chunked state of a large set", () => {
+  it("chunks are full until the last one, whatever LevelDB returns per read, and a transfer loses nothing", async () => {
+    // Large enough that one LevelDB read (bounded by bytes) returns fewer entries than a chunk.
+    const n = 5000;
+    const els = Array.from({ length: n }, (_, i) => Buffer.from(`element-with-a-longish-name-${String(i).padStart(6, "0")}`));
+    const a = await open(newDir(), "A");
+    const b = await open(newDir(), "B");
+    for (let i = 0; i < n; i += 1000) await a.add("big", els.slice(i, i + 1000));
+    const chunks = [];
+    for await (const c of a.stateChunks("big", 1000)) chunks.push(c);
+    assert.deepEqual(chunks.map((c) => (c.slice as AWSet).size), [1000, 1000, 1000, 1000, 1000, 0]);
+    assert.deepEqual(chunks.map((c) => c.rangeOpen), [false, false, false, false, false, true]);
+    // The receiver already holds everything (as after earlier deltas): a full transfer keeps it all.
+    await b.merge("big", ObjectType.AWSET, (await a.readState("big"))!.state);
+    await transfer(a, b, "big", 1000);
+    assert.equal((await b.describe("big"))!.size, n);
+    await Promise.all([a.close(), b.close()]);
+  });
+});
+
 describe("store durability and identity", () => {
   it("keeps state, node id and sequence numbers across restarts", async () => {
     const dir = newDir();
