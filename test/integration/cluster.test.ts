@@ -113,7 +113,8 @@ describe("a 5-node cluster", () => {
     for (const i of [1, 2, 3, 4, 5]) for (let k = 0; k < 200; k++) expected.push(`n${i}-${String(k).padStart(4, "0")}`);
     // Remove some on a node other than their writer: the removal must win everywhere.
     const c = replicaClient(addr(2));
-    await eventually("n1's adds at n2", () => read(2, "spread"), (r) => r.includes("n1-0000"));
+    // A remove removes what this node has observed: wait until c2 has seen both adds.
+    await eventually("n1's and n3's adds at n2", () => read(2, "spread"), (r) => r.includes("n1-0000") && r.includes("n3-0199"));
     await call(c, c.remove, { key: "spread", elements: [Buffer.from("n1-0000"), Buffer.from("n3-0199")], texts: [] });
     await call(c, c.increment, { key: "count", amount: 7n, requestId: "" });
     c.close();
