@@ -1,6 +1,7 @@
 // Client commands: add, remove, query, scan, incr, members.
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import type * as grpc from "@grpc/grpc-js";
+import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { contextFromProto } from "../crdt/index.js";
@@ -12,6 +13,10 @@ const COMMON = {
   json: { type: "boolean", default: false },
   hex: { type: "boolean", default: false },
   timeout: { type: "string", default: "10000" },
+  // TLS: trust this CA for the node's certificate; a bearer token for nodes that require one.
+  "tls-ca": { type: "string", default: process.env.DELTASET_TLS_CA },
+  token: { type: "string", default: process.env.DELTASET_TOKEN },
+  "token-file": { type: "string", default: process.env.DELTASET_TOKEN_FILE },
 } as const;
 
 type Values = Record<string, string | boolean | undefined>;
@@ -35,6 +40,34 @@ function elementsFrom(values: string[], hex: boolean): Buffer[] {
 
 export class UsageError extends Error {}
 
+/** Channel credentials and per-call metadata from --tls-ca, --token and --token-file. */
+function connection(values: Values): { creds: grpc.ChannelCredentials; metadata: () => grpc.Metadata } {
+  const ca = values["tls-ca"] as string | undefined;
+  let creds = grpc.credentials.createInsecure();
+  if (ca !== undefined && ca !== "") {
+    try {
+      creds = grpc.credentials.createSsl(readFileSync(ca));
+    } catch (err) {
+      throw new UsageError(`--tls-ca ${ca}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  let token = values.token as string | undefined;
+  const tokenFile = values["token-file"] as string | undefined;
+  if ((token === undefined || token === "") && tokenFile !== undefined && tokenFile !== "") {
+    try {
+      token = readFileSync(tokenFile, "utf8").split(/\r?\n/).map((l) => l.trim()).find((l) => l !== "" && !l.startsWith("#"));
+    } catch (err) {
+      throw new UsageError(`--token-file ${tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  const metadata = () => {
+    const md = new grpc.Metadata();
+    if (token !== undefined && token !== "") md.set("authorization", `Bearer ${token}`);
+    return md;
+  };
+  return { creds, metadata };
+}
+
 function needKey(positionals: string[], usage: string): string {
   const key = positionals[0];
   if (key === undefined) throw new UsageError(`usage: ${usage}`);
@@ -43,12 +76,13 @@ function needKey(positionals: string[], usage: string): string {
 
 export async function addCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args);
+  const conn = connection(values);
   const key = needKey(positionals, "deltaset add KEY ELEMENT... [--addr HOST:PORT] [--hex] [--json]");
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
-  const client = replicaClient(values.addr as string);
+  const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.add, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout) });
+    const res = await call(client, client.add, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
       { key, added: res.added, dots: res.dots.map((d) => ({ replica: d.replica, counter: d.counter })) },
@@ -61,12 +95,13 @@ export async function addCommand(args: string[]): Promise<void> {
 
 export async function removeCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args);
+  const conn = connection(values);
   const key = needKey(positionals, "deltaset remove KEY ELEMENT... [--addr HOST:PORT] [--hex] [--json]");
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
-  const client = replicaClient(values.addr as string);
+  const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.remove, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout) });
+    const res = await call(client, client.remove, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     createOutput(values.json as boolean).result({ key, removed: res.removed }, `removed ${res.removed} element(s) from "${key}"`);
   } finally {
     client.close();
@@ -75,14 +110,15 @@ export async function removeCommand(args: string[]): Promise<void> {
 
 export async function queryCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { "page-size": { type: "string", default: "100" }, all: { type: "boolean", default: false } });
+  const conn = connection(values);
   const key = needKey(positionals, "deltaset query KEY [ELEMENT...] [--page-size N] [--all] [--addr HOST:PORT] [--json]");
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
-  const client = replicaClient(values.addr as string);
+  const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
   try {
     const timeoutMs = Number(values.timeout);
     if (elements.length > 0) {
-      const res = await call(client, client.query, { key, elements, texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs });
+      const res = await call(client, client.query, { key, elements, texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs, metadata: conn.metadata() });
       out.result(
         { key, presence: res.presence.map((p) => ({ element: showElement(p.element), present: p.present })) },
         res.presence.map((p) => `${p.present ? "present" : "absent "}  ${showElement(p.element)}`).join("\n"),
@@ -91,7 +127,7 @@ export async function queryCommand(args: string[]): Promise<void> {
     }
     let token: Buffer = Buffer.alloc(0);
     const members: string[] = [];
-    let first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs });
+    let first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
     const type = first.type;
     const size = first.size;
     const counter = first.counterValue;
@@ -101,7 +137,7 @@ export async function queryCommand(args: string[]): Promise<void> {
       token = first.nextPageToken;
       if (!values.all || token.length === 0) break;
       out.progress(`${bar(members.length, Number(size))} ${members.length}/${size} members`);
-      first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs });
+      first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
     }
     out.done();
     const typeName = ["none", "AWSET", "COUNTER"][type] ?? String(type);
@@ -121,11 +157,12 @@ export async function queryCommand(args: string[]): Promise<void> {
 
 export async function scanCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { chunk: { type: "string", default: "1000" }, count: { type: "boolean", default: false } });
+  const conn = connection(values);
   const key = needKey(positionals, "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--json]");
-  const client = replicaClient(values.addr as string);
+  const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
   try {
-    const stream = client.scan({ key, chunkSize: Number(values.chunk), startAfter: Buffer.alloc(0), withText: false });
+    const stream = client.scan({ key, chunkSize: Number(values.chunk), startAfter: Buffer.alloc(0), withText: false }, conn.metadata());
     let n = 0;
     for await (const chunk of stream as AsyncIterable<ScanChunk>) {
       for (const m of chunk.members) {
@@ -146,12 +183,13 @@ export async function scanCommand(args: string[]): Promise<void> {
 
 export async function incrCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args);
+  const conn = connection(values);
   const key = needKey(positionals, "deltaset incr KEY AMOUNT [--addr HOST:PORT] [--json]");
   const raw = positionals[1] ?? "1";
   if (!/^-?\d+$/.test(raw)) throw new UsageError(`amount "${raw}" is not an integer`);
-  const client = replicaClient(values.addr as string);
+  const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId: "" }, { timeoutMs: Number(values.timeout) });
+    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId: "" }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     createOutput(values.json as boolean).result({ key, value: res.value }, `${key} = ${res.value}`);
   } finally {
     client.close();
@@ -160,9 +198,10 @@ export async function incrCommand(args: string[]): Promise<void> {
 
 export async function membersCommand(args: string[]): Promise<void> {
   const { values } = parse(args, { all: { type: "boolean", default: false } });
-  const client = membershipClient(values.addr as string);
+  const conn = connection(values);
+  const client = membershipClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.members, { includeDeparted: values.all as boolean }, { timeoutMs: Number(values.timeout) });
+    const res = await call(client, client.members, { includeDeparted: values.all as boolean }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     createOutput(values.json as boolean).result(
       {
         self: res.self,

@@ -47,12 +47,27 @@ export async function clusterCommand(args: string[]): Promise<void> {
       port: { type: "string", default: "7070" },
       dir: { type: "string", default: ".deltaset/cluster" },
       "first-host": { type: "string", default: "11" },
+      // Peer links through per-link fault proxies: a Toxiproxy-compatible server in this process
+      // (127.0.0.1:8474), or the Toxiproxy API given by --toxiproxy.
+      chaos: { type: "boolean", default: false },
+      toxiproxy: { type: "string" },
     },
     allowPositionals: true,
     strict: false,
   });
   // Anything after `--` (or unknown flags) goes to every node, e.g. --gossip-interval-ms 100.
   const extra = args.includes("--") ? args.slice(args.indexOf("--") + 1) : positionals;
+  let proxyServer: { url: string; close(): Promise<void> } | undefined;
+  let peerProxy: string | undefined;
+  if (values.chaos === true) {
+    peerProxy = values.toxiproxy as string | undefined;
+    if (peerProxy === undefined) {
+      const { startToxiproxyServer } = await import("../chaos/proxy/index.js");
+      proxyServer = await startToxiproxyServer({ host: "127.0.0.1", port: 8474 });
+      peerProxy = proxyServer.url;
+    }
+    extra.push("--peer-proxy", peerProxy);
+  }
   const specs = planCluster({
     nodes: Number(values.nodes),
     port: Number(values.port),
@@ -60,6 +75,11 @@ export async function clusterCommand(args: string[]): Promise<void> {
     firstHost: Number(values["first-host"]),
     extra,
   });
+  if (peerProxy !== undefined) {
+    // One proxy per directed link, named <from>-to-<to> by node id (the nodes find and use them).
+    const { precreateLinkProxies } = await import("../chaos/links.js");
+    await precreateLinkProxies(specs.map((s) => ({ nodeId: s.nodeId, address: s.address, toxiproxy: peerProxy! })));
+  }
   mkdirSync(String(values.dir), { recursive: true });
   const children: ChildProcess[] = [];
   const ready = specs.map(
@@ -94,6 +114,7 @@ export async function clusterCommand(args: string[]): Promise<void> {
           }),
       ),
     );
+    await proxyServer?.close();
     process.stdout.write("all nodes stopped\n");
     process.exit(0);
   };
@@ -118,6 +139,9 @@ export async function clusterCommand(args: string[]): Promise<void> {
       `  npx deltaset members --addr ${specs[0]!.address}`,
       `  grpcurl -plaintext ${specs[0]!.address} list`,
       "",
+      ...(peerProxy !== undefined
+        ? [`peer links go through per-link fault proxies (n1-to-n2, ...): Toxiproxy API ${peerProxy}`, `  curl ${peerProxy}/proxies`, ""]
+        : []),
       "Ctrl-C stops every node.",
       "",
     ].join("\n"),

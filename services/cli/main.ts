@@ -25,7 +25,8 @@ usage: deltaset <command> [options]
   members   the cluster membership view     deltaset members
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
 
-Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements as hex).
+Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements as hex),
+and for secured nodes --tls-ca FILE ($DELTASET_TLS_CA) and --token T | --token-file FILE ($DELTASET_TOKEN).
 'deltaset node --help' style details: see README.md.
 `;
 

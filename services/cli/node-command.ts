@@ -24,7 +24,8 @@ export async function nodeCommand(args: string[]): Promise<void> {
   try {
     node = await startNode(config, log, nodeExtensions(config));
   } catch (err) {
-    if (err instanceof StoreOpenError) {
+    // ConfigError here: unreadable certificates, token file or metrics address.
+    if (err instanceof StoreOpenError || err instanceof ConfigError) {
       log.error("cannot start", { reason: err.message });
       process.stderr.write(`deltaset node: ${err.message}\n`);
       process.exit(1);
@@ -44,5 +45,5 @@ export async function nodeCommand(args: string[]): Promise<void> {
   process.once("SIGTERM", () => onSignal("SIGTERM"));
   process.once("SIGINT", () => onSignal("SIGINT"));
   // Machine-readable line for launchers and tests.
-  process.stdout.write(JSON.stringify({ event: "listening", nodeId: node.nodeId, address: node.address }) + "\n");
+  process.stdout.write(JSON.stringify({ event: "listening", nodeId: node.nodeId, address: node.address, metrics: node.metricsAddress }) + "\n");
 }

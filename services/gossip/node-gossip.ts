@@ -49,6 +49,8 @@ export interface NodeGossipOptions {
   /** Maps a peer's advertised address to the address to dial (per-link fault proxies). */
   dialAddress?: (nodeId: string, address: string) => Promise<string> | string;
   random?: () => number;
+  /** Runs each send to a peer inside a tracing span (telemetry on). */
+  trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
 
 /** Counters of the transport (the engine keeps its own). */
@@ -170,6 +172,10 @@ export class NodeGossip {
         "grpc.max_send_message_length": this.o.maxMessageBytes,
         "grpc.initial_reconnect_backoff_ms": 200,
         "grpc.max_reconnect_backoff_ms": 2000,
+        // Through a proxy, the peer's certificate still names its advertised host.
+        ...(this.o.credentials !== undefined && dial !== p.address
+          ? { "grpc.ssl_target_name_override": p.address.slice(0, p.address.lastIndexOf(":")).replace(/^\[|\]$/g, "") }
+          : {}),
       });
     }
     return p.client;
@@ -191,7 +197,9 @@ export class NodeGossip {
           continue;
         }
         peer.busy = true;
-        void this.send(f.to, f.items).finally(() => (peer.busy = false));
+        const send = () => this.send(f.to, f.items);
+        const sending = this.o.trace ? this.o.trace("gossip.send", { "deltaset.peer": f.to, "deltaset.partitions": f.items.length }, send) : send();
+        void sending.finally(() => (peer.busy = false));
       }
     } catch (err) {
       this.o.log.error("gossip tick failed", { err });

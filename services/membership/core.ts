@@ -107,6 +107,7 @@ interface Probe {
 type Pending =
   | { kind: "probe-ping"; seq: bigint; target: string; fallback: boolean; deadline: number }
   | { kind: "probe-pingReq"; seq: bigint; deadline: number }
+  | { kind: "notice-ping"; deadline: number }
   | {
     kind: "relay-ping"; inboundId: number; originSeq: bigint; origin: string; target: string; seq: bigint;
     corrections: string[]; deadline: number;
@@ -396,7 +397,7 @@ export class MembershipCore {
 
   receivePingReply(id: number, reply: PingReply, now: number): void {
     const pending = this.pending.get(id);
-    if (!pending || (pending.kind !== "probe-ping" && pending.kind !== "probe-pingReq" && pending.kind !== "relay-ping")) return;
+    if (!pending || (pending.kind !== "probe-ping" && pending.kind !== "probe-pingReq" && pending.kind !== "relay-ping" && pending.kind !== "notice-ping")) return;
     const bad = checkNodeId(reply?.from, "from") ?? checkMembers(reply?.updates, "updates", this.config.maxUpdatesPerMessage);
     if (bad) {
       this.counters.invalidReplies++;
@@ -426,6 +427,9 @@ export class MembershipCore {
         this.deferredReply(pending, ack);
         return;
       }
+      case "notice-ping":
+        // Its updates (a refutation, if the member is alive) were applied above.
+        return;
     }
   }
 
@@ -557,6 +561,21 @@ export class MembershipCore {
     this.counters.suspicionsRaised++;
     this.transition(member, MemberState.SUSPECT, member.incarnation, now, now);
     this.queue.enqueue(toInfo(member));
+    this.sendNotice(member, now);
+  }
+
+  /**
+   * Tell a member we just suspected, at once: if it is alive (the probe failed on a lossy path), its
+   * answer carries the refutation straight back, long before gossip would have let it learn of the
+   * suspicion. A crashed member just does not answer.
+   */
+  private sendNotice(member: Member, now: number): void {
+    const id = this.nextId++;
+    this.pending.set(id, { kind: "notice-ping", deadline: now + this.config.probeTimeoutMs });
+    this.out.calls.push({
+      kind: "ping", id, address: member.address, nodeId: member.nodeId, timeoutMs: this.config.probeTimeoutMs,
+      request: { cluster: this.cluster, from: this.self.nodeId, seq: this.nextSeq++, target: member.nodeId, updates: this.piggyback(member.nodeId, [], true) },
+    });
   }
 
   private deferredReply(relay: Extract<Pending, { kind: "relay-ping" }>, ack: boolean): void {

@@ -6,6 +6,7 @@ import type { MembershipConfig } from "./config.js";
 import { MembershipCore } from "./core.js";
 import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
 import { PeerPool } from "./peer-pool.js";
+import { isLive } from "./types.js";
 import type {
   Answer,
   DeferredAnswer,
@@ -46,6 +47,12 @@ export interface MembershipDriverOptions {
   log?: (message: string, error?: unknown) => void;
   /** Uniform [0, 1) source; Math.random by default. */
   random?: () => number;
+  /**
+   * The address to dial for a peer (a per-link fault proxy in chaos runs); the peer's own address
+   * by default. nodeId is undefined for joins through a seed address. May resolve later: the wait
+   * counts against the call's timeout.
+   */
+  dialAddress?: (address: string, nodeId: string | undefined) => Promise<string> | string;
 }
 
 export type ChangeListener = (change: MembershipChange) => void;
@@ -89,12 +96,14 @@ export class MembershipDriver {
   private readonly deferred = new Map<number, (result: PingReply | Refusal) => void>();
   private readonly inflight = new Map<number, { call: grpc.ClientUnaryCall; address: string; settle: () => void }>();
   private readonly log: (message: string, error?: unknown) => void;
+  private readonly dialAddress: MembershipDriverOptions["dialAddress"];
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private state: "new" | "running" | "stopped" = "new";
 
   constructor(options: MembershipDriverOptions) {
     this.log = options.log ?? (() => {});
+    this.dialAddress = options.dialAddress;
     this.core = new MembershipCore({
       cluster: options.cluster,
       self: options.self,
@@ -111,6 +120,11 @@ export class MembershipDriver {
       attempt: (addresses) => this.attemptJoin(addresses),
       // Join until in a cluster, and again whenever every other member is gone.
       needsJoin: () => !this.core.left && (!this.core.joined || this.core.liveCount() <= 1),
+      notLive: (seeds) => {
+        const live = new Set(this.core.members().filter((m) => isLive(m.state)).map((m) => m.address));
+        return seeds.filter((a) => !live.has(a));
+      },
+      reconcileMs: Math.max(5 * config.probeIntervalMs, 5000),
       backoff: options.joinBackoff,
       random: options.random,
       recheckMs: Math.max(config.probeIntervalMs, 1000),
@@ -244,9 +258,34 @@ export class MembershipDriver {
 
   /** Make one call; resolves true on a valid answer, false on any error (errors count as timeouts). */
   private send(call: OutboundCall): Promise<boolean> {
+    const dial = this.dialAddress ? this.dialAddress(call.address, call.kind === "join" ? undefined : call.nodeId) : call.address;
+    if (typeof dial === "string") return this.sendVia(call, dial, Date.now() + call.timeoutMs);
+    // The route is still being set up: the call fails like a timeout if that takes too long.
+    const deadline = Date.now() + call.timeoutMs;
     return new Promise((resolve) => {
-      const client = this.pool.client(call.address);
-      const options = { deadline: Date.now() + call.timeoutMs };
+      let done = false;
+      const timer = setTimeout(() => {
+        if (done) return;
+        done = true;
+        if (this.state !== "running") return resolve(false);
+        this.core.callFailed(call.id, clock());
+        this.pump();
+        resolve(false);
+      }, call.timeoutMs);
+      void dial.then((address) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        if (this.state !== "running") return resolve(false);
+        void this.sendVia(call, address, deadline).then(resolve);
+      });
+    });
+  }
+
+  private sendVia(call: OutboundCall, dialed: string, deadline: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const client = this.pool.client(call.address, dialed);
+      const options = { deadline };
       let settled = false;
       const settle = () => {
         if (!settled) {

@@ -9,7 +9,7 @@ import { createMembershipService } from "../membership/grpc-service.js";
 import { isLive } from "../membership/types.js";
 import type { NodeConfig } from "./config.js";
 import type { NodeContext, NodeExtension } from "./node.js";
-import type { PeerDialer } from "./peer-dialer.js";
+import { type PeerDialer, ToxiproxyDialer } from "./peer-dialer.js";
 
 export interface ClusterParts {
   gossip: NodeGossip;
@@ -36,6 +36,7 @@ export function nodeExtensions(
       // Built in start(), once the server is bound and the advertised address is known.
       let membership: MembershipDriver | undefined;
       let membershipImpl: MembershipServer | undefined;
+      let ownDialer: ToxiproxyDialer | undefined;
       let lastPeers = "";
       const syncPeers = () => {
         if (gossip === undefined || membership === undefined) return;
@@ -69,6 +70,14 @@ export function nodeExtensions(
           server.addService(GossipService, lateGossip);
         },
         async start() {
+          // With --peer-proxy, peers are dialed through per-link fault proxies (chaos runs).
+          const dialer = opts.dialer ?? (config.peerProxy ? (ownDialer = new ToxiproxyDialer({
+            api: config.peerProxy,
+            self: ctx.store.nodeId,
+            log: (level, message, fields) => ctx.log[level](message, fields),
+          })) : undefined);
+          // A join goes to a seed address; the member there, if already known, names the link.
+          const idAt = (address: string) => membership?.members({ includeDeparted: true }).find((m) => m.address === address)?.nodeId ?? "";
           const driver = new MembershipDriver({
             cluster: config.cluster,
             self: { nodeId: ctx.store.nodeId, address: ctx.advertise() },
@@ -81,6 +90,8 @@ export function nodeExtensions(
               reapAfterMs: config.membership.reapAfterMs,
             },
             log: (message, error) => ctx.log.debug(message, { err: error }),
+            credentials: ctx.peerCredentials,
+            dialAddress: dialer ? (address, nodeId) => dialer.dial(nodeId ?? idAt(address), address) : undefined,
           });
           membership = driver;
           driver.onChange((change) => {
@@ -102,13 +113,16 @@ export function nodeExtensions(
             stateChunkEntries: config.gossip.stateChunkEntries,
             rpcTimeoutMs: config.gossip.rpcTimeoutMs,
             maxMessageBytes: config.limits.maxMessageBytes,
-            dialAddress: opts.dialer ? (id, address) => opts.dialer!.dial(id, address) : undefined,
+            dialAddress: dialer ? (id, address) => dialer.dial(id, address) : undefined,
+            credentials: ctx.peerCredentials,
+            trace: ctx.telemetry?.span,
           });
           gossipImpl = gossip.service();
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);
           syncPeers();
           gossip.start();
           driver.start();
+          ctx.telemetry?.observeCluster({ gossip, membership: driver });
           opts.onParts?.({ gossip, membership: driver });
         },
         async stop() {
@@ -118,6 +132,7 @@ export function nodeExtensions(
             await membership.stop();
           }
           await gossip?.stop();
+          ownDialer?.close();
         },
         onLocalDelta(key, type, delta) {
           if (gossip) gossip.onLocalDelta(key, type, delta);

@@ -3,11 +3,11 @@
 // collection time (a Prometheus scrape), so the hot paths carry no telemetry code. Only the client
 // API's calls are recorded as they happen (through the Replica service's onCall hook).
 // Per-partition figures are exported as sums and maxima, not one series per partition.
-// Only types come from @opentelemetry/api here: telemetry.ts loads the SDK, and only when asked.
+// Only types are imported here (no SDK, and no grpc-js: bin/deltaset.mjs loads this file before
+// the gRPC instrumentation is in place).
 import type { Attributes, BatchObservableResult, Meter, Observable } from "@opentelemetry/api";
 import type { NodeGossip } from "../gossip/node-gossip.js";
 import type { MembershipDriver } from "../membership/driver.js";
-import { MemberState } from "../gen/deltaset/v1/membership.js";
 import type { Store } from "../store/store.js";
 import type { Refusal } from "./auth.js";
 
@@ -21,6 +21,9 @@ const STATUS_NAMES = [
 export function statusName(code: number): string {
   return STATUS_NAMES[code] ?? String(code);
 }
+
+/** MemberState names by value (deltaset.v1.MemberState), lower-cased for labels. */
+const MEMBER_STATES = ["unspecified", "alive", "suspect", "dead", "left"];
 
 /** Latency buckets in seconds: 100 µs to 10 s. */
 const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -36,7 +39,7 @@ export interface RpcRecorder {
 export function rpcMetrics(meter: Meter): RpcRecorder {
   const calls = meter.createCounter("deltaset_rpc_calls", { description: "Client API calls by method and gRPC status" });
   const errors = meter.createCounter("deltaset_rpc_errors", { description: "Client API calls that ended with a status other than OK" });
-  const latency = meter.createHistogram("deltaset_rpc_duration", {
+  const latency = meter.createHistogram("deltaset_rpc_duration_seconds", {
     description: "Client API call duration, by method",
     unit: "s",
     advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
@@ -100,6 +103,14 @@ const KINDS = ["delta", "state"] as const;
 const KINDS_ACK = ["delta", "state", "ack"] as const;
 const KIND_ATTRS = { delta: { kind: "delta" }, state: { kind: "state" }, ack: { kind: "ack" } };
 
+const EVENT_ATTRS = new Map<string, Attributes>();
+/** framesRejected → { event: "frames_rejected" } (Prometheus label values are snake_case). */
+function eventAttrs(name: string): Attributes {
+  let a = EVENT_ATTRS.get(name);
+  if (a === undefined) EVENT_ATTRS.set(name, (a = { event: name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) }));
+  return a;
+}
+
 /**
  * Anti-entropy and membership, read from the parts once they exist (getSources returns undefined
  * until the node's background parts have started).
@@ -156,7 +167,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     r.observe(redundant, c.redundantReceived);
     r.observe(overflow, c.bufferOverflowDrops);
     r.observe(collected, c.deltasCollected);
-    for (const [event, n] of Object.entries(src.gossip.counters)) r.observe(transport, n, { event });
+    for (const [event, n] of Object.entries(src.gossip.counters)) r.observe(transport, n, eventAttrs(event));
     let bytes = 0;
     let maxBytes = 0;
     let entries = 0;
@@ -178,11 +189,11 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     r.observe(lagSum, sumLag);
     r.observe(lagging, behind);
     r.observe(neighbours, snap.neighbours.length);
-    const byState = new Map<string, number>(["ALIVE", "SUSPECT", "DEAD", "LEFT"].map((s) => [s, 0]));
+    const byState = new Map<string, number>(MEMBER_STATES.slice(1).map((s) => [s, 0]));
     for (const m of src.membership.members({ includeDeparted: true })) {
-      const s = MemberState[m.state] ?? String(m.state);
+      const s = MEMBER_STATES[m.state] ?? String(m.state);
       byState.set(s, (byState.get(s) ?? 0) + 1);
     }
-    for (const [state, n] of byState) r.observe(members, n, { state: state.toLowerCase() });
+    for (const [state, n] of byState) r.observe(members, n, { state });
   }, observables);
 }

@@ -155,7 +155,7 @@ async function startMetrics(config: NodeConfig, nodeId: string, store: Store) {
     import("@opentelemetry/exporter-prometheus"),
     import("@opentelemetry/resources"),
   ]);
-  const exporter = new PrometheusExporter({ preventServerStart: true });
+  const exporter = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
   const provider = new MeterProvider({
     resource: resourceFromAttributes({ "service.name": "deltaset", "service.instance.id": nodeId, "deltaset.cluster": config.cluster }),
     readers: [exporter],

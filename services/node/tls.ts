@@ -43,12 +43,16 @@ export function tlsMode(m: TlsMaterial | undefined): TlsMode {
   return m === undefined ? "off" : m.ca === undefined ? "server" : "mutual";
 }
 
-/** A certificate provider that hands out the material read at start, and never changes it. */
+/**
+ * A certificate provider that hands out the material read at start, and never changes it. It
+ * answers a new listener on the next microtask, as file-watching providers do: the server registers
+ * its own watcher only after adding the listeners, and would miss a synchronous answer.
+ */
 function fixedProvider(m: TlsMaterial): grpc.experimental.CertificateProvider {
   return {
-    addCaCertificateListener: (listener) => listener(m.ca === undefined ? null : { caCertificate: m.ca }),
+    addCaCertificateListener: (listener) => queueMicrotask(() => listener(m.ca === undefined ? null : { caCertificate: m.ca })),
     removeCaCertificateListener: () => {},
-    addIdentityCertificateListener: (listener) => listener({ certificate: m.cert, privateKey: m.key }),
+    addIdentityCertificateListener: (listener) => queueMicrotask(() => listener({ certificate: m.cert, privateKey: m.key })),
     removeIdentityCertificateListener: () => {},
   };
 }

@@ -28,7 +28,7 @@ const CHURN_STEPS = quick ? 600 : 3000; // 1 min or 5 min of churn
 const RUNS_PER_MODEL = quick ? 1 : 3; // seeds per churn model
 const AGREEMENT_LIMIT_MS = 120_000;
 const SIZES = [5, 10, 25, 50, 100];
-const TRIALS: Record<number, number> = quick ? { 5: 500, 10: 500, 25: 40, 50: 15, 100: 6 } : { 5: 1000, 10: 1000, 25: 300, 50: 100, 100: 50 };
+const TRIALS: Record<number, number> = quick ? { 5: 500, 10: 500, 25: 40, 50: 15, 100: 6 } : { 5: 1000, 10: 1000, 25: 300, 50: 150, 100: 100 };
 const LOSSES = [0, 0.1];
 const MODELS: ChurnModel[] = ["static", "intermediate", "dynamic"];
 

@@ -7,6 +7,9 @@
 // 2. A real node process over gRPC: single-element Add throughput with 32 concurrent clients,
 //    batch Add (1000 per call) elements/s while filling the set to 1M, Add latency at 1k/100k/1M,
 //    and the node's RSS at 1M elements.
+// 3. Telemetry overhead: single-element Add throughput (32 clients) and node CPU per Add of a node
+//    without telemetry, one with metrics (--metrics-listen) and one with metrics and tracing
+//    (--tracing none: every call's spans recorded, batched, then dropped), measured alternately.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -146,9 +149,92 @@ async function grpcBench() {
   }
 }
 
+/** Single-element Adds from 32 clients for `seconds`; returns ops/s. */
+async function addThroughput(clients: ReturnType<typeof replicaClient>[], seconds: number, tag: string): Promise<number> {
+  let ops = 0;
+  const end = performance.now() + seconds * 1000;
+  await Promise.all(
+    clients.map(async (c, w) => {
+      for (let i = 0; performance.now() < end; i++) {
+        await call(c, c.add, { key: `${tag}-${w % 8}`, elements: [el(`w${w}-`, i)], texts: [] });
+        ops++;
+      }
+    }),
+  );
+  return ops / seconds;
+}
+
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSecondsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+async function telemetryOverhead() {
+  const variants = [
+    { name: "off", host: "127.0.0.52", args: [] as string[] },
+    { name: "metrics", host: "127.0.0.53", args: ["--metrics-listen", "127.0.0.53:0"] },
+    { name: "metrics+tracing", host: "127.0.0.54", args: ["--metrics-listen", "127.0.0.54:0", "--tracing", "none"] },
+  ];
+  const nodes = await Promise.all(
+    variants.map((v) => startNodeProcess(["--listen", `${v.host}:0`, "--data-dir", join(root, `tel-${v.host}`), "--log-level", "info", ...v.args])),
+  );
+  const clients = nodes.map((n) => Array.from({ length: 32 }, () => replicaClient(n.address)));
+  try {
+    const seconds = quick ? 2 : 4;
+    const rounds = quick ? 1 : 3;
+    const runs = variants.map(() => [] as number[]);
+    const cpu = variants.map(() => ({ seconds: 0, ops: 0 }));
+    // Warm up each node (JIT, connections, first LevelDB files) before anything counts.
+    for (let i = 0; i < variants.length; i++) await addThroughput(clients[i]!, quick ? 0.5 : 1, "warm");
+    // Alternate, so that drift of the machine (other load, disk) hits every variant alike.
+    for (let r = 0; r < rounds; r++) {
+      for (let i = 0; i < variants.length; i++) {
+        const before = cpuSecondsOf(nodes[i]!.child.pid!);
+        const opsPerSec = await addThroughput(clients[i]!, seconds, `tel${r}`);
+        runs[i]!.push(opsPerSec);
+        cpu[i]!.seconds += cpuSecondsOf(nodes[i]!.child.pid!) - before;
+        cpu[i]!.ops += opsPerSec * seconds;
+      }
+      console.log(`telemetry round ${r + 1}: ${variants.map((v, i) => `${v.name} ${runs[i]!.at(-1)!.toFixed(0)} ops/s`).join(", ")}`);
+    }
+    // Evidence that telemetry was really on: the node counted the calls it served, with gRPC spans.
+    const full = nodes[2]!;
+    const endpoint = /"endpoint":"(http:[^"]+)"/.exec(full.logs())?.[1];
+    const scraped = endpoint === undefined ? "" : await (await fetch(endpoint)).text();
+    const countedAdds = Number(/^deltaset_rpc_calls_total\{method="Add",status="OK"\} (\d+)/m.exec(scraped)?.[1] ?? 0);
+    const grpcSpans = /"msg":"tracing on".*"grpcSpans":true/.test(full.logs());
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const ops = runs.map(mean);
+    const cpuMicrosPerOp = cpu.map((c) => (c.seconds / c.ops) * 1e6);
+    const overhead = 1 - ops[2]! / ops[0]!;
+    const metricsOverhead = 1 - ops[1]! / ops[0]!;
+    console.log(
+      `telemetry overhead on single-element Add: metrics ${(metricsOverhead * 100).toFixed(1)}%, metrics+tracing ${(overhead * 100).toFixed(1)}% ` +
+        `(${variants.map((v, i) => `${v.name} ${ops[i]!.toFixed(0)} ops/s, ${cpuMicrosPerOp[i]!.toFixed(0)} µs CPU/op`).join("; ")}; ${countedAdds} Adds counted, gRPC spans ${grpcSpans})`,
+    );
+    return {
+      secondsPerRun: seconds,
+      rounds,
+      variants: variants.map((v, i) => ({ name: v.name, flags: v.args.join(" "), runs: runs[i], opsPerSec: ops[i], cpuMicrosPerOp: cpuMicrosPerOp[i] })),
+      offOpsPerSec: ops[0]!,
+      metricsOpsPerSec: ops[1]!,
+      onOpsPerSec: ops[2]!,
+      metricsOverhead,
+      overhead,
+      countedAdds,
+      grpcSpans,
+    };
+  } finally {
+    for (const c of clients.flat()) c.close();
+    await Promise.all(nodes.map((n) => n.stop()));
+  }
+}
+
 const fsyncRows = await layoutComparison("fsync");
 const bufferedRows = await layoutComparison("buffered");
 const grpc = await grpcBench();
+const telemetry = await telemetryOverhead();
 rmSync(root, { recursive: true, force: true });
 
 const small = SIZES[0]!;
@@ -159,12 +245,20 @@ const targets = [
   target(`Add p50 at ${large} within 1.5x of p50 at ${small} (decomposed store, buffered)`, "<= 1.5x", ratio(bufferedRows), (m) => m <= 1.5, CMD),
   target(`Add p50 at ${large} within 1.5x of p50 at ${small} over gRPC (real node, fsync)`, "<= 1.5x", grpc.latency.at(-1)!.p50 / grpc.latency[0]!.p50, (m) => m <= 1.5, CMD),
   target("batch ingest, 1000 elements per Add, over gRPC", ">= 100000 elements/s", grpc.batchElementsPerSec, (m) => m >= 100_000, CMD),
+  target(
+    "telemetry overhead: single-element Add throughput lost with metrics and tracing of every call on (1 - on/off)",
+    "<= 20%",
+    telemetry.countedAdds > 0 && telemetry.grpcSpans ? telemetry.overhead : null,
+    (m) => m !== null && m <= 0.2,
+    CMD,
+  ),
 ];
 writeResults("replica", {
-  params: { quick, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync" },
+  params: { quick, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync", telemetryOn: "--metrics-listen --tracing none" },
   metrics: {
     layout: { fsync: fsyncRows, buffered: bufferedRows },
     grpc: { ...grpc, rssMiB: grpc.rssBytes / 2 ** 20 },
+    telemetry,
     baselineSlowdownAtLargest: { fsync: fsyncRows.at(-1)!.baselineP50 / fsyncRows.at(-1)!.decomposedP50, buffered: bufferedRows.at(-1)!.baselineP50 / bufferedRows.at(-1)!.decomposedP50 },
   },
   targets,
@@ -203,6 +297,12 @@ writeChart(
         series: [{ name: "deltaset", values: [grpc.singleOpsPerSec, grpc.batchElementsPerSec] }],
         yLabel: "per second",
         logY: true,
+      }),
+      barChart({
+        title: `Telemetry overhead on single Add: ${(telemetry.overhead * 100).toFixed(1)}%`,
+        categories: ["telemetry off", "metrics", "metrics + tracing"],
+        series: [{ name: "ops/s, 32 clients", values: [telemetry.offOpsPerSec, telemetry.metricsOpsPerSec, telemetry.onOpsPerSec] }],
+        yLabel: "ops/s",
       }),
     ],
     { columns: 2, title: `deltaset replica benchmark${quick ? " (quick)" : ""}` },

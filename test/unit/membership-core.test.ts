@@ -101,6 +101,35 @@ describe("membership core: single steps", () => {
     assert.equal(a.stats().refutations, 1);
   });
 
+  it("probe path: direct ping, one more ping on timeout, SUSPECT, then a notice that lets it refute", () => {
+    const a = core("a", 1001, { config: { indirectChecks: 3 } });
+    const b = core("b", 1002);
+    a.handlePing({ cluster: CLUSTER, from: "b", seq: 1n, target: "a", updates: [b.selfInfo()] }, 0);
+    a.drain();
+    a.tick(a.nextDeadline());
+    const direct = a.drain().calls;
+    assert.equal(direct.length, 1);
+    assert.equal(direct[0]!.kind, "ping");
+    const t0 = a.nextDeadline();
+    a.tick(t0); // the direct ping times out; with no helper, only the second ping goes out
+    const retry = a.drain().calls;
+    assert.deepEqual(retry.map((c) => c.kind), ["ping"]);
+    a.callFailed(retry[0]!.id, t0 + 1); // an error counts as a timeout
+    assert.equal(a.member("b")?.state, MemberState.SUSPECT);
+    const out = a.drain();
+    assert.deepEqual(out.events.map((e) => e.kind), ["suspect"]);
+    const notice = out.calls.find((c) => c.kind === "ping");
+    assert.ok(notice && notice.kind === "ping" && notice.nodeId === "b");
+    assert.ok(notice.request.updates.some((u) => u.nodeId === "b" && u.state === MemberState.SUSPECT), "the notice tells b");
+    const answer = b.handlePing(notice.request, t0 + 5);
+    assert.ok(answer.ok);
+    a.receivePingReply(notice.id, answer.reply, t0 + 10);
+    assert.equal(a.member("b")?.state, MemberState.ALIVE);
+    assert.equal(a.member("b")?.incarnation, 1n);
+    a.tick(t0 + 60_000);
+    assert.equal(a.member("b")?.state, MemberState.ALIVE, "no death after the refutation");
+  });
+
   it("never lets an old ALIVE undo a death, but a higher incarnation does", () => {
     const a = core("a", 1001);
     const ping = (updates: MemberInfo[], at: number) => a.handlePing({ cluster: CLUSTER, from: "x", seq: 1n, target: "a", updates }, at);
