@@ -3,8 +3,8 @@
 // of acknowledged and indeterminate operations per second over the run, with the fault phase.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { machineInfo, repoRoot, target, type Target } from "../../test/bench/lib/results.js";
-import { lineChart } from "../../test/bench/lib/svg-plot.js";
+import { machineInfo, repoRoot, target, type Target } from "../report/results.js";
+import { lineChart } from "../report/svg-plot.js";
 import type { RunResult } from "./run.js";
 
 export const DEFAULT_RESULTS_DIR = join(repoRoot, "docs", "results", "chaos");
@@ -21,6 +21,7 @@ export function runTargets(r: RunResult, command = runCommand(r)): Target[] {
   return [
     target("acknowledged adds lost", "0", r.check.lostCount, (m) => m === 0, command),
     target("removed elements that came back", "0", r.check.resurrectedCount, (m) => m === 0, command),
+    target("acknowledged removes that left an element their context covered", "0", r.check.ignoredRemoveCount, (m) => m === 0, command),
     target("nodes whose final reads differ", "0", r.check.divergence.nodes.length, (m) => m === 0, command),
     target("elements no add wrote", "0", r.check.unexpected.length, (m) => m === 0, command),
     target(`identical final reads within ${CONVERGENCE_TARGET_MS / 1000} s of heal`, `<= ${CONVERGENCE_TARGET_MS} ms`, r.convergenceFromHealMs, (m) => m !== null && m <= CONVERGENCE_TARGET_MS, command),
@@ -38,7 +39,8 @@ export function runMetrics(r: RunResult): Record<string, unknown> {
     resurrected: c.resurrected.slice(0, 20),
     excusedByIndeterminateAdd: c.excusedByIndeterminateAdd,
     removesWithoutEffect: c.removesWithoutEffect,
-    survivedRemoveWithoutEffect: c.survivedRemoveWithoutEffect,
+    ignoredRemoveCount: c.ignoredRemoveCount,
+    ignoredRemoves: c.ignoredRemoves.slice(0, 20),
     divergence: c.divergence,
     unexpected: c.unexpected.slice(0, 20),
     unexpectedCount: c.unexpected.length,
