@@ -11,6 +11,7 @@ import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
 import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
+import { eventually } from "../helpers/eventually.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-cluster-"));
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--reap-after-ms", "4000", "--log-level", "info"];
@@ -48,25 +49,9 @@ async function read(i: number, key: string): Promise<string[]> {
   }
 }
 
-async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: T | undefined;
-  let lastErr: unknown;
-  while (Date.now() < end) {
-    try {
-      last = await fn();
-      if (ok(last)) return last;
-    } catch (err) {
-      lastErr = err;
-    }
-    await new Promise((r) => setTimeout(r, 150));
-  }
-  dumpLogs();
-  assert.fail(`${what} did not happen within ${timeoutMs} ms; last value: ${JSON.stringify(last, (_k, v) => (v instanceof Map ? [...v] : v))} ${lastErr ?? ""}`);
-}
 
 async function sameEverywhere(key: string, on: number[], expected?: string[]): Promise<string[]> {
-  const reads = await eventually(
+  const reads = await untilOrDump(
     `identical reads of "${key}" on ${on.join(",")}`,
     () => Promise.all(on.map((i) => read(i, key))),
     (rs) => rs.every((r) => JSON.stringify(r) === JSON.stringify(rs[0])) && (expected === undefined || JSON.stringify(rs[0]) === JSON.stringify(expected)),
@@ -84,13 +69,18 @@ async function addOn(i: number, key: string, els: string[]): Promise<void> {
 }
 
 /** On failure, the nodes' logs go to stderr (and to files when CLUSTER_LOGS names a directory). */
+/** eventually(), printing the nodes' logs when it gives up. */
+function untilOrDump<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
+  return eventually(what, fn, ok, timeoutMs, dumpLogs);
+}
+
 function dumpLogs(): void {
   for (const [i, n] of nodes) process.stderr.write(`--- c${i} log (last 30 lines)\n${n.logs().split("\n").slice(-30).join("\n")}\n`);
 }
 
 before(async () => {
   await Promise.all([1, 2, 3, 4, 5].map(start));
-  await eventually("five alive members", () => members(1), (m) => [...m.values()].filter((s) => s === MemberState.ALIVE).length === 5);
+  await untilOrDump("five alive members", () => members(1), (m) => [...m.values()].filter((s) => s === MemberState.ALIVE).length === 5);
 });
 
 after(async () => {
@@ -114,7 +104,7 @@ describe("a 5-node cluster", () => {
     // Remove some on a node other than their writer: the removal must win everywhere.
     const c = replicaClient(addr(2));
     // A remove removes what this node has observed: wait until c2 has seen both adds.
-    await eventually("n1's and n3's adds at n2", () => read(2, "spread"), (r) => r.includes("n1-0000") && r.includes("n3-0199"));
+    await untilOrDump("n1's and n3's adds at n2", () => read(2, "spread"), (r) => r.includes("n1-0000") && r.includes("n3-0199"));
     await call(c, c.remove, { key: "spread", elements: [Buffer.from("n1-0000"), Buffer.from("n3-0199")], texts: [] });
     await call(c, c.increment, { key: "count", amount: 7n, requestId: "" });
     c.close();
@@ -133,9 +123,9 @@ describe("a 5-node cluster", () => {
   it("a SIGKILLed node is declared dead and leaves the gossip neighbour set", async () => {
     await nodes.get(3)!.kill();
     for (const i of [1, 2, 4, 5]) {
-      await eventually(`c3 DEAD at c${i}`, () => members(i), (m) => m.get("c3") === MemberState.DEAD || m.get("c3") === undefined, 12_000);
+      await untilOrDump(`c3 DEAD at c${i}`, () => members(i), (m) => m.get("c3") === MemberState.DEAD || m.get("c3") === undefined, 12_000);
     }
-    await eventually(
+    await untilOrDump(
       "c1 gossip neighbours without c3",
       async () => nodes.get(1)!.logs(),
       (logs) => /"msg":"gossip neighbours","node":"c1","neighbours":\["c2","c4","c5"\],"ackMap":\["c2","c4","c5"\]/.test(logs),
@@ -146,7 +136,7 @@ describe("a 5-node cluster", () => {
   it("restarted, it rejoins under the same id and catches up on what it missed (full state)", async () => {
     await addOn(1, "missed", ["while-down-1", "while-down-2"]);
     await start(3);
-    await eventually("c3 ALIVE at c1", () => members(1), (m) => m.get("c3") === MemberState.ALIVE);
+    await untilOrDump("c3 ALIVE at c1", () => members(1), (m) => m.get("c3") === MemberState.ALIVE);
     await sameEverywhere("missed", [1, 2, 3, 4, 5], ["while-down-1", "while-down-2"]);
     const spread1 = await read(1, "spread");
     await sameEverywhere("spread", [1, 2, 3, 4, 5], spread1);
@@ -156,10 +146,10 @@ describe("a 5-node cluster", () => {
     const t0 = Date.now();
     const code = await nodes.get(2)!.stop();
     assert.equal(code, 0);
-    await eventually("c2 LEFT at c1", () => members(1), (m) => m.get("c2") === MemberState.LEFT || m.get("c2") === undefined, 3000);
+    await untilOrDump("c2 LEFT at c1", () => members(1), (m) => m.get("c2") === MemberState.LEFT || m.get("c2") === undefined, 3000);
     assert.ok(Date.now() - t0 < 5000);
     await start(2);
-    await eventually("c2 back", () => members(1), (m) => m.get("c2") === MemberState.ALIVE);
+    await untilOrDump("c2 back", () => members(1), (m) => m.get("c2") === MemberState.ALIVE);
   });
 
   it("a new node joining a cluster with data receives all of it, and writes during churn converge", async () => {

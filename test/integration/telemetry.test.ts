@@ -16,6 +16,7 @@ import { loadConfig } from "../../services/node/config.ts";
 import { createLogger } from "../../services/node/logger.ts";
 import { startNode } from "../../services/node/node.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
+import { eventually } from "../helpers/eventually.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-telemetry-"));
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150"];
@@ -46,20 +47,6 @@ async function scrape(address: string): Promise<string> {
   return res.text();
 }
 
-async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: T | undefined;
-  while (Date.now() < end) {
-    try {
-      last = await fn();
-      if (ok(last)) return last;
-    } catch {
-      // not yet
-    }
-    await new Promise((r) => setTimeout(r, 150));
-  }
-  assert.fail(`${what} did not happen within ${timeoutMs} ms`);
-}
 
 describe("telemetry off (the default)", () => {
   it("loads no OpenTelemetry package, and metrics load only the metrics SDK", async () => {

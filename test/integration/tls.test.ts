@@ -15,6 +15,7 @@ import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts
 import { isLoopbackHost } from "../../services/node/tls.ts";
 import { type CertFiles, type TestCa, makeCa } from "../helpers/certs.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
+import { eventually } from "../helpers/eventually.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-tls-"));
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--reap-after-ms", "4000"];
@@ -31,21 +32,6 @@ const tlsArgs = (c: CertFiles, ca: string) => ["--tls-cert", c.cert, "--tls-key"
 const serverTls = () => grpc.credentials.createSsl(readFileSync(clusterCa.ca));
 const withClientCert = (c: CertFiles) => grpc.credentials.createSsl(readFileSync(clusterCa.ca), readFileSync(c.key), readFileSync(c.cert));
 
-async function eventually<T>(what: string, fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: T | undefined;
-  let lastErr: unknown;
-  while (Date.now() < end) {
-    try {
-      last = await fn();
-      if (ok(last)) return last;
-    } catch (err) {
-      lastErr = err;
-    }
-    await new Promise((r) => setTimeout(r, 150));
-  }
-  assert.fail(`${what} did not happen within ${timeoutMs} ms; last: ${JSON.stringify(last)} ${lastErr ?? ""}`);
-}
 
 async function members(address: string): Promise<Record<string, string>> {
   const c = membershipClient(address, serverTls());
