@@ -12,6 +12,9 @@
 //   a retry of the same add: an acknowledged one started after the remove completed has a dot
 //   outside the remove's context (and so does not count as covered), and an indeterminate one
 //   may have taken effect at any time, before or after the remove (add wins): both excuse e.
+// - ignored removes: e present at the end although an acknowledged remove of e whose context
+//   covered the dot of every acknowledged add of e answered removed = 0 (the node did not remove
+//   it), with no indeterminate add of e. The remove's contract is to delete what its context saw.
 // - divergence: nodes whose final reads differ from the most common read (or that could not be
 //   read at all), and unexpected elements that no add ever wrote.
 import type { AddOp, ContextRanges, FinalReads, Op, ReadOp, RemoveOp } from "./history.js";
@@ -37,7 +40,7 @@ export interface ResurrectedElement {
   key: string;
   element: string;
   presentOn: string[];
-  /** The acknowledged remove that reported it removed. */
+  /** The acknowledged remove that reported it removed (for ignored removes: that removed nothing). */
   removedBy: { node: string; end: number; readNode: string };
 }
 
@@ -63,8 +66,9 @@ export interface CheckReport {
    * read's context covered (it lagged behind the node that served the read).
    */
   removesWithoutEffect: number;
-  /** Of those, elements still present at the end whose every acknowledged dot the context covered. */
-  survivedRemoveWithoutEffect: number;
+  /** Elements still present at the end that such a remove should have deleted (its context covered them). */
+  ignoredRemoves: ResurrectedElement[];
+  ignoredRemoveCount: number;
   divergence: {
     identical: boolean;
     /** Nodes whose read differs from the most common one. */
@@ -132,7 +136,7 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
   const lost: LostElement[] = [];
   const resurrected: ResurrectedElement[] = [];
   let excused = 0;
-  let survivedNoEffect = 0;
+  const ignored: ResurrectedElement[] = [];
   let removedElements = 0;
   let ackedElements = 0;
   for (const [k, list] of adds) {
@@ -164,8 +168,9 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
       if (culprit !== undefined) {
         if (indeterminateAdd) excused++;
         else resurrected.push({ key, element, presentOn, removedBy: { node: culprit.node, end: culprit.end, readNode: culprit.readNode } });
-      } else if (!indeterminateAdd && rs.some((r) => r.outcome === "ok" && r.removed === 0 && acked.length > 0 && coversAll(r))) {
-        survivedNoEffect++;
+      } else if (!indeterminateAdd && acked.length > 0) {
+        const noEffect = rs.find((r) => r.outcome === "ok" && r.removed === 0 && coversAll(r));
+        if (noEffect !== undefined) ignored.push({ key, element, presentOn, removedBy: { node: noEffect.node, end: noEffect.end, readNode: noEffect.readNode } });
       }
     }
   }
@@ -211,7 +216,7 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
   const okOps = addOps.filter((o) => o.outcome === "ok").length + removeOps.filter((o) => o.outcome === "ok").length;
 
   return {
-    valid: lost.length === 0 && resurrected.length === 0 && identical && unexpected.length === 0,
+    valid: lost.length === 0 && resurrected.length === 0 && ignored.length === 0 && identical && unexpected.length === 0,
     ops: { add: counts(addOps), remove: counts(removeOps), read: counts(readOps) },
     elements: { attempted: adds.size, acked: ackedElements, removed: removedElements },
     lost,
@@ -220,7 +225,8 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
     resurrectedCount: resurrected.length,
     excusedByIndeterminateAdd: excused,
     removesWithoutEffect: removeOps.filter((r) => r.outcome === "ok" && r.removed === 0).length,
-    survivedRemoveWithoutEffect: survivedNoEffect,
+    ignoredRemoves: ignored,
+    ignoredRemoveCount: ignored.length,
     divergence: { identical, nodes: divergentNodes.concat(unreadable), unreadable, details },
     unexpected,
     ackedOpsPerSec: spanMs > 0 ? okOps / (spanMs / 1000) : 0,

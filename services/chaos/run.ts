@@ -3,7 +3,7 @@
 // keep the workload going briefly, stop it, read every node until the reads are identical (or
 // a bound passes), and check the history against those reads. Processes, proxies and data are
 // cleaned up on every path, including an abort (Ctrl-C).
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
@@ -90,7 +90,6 @@ export const CHAOS_NODE_ARGS = [
   "--probe-timeout-ms", "150",
   "--reap-after-ms", "5000",
   "--gossip-rpc-timeout-ms", "2000",
-  "--sync", "buffered",
   "--log-level", "info",
 ];
 
@@ -314,6 +313,11 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     const check = checkHistory(ops, final.reads);
     const end = Date.now();
     valid = check.valid;
+    if (dataDir !== null && (o.keepData || !valid)) {
+      // For investigation: the whole history and the final reads, next to the node logs.
+      writeFileSync(join(dataDir, "history.jsonl"), ops.map((op) => JSON.stringify(op)).join("\n") + "\n");
+      writeFileSync(join(dataDir, "final-reads.json"), JSON.stringify(final.reads));
+    }
     const s = buckets(ops, workloadStart, workloadStop, 500);
     return {
       scenario: plan.scenario,

@@ -30,8 +30,8 @@ run options:
   --keep-data          keep node data and logs (they are kept anyway when the check fails)
   --no-remove-retry    do not repeat a Remove that answered removed = 0 at the read's node
   -- NODE-FLAGS...     node flags instead of the default chaos timings
-Exit status: 0 when the history checks out (nothing lost, nothing resurrected, identical reads),
-1 otherwise.
+Exit status: 0 when the history checks out (nothing lost, nothing resurrected, no remove ignored,
+identical reads), 1 otherwise.
 `;
 
 export async function chaosCommand(args: string[]): Promise<void> {
@@ -83,7 +83,7 @@ async function chaosRun(args: string[]): Promise<void> {
     allowPositionals: true,
     strict: true,
   });
-  const { resolveScenario } = await import("../chaos/plan.js");
+  const { resolveScenario, PROCESS_SCENARIOS } = await import("../chaos/plan.js");
   if (positionals.length !== 1) throw new UsageError(`chaos run takes one scenario\n${CHAOS_USAGE}`);
   const scenario = resolveScenario(positionals[0]!);
   if (scenario === undefined) throw new UsageError(`unknown scenario "${positionals[0]}"\n${CHAOS_USAGE}`);
@@ -98,6 +98,8 @@ async function chaosRun(args: string[]): Promise<void> {
     if (values.toxiproxy === undefined) throw new UsageError("--external needs --toxiproxy URL[,URL...] (the Toxiproxy API of the nodes' peer links)");
     addresses = list(raw);
     nodeCount = addresses.length;
+    if (nodeCount < 2) throw new UsageError("--nodes-addrs needs at least 2 nodes");
+    if (PROCESS_SCENARIOS.has(scenario)) throw new UsageError(`scenario "${scenario}" kills, pauses or restarts node processes, which --external cannot do; network scenarios and mix work`);
   } else {
     nodeCount = positiveInt(values.nodes, "--nodes", 3);
     if (nodeCount < 2) throw new UsageError("--nodes must be at least 2");
@@ -165,7 +167,7 @@ function summaryText(r: import("../chaos/run.js").RunResult): string {
     `  nodes with differing reads:    ${c.divergence.nodes.length}${c.divergence.nodes.length ? ` (${c.divergence.nodes.join(", ")})` : ""}`,
     `  identical reads after heal:    ${r.convergenceFromHealMs === null ? "never (within the bound)" : `${r.convergenceFromHealMs} ms`}`,
     `  operations: add ${fmt(c.ops.add)}, remove ${fmt(c.ops.remove)}, read ${fmt(c.ops.read)}; ${c.ackedOpsPerSec.toFixed(0)} acked/s`,
-    `  removes without effect:        ${c.removesWithoutEffect} (element still there at the end: ${c.survivedRemoveWithoutEffect})`,
+    `  removes without effect:        ${c.removesWithoutEffect} (answered removed = 0; element their context covered still there: ${c.ignoredRemoveCount})`,
     `  gossip bytes:                  ${r.gossipBytes ?? "not measured"}`,
     ...(r.dataDir ? [`  node data and logs kept in ${r.dataDir}`] : []),
   ].join("\n");

@@ -59,11 +59,15 @@ export async function clusterCommand(args: string[]): Promise<void> {
   const extra = args.includes("--") ? args.slice(args.indexOf("--") + 1) : positionals;
   let proxyServer: { url: string; close(): Promise<void> } | undefined;
   let peerProxy: string | undefined;
-  if (values.chaos === true) {
+  if (values.chaos === true || values.toxiproxy !== undefined) {
     peerProxy = values.toxiproxy as string | undefined;
     if (peerProxy === undefined) {
       const { startToxiproxyServer } = await import("../chaos/proxy/index.js");
-      proxyServer = await startToxiproxyServer({ host: "127.0.0.1", port: 8474 });
+      try {
+        proxyServer = await startToxiproxyServer({ host: "127.0.0.1", port: 8474 });
+      } catch (err) {
+        throw new UsageError(`cannot start the fault proxy API on 127.0.0.1:8474 (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); pass --toxiproxy URL to use a running one`);
+      }
       peerProxy = proxyServer.url;
     }
     extra.push("--peer-proxy", peerProxy);

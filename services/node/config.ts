@@ -72,6 +72,12 @@ export interface NodeConfig {
   otlpEndpoint?: string;
   logLevel: "debug" | "info" | "warn" | "error";
   drainTimeoutMs: number;
+  /**
+   * A Remove whose context covers adds this node has not received yet waits this long for
+   * anti-entropy to bring them, then answers UNAVAILABLE (removing less than the client saw
+   * would silently keep those elements).
+   */
+  removeWaitMs: number;
   limits: Limits;
   gossip: GossipSettings;
   membership: MembershipSettings;
@@ -93,6 +99,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   logLevel: "info",
   tracing: "off",
   drainTimeoutMs: 20_000,
+  removeWaitMs: 2000,
   limits: {
     maxKeyBytes: 1024,
     maxElementBytes: 64 * 1024,
@@ -144,6 +151,7 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "otlp-endpoint", env: "DELTASET_OTLP_ENDPOINT", path: "otlpEndpoint", kind: "string" },
   { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string" },
   { flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int" },
+  { flag: "remove-wait-ms", env: "DELTASET_REMOVE_WAIT_MS", path: "removeWaitMs", kind: "int" },
   { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int" },
   { flag: "max-element-bytes", env: "DELTASET_MAX_ELEMENT_BYTES", path: "limits.maxElementBytes", kind: "int" },
   { flag: "max-elements-per-call", env: "DELTASET_MAX_ELEMENTS_PER_CALL", path: "limits.maxElementsPerCall", kind: "int" },

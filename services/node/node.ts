@@ -79,6 +79,7 @@ export async function startNode(
       createReplicaService({
         store,
         limits: config.limits,
+        removeWaitMs: config.removeWaitMs,
         log: nodeLog,
         onLocalDelta: (key, type, delta) => {
           for (const e of exts) e.onLocalDelta?.(key, type, delta);

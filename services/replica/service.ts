@@ -4,6 +4,7 @@ import { once } from "node:events";
 import type { ServerUnaryCall, ServerWritableStream, sendUnaryData } from "@grpc/grpc-js";
 import {
   type AWSet,
+  type CausalContext,
   ObjectType,
   type PNCounter,
   contextFromProto,
@@ -24,6 +25,8 @@ export type LocalDeltaListener = (key: string, type: ObjectType, delta: AWSet | 
 export interface ReplicaServiceDeps {
   store: Store;
   limits: Limits;
+  /** How long a Remove waits for the adds its context covers to arrive (see NodeConfig). */
+  removeWaitMs?: number;
   log: Logger;
   onLocalDelta?: LocalDeltaListener;
   /** Observes every call's method, status code and duration (metrics). */
@@ -71,6 +74,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const observed = req.context === undefined ? undefined : contextFromProto(req.context);
+      if (observed !== undefined) await awaitContext(store, req.key, observed, deps.removeWaitMs ?? 2000);
       const r = await store.remove(req.key, elements, observed);
       if (!r.delta.ctx.isEmpty()) notify(req.key, ObjectType.AWSET, r.delta);
       return { removed: r.removed };
@@ -187,4 +191,26 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       return { value: r.value, dot: dotToProto(r.dot) };
     }),
   };
+}
+
+/**
+ * Wait until this node has seen every event the client's context covers, so that the remove
+ * takes out every add the client observed. The key-level context cannot say which element an
+ * unseen dot belongs to, so removing it blindly could take out another element's add instead.
+ */
+async function awaitContext(store: Store, key: string, observed: CausalContext, waitMs: number): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const info = await store.describe(key);
+    const have = info?.ctx;
+    if (have !== undefined ? observed.leq(have) : observed.isEmpty()) return;
+    if (Date.now() >= deadline) {
+      throw new RpcError(
+        14,
+        `this node has not yet received every add your context covers (waited ${waitMs} ms); ` +
+          `retry, or send the Remove to the node you read from`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }

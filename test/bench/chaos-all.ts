@@ -34,16 +34,16 @@ function fmtBytes(b: number | null): string {
 
 export function summaryTable(rows: Row[]): string {
   const head = [
-    "| scenario | nodes | lost | resurrected | divergent nodes | heal → identical reads | acked ops/s | adds ok / indeterminate | removes ok (no effect) | gossip bytes | met |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+    "| scenario | nodes | lost | resurrected | ignored removes | divergent nodes | heal → identical reads | acked ops/s | adds ok / indeterminate | removes ok (no effect) | gossip bytes | met |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
   ];
   const body = rows.map((r) => {
-    if (r.result === undefined) return `| ${r.scenario} | ${r.nodes} | – | – | – | – | – | – | – | – | run failed: ${r.error?.replace(/\|/g, "/").slice(0, 120)} |`;
+    if (r.result === undefined) return `| ${r.scenario} | ${r.nodes} | – | – | – | – | – | – | – | – | – | run failed: ${r.error?.replace(/\|/g, "/").slice(0, 120)} |`;
     const c = r.result.check;
     const met = r.targets.every((t) => t.met);
     const conv = r.result.convergenceFromHealMs === null ? "never" : `${(r.result.convergenceFromHealMs / 1000).toFixed(2)} s`;
     const div = c.divergence.nodes.length === 0 ? "0" : `${c.divergence.nodes.length} (${c.divergence.nodes.join(", ")})`;
-    return `| ${r.scenario} | ${r.nodes} | ${c.lostCount} | ${c.resurrectedCount} | ${div} | ${conv} | ${c.ackedOpsPerSec.toFixed(0)} | ${c.ops.add.ok} / ${c.ops.add.info} | ${c.ops.remove.ok} (${c.removesWithoutEffect}) | ${fmtBytes(r.result.gossipBytes)} | ${met ? "yes" : "**no**"} |`;
+    return `| ${r.scenario} | ${r.nodes} | ${c.lostCount} | ${c.resurrectedCount} | ${c.ignoredRemoveCount} | ${div} | ${conv} | ${c.ackedOpsPerSec.toFixed(0)} | ${c.ops.add.ok} / ${c.ops.add.info} | ${c.ops.remove.ok} (${c.removesWithoutEffect}) | ${fmtBytes(r.result.gossipBytes)} | ${met ? "yes" : "**no**"} |`;
   });
   return [...head, ...body].join("\n");
 }
@@ -127,9 +127,13 @@ async function main(): Promise<void> {
     `Every scenario runs ${faultMs / 1000} s of faults on a local cluster whose peer links go through per-link`,
     "Toxiproxy-compatible proxies, under 4 concurrent clients adding unique elements and removing some they read",
     "(Query with context, then Remove with it). After the heal the workload goes on for 2 s, then every node is",
-    "read in full until all reads are identical. Targets: 0 lost, 0 resurrected, identical reads within",
-    `${CONVERGENCE_TARGET_MS / 1000} s of the heal. "no effect": acknowledged removes that answered removed = 0 (the`,
-    "node lagged behind the node that served the read; the client then repeated the remove at the read's node).",
+    "read in full until all reads are identical. Targets: 0 lost, 0 resurrected, 0 ignored removes, identical",
+    `reads within ${CONVERGENCE_TARGET_MS / 1000} s of the heal. Lost: an acknowledged add absent at the end that no`,
+    "acknowledged or indeterminate remove whose context covered it explains. Resurrected: present at the end after an",
+    "acknowledged remove that reported it removed and whose context covered every acknowledged add of it (no",
+    "indeterminate add of it). Ignored remove: present at the end although an acknowledged remove whose context",
+    `covered it answered removed = 0. "no effect": acknowledged removes that answered removed = 0 (the node lagged`,
+    "behind the node that served the read); the client then repeats the remove at the read's node.",
     "Gossip bytes: anti-entropy payload bytes sent by all nodes (deltaset_gossip_sent_bytes_total).",
     "",
     table,
@@ -150,6 +154,7 @@ async function main(): Promise<void> {
         error: r.error,
         lost: r.result?.check.lostCount ?? null,
         resurrected: r.result?.check.resurrectedCount ?? null,
+        ignoredRemoves: r.result?.check.ignoredRemoveCount ?? null,
         divergentNodes: r.result?.check.divergence.nodes ?? null,
         convergenceFromHealMs: r.result?.convergenceFromHealMs ?? null,
         ackedOpsPerSec: r.result ? Number(r.result.check.ackedOpsPerSec.toFixed(1)) : null,

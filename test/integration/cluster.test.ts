@@ -120,6 +120,22 @@ describe("a 5-node cluster", () => {
     for (const e of expected) if (e !== "n1-0000" && e !== "n3-0199") assert.ok(got.includes(e), `${e} missing`);
   });
 
+  it("a Remove sent to a node that has not yet received the add still removes what the reader saw", async () => {
+    const c1 = replicaClient(addr(1));
+    const c5 = replicaClient(addr(5));
+    try {
+      await call(c1, c1.add, { key: "read-then-remove", elements: [Buffer.from("x")], texts: [] });
+      const seen = await call(c1, c1.query, { key: "read-then-remove", elements: [Buffer.from("x")], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
+      // Immediately, at another node: it waits for anti-entropy to bring the add, then removes it.
+      const r = await call(c5, c5.remove, { key: "read-then-remove", elements: [Buffer.from("x")], texts: [], context: seen.context });
+      assert.equal(r.removed, 1);
+    } finally {
+      c1.close();
+      c5.close();
+    }
+    await sameEverywhere("read-then-remove", [1, 2, 3, 4, 5], []);
+  });
+
   it("a SIGKILLed node is declared dead and leaves the gossip neighbour set", async () => {
     await nodes.get(3)!.kill();
     for (const i of [1, 2, 4, 5]) {

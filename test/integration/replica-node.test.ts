@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { protoPath as healthProtoPath } from "grpc-health-check";
 import { GrpcReflection } from "grpc-js-reflection-client";
-import { AWSet, AWSetLattice, CounterLattice, ObjectType, PNCounter, contextToProto, makeDot } from "../../services/crdt/index.ts";
+import { AWSet, AWSetLattice, CounterLattice, ObjectType, PNCounter, contextFromProto, contextToProto, makeDot } from "../../services/crdt/index.ts";
 import type { ReplicaClient, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, replicaClient } from "../../services/cli/rpc.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
@@ -40,7 +40,7 @@ async function scanAll(key: string, chunkSize: number): Promise<ScanChunk[]> {
 }
 
 before(async () => {
-  node = await startNodeProcess(["--listen", "127.0.0.31:0", "--data-dir", join(dir, "data"), "--node-id", "solo", "--max-key-bytes", "64", "--max-elements-per-call", "2000"]);
+  node = await startNodeProcess(["--listen", "127.0.0.31:0", "--data-dir", join(dir, "data"), "--node-id", "solo", "--max-key-bytes", "64", "--max-elements-per-call", "2000", "--remove-wait-ms", "300"]);
   ADDR = node.address;
   client = replicaClient(ADDR);
 });
@@ -154,6 +154,15 @@ describe("validation answers clear statuses and changes nothing", () => {
     // Over the message size limit (16 MiB by default): refused by the transport.
     const huge = Array.from({ length: 300 }, () => Buffer.alloc(60 * 1024, 1));
     await expectCode(add("k", huge), grpc.status.RESOURCE_EXHAUSTED);
+  });
+
+  it("UNAVAILABLE for a Remove whose context covers adds this node has not received", async () => {
+    await add("lagging", [b("x")]);
+    const ctx = AWSet.bottom().add("somewhere-else~1", [b("x")]).ctx;
+    const mine = (await query("lagging")).context!;
+    const both = contextToProto(contextFromProto(mine).join(ctx));
+    await expectCode(call(client, client.remove, { key: "lagging", elements: [b("x")], texts: [], context: both }), grpc.status.UNAVAILABLE, /not yet received every add/);
+    assert.deepEqual((await query("lagging")).members.map((m) => m.text), ["x"], "a refused remove changed the set");
   });
 
   it("FAILED_PRECONDITION for the wrong type of key", async () => {

@@ -95,11 +95,25 @@ test("presence after a remove is excused by adds the remove did not cover", () =
   r = checkHistory([add("a", null, 0, 1000, "info"), add("a", "n1:1", 5, 10), remove("a", { n1: [[1, 1]] }, 20, 30, 1)], same(["a"]));
   assert.equal(r.resurrectedCount, 0);
   assert.equal(r.excusedByIndeterminateAdd, 1);
-  // A remove that answered removed = 0 did not claim to remove it: counted, not a resurrection.
-  r = checkHistory([add("a", "n1:1", 0, 10), remove("a", { n1: [[1, 1]] }, 20, 30, 0)], same(["a"]));
+});
+
+test("a remove that answered removed = 0 although its context covered the element is reported", () => {
+  // The element was never gone (not a resurrection), but the remove ignored what its context saw.
+  let r = checkHistory([add("a", "n1:1", 0, 10), remove("a", { n1: [[1, 1]] }, 20, 30, 0)], same(["a"]));
   assert.equal(r.resurrectedCount, 0);
   assert.equal(r.removesWithoutEffect, 1);
-  assert.equal(r.survivedRemoveWithoutEffect, 1);
+  assert.equal(r.ignoredRemoveCount, 1);
+  assert.equal(r.ignoredRemoves[0]!.element, "a");
+  assert.equal(r.valid, false);
+  // Its context did not cover the add: add wins, nothing to report.
+  r = checkHistory([add("a", "n1:2", 0, 10), remove("a", { n1: [[1, 1]] }, 20, 30, 0)], same(["a"]));
+  assert.equal(r.ignoredRemoveCount, 0);
+  assert.equal(r.valid, true);
+  // Repeated where it took effect: the element is gone, nothing to report.
+  r = checkHistory([add("a", "n1:1", 0, 10), remove("a", { n1: [[1, 1]] }, 20, 30, 0), remove("a", { n1: [[1, 1]] }, 31, 35, 1)], same([]));
+  assert.equal(r.ignoredRemoveCount, 0);
+  assert.equal(r.removesWithoutEffect, 1);
+  assert.equal(r.valid, true);
 });
 
 test("unreadable nodes and elements nobody added make a run invalid", () => {
