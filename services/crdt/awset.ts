@@ -32,13 +32,13 @@ export class AWSet {
   /** The causal context. */
   readonly ctx: CausalContext;
   /** dotKey → element key, for every dot in the store. */
-  private readonly owner: Map<string, ElementKey>;
+  /** Built on first use: deltas that are only encoded or stored never need it. */
+  private ownerIndex: Map<string, ElementKey> | undefined;
 
   private constructor(entries: Map<ElementKey, DotSet>, ctx: CausalContext) {
     this.entries = entries;
     this.ctx = ctx;
-    this.owner = new Map();
-    for (const [k, dots] of entries) for (const d of dots) this.owner.set(dotKey(d), k);
+
   }
 
   static bottom(): AWSet {
@@ -204,6 +204,15 @@ export class AWSet {
   }
 
   /** Replace the dots of one element, keeping the index in step. Empty dots delete it. */
+  private get owner(): Map<string, ElementKey> {
+    if (this.ownerIndex === undefined) {
+      const index = new Map<string, ElementKey>();
+      for (const [k, dots] of this.entries) for (const d of dots) index.set(dotKey(d), k);
+      this.ownerIndex = index;
+    }
+    return this.ownerIndex;
+  }
+
   private setDots(k: ElementKey, dots: DotSet): void {
     for (const d of this.entries.get(k) ?? []) this.owner.delete(dotKey(d));
     if (dots.length === 0) {

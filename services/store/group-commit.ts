@@ -9,6 +9,8 @@ export type BatchOp = { type: "put"; key: Buffer; value: Buffer } | { type: "del
 
 interface Pending {
   ops: BatchOp[];
+  /** latin1 of each op's key, computed once. */
+  keys: string[];
   version: number;
   resolve: () => void;
   reject: (e: Error) => void;
@@ -41,11 +43,13 @@ export class GroupCommit {
     if (this.failed) return Promise.reject(this.failed);
     if (ops.length === 0) return Promise.resolve();
     const v = ++this.version;
-    for (const op of ops) {
-      this.overlay.set(op.key.toString("latin1"), { value: op.type === "put" ? op.value : null, version: v });
+    const keys = ops.map((op) => op.key.toString("latin1"));
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      this.overlay.set(keys[i]!, { value: op.type === "put" ? op.value : null, version: v });
     }
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, version: v, resolve, reject });
+      this.queue.push({ ops, keys, version: v, resolve, reject });
       if (!this.flushing) void this.flush();
     });
   }
@@ -114,10 +118,7 @@ export class GroupCommit {
         this.writes += group.length;
         // Drop overlay entries this group wrote, unless a later write replaced them.
         for (const p of group) {
-          for (const op of p.ops) {
-            const k = op.key.toString("latin1");
-            if (this.overlay.get(k)?.version === p.version) this.overlay.delete(k);
-          }
+          for (const k of p.keys) if (this.overlay.get(k)?.version === p.version) this.overlay.delete(k);
         }
         for (const p of group) p.resolve();
       }

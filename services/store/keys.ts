@@ -18,17 +18,29 @@ export const SUFFIX_ELEMENT = 0x02;
 export const SUFFIX_DOT = 0x03;
 
 export function escapeBytes(b: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(escapedLength(b));
+  writeEscaped(out, 0, b);
+  return out;
+}
+
+/** Bytes esc(b) takes. */
+function escapedLength(b: Uint8Array): number {
   let zeros = 0;
-  for (const x of b) if (x === 0) zeros++;
-  const out = Buffer.allocUnsafe(b.length + zeros + 2);
-  let i = 0;
-  for (const x of b) {
+  for (let i = 0; i < b.length; i++) if (b[i] === 0) zeros++;
+  return b.length + zeros + 2;
+}
+
+/** Write esc(b) at offset; returns the offset after it. */
+function writeEscaped(out: Buffer, offset: number, b: Uint8Array): number {
+  let i = offset;
+  for (let j = 0; j < b.length; j++) {
+    const x = b[j]!;
     out[i++] = x;
     if (x === 0) out[i++] = 0xff;
   }
   out[i++] = 0x00;
   out[i++] = 0x01;
-  return out;
+  return i;
 }
 
 /** Decode an escaped string at offset; returns the bytes and the offset after the terminator. */
@@ -98,7 +110,12 @@ export function headerKey(prefix: Buffer): Buffer {
 }
 
 export function elementRecordKey(prefix: Buffer, element: Uint8Array): Buffer {
-  return Buffer.concat([prefix, Buffer.from([SUFFIX_ELEMENT]), escapeBytes(element)]);
+  // One allocation: this runs for every element of every write.
+  const out = Buffer.allocUnsafe(prefix.length + 1 + escapedLength(element));
+  prefix.copy(out, 0);
+  out[prefix.length] = SUFFIX_ELEMENT;
+  writeEscaped(out, prefix.length + 1, element);
+  return out;
 }
 
 /** All element records of an object. */
@@ -109,10 +126,23 @@ export function elementRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
   };
 }
 
+const replicaBytes = new Map<string, Buffer>();
+
 export function dotRecordKey(prefix: Buffer, replica: string, counter: number): Buffer {
-  const c = Buffer.alloc(8);
-  c.writeBigUInt64BE(BigInt(counter));
-  return Buffer.concat([prefix, Buffer.from([SUFFIX_DOT]), escapeBytes(Buffer.from(replica, "utf8")), c]);
+  // Replica ids are few and long-lived: keep their UTF-8 bytes.
+  let r = replicaBytes.get(replica);
+  if (r === undefined) {
+    r = Buffer.from(replica, "utf8");
+    if (replicaBytes.size < 10_000) replicaBytes.set(replica, r);
+  }
+  const out = Buffer.allocUnsafe(prefix.length + 1 + escapedLength(r) + 8);
+  prefix.copy(out, 0);
+  out[prefix.length] = SUFFIX_DOT;
+  const at = writeEscaped(out, prefix.length + 1, r);
+  // counter < 2^53: high and low 32-bit words, big-endian.
+  out.writeUInt32BE(Math.floor(counter / 0x1_0000_0000), at);
+  out.writeUInt32BE(counter >>> 0, at + 4);
+  return out;
 }
 
 /** Everything of an object (header, elements, dots). */

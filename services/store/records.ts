@@ -39,11 +39,40 @@ export function decodeHeader(b: Uint8Array): Header {
   return { type, ctx, size, body };
 }
 
+/** The same bytes as a BinaryWriter writing uint32(n) then (string, uint64) per dot, without its buffers. */
 export function encodeDots(dots: DotSet): Buffer {
-  const w = new BinaryWriter();
-  w.uint32(dots.length);
-  for (const d of dots) w.string(d.replica).uint64(d.counter);
-  return Buffer.from(w.finish());
+  let size = varintLength(dots.length);
+  for (const d of dots) {
+    const len = Buffer.byteLength(d.replica, "utf8");
+    size += varintLength(len) + len + varintLength(d.counter);
+  }
+  const out = Buffer.allocUnsafe(size);
+  let at = writeVarint(out, 0, dots.length);
+  for (const d of dots) {
+    const len = Buffer.byteLength(d.replica, "utf8");
+    at = writeVarint(out, at, len);
+    at += out.write(d.replica, at, "utf8");
+    at = writeVarint(out, at, d.counter);
+  }
+  return out;
+}
+
+function varintLength(n: number): number {
+  let size = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+function writeVarint(out: Buffer, at: number, n: number): number {
+  while (n >= 128) {
+    out[at++] = (n % 128) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  out[at++] = n;
+  return at;
 }
 
 export function decodeDots(b: Uint8Array): Dot[] {
