@@ -89,7 +89,11 @@ export class NodeGossip {
   private stopped = false;
   private ticking = false;
 
-  constructor(private readonly o: NodeGossipOptions) {
+  /** Use create(), which restores the durable sequence numbers. */
+  private constructor(
+    private readonly o: NodeGossipOptions,
+    initialSeqs: number[],
+  ) {
     this.engine = new AntiEntropyEngine<KeyedStates>({
       self: o.store.nodeId,
       ops: keyedStatesOps,
@@ -97,26 +101,15 @@ export class NodeGossip {
       partitions: o.partitions,
       sync:
         o.algorithm === "alg2"
-          ? { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes }
+          ? { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes, initialSeqs }
           : { algorithm: 1, transitive: true, choose: o.choose ?? "delta+periodic-state" },
     });
   }
 
-  /** Restore the durable sequence numbers (before start). */
+  /** A gossip driver whose Algorithm 2 sequence numbers continue from the durable ones. */
   static async create(o: NodeGossipOptions): Promise<NodeGossip> {
     const seqs = await o.store.loadSeqs();
-    const g = new NodeGossip({ ...o });
-    if (o.algorithm === "alg2" && seqs.size > 0) {
-      const initialSeqs = Array.from({ length: o.partitions }, (_, p) => seqs.get(p) ?? 0);
-      (g as { engine: AntiEntropyEngine<KeyedStates> }).engine = new AntiEntropyEngine<KeyedStates>({
-        self: o.store.nodeId,
-        ops: keyedStatesOps,
-        random: o.random ?? Math.random,
-        partitions: o.partitions,
-        sync: { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes, initialSeqs },
-      });
-    }
-    return g;
+    return new NodeGossip(o, Array.from({ length: o.partitions }, (_, p) => seqs.get(p) ?? 0));
   }
 
   // ------------------------------------------------------------ wiring
