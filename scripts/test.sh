@@ -10,4 +10,17 @@ bash scripts/gen-check.sh
 echo "== tests"
 mapfile -t files < <(find test -name '*.test.ts' -not -path 'test/bench/*' | sort)
 if [ "${#files[@]}" -eq 0 ]; then echo "no test files found" >&2; exit 1; fi
-exec node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" --test-reporter=spec "${files[@]}"
+tap=$(mktemp)
+trap 'rm -f "$tap"' EXIT
+set +e
+node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=tap --test-reporter-destination="$tap" \
+  "${files[@]}"
+code=$?
+set -e
+# A plain closing line as well as the runner's own summary.
+pass=$(grep -E '^# pass [0-9]+' "$tap" | tail -1 | awk '{print $3}')
+fail=$(grep -E '^# fail [0-9]+' "$tap" | tail -1 | awk '{print $3}')
+echo "${pass:-0} passed, ${fail:-0} failed"
+exit "$code"
