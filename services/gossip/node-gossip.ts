@@ -204,7 +204,7 @@ export class NodeGossip {
   private async send(to: string, items: ReturnType<AntiEntropyEngine<KeyedStates>["tick"]>[number]["items"]): Promise<void> {
     const client = await this.clientFor(to);
     if (client === undefined) return;
-    const deltas: GossipFrame["payloads"] = [];
+    const deltas: Array<{ payload: GossipFrame["payloads"][number]; size: number }> = [];
     const states: Array<{ partition: number; seq: number }> = [];
     for (const item of items) {
       if (item.kind === PayloadKind.STATE || item.payload === undefined) {
@@ -218,7 +218,7 @@ export class NodeGossip {
         states.push({ partition: item.partition, seq: item.seq });
         continue;
       }
-      deltas.push({ partition: item.partition, kind: PayloadKind.DELTA, seq: BigInt(item.seq), keys });
+      deltas.push({ payload: { partition: item.partition, kind: PayloadKind.DELTA, seq: BigInt(item.seq), keys }, size });
     }
     try {
       // Deltas go in frames under the message size limit; a full state streams.
@@ -238,10 +238,9 @@ export class NodeGossip {
         batch = [];
         batchBytes = 0;
       };
-      for (const d of deltas) {
-        const size = d.keys.reduce((n, k) => n + k.key.length + (k.state?.payload.length ?? 0) + 16, 0);
+      for (const { payload, size } of deltas) {
         if (batchBytes + size > this.o.maxMessageBytes / 2) await flush();
-        batch.push(d);
+        batch.push(payload);
         batchBytes += size;
       }
       await flush();
