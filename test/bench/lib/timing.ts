@@ -52,16 +52,7 @@ export function heapUsedAfterGc(): number | null {
 }
 
 /** A small seeded PRNG (mulberry32): same seed, same sequence. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom as prng } from "../../../services/membership/prng.js";
 
 /**
  * Run fn and return the milliseconds of garbage-collection pauses that happened during it
