@@ -28,7 +28,7 @@ import { Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
 import { type Random, pick } from "./prng.js";
-import { varintSize } from "./keyed-states.js";
+import { varintSize } from "../wire/varint.js";
 
 export { PayloadKind };
 export type ItemKind = PayloadKind.DELTA | PayloadKind.STATE;

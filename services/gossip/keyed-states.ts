@@ -5,6 +5,7 @@
 import { type Lattice, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
+import { varintSize } from "../wire/varint.js";
 
 export interface KeyedState {
   readonly type: ObjectType;
@@ -58,16 +59,6 @@ function joinKeyed(ps: readonly KeyedStates[]): KeyedStates {
 }
 
 const utf8 = new TextEncoder();
-
-/** Bytes of a protobuf varint. */
-export function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
 
 /** Size of a length-delimited field (tag + length + body) holding `body` bytes. */
 function fieldSize(body: number): number {

@@ -38,7 +38,6 @@ import {
   type MemberInfo,
   type MembershipChange,
   type NodeIdentity,
-  type OutboundCall,
   type PingReply,
   type PingReqRequest,
   type PingRequest,

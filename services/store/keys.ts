@@ -5,7 +5,8 @@
 //   objects:   0x01 u16be(partition) esc(key) SUFFIX ...
 //     header   ... 0x01                                  → type + causal context + size
 //     element  ... 0x02 esc(element)                     → the element's live dots
-//     dot      ... 0x03 esc(replica) u64be(counter)      → the element holding that dot
+//     dots     ... 0x03 esc(replica) u64be(bucket)       → the elements holding that replica's live
+//                                                          dots bucket*B .. bucket*B+B-1 (dot-index.ts)
 //
 // esc() makes byte strings order-preserving and self-delimiting: 0x00 becomes 0x00 0xFF and the
 // string ends with 0x00 0x01, so a prefix sorts before its extensions and keys of one object are
@@ -15,7 +16,7 @@ export const META = 0x00;
 export const OBJECTS = 0x01;
 export const SUFFIX_HEADER = 0x01;
 export const SUFFIX_ELEMENT = 0x02;
-export const SUFFIX_DOT = 0x03;
+export const SUFFIX_DOTS = 0x03;
 
 export function escapeBytes(b: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(escapedLength(b));
@@ -128,21 +129,42 @@ export function elementRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
 
 const replicaBytes = new Map<string, Buffer>();
 
-export function dotRecordKey(prefix: Buffer, replica: string, counter: number): Buffer {
-  // Replica ids are few and long-lived: keep their UTF-8 bytes.
+/** UTF-8 bytes of a replica id. Replica ids are few and long-lived: their bytes are kept. */
+export function replicaUtf8(replica: string): Buffer {
   let r = replicaBytes.get(replica);
   if (r === undefined) {
     r = Buffer.from(replica, "utf8");
     if (replicaBytes.size < 10_000) replicaBytes.set(replica, r);
   }
-  const out = Buffer.allocUnsafe(prefix.length + 1 + escapedLength(r) + 8);
+  return r;
+}
+
+/** prefix 0x03 esc(replica): the start of every dot-index key of one replica in one object. */
+export function dotIndexPrefix(prefix: Buffer, replica: string): Buffer {
+  const r = replicaUtf8(replica);
+  const out = Buffer.allocUnsafe(prefix.length + 1 + escapedLength(r));
   prefix.copy(out, 0);
-  out[prefix.length] = SUFFIX_DOT;
-  const at = writeEscaped(out, prefix.length + 1, r);
-  // counter < 2^53: high and low 32-bit words, big-endian.
-  out.writeUInt32BE(Math.floor(counter / 0x1_0000_0000), at);
-  out.writeUInt32BE(counter >>> 0, at + 4);
+  out[prefix.length] = SUFFIX_DOTS;
+  writeEscaped(out, prefix.length + 1, r);
   return out;
+}
+
+/** The key of one dot-index bucket, after dotIndexPrefix. */
+export function dotBucketKey(replicaPrefix: Buffer, bucket: number): Buffer {
+  const out = Buffer.allocUnsafe(replicaPrefix.length + 8);
+  replicaPrefix.copy(out, 0);
+  // bucket < 2^53: high and low 32-bit words, big-endian.
+  out.writeUInt32BE(Math.floor(bucket / 0x1_0000_0000), replicaPrefix.length);
+  out.writeUInt32BE(bucket >>> 0, replicaPrefix.length + 4);
+  return out;
+}
+
+/** Every dot-index bucket of an object. */
+export function dotIndexRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
+  return {
+    gte: Buffer.concat([prefix, Buffer.from([SUFFIX_DOTS])]),
+    lt: Buffer.concat([prefix, Buffer.from([SUFFIX_DOTS + 1])]),
+  };
 }
 
 /** Everything of an object (header, elements, dots). */

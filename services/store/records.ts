@@ -9,6 +9,8 @@ import {
   contextToProto,
 } from "../crdt/index.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+import { varintSize, writeVarint } from "../wire/varint.js";
+import { replicaUtf8 } from "./keys.js";
 
 const HEADER_VERSION = 1;
 
@@ -41,38 +43,20 @@ export function decodeHeader(b: Uint8Array): Header {
 
 /** The same bytes as a BinaryWriter writing uint32(n) then (string, uint64) per dot, without its buffers. */
 export function encodeDots(dots: DotSet): Buffer {
-  let size = varintLength(dots.length);
+  let size = varintSize(dots.length);
   for (const d of dots) {
-    const len = Buffer.byteLength(d.replica, "utf8");
-    size += varintLength(len) + len + varintLength(d.counter);
+    const len = replicaUtf8(d.replica).length;
+    size += varintSize(len) + len + varintSize(d.counter);
   }
   const out = Buffer.allocUnsafe(size);
   let at = writeVarint(out, 0, dots.length);
   for (const d of dots) {
-    const len = Buffer.byteLength(d.replica, "utf8");
-    at = writeVarint(out, at, len);
-    at += out.write(d.replica, at, "utf8");
-    at = writeVarint(out, at, d.counter);
+    const r = replicaUtf8(d.replica);
+    at = writeVarint(out, at, r.length);
+    out.set(r, at);
+    at = writeVarint(out, at + r.length, d.counter);
   }
   return out;
-}
-
-function varintLength(n: number): number {
-  let size = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
-
-function writeVarint(out: Buffer, at: number, n: number): number {
-  while (n >= 128) {
-    out[at++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  out[at++] = n;
-  return at;
 }
 
 export function decodeDots(b: Uint8Array): Dot[] {

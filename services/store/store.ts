@@ -1,7 +1,7 @@
 // Durable storage of replicated objects on LevelDB (classic-level), decomposed as in Riak's
 // bigset (seed 004): a header per object (type, causal context, size) and one record per live
-// element (its dots), plus one index record per live dot (dot → element) so that a remote remove,
-// which names dots and not elements, costs a point lookup per dot. An add or remove touches O(1)
+// element (its dots), plus a dot index (dot → element, in buckets of consecutive dots: see
+// dot-index.ts) so that a remote remove, which names dots and not elements, costs a point lookup. An add or remove touches O(1)
 // records in one atomic batch; membership is a point lookup; members stream in element order;
 // no object is limited by a message or value size.
 //
@@ -21,33 +21,34 @@ import {
   type ElementKey,
   ObjectType,
   PNCounter,
-  dotKey,
-  elementBytes,
   elementKey,
   joinDotSets,
   removedDots,
   sameDot,
 } from "../crdt/index.js";
-import { type BatchOp, GroupCommit } from "./group-commit.js";
+import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
+import { verifyObject } from "./verify.js";
+import { WriteView } from "./write-view.js";
 import {
   OBJECTS,
-  dotRecordKey,
   elementRange,
   elementRecordKey,
   formatKey,
   headerKey,
   objectPrefix,
+  objectRange,
   parseObjectKey,
   partitionRange,
   seqKey,
   seqKeyRange,
   unescapeBytes,
 } from "./keys.js";
-import { type Header, decodeDots, decodeHeader, encodeDots, encodeHeader } from "./records.js";
+import { type Header, decodeDots, decodeHeader, encodeHeader } from "./records.js";
 
 export const STORE_FORMAT = "deltaset-store";
-export const STORE_VERSION = 1;
+/** 2: dot index in buckets (dot-index.ts); version 1 had one record per dot. */
+export const STORE_VERSION = 2;
 
 export type SyncPolicy = "fsync" | "buffered";
 
@@ -278,53 +279,66 @@ export class Store {
 
   // ------------------------------------------------------------ sets
 
+  /**
+   * Add elements with fresh dots. The same result as joining the add delta (AWSet.add) through
+   * joinSet, computed directly: every element ends with exactly its new dot, the context gains the
+   * new dots (the old ones are in it already), and the delta's context carries the old dots so
+   * that replicas receiving it drop them.
+   */
   async add(key: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
-    return this.mutate(key, async (prefix, h, view) => {
-      await view.prefetch(elements.map(elementKey));
+    return this.mutate(key, async (_prefix, h, view) => {
+      const eks = await view.loadBytes(elements);
       const entries = new Map<ElementKey, DotSet>();
       const ctx = new CausalContext();
-      const dots: Dot[] = [];
-      let next = h.ctx.max(this.replicaId);
+      const dots: Dot[] = new Array(elements.length);
+      const first = h.ctx.max(this.replicaId) + 1;
+      let next = first - 1;
       let added = 0;
-      for (const el of elements) {
-        const k = elementKey(el);
-        const existing = entries.get(k);
+      for (let i = 0; i < eks.length; i++) {
+        const ek = eks[i]!;
+        const existing = entries.get(ek);
         if (existing !== undefined) {
-          dots.push(existing[0]!);
+          dots[i] = existing[0]!;
           continue;
         }
         const d: Dot = { replica: this.replicaId, counter: ++next };
-        const old = await view.dots(k);
+        const old = view.loadedDots(ek);
         if (old.length === 0) added++;
-        entries.set(k, [d]);
-        ctx.addDot(d);
-        for (const o of old) ctx.addDot(o);
-        dots.push(d);
+        else for (const o of old) ctx.addDot(o);
+        const mine = [d];
+        entries.set(ek, mine);
+        view.setDots(ek, mine, h);
+        dots[i] = d;
       }
-      const delta = AWSet.fromParts(entries, ctx);
-      await this.joinSet(prefix, h, delta, view);
-      return { dots, added, delta };
+      ctx.addRange(this.replicaId, first, next);
+      h.ctx.addRange(this.replicaId, first, next);
+      return { dots, added, delta: AWSet.fromParts(entries, ctx) };
     });
   }
 
+  /**
+   * Remove elements: the dots of each (only those observed, when a context is given). The same
+   * result as joining the remove delta through joinSet, whose context names only dots the object
+   * holds, so the object's context does not change.
+   */
   async remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet }> {
-    return this.mutate(key, async (prefix, h, view) => {
-      await view.prefetch(elements.map(elementKey));
+    return this.mutate(key, async (_prefix, h, view) => {
+      const eks = await view.loadBytes(elements);
       const ctx = new CausalContext();
       let removed = 0;
       const seen = new Set<ElementKey>();
-      for (const el of elements) {
-        const k = elementKey(el);
-        if (seen.has(k)) continue;
-        seen.add(k);
-        const dots = await view.dots(k);
+      for (const ek of eks) {
+        if (seen.has(ek)) continue;
+        seen.add(ek);
+        const dots = view.loadedDots(ek);
+        if (dots.length === 0) continue;
         const hit = observed === undefined ? dots : dots.filter((d) => observed.containsDot(d));
-        if (hit.length > 0 && hit.length === dots.length) removed++;
+        if (hit.length === 0) continue;
+        if (hit.length === dots.length) removed++;
         for (const d of hit) ctx.addDot(d);
+        view.setDots(ek, hit.length === dots.length ? [] : dots.filter((d) => !hit.includes(d)), h);
       }
-      const delta = AWSet.fromParts(new Map(), ctx);
-      await this.joinSet(prefix, h, delta, view);
-      return { removed, delta };
+      return { removed, delta: AWSet.fromParts(new Map(), ctx) };
     }, { mustExist: true });
   }
 
@@ -431,6 +445,34 @@ export class Store {
       }
       return { type: h.type, state: AWSet.fromParts(entries, h.ctx.clone()) };
     });
+  }
+
+  /**
+   * Check that a set's records agree with each other (element records, dot index, header); the
+   * problems found, in words, or an empty list. Reads one snapshot after queued writes land.
+   */
+  async verify(key: string): Promise<string[]> {
+    await this.commit.drain();
+    const prefix = objectPrefix(this.partitionOf(key), key);
+    const it = this.db.iterator(objectRange(prefix));
+    try {
+      const first = await it.next();
+      if (first === undefined) return [];
+      if (Buffer.compare(first[0], headerKey(prefix)) !== 0) return ["records without a header"];
+      const h = decodeHeader(first[1]);
+      if (h.type !== ObjectType.AWSET) return [];
+      const at = prefix.length;
+      async function* records(): AsyncGenerator<[number, Buffer, Buffer]> {
+        for (;;) {
+          const next = await it.next();
+          if (next === undefined) return;
+          yield [next[0][at]!, next[0].subarray(at + 1), next[1]];
+        }
+      }
+      return await verifyObject({ size: h.size, ctx: h.ctx, records: records() });
+    } finally {
+      await it.close();
+    }
   }
 
   // ------------------------------------------------------------ partitions and chunked full state
@@ -552,7 +594,7 @@ export class Store {
         const kept = mine.filter((d) => !chunk.senderCtx.containsDot(d));
         if (kept.length !== mine.length) {
           for (const d of mine) if (!kept.some((x) => sameDot(x, d))) newCtx.addDot(d);
-          view.setDots(ek, mine, kept, h);
+          view.setDots(ek, kept, h);
           changed = true;
         }
       }
@@ -618,17 +660,18 @@ export class Store {
       const h = await this.headerFor(key, type);
       // Work on a copy: a failure half-way must not leave the cached header changed.
       const work: Header = { ...h, ctx: h.ctx.clone() };
-      const view = new WriteView(this.commit, prefix);
+      const view = new WriteView(this.commit, prefix, h.ctx);
       const out = await fn(prefix, work, view);
+      const ops = await view.finish();
       const headerChanged =
         existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body;
-      if (existing === undefined && opts.mustExist && view.ops.length === 0) {
+      if (existing === undefined && opts.mustExist && ops.length === 0) {
         durable = Promise.resolve();
         return out;
       }
-      if (headerChanged) view.ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
+      if (headerChanged) ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
       this.cacheHeader(key, work);
-      durable = this.commit.write(view.ops);
+      durable = this.commit.write(ops);
       return out;
     });
     await durable;
@@ -665,7 +708,7 @@ export class Store {
         const kept = mine.filter((d) => !dots.some((x) => sameDot(x, d)));
         if (kept.length !== mine.length) {
           for (const d of dots) newCtx.addDot(d);
-          view.setDots(ek, mine, kept, h);
+          view.setDots(ek, kept, h);
           changed = true;
         }
       }
@@ -683,6 +726,7 @@ export class Store {
       else list.push(d);
     };
     if (c.dotCount() <= this.opts.removeLookupLimit) {
+      await view.loadOwners(c.dots());
       for (const d of c.dots()) {
         const ek = await view.ownerOf(d);
         if (ek !== undefined) push(ek, d);
@@ -697,73 +741,6 @@ export class Store {
       for (const d of view.pendingDots(ek) ?? decodeDots(v)) if (c.containsDot(d)) push(ek, d);
     }
     return out;
-  }
-}
-
-/**
- * The writes of one operation, with reads that see them: element dots and dot-index records
- * changed earlier in the same operation are answered from here, then from the group-commit
- * overlay, then from LevelDB.
- */
-class WriteView {
-  readonly ops: BatchOp[] = [];
-  private readonly elements = new Map<ElementKey, Dot[]>();
-  private readonly owners = new Map<string, ElementKey | null>();
-
-  constructor(
-    private readonly commit: GroupCommit,
-    private readonly prefix: Buffer,
-  ) {}
-
-  pendingDots(ek: ElementKey): Dot[] | undefined {
-    return this.elements.get(ek);
-  }
-
-  /** Read the dots of many elements in one batched read, so later dots() calls are answered here. */
-  async prefetch(eks: ElementKey[]): Promise<void> {
-    const want = [...new Set(eks)].filter((ek) => !this.elements.has(ek));
-    if (want.length === 0) return;
-    const raws = await this.commit.getMany(want.map((ek) => elementRecordKey(this.prefix, elementBytes(ek))));
-    want.forEach((ek, i) => {
-      const raw = raws[i];
-      this.elements.set(ek, raw === undefined ? [] : decodeDots(raw));
-    });
-  }
-
-  async dots(ek: ElementKey): Promise<Dot[]> {
-    const local = this.elements.get(ek);
-    if (local !== undefined) return local;
-    const raw = await this.commit.get(elementRecordKey(this.prefix, elementBytes(ek)));
-    return raw === undefined ? [] : decodeDots(raw);
-  }
-
-  async ownerOf(d: Dot): Promise<ElementKey | undefined> {
-    const k = dotKey(d);
-    const local = this.owners.get(k);
-    if (local !== undefined) return local ?? undefined;
-    const raw = await this.commit.get(dotRecordKey(this.prefix, d.replica, d.counter));
-    return raw === undefined ? undefined : elementKey(raw);
-  }
-
-  /** Replace an element's dots: element record, dot-index records, and the header's size. */
-  setDots(ek: ElementKey, before: readonly Dot[], after: readonly Dot[], h: Header): void {
-    const el = elementBytes(ek);
-    const recordKey = elementRecordKey(this.prefix, el);
-    if (after.length === 0) this.ops.push({ type: "del", key: recordKey });
-    else this.ops.push({ type: "put", key: recordKey, value: encodeDots(after) });
-    for (const d of before) {
-      if (after.some((x) => sameDot(x, d))) continue;
-      this.ops.push({ type: "del", key: dotRecordKey(this.prefix, d.replica, d.counter) });
-      this.owners.set(dotKey(d), null);
-    }
-    for (const d of after) {
-      if (before.some((x) => sameDot(x, d))) continue;
-      this.ops.push({ type: "put", key: dotRecordKey(this.prefix, d.replica, d.counter), value: el });
-      this.owners.set(dotKey(d), ek);
-    }
-    if (before.length === 0 && after.length > 0) h.size++;
-    if (before.length > 0 && after.length === 0) h.size--;
-    this.elements.set(ek, [...after]);
   }
 }
 
@@ -787,7 +764,7 @@ async function joinElement(
   if (fresh.length > 0) newEntries.set(ek, fresh);
   if (sameDots(mine, joined)) return false;
   for (const d of mine) if (!joined.some((x) => sameDot(x, d))) newCtx.addDot(d);
-  view.setDots(ek, mine, joined, h);
+  view.setDots(ek, joined, h);
   return true;
 }
 

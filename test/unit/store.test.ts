@@ -8,6 +8,8 @@ import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { ClassicLevel } from "classic-level";
 import { AWSet, AWSetLattice, CausalContext, ObjectType } from "../../services/crdt/index.ts";
+import { DOT_BUCKET } from "../../services/store/dot-index.ts";
+import { dotIndexRange, elementRange, objectPrefix } from "../../services/store/keys.ts";
 import { Store, StoreOpenError, TypeMismatchError } from "../../services/store/store.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-store-"));
@@ -101,6 +103,7 @@ describe("store matches the AWSet lattice", () => {
               assert.ok(got.equals(models[i]!), `store ${i} differs from model after ${op.kind}`);
               const d = await stores[i]!.describe(key);
               if (d !== undefined) assert.equal(d.size, models[i]!.size);
+              assert.deepEqual(await stores[i]!.verify(key), [], `store ${i} records disagree after ${op.kind}`);
             }
           }
         } finally {
@@ -109,6 +112,54 @@ describe("store matches the AWSet lattice", () => {
       }),
       { numRuns: RUNS },
     );
+  });
+});
+
+describe("dot index", () => {
+  it("stays exact across bucket boundaries under local writes and the remote deltas they make", async () => {
+    // Long runs of adds and removes push dot counters across many index buckets; each delta is
+    // joined into a second store, whose removes must find the elements through the index.
+    const step = fc.record({ add: fc.boolean(), els: fc.array(fc.nat(30), { minLength: 1, maxLength: 8 }) });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 60 }), async (steps) => {
+        const a = await open(newDir(), "A");
+        const b = await open(newDir(), "B");
+        try {
+          for (const s of steps) {
+            const r = s.add ? await a.add("set", s.els.map(el)) : await a.remove("set", s.els.map(el));
+            await b.merge("set", ObjectType.AWSET, r.delta);
+            assert.deepEqual(await a.verify("set"), []);
+            assert.deepEqual(await b.verify("set"), []);
+          }
+          assert.ok((await stored(b, "set")).equals(await stored(a, "set")));
+        } finally {
+          await Promise.all([a.close(), b.close()]);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("holds one record per bucket of consecutive dots, and none once the set is empty", async () => {
+    const s = await open(newDir(), "A");
+    const els = Array.from({ length: 1000 }, (_, i) => Buffer.from(`e${i}`));
+    await s.add("k", els);
+    const db = (s as unknown as { db: ClassicLevel<Buffer, Buffer> }).db;
+    const records = async (range: { gte: Buffer; lt: Buffer }) => (await db.keys(range).all()).length;
+    const prefix = objectPrefix(partitionOf("k", 8), "k");
+    // Dots 1..1000 fall in buckets 0..62 of DOT_BUCKET = 16 counters.
+    assert.equal(DOT_BUCKET, 16);
+    assert.equal(await records(dotIndexRange(prefix)), 63);
+    assert.equal(await records(elementRange(prefix)), 1000);
+    assert.deepEqual(await s.verify("k"), []);
+    await s.remove("k", els.slice(0, 500));
+    assert.deepEqual(await s.verify("k"), []);
+    await s.remove("k", els);
+    assert.deepEqual(await s.verify("k"), []);
+    assert.equal((await s.describe("k"))!.size, 0);
+    assert.equal(await records(dotIndexRange(prefix)), 0);
+    assert.equal(await records(elementRange(prefix)), 0);
+    await s.close();
   });
 });
 

@@ -1,0 +1,200 @@
+// The writes of one operation on one object, with reads that see them. Element dots and dot-index
+// buckets changed earlier in the operation are answered from here, then from the group-commit
+// overlay (queued, not yet durable writes), then from LevelDB. Nothing is written until finish(),
+// which turns the changes into one batch of records: an element changed twice is written once,
+// and a bucket touched by many dots is read and written once.
+import { type CausalContext, type Dot, type ElementKey, elementBytes, elementKey, sameDot } from "../crdt/index.js";
+import { type Bucket, bucketOf, decodeBucket, encodeBucket, offsetOf, DOT_BUCKET } from "./dot-index.js";
+import type { BatchOp, GroupCommit } from "./group-commit.js";
+import { dotBucketKey, dotIndexPrefix, elementRecordKey } from "./keys.js";
+import { type Header, decodeDots, encodeDots } from "./records.js";
+
+interface ElementState {
+  bytes: Uint8Array;
+  /** Element record key, built on first need. */
+  key: Buffer | undefined;
+  dots: Dot[];
+  dirty: boolean;
+}
+
+interface BucketState {
+  key: Buffer;
+  /** Stored entries, once read (or known empty). */
+  stored: Bucket | undefined;
+  adds: Bucket;
+  removes: Set<number>;
+}
+
+export class WriteView {
+  private readonly elements = new Map<ElementKey, ElementState>();
+  /** replica → bucket number → state. */
+  private readonly buckets = new Map<string, Map<number, BucketState>>();
+  private readonly replicaPrefixes = new Map<string, Buffer>();
+
+  /**
+   * @param ctxBefore the object's context before this operation. A bucket whose first counter is
+   * above everything it holds of that replica cannot hold a live dot, so it is not read.
+   */
+  constructor(
+    private readonly commit: GroupCommit,
+    private readonly prefix: Buffer,
+    private readonly ctxBefore: CausalContext,
+  ) {}
+
+  /** Read the records of many elements (raw bytes) in one batched read; returns their keys. */
+  async loadBytes(elements: readonly Uint8Array[]): Promise<ElementKey[]> {
+    const eks = elements.map(elementKey);
+    await this.fetch(eks, (i) => elements[i]!);
+    return eks;
+  }
+
+  /** Read the records of many elements in one batched read, so later dots() calls are answered here. */
+  async prefetch(eks: readonly ElementKey[]): Promise<void> {
+    await this.fetch(eks, (i) => elementBytes(eks[i]!));
+  }
+
+  private async fetch(eks: readonly ElementKey[], bytesOf: (i: number) => Uint8Array): Promise<void> {
+    const want: number[] = [];
+    const seen = new Set<ElementKey>();
+    for (let i = 0; i < eks.length; i++) {
+      const ek = eks[i]!;
+      if (this.elements.has(ek) || seen.has(ek)) continue;
+      seen.add(ek);
+      want.push(i);
+    }
+    if (want.length === 0) return;
+    const keys = want.map((i) => elementRecordKey(this.prefix, bytesOf(i)));
+    const raws = await this.commit.getMany(keys);
+    for (let j = 0; j < want.length; j++) {
+      const i = want[j]!;
+      const raw = raws[j];
+      this.elements.set(eks[i]!, { bytes: bytesOf(i), key: keys[j], dots: raw === undefined ? [] : decodeDots(raw), dirty: false });
+    }
+  }
+
+  /** Dots of an element read before (loadBytes/prefetch/dots) or changed in this operation. */
+  pendingDots(ek: ElementKey): Dot[] | undefined {
+    return this.elements.get(ek)?.dots;
+  }
+
+  /** Dots of an element already loaded by loadBytes or prefetch. */
+  loadedDots(ek: ElementKey): Dot[] {
+    const s = this.elements.get(ek);
+    if (s === undefined) throw new Error("element not loaded");
+    return s.dots;
+  }
+
+  async dots(ek: ElementKey): Promise<Dot[]> {
+    const local = this.elements.get(ek);
+    if (local !== undefined) return local.dots;
+    await this.prefetch([ek]);
+    return this.elements.get(ek)!.dots;
+  }
+
+  /** The element holding a live dot, or undefined. */
+  async ownerOf(d: Dot): Promise<ElementKey | undefined> {
+    const b = this.bucket(d.replica, bucketOf(d.counter));
+    const off = offsetOf(d.counter);
+    const added = b.adds.get(off);
+    if (added !== undefined) return elementKey(added);
+    if (b.removes.has(off)) return undefined;
+    if (b.stored === undefined) await this.readBuckets([b]);
+    const el = b.stored!.get(off);
+    return el === undefined ? undefined : elementKey(el);
+  }
+
+  /** Read the buckets holding these dots in one batched read (before many ownerOf calls). */
+  async loadOwners(dots: Iterable<Dot>): Promise<void> {
+    const need = new Set<BucketState>();
+    for (const d of dots) {
+      const b = this.bucket(d.replica, bucketOf(d.counter));
+      if (b.stored === undefined) need.add(b);
+    }
+    await this.readBuckets([...need]);
+  }
+
+  /**
+   * Replace an element's dots (it must have been read): its record, the dot index, and the
+   * header's live-element count.
+   */
+  setDots(ek: ElementKey, after: readonly Dot[], h: Header): void {
+    const s = this.elements.get(ek);
+    if (s === undefined) throw new Error("element not loaded");
+    const before = s.dots;
+    for (const d of before) {
+      if (after.length > 0 && after.some((x) => sameDot(x, d))) continue;
+      const b = this.bucket(d.replica, bucketOf(d.counter));
+      const off = offsetOf(d.counter);
+      b.adds.delete(off);
+      b.removes.add(off);
+    }
+    for (const d of after) {
+      if (before.length > 0 && before.some((x) => sameDot(x, d))) continue;
+      const b = this.bucket(d.replica, bucketOf(d.counter));
+      const off = offsetOf(d.counter);
+      b.removes.delete(off);
+      b.adds.set(off, s.bytes);
+    }
+    if (before.length === 0 && after.length > 0) h.size++;
+    if (before.length > 0 && after.length === 0) h.size--;
+    s.dots = after.length === 0 ? [] : [...after];
+    s.dirty = true;
+  }
+
+  /** The operation's records: changed elements and dot-index buckets. */
+  async finish(): Promise<BatchOp[]> {
+    const ops: BatchOp[] = [];
+    for (const s of this.elements.values()) {
+      if (!s.dirty) continue;
+      const key = s.key ?? elementRecordKey(this.prefix, s.bytes);
+      if (s.dots.length === 0) ops.push({ type: "del", key });
+      else ops.push({ type: "put", key, value: encodeDots(s.dots) });
+    }
+    const changed: BucketState[] = [];
+    for (const perReplica of this.buckets.values()) {
+      for (const b of perReplica.values()) if (b.adds.size > 0 || b.removes.size > 0) changed.push(b);
+    }
+    await this.readBuckets(changed.filter((b) => b.stored === undefined));
+    for (const b of changed) {
+      const next: Bucket = new Map(b.stored);
+      for (const off of b.removes) next.delete(off);
+      for (const [off, el] of b.adds) next.set(off, el);
+      if (next.size === 0) {
+        if (b.stored!.size > 0) ops.push({ type: "del", key: b.key });
+      } else {
+        ops.push({ type: "put", key: b.key, value: encodeBucket(next) });
+      }
+    }
+    return ops;
+  }
+
+  private bucket(replica: string, n: number): BucketState {
+    let perReplica = this.buckets.get(replica);
+    if (perReplica === undefined) {
+      perReplica = new Map();
+      this.buckets.set(replica, perReplica);
+    }
+    let b = perReplica.get(n);
+    if (b === undefined) {
+      let rp = this.replicaPrefixes.get(replica);
+      if (rp === undefined) {
+        rp = dotIndexPrefix(this.prefix, replica);
+        this.replicaPrefixes.set(replica, rp);
+      }
+      // Above every counter of this replica the object has seen: no live dot can be there.
+      const empty = n * DOT_BUCKET > this.ctxBefore.max(replica);
+      b = { key: dotBucketKey(rp, n), stored: empty ? new Map() : undefined, adds: new Map(), removes: new Set() };
+      perReplica.set(n, b);
+    }
+    return b;
+  }
+
+  private async readBuckets(list: BucketState[]): Promise<void> {
+    if (list.length === 0) return;
+    const raws = await this.commit.getMany(list.map((b) => b.key));
+    list.forEach((b, i) => {
+      const raw = raws[i];
+      b.stored = raw === undefined ? new Map() : decodeBucket(raw);
+    });
+  }
+}
