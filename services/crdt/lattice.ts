@@ -24,6 +24,8 @@ export interface Lattice<S> {
   /** The causal context of a causal state. */
   context(s: S): CausalContext;
   encode(s: S): Uint8Array;
+  /** encode(s).length, computed without encoding (sizes of gossip buffers and frames). */
+  encodedSize(s: S): number;
   /** Decode and validate; throws DecodeError on malformed or inconsistent input. */
   decode(bytes: Uint8Array): S;
 }

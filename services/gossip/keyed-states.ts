@@ -82,7 +82,7 @@ export const keyedStatesOps: PayloadOps<KeyedStates> = {
   /** The bytes these keys take inside a PartitionPayload (each key as a length-delimited KeyState). */
   sizeBytes(p) {
     let n = 0;
-    for (const [key, ks] of p) n += fieldSize(keyStateSize(key, ks.type, latticeFor(ks.type).encode(ks.state).length));
+    for (const [key, ks] of p) n += fieldSize(keyStateSize(key, ks.type, latticeFor(ks.type).encodedSize(ks.state)));
     return n;
   },
 };

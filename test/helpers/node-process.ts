@@ -20,7 +20,7 @@ export interface NodeProcess {
 }
 
 export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<NodeProcess> {
-  const child = spawn(process.execPath, [BIN, "node", ...args], {
+  const child = spawn(process.execPath, [...(process.env.PROBE_NODE_ARGS ? process.env.PROBE_NODE_ARGS.split(" ") : []), BIN, "node", ...args], {
     cwd: REPO,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -69,7 +69,7 @@ export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = 
 
 /** Run the CLI and capture its output. */
 export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...(process.env.PROBE_NODE_ARGS ? process.env.PROBE_NODE_ARGS.split(" ") : []), BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

@@ -5,13 +5,16 @@ import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
+  AWSet,
   AWSetLattice,
   CausalContext,
   CounterLattice,
   DecodeError,
   type Lattice,
+  type Dot,
   contextFromProto,
   contextToProto,
+  elementKey,
 } from "../../services/crdt/index.js";
 import {
   AWSetState,
@@ -199,4 +202,37 @@ describe("CausalContext codec", () => {
         for (const s of u.pool) assert.ok(contextFromProto(contextToProto(s.ctx)).equals(s.ctx));
       }),
     ));
+});
+
+describe("encodedSize", () => {
+  // States beyond the universe's one-byte elements: empty and long elements, non-ASCII replica
+  // ids, counters whose varints take 1 to 8 bytes.
+  const awset = fc
+    .uniqueArray(
+      fc.record({
+        element: fc.uint8Array({ maxLength: 300 }),
+        dots: fc.array(
+          fc.record({ replica: fc.string({ unit: "grapheme", minLength: 1, maxLength: 20 }), counter: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }) }),
+          { minLength: 1, maxLength: 3 },
+        ),
+      }),
+      { selector: (e) => Buffer.from(e.element).toString("latin1"), maxLength: 12 },
+    )
+    .map((entries) => {
+      const ctx = new CausalContext();
+      const map = new Map<string, Dot[]>();
+      for (const e of entries) {
+        map.set(elementKey(e.element), e.dots);
+        for (const d of e.dots) ctx.addDot(d);
+      }
+      return AWSet.fromParts(map, ctx);
+    });
+
+  it("AWSET: equals the length of the encoding", () =>
+    run(fc.property(awset, (s) => assert.equal(AWSetLattice.encodedSize(s), AWSetLattice.encode(s).length))));
+
+  it("every state of the universes: equals the length of the encoding", () => {
+    run(fc.property(awUniverse, (u) => u.pool.every((s) => AWSetLattice.encodedSize(s) === AWSetLattice.encode(s).length)));
+    run(fc.property(counterUniverse, (u) => u.pool.every((s) => CounterLattice.encodedSize(s) === CounterLattice.encode(s).length)));
+  });
 });
