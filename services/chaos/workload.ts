@@ -140,7 +140,7 @@ export class Workload {
       try {
         const c = this.client(node);
         const res = await call(c, c.add, { key, elements: [], texts: [element] }, { timeoutMs: this.o.opTimeoutMs ?? 1000 });
-        this.o.history.record({ kind: "add", index, client, node: node.nodeId, key, element, start, end: this.now(), outcome: "ok", dots: res.dots.map((d) => `${d.replica}:${d.counter}`) });
+        this.o.history.record({ kind: "add", index, client, node: node.nodeId, key, element, start, end: this.now(), outcome: "ok", dots: res.counters.map((c) => `${res.replica}:${c}`) });
         this.acked++;
         return true;
       } catch (err) {

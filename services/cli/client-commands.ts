@@ -85,7 +85,7 @@ export async function addCommand(args: string[]): Promise<void> {
     const res = await call(client, client.add, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
-      { key, added: res.added, dots: res.dots.map((d) => ({ replica: d.replica, counter: d.counter })) },
+      { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })) },
       `added ${res.added} new element(s) to "${key}" (${elements.length} given)`,
     );
   } finally {

@@ -67,7 +67,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const r = await store.add(req.key, elements);
       notify(req.key, ObjectType.AWSET, r.delta);
-      return { dots: r.dots.map(dotToProto), added: r.added };
+      return { added: r.added, replica: store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };
     }),
 
     remove: unary("Remove", async (req) => {

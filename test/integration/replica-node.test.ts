@@ -55,8 +55,9 @@ describe("Replica RPCs", () => {
   it("Add, Query (presence and pages with context), Remove", async () => {
     const r = await add("fruits", [b("apple"), b("pear")], ["kiwi", "apple"]);
     assert.equal(r.added, 3);
-    assert.equal(r.dots.length, 4);
-    assert.match(r.dots[0]!.replica, /^solo~[0-9a-f]{8}$/);
+    assert.match(r.replica, /^solo~[0-9a-f]{8}$/);
+    // One dot per element in request order; the repeated "apple" shares the first one's dot.
+    assert.deepEqual(r.counters, [1n, 2n, 3n, 1n]);
     const p = await query("fruits", { elements: [b("apple"), b("plum")] });
     assert.deepEqual(p.presence.map((x) => x.present), [true, false]);
     assert.equal(p.type, ObjectType.AWSET);

@@ -38,10 +38,15 @@ export interface AddRequest {
 
 /** The outcome of an Add. */
 export interface AddResponse {
-  /** One new dot per element added, in request order (elements first, then texts). */
-  dots: Dot[];
   /** Number of elements that were not members before this call. */
   added: number;
+  /** The replica id this node mints its dots under (the Dot.replica of every dot below). */
+  replica: string;
+  /**
+   * The counter of each element's new dot, in request order (elements first, then texts):
+   * element i now lives under the dot (replica, counters[i]). A repeated element shares a dot.
+   */
+  counters: bigint[];
 }
 
 /** Remove elements from a set. */
@@ -284,16 +289,26 @@ export const AddRequest: MessageFns<AddRequest> = {
 };
 
 function createBaseAddResponse(): AddResponse {
-  return { dots: [], added: 0 };
+  return { added: 0, replica: "", counters: [] };
 }
 
 export const AddResponse: MessageFns<AddResponse> = {
   encode(message: AddResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    for (const v of message.dots) {
-      Dot.encode(v!, writer.uint32(10).fork()).join();
-    }
     if (message.added !== 0) {
       writer.uint32(16).uint32(message.added);
+    }
+    if (message.replica !== "") {
+      writer.uint32(26).string(message.replica);
+    }
+    if (message.counters.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.counters) {
+        if (BigInt.asUintN(64, v) !== v) {
+          throw new globalThis.Error("a value provided in array field counters of type uint64 is too large");
+        }
+        writer.uint64(v);
+      }
+      writer.join();
     }
     return writer;
   },
@@ -311,14 +326,6 @@ export const AddResponse: MessageFns<AddResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
-              break;
-            }
-
-            message.dots.push(Dot.decode(reader, reader.uint32()));
-            continue;
-          }
           case 2: {
             if (tag !== 16) {
               break;
@@ -326,6 +333,32 @@ export const AddResponse: MessageFns<AddResponse> = {
 
             message.added = reader.uint32();
             continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.replica = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag === 32) {
+              message.counters.push(reader.uint64() as bigint);
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.counters.push(reader.uint64() as bigint);
+              }
+
+              continue;
+            }
+
+            break;
           }
         }
         if ((tag & 7) === 4 || tag === 0) {
@@ -341,18 +374,22 @@ export const AddResponse: MessageFns<AddResponse> = {
 
   fromJSON(object: any): AddResponse {
     return {
-      dots: globalThis.Array.isArray(object?.dots) ? object.dots.map((e: any) => Dot.fromJSON(e)) : [],
       added: isSet(object.added) ? globalThis.Number(object.added) : 0,
+      replica: isSet(object.replica) ? globalThis.String(object.replica) : "",
+      counters: globalThis.Array.isArray(object?.counters) ? object.counters.map((e: any) => BigInt(e)) : [],
     };
   },
 
   toJSON(message: AddResponse): unknown {
     const obj: any = {};
-    if (message.dots?.length) {
-      obj.dots = message.dots.map((e) => Dot.toJSON(e));
-    }
     if (message.added !== 0) {
       obj.added = Math.round(message.added);
+    }
+    if (message.replica !== "") {
+      obj.replica = message.replica;
+    }
+    if (message.counters?.length) {
+      obj.counters = message.counters.map((e) => e.toString());
     }
     return obj;
   },
@@ -362,8 +399,9 @@ export const AddResponse: MessageFns<AddResponse> = {
   },
   fromPartial<I extends Exact<DeepPartial<AddResponse>, I>>(object: I): AddResponse {
     const message = createBaseAddResponse();
-    message.dots = object.dots?.map((e) => Dot.fromPartial(e)) || [];
     message.added = object.added ?? 0;
+    message.replica = object.replica ?? "";
+    message.counters = object.counters?.map((e) => BigInt(e)) || [];
     return message;
   },
 };
