@@ -64,6 +64,8 @@ export async function startNode(
     partitions: config.partitions,
     partitionOf,
     sync: config.sync,
+    writeBufferBytes: config.storage.writeBufferBytes,
+    cacheBytes: config.storage.cacheBytes,
   });
   const nodeLog = log.child({ node: store.nodeId });
   let telemetry: NodeTelemetry | undefined;

@@ -64,6 +64,10 @@ export interface StoreOptions {
   maxBatch?: number;
   /** Headers kept in memory. */
   headerCacheSize?: number;
+  /** LevelDB write buffer (memtable) bytes; LevelDB's default 4 MiB when unset. */
+  writeBufferBytes?: number;
+  /** LevelDB block cache bytes; LevelDB's default 8 MiB when unset. */
+  cacheBytes?: number;
   /** Above this many removed dots in one delta, find them by scanning the object instead. */
   removeLookupLimit?: number;
 }
@@ -143,6 +147,8 @@ export class Store {
       maxBatch: 256,
       headerCacheSize: 50_000,
       removeLookupLimit: 4096,
+      writeBufferBytes: 4 * 1024 * 1024,
+      cacheBytes: 8 * 1024 * 1024,
       ...options,
     };
     // lost+found: a fresh filesystem volume mounted as the data directory is still empty.
@@ -153,7 +159,12 @@ export class Store {
           `point --data-dir at an empty or existing deltaset directory`,
       );
     }
-    const db = new ClassicLevel<Buffer, Buffer>(opts.dir, { keyEncoding: "buffer", valueEncoding: "buffer" });
+    const db = new ClassicLevel<Buffer, Buffer>(opts.dir, {
+      keyEncoding: "buffer",
+      valueEncoding: "buffer",
+      writeBufferSize: opts.writeBufferBytes,
+      cacheSize: opts.cacheBytes,
+    });
     try {
       await db.open();
     } catch (err) {

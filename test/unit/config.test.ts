@@ -39,6 +39,13 @@ describe("configuration", () => {
     assert.equal(loadConfig({}, { DELTASET_CONFIG: f }).partitions, 8); // file named by env
   });
 
+  it("LevelDB sizes from flags, environment or file", () => {
+    assert.deepEqual(loadConfig({}, {}).storage, { writeBufferBytes: 16 * 1024 * 1024, cacheBytes: 8 * 1024 * 1024 });
+    const c = loadConfig({ "store-write-buffer-bytes": "1048576" }, { DELTASET_STORE_CACHE_BYTES: "33554432" });
+    assert.deepEqual(c.storage, { writeBufferBytes: 1048576, cacheBytes: 33554432 });
+    assert.equal(loadConfig({ config: file({ storage: { cacheBytes: 65536 } }) }, {}).storage.cacheBytes, 65536);
+  });
+
   it("lists from comma-separated values", () => {
     const c = loadConfig({ seeds: "127.0.0.2:7070, 127.0.0.3:7070," }, {});
     assert.deepEqual(c.seeds, ["127.0.0.2:7070", "127.0.0.3:7070"]);
@@ -55,6 +62,7 @@ describe("configuration", () => {
       [{ "max-page-size": "5" }, {}, /defaultPageSize exceeds/],
       [{ "gossip-choose": "random" }, {}, /gossip choose must be/],
       [{ "tls-cert": "/x.pem" }, {}, /tls.cert and tls.key go together/],
+      [{ "store-write-buffer-bytes": "100" }, {}, /storage.writeBufferBytes must be an integer of at least 65536/],
     ];
     for (const [flags, env, msg] of bad) assert.throws(() => loadConfig(flags, env), (e: Error) => e instanceof ConfigError && msg.test(e.message));
     assert.throws(() => loadConfig({ config: file({ nosuch: 1 }) }, {}), /unknown setting "nosuch"/);
