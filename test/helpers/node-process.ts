@@ -6,6 +6,12 @@ import { fileURLToPath } from "node:url";
 
 export const REPO = fileURLToPath(new URL("../../", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
+/**
+ * Extra Node.js flags for every node process started here, e.g. DELTASET_NODE_FLAGS="--cpu-prof
+ * --cpu-prof-dir=/tmp/prof" to profile the nodes of a benchmark (Node refuses --cpu-prof in
+ * NODE_OPTIONS).
+ */
+const NODE_FLAGS = (process.env.DELTASET_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
 
 export interface NodeProcess {
   child: ChildProcess;
@@ -20,7 +26,7 @@ export interface NodeProcess {
 }
 
 export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<NodeProcess> {
-  const child = spawn(process.execPath, [...(process.env.PROBE_NODE_ARGS ? process.env.PROBE_NODE_ARGS.split(" ") : []), BIN, "node", ...args], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, "node", ...args], {
     cwd: REPO,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -69,7 +75,7 @@ export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = 
 
 /** Run the CLI and capture its output. */
 export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [...(process.env.PROBE_NODE_ARGS ? process.env.PROBE_NODE_ARGS.split(" ") : []), BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
