@@ -28,6 +28,7 @@ import {
 } from "../crdt/index.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
+import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
 import { verifyObject } from "./verify.js";
 import { WriteView } from "./write-view.js";
 import {
@@ -68,6 +69,8 @@ export interface StoreOptions {
   writeBufferBytes?: number;
   /** LevelDB block cache bytes; LevelDB's default 8 MiB when unset. */
   cacheBytes?: number;
+  /** Told when Store.open upgraded an older on-disk format (objects converted, time taken). */
+  onUpgrade?: (e: { objects: number; ms: number }) => void;
   /** Above this many removed dots in one delta, find them by scanning the object instead. */
   removeLookupLimit?: number;
 }
@@ -112,6 +115,8 @@ export interface StateChunk {
 interface StoreMeta {
   format: string;
   version: number;
+  /** Set while an upgrade from this version runs (an older node then refuses the directory). */
+  migratingFrom?: number;
   nodeId: string;
   /** Replica id that mints this data directory's dots (see Store.replicaId). */
   replicaId: string;
@@ -136,7 +141,7 @@ export class Store {
      */
     readonly replicaId: string,
     readonly partitions: number,
-    private readonly opts: Required<Omit<StoreOptions, "nodeId">>,
+    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade">>,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch });
   }
@@ -204,6 +209,7 @@ export class Store {
         }
         nodeId = meta.nodeId;
         replicaId = meta.replicaId;
+        if (meta.version === 1 || meta.migratingFrom === 1) await upgradeFromV1(db, meta, opts.onUpgrade);
       }
       return new Store(db, nodeId, replicaId, opts.partitions, opts);
     } catch (err) {
@@ -783,6 +789,16 @@ function sameDots(a: readonly Dot[], b: readonly Dot[]): boolean {
   return a.length === b.length && a.every((d, i) => sameDot(d, b[i]!));
 }
 
+/** Convert a version 1 directory in place (see migrate.ts); the version changes first and last. */
+async function upgradeFromV1(db: ClassicLevel<Buffer, Buffer>, meta: StoreMeta, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
+  const started = performance.now();
+  await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION, migratingFrom: 1 })), { sync: true });
+  const objects = await migrateV1ToV2(db);
+  const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
+  await db.batch().put(formatKey(), Buffer.from(JSON.stringify(upgraded))).del(migrationProgressKey()).write({ sync: true });
+  report?.({ objects, ms: performance.now() - started });
+}
+
 async function readMeta(db: ClassicLevel<Buffer, Buffer>, dir: string): Promise<StoreMeta | undefined> {
   const raw = await db.get(formatKey());
   if (raw === undefined) return undefined;
@@ -798,7 +814,7 @@ async function readMeta(db: ClassicLevel<Buffer, Buffer>, dir: string): Promise<
   if (typeof meta.replicaId !== "string" || meta.replicaId === "") {
     throw new StoreOpenError(`data directory ${dir}: the store format record has no replica id`);
   }
-  if (meta.version !== STORE_VERSION) {
+  if (meta.version !== STORE_VERSION && meta.version !== 1) {
     throw new StoreOpenError(`data directory ${dir} has store version ${meta.version}; this node reads version ${STORE_VERSION}`);
   }
   return meta;

@@ -1,0 +1,73 @@
+// Upgrades of the on-disk format, run by Store.open before anything reads the data.
+//
+// Version 1 → 2: the dot index moves from one record per live dot (... 0x03 esc(replica)
+// u64be(counter) → element) to buckets of DOT_BUCKET consecutive dots (dot-index.ts). Both
+// layouts use the same key shape, so a half-converted object would be misread: each object is
+// converted in one atomic batch that also records it as done (META 'M' → its prefix), and a
+// conversion cut by a crash resumes after the last object it finished. An object's old records
+// are held in memory while it is converted (about 100 bytes per element).
+import type { ClassicLevel } from "classic-level";
+import { type Bucket, bucketOf, encodeBucket, offsetOf } from "./dot-index.js";
+import { META, OBJECTS, SUFFIX_DOTS, dotBucketKey, parseObjectKey, unescapeBytes } from "./keys.js";
+
+/** META 'M': prefix of the last object converted by an unfinished migration. */
+export function migrationProgressKey(): Buffer {
+  return Buffer.from([META, 0x4d]);
+}
+
+/** Convert every object's dot index from version 1 to 2; returns the objects converted. */
+export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>): Promise<number> {
+  const done = await db.get(migrationProgressKey());
+  // After the last finished object: prefix + 0xff is above all its records (escaped keys end
+  // in 0x00 0x01, so no other object's prefix extends this one).
+  const it = db.iterator({
+    gte: done === undefined ? Buffer.from([OBJECTS]) : Buffer.concat([done, Buffer.from([0xff])]),
+    lt: Buffer.from([OBJECTS + 1]),
+  });
+  let objects = 0;
+  let current: Buffer | undefined;
+  let dels: Buffer[] = [];
+  let buckets = new Map<string, { key: Buffer; bucket: Bucket }>();
+  const finishObject = async () => {
+    if (current === undefined) return;
+    const batch = db.batch();
+    // Deletes first: a bucket key can equal an old dot key of the same replica (bucket b and dot b).
+    for (const k of dels) batch.del(k);
+    for (const { key, bucket } of buckets.values()) batch.put(key, encodeBucket(bucket));
+    batch.put(migrationProgressKey(), current);
+    await batch.write({ sync: true });
+    objects++;
+    dels = [];
+    buckets = new Map();
+  };
+  try {
+    for (;;) {
+      const entry = await it.next();
+      if (entry === undefined) break;
+      const [k, v] = entry;
+      const parsed = parseObjectKey(k);
+      const prefix = k.subarray(0, parsed.rest - 1);
+      if (current === undefined || !prefix.equals(current)) {
+        await finishObject();
+        current = Buffer.from(prefix);
+      }
+      if (parsed.suffix !== SUFFIX_DOTS) continue;
+      const { next } = unescapeBytes(k, parsed.rest);
+      const replicaPrefix = k.subarray(0, next);
+      const counter = k.readUInt32BE(next) * 0x1_0000_0000 + k.readUInt32BE(next + 4);
+      const key = dotBucketKey(Buffer.from(replicaPrefix), bucketOf(counter));
+      const id = key.toString("latin1");
+      let b = buckets.get(id);
+      if (b === undefined) {
+        b = { key, bucket: new Map() };
+        buckets.set(id, b);
+      }
+      b.bucket.set(offsetOf(counter), Buffer.from(v));
+      dels.push(Buffer.from(k));
+    }
+    await finishObject();
+  } finally {
+    await it.close();
+  }
+  return objects;
+}
