@@ -24,6 +24,7 @@ usage: deltaset <command> [options]
   incr      add to a counter                deltaset incr KEY AMOUNT
   members   the cluster membership view     deltaset members
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
+  verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
 
 Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements as hex),
 and for secured nodes --tls-ca FILE ($DELTASET_TLS_CA) and --token T | --token-file FILE ($DELTASET_TOKEN).
@@ -40,6 +41,7 @@ const commands: Record<string, (args: string[]) => Promise<void>> = {
   members: membersCommand,
   cluster: async (args) => (await import("./cluster-command.js")).clusterCommand(args),
   chaos: async (args) => (await import("./chaos-command.js")).chaosCommand(args),
+  verify: async (args) => (await import("./verify-command.js")).verifyCommand(args),
 };
 
 export async function main(argv: string[]): Promise<void> {

@@ -57,7 +57,8 @@ export interface StoreOptions {
   dir: string;
   /** Required node id, or undefined to use the stored one (generated on first open). */
   nodeId?: string;
-  partitions: number;
+  /** Partitions of a new directory; "stored" opens an existing directory with its own. */
+  partitions: number | "stored";
   partitionOf: (key: string, partitions: number) => number;
   /** fsync each group commit (default) or leave it to the OS (survives process crashes only). */
   sync?: SyncPolicy;
@@ -71,6 +72,8 @@ export interface StoreOptions {
   cacheBytes?: number;
   /** Told when Store.open upgraded an older on-disk format (objects converted, time taken). */
   onUpgrade?: (e: { objects: number; ms: number }) => void;
+  /** false: refuse a directory of an older format instead of upgrading it (read-only tools). */
+  upgrade?: boolean;
   /** Above this many removed dots in one delta, find them by scanning the object instead. */
   removeLookupLimit?: number;
 }
@@ -141,7 +144,7 @@ export class Store {
      */
     readonly replicaId: string,
     readonly partitions: number,
-    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade">>,
+    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "partitions">>,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch });
   }
@@ -154,10 +157,14 @@ export class Store {
       removeLookupLimit: 4096,
       writeBufferBytes: 4 * 1024 * 1024,
       cacheBytes: 8 * 1024 * 1024,
+      upgrade: true,
       ...options,
     };
     // lost+found: a fresh filesystem volume mounted as the data directory is still empty.
     const fresh = !existsSync(opts.dir) || readdirSync(opts.dir).every((f) => f === "lost+found");
+    if (fresh && opts.partitions === "stored") {
+      throw new StoreOpenError(`data directory ${opts.dir} does not exist or is empty`);
+    }
     if (!fresh && !existsSync(`${opts.dir}/CURRENT`)) {
       throw new StoreOpenError(
         `data directory ${opts.dir} is not empty and is not a deltaset store (no LevelDB CURRENT file); ` +
@@ -180,6 +187,7 @@ export class Store {
       const meta = await readMeta(db, opts.dir);
       let nodeId: string;
       let replicaId: string;
+      let partitions: number;
       if (meta === undefined) {
         if (!fresh) {
           throw new StoreOpenError(`data directory ${opts.dir} holds a LevelDB database that deltaset did not create`);
@@ -191,10 +199,11 @@ export class Store {
           version: STORE_VERSION,
           nodeId,
           replicaId,
-          partitions: opts.partitions,
+          partitions: opts.partitions as number,
           createdAt: new Date().toISOString(),
         };
         await db.put(formatKey(), Buffer.from(JSON.stringify(record)), { sync: true });
+        partitions = record.partitions;
       } else {
         if (opts.nodeId !== undefined && opts.nodeId !== meta.nodeId) {
           throw new StoreOpenError(
@@ -202,16 +211,24 @@ export class Store {
               `use that node id or another data directory`,
           );
         }
-        if (meta.partitions !== opts.partitions) {
+        if (opts.partitions !== "stored" && meta.partitions !== opts.partitions) {
           throw new StoreOpenError(
             `data directory ${opts.dir} was created with ${meta.partitions} partitions, not ${opts.partitions}`,
           );
         }
         nodeId = meta.nodeId;
         replicaId = meta.replicaId;
-        if (meta.version === 1 || meta.migratingFrom === 1) await upgradeFromV1(db, meta, opts.onUpgrade);
+        partitions = meta.partitions;
+        if (meta.version === 1 || meta.migratingFrom === 1) {
+          if (opts.upgrade === false) {
+            throw new StoreOpenError(
+              `data directory ${opts.dir} has store version 1; a node of this version upgrades it in place when it starts`,
+            );
+          }
+          await upgradeFromV1(db, meta, opts.onUpgrade);
+        }
       }
-      return new Store(db, nodeId, replicaId, opts.partitions, opts);
+      return new Store(db, nodeId, replicaId, partitions, opts);
     } catch (err) {
       await db.close();
       throw err;
