@@ -47,10 +47,10 @@ function unary<Req, Res>(handle: (request: Req) => Answer<Res>): grpc.handleUnar
 
 /**
  * A MembershipChange as the proto MemberEvent. A reaped member (forgotten by this node) is sent with
- * member.state = MEMBER_STATE_UNSPECIFIED and previous = DEAD or LEFT.
+ * member.state = REAPED and previous = DEAD or LEFT.
  */
 export function toMemberEvent(change: MembershipChange): MemberEvent {
-  const member = change.kind === "reaped" ? { ...change.member, state: MemberState.MEMBER_STATE_UNSPECIFIED } : change.member;
+  const member = change.kind === "reaped" ? { ...change.member, state: MemberState.REAPED } : change.member;
   return { member, previous: change.previous };
 }
 

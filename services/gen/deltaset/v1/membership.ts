@@ -37,6 +37,11 @@ export enum MemberState {
   DEAD = 3,
   /** LEFT - Left gracefully. */
   LEFT = 4,
+  /**
+   * REAPED - Forgotten by this node, the reap time after DEAD or LEFT. Only in Watch events: a reaped
+   * member is no longer listed by Members.
+   */
+  REAPED = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -57,6 +62,9 @@ export function memberStateFromJSON(object: any): MemberState {
     case 4:
     case "LEFT":
       return MemberState.LEFT;
+    case 5:
+    case "REAPED":
+      return MemberState.REAPED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -76,6 +84,8 @@ export function memberStateToJSON(object: MemberState): string {
       return "DEAD";
     case MemberState.LEFT:
       return "LEFT";
+    case MemberState.REAPED:
+      return "REAPED";
     case MemberState.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
