@@ -2,7 +2,7 @@
 // the fault phase and a seeded random source, giving timed steps (cut these links, add this
 // toxic, kill that node, heal the links, ...). The runner carries them out; everything is healed
 // after the fault phase whatever the plan did. A plan is data, so a seed reproduces a run's faults.
-import { pick, randomInt, shuffled, type Random } from "../gossip/prng.js";
+import { pick, randomInt, shuffled, type Random } from "../common/prng.js";
 
 /** A directed link: traffic that `from` sends to `to` (its requests and the replies). */
 export type LinkRef = [from: string, to: string];

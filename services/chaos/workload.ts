@@ -12,7 +12,7 @@ import { contextFromProto } from "../crdt/index.js";
 import type { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import { ReplicaClient } from "../gen/deltaset/v1/replica.js";
 import { call } from "../cli/rpc.js";
-import { pick, randomInt, type Random } from "../gossip/prng.js";
+import { pick, randomInt, type Random } from "../common/prng.js";
 import type { ContextRanges, HistoryRecorder, Outcome } from "./history.js";
 
 export interface WorkloadNode {

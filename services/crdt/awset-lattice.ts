@@ -16,7 +16,7 @@ import {
 } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
-import { varintSize } from "../wire/varint.js";
+import { varintSize } from "../common/varint.js";
 
 export function awsetToProto(s: AWSet): AWSetState {
   return {

@@ -38,7 +38,7 @@ import {
 } from "../crdt/index.js";
 import { AWSetState, CausalContext as CausalContextMsg, type EncodedState } from "../gen/deltaset/v1/types.js";
 import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
-import { varintSize } from "../wire/varint.js";
+import { varintSize } from "../common/varint.js";
 
 export interface AWSetChunk {
   /** Inclusive lower bound (element key); undefined means from the first element. */

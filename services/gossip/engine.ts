@@ -27,8 +27,8 @@ import { Alg1Partition, type Choose } from "./algorithm1.js";
 import { Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
-import { type Random, pick } from "./prng.js";
-import { varintSize } from "../wire/varint.js";
+import { type Random, pick } from "../common/prng.js";
+import { varintSize } from "../common/varint.js";
 
 export { PayloadKind };
 export type ItemKind = PayloadKind.DELTA | PayloadKind.STATE;

@@ -8,7 +8,7 @@ export * from "./algorithm2.js";
 export * from "./metrics.js";
 export * from "./engine.js";
 export * from "./chunking.js";
-export * from "./prng.js";
+export * from "../common/prng.js";
 export * from "./lossy-channel.js";
 export * from "./topology.js";
 export * from "./simulator.js";

@@ -5,7 +5,7 @@
 import { type Lattice, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
-import { varintSize } from "../wire/varint.js";
+import { varintSize } from "../common/varint.js";
 
 export interface KeyedState {
   readonly type: ObjectType;

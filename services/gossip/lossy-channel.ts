@@ -1,7 +1,7 @@
 // A lossy network model for simulations and tests: each message is dropped with a seeded
 // probability, duplicated with another, and delayed by a random time in [minDelay, maxDelay],
 // so messages overtake each other (reordering). Deterministic for a given seed and call order.
-import type { Random } from "./prng.js";
+import type { Random } from "../common/prng.js";
 
 export interface ChannelFaults {
   /** Probability that a message is lost. */

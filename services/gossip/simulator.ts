@@ -25,7 +25,7 @@ import {
 import { type ChannelFaults, LossyChannel, NO_FAULTS } from "./lossy-channel.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
-import { type Random, seededRandom } from "./prng.js";
+import { type Random, seededRandom } from "../common/prng.js";
 import type { Topology } from "./topology.js";
 
 export interface SimulationOptions {

@@ -1,7 +1,7 @@
 // Overlay graphs for simulations: random connected graphs and the overlays of the Enes et al.
 // (ICDE 2019) experiments. A topology maps each node to its sorted neighbour list; edges are
 // symmetric.
-import { type Random, randomInt, shuffled } from "./prng.js";
+import { type Random, randomInt, shuffled } from "../common/prng.js";
 
 export type Topology = ReadonlyMap<string, readonly string[]>;
 

@@ -6,7 +6,7 @@
 // - dynamic: a node leaves (leaveProbability), nothing happens, or a node joins (joinProbability);
 //   a join revives a retired node when there is one (same id, rejoin), else adds a new node.
 // A departure is a crash (silent) with probability crashFraction, otherwise a graceful leave.
-import { randomInt, type Random } from "./prng.js";
+import { randomInt, type Random } from "../common/prng.js";
 import type { MembershipSimulation } from "./simulator.js";
 
 export type ChurnModel = "static" | "intermediate" | "dynamic";

@@ -21,7 +21,7 @@ import {
 } from "./config.js";
 import { supersedes } from "./precedence.js";
 import { ProbeOrder } from "./probe-order.js";
-import { sample, type Random } from "./prng.js";
+import { sample, type Random } from "../common/prng.js";
 import {
   MemberState,
   isDeparted,

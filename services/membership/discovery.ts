@@ -4,7 +4,7 @@
 // capped exponential backoff and jitter until joined, and starts again whenever the node finds
 // itself alone, so a cluster re-forms after every node restarted at once.
 import { promises as dns } from "node:dns";
-import { sample } from "./prng.js";
+import { sample } from "../common/prng.js";
 import { isValidAddress } from "./validate.js";
 
 /** Addresses (host:port) to join through. */

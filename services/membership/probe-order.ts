@@ -2,7 +2,7 @@
 // probed once per round, a new round reshuffles, and a member that joins mid-round is inserted at a
 // random place in the rest of the round. So a prober reaches any member within 2(n - 1) - 1 probes,
 // where random picks alone give no bound.
-import { randomInt, shuffleInPlace, type Random } from "./prng.js";
+import { randomInt, shuffleInPlace, type Random } from "../common/prng.js";
 
 export class ProbeOrder {
   private order: string[] = [];

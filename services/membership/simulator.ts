@@ -5,7 +5,7 @@
 import type { MembershipConfig } from "./config.js";
 import { MembershipCore } from "./core.js";
 import { EventQueue } from "./event-queue.js";
-import { sample, seededRandom, type Random } from "./prng.js";
+import { sample, seededRandom, type Random } from "../common/prng.js";
 import { isLive, type MemberInfo, type MembershipChange, type OutboundCall } from "./types.js";
 
 export interface SimulationOptions {

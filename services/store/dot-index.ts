@@ -6,7 +6,7 @@
 // read. A bucket holds live dots only: a dot leaves its bucket when it leaves its element, and an
 // empty bucket is deleted, so the index never outgrows the set.
 
-import { varintSize, writeVarint } from "../wire/varint.js";
+import { varintSize, writeVarint } from "../common/varint.js";
 
 /** Consecutive counters per bucket. Part of the on-disk format (STORE_VERSION). */
 export const DOT_BUCKET = 16;

@@ -9,7 +9,7 @@ import {
   contextToProto,
 } from "../crdt/index.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
-import { varintSize, writeVarint } from "../wire/varint.js";
+import { varintSize, writeVarint } from "../common/varint.js";
 import { replicaUtf8 } from "./keys.js";
 
 const HEADER_VERSION = 1;

@@ -13,7 +13,7 @@
 //   npm run bench:membership -- --quick
 import { scheduleChurn, type ChurnModel } from "../../services/membership/churn.js";
 import { DEFAULT_MEMBERSHIP_CONFIG, detectionBoundMs, resolveConfig, suspicionTimeoutMs } from "../../services/membership/config.js";
-import { seededRandom } from "../../services/membership/prng.js";
+import { seededRandom } from "../../services/common/prng.ts";
 import { SimulationObserver, quantile } from "../../services/membership/sim-observer.js";
 import { MembershipSimulation } from "../../services/membership/simulator.js";
 import { commandLine, isQuick, printTargets, target, writeChart, writeResults } from "./lib/results.js";

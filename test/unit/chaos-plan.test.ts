@@ -2,7 +2,7 @@
 // step, and no process signals where none are possible.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { seededRandom } from "../../services/gossip/prng.js";
+import { seededRandom } from "../../services/common/prng.ts";
 import { EXTRA_SCENARIOS, SCENARIOS, allLinks, between, planScenario, resolveScenario, type FaultPlan } from "../../services/chaos/plan.js";
 import { sumMetric } from "../../services/chaos/gossip-bytes.js";
 

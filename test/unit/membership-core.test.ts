@@ -10,7 +10,7 @@ import {
   suspicionTimeoutMs,
 } from "../../services/membership/config.ts";
 import { MembershipCore } from "../../services/membership/core.ts";
-import { seededRandom } from "../../services/membership/prng.ts";
+import { seededRandom } from "../../services/common/prng.ts";
 import { SimulationObserver } from "../../services/membership/sim-observer.ts";
 import { MembershipSimulation } from "../../services/membership/simulator.ts";
 import {

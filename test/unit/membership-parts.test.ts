@@ -12,7 +12,7 @@ import {
 } from "../../services/membership/config.ts";
 import { supersedes } from "../../services/membership/precedence.ts";
 import { ProbeOrder } from "../../services/membership/probe-order.ts";
-import { sample, seededRandom } from "../../services/membership/prng.ts";
+import { sample, seededRandom } from "../../services/common/prng.ts";
 import { MemberState, type MemberInfo } from "../../services/membership/types.ts";
 import { isValidAddress } from "../../services/membership/validate.ts";
 

@@ -5,7 +5,7 @@ import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import { scheduleChurn, type ChurnModel } from "../../services/membership/churn.ts";
 import { detectionBoundMs, resolveConfig } from "../../services/membership/config.ts";
-import { seededRandom } from "../../services/membership/prng.ts";
+import { seededRandom } from "../../services/common/prng.ts";
 import { SimulationObserver, quantile } from "../../services/membership/sim-observer.ts";
 import { MembershipSimulation } from "../../services/membership/simulator.ts";
 

@@ -52,7 +52,7 @@ export function heapUsedAfterGc(): number | null {
 }
 
 /** A small seeded PRNG (mulberry32): same seed, same sequence. */
-export { seededRandom as prng } from "../../../services/membership/prng.js";
+export { seededRandom as prng } from "../../../services/common/prng.js";
 
 /**
  * Run fn and return the milliseconds of garbage-collection pauses that happened during it

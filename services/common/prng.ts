@@ -1,7 +1,9 @@
-// A seeded pseudo-random source (mulberry32) for the membership core, its simulator and tests.
-// Statistical quality is plenty for picking probe targets; it is not for cryptography.
+// One seeded pseudo-random source (mulberry32) for everything that must be reproducible: the
+// gossip engine's and the membership core's choices, their simulators, chaos plans and tests.
+// The pure parts never draw randomness themselves; they are handed a Random made here (or
+// Math.random in production). Statistical quality is plenty for picking peers; not for secrets.
 
-/** Uniform source in [0, 1). */
+/** Uniform floats in [0, 1). */
 export type Random = () => number;
 
 /** A deterministic generator seeded by a 32-bit integer. */
@@ -16,9 +18,15 @@ export function seededRandom(seed: number): Random {
   };
 }
 
-/** An integer in [0, n). */
+/** A uniform integer in [0, n). */
 export function randomInt(random: Random, n: number): number {
   return Math.min(n - 1, Math.floor(random() * n));
+}
+
+/** A uniformly chosen element of a non-empty array. */
+export function pick<T>(random: Random, items: readonly T[]): T {
+  if (items.length === 0) throw new RangeError("pick from an empty list");
+  return items[randomInt(random, items.length)]!;
 }
 
 /** Fisher-Yates shuffle in place; returns the array. */
@@ -30,6 +38,11 @@ export function shuffleInPlace<T>(items: T[], random: Random): T[] {
     items[j] = tmp;
   }
   return items;
+}
+
+/** A shuffled copy. */
+export function shuffled<T>(random: Random, items: readonly T[]): T[] {
+  return shuffleInPlace(items.slice(), random);
 }
 
 /** Up to k distinct items chosen uniformly from the list (the list is not modified). */
