@@ -129,19 +129,26 @@ export function chunkAWSet(state: AWSet, limits: ChunkLimits = {}): AWSetChunk[]
  * outside its own range.
  */
 export function applyChunk(local: AWSet, chunk: AWSetChunk, senderCtx: CausalContext): boolean {
-  // The context of the joined slice: the chunk's own dots, plus the local in-range dots the
-  // sender has seen. A local in-range dot in it but absent from the chunk is a sender removal;
-  // nothing outside the range is covered, so nothing outside the range can be dropped.
-  const sliceCtx = new CausalContext();
-  for (const [k, dots] of chunk.entries) {
+  for (const k of chunk.entries.keys()) {
     if (!inChunkRange(chunk, k)) throw new RangeError("chunk entry outside the chunk's range");
-    for (const d of dots) sliceCtx.addDot(d);
   }
-  for (const [k, dots] of local.entries) {
-    if (!inChunkRange(chunk, k)) continue;
-    for (const d of dots) if (senderCtx.containsDot(d)) sliceCtx.addDot(d);
-  }
+  const localInRange: DotSet[] = [];
+  for (const [k, dots] of local.entries) if (inChunkRange(chunk, k)) localInRange.push(dots);
+  const sliceCtx = chunkSliceContext(chunk.entries.values(), localInRange, senderCtx);
   return local.joinInPlace(AWSet.fromParts(new Map(chunk.entries), sliceCtx));
+}
+
+/**
+ * The context a chunk is joined with (here and by the LevelDB store): the chunk's own dots, plus
+ * the receiver's dots inside the chunk's range that the sender has seen. A receiver dot in it but
+ * absent from the chunk is a sender removal; nothing outside the range is covered, so nothing
+ * outside the range can be dropped.
+ */
+export function chunkSliceContext(chunkDots: Iterable<DotSet>, localInRange: Iterable<DotSet>, senderCtx: CausalContext): CausalContext {
+  const ctx = new CausalContext();
+  for (const dots of chunkDots) for (const d of dots) ctx.addDot(d);
+  for (const dots of localInRange) for (const d of dots) if (senderCtx.containsDot(d)) ctx.addDot(d);
+  return ctx;
 }
 
 /** After the key's last chunk: fold the sender's whole context into the local context. */

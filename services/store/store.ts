@@ -29,6 +29,7 @@ import {
 import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
 import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
+import { chunkSliceContext } from "../gossip/chunking.js";
 import { verifyObject } from "./verify.js";
 import { WriteView } from "./write-view.js";
 import {
@@ -613,37 +614,20 @@ export class Store {
     await this.commit.drain();
     return this.mutate(key, async (prefix, h, view) => {
       const slice = chunk.slice as AWSet;
-      const newEntries = new Map<ElementKey, DotSet>();
-      const newCtx = new CausalContext();
-      let changed = false;
-      // Local elements in the range that the chunk lacks: drop the dots the sender has seen.
+      // The receiver's elements inside the chunk's range: those the chunk carries, and those it
+      // lacks (listed from LevelDB, then read through the write view with any queued writes).
       const range = elementRange(prefix);
       const gte = chunk.rangeStart.length > 0 ? elementRecordKey(prefix, chunk.rangeStart) : range.gte;
       const bounds = chunk.rangeOpen ? { gte, lt: range.lt } : { gte, lte: elementRecordKey(prefix, chunk.rangeEnd) };
       const offset = prefix.length + 1;
-      for await (const [k] of this.db.iterator({ ...bounds, values: false })) {
+      const inRange = [...slice.entries.keys()];
+      for await (const k of this.db.keys(bounds)) {
         const ek = elementKey(unescapeBytes(k, offset).bytes);
-        if (slice.entries.has(ek)) continue;
-        const mine = await view.dots(ek);
-        const kept = mine.filter((d) => !chunk.senderCtx.containsDot(d));
-        if (kept.length !== mine.length) {
-          for (const d of mine) if (!kept.some((x) => sameDot(x, d))) newCtx.addDot(d);
-          view.setDots(ek, kept, h);
-          changed = true;
-        }
+        if (!slice.entries.has(ek)) inRange.push(ek);
       }
-      await view.prefetch([...slice.entries.keys()]);
-      for (const [ek, theirs] of slice.entries) {
-        if (await joinElement(view, h, ek, theirs, chunk.senderCtx, newEntries, newCtx)) changed = true;
-        for (const d of theirs) {
-          if (!h.ctx.containsDot(d)) {
-            h.ctx.addDot(d);
-            newCtx.addDot(d);
-            changed = true;
-          }
-        }
-      }
-      return { changed, newPart: AWSet.fromParts(newEntries, newCtx) };
+      await view.prefetch(inRange);
+      const sliceCtx = chunkSliceContext(slice.entries.values(), inRange.map((ek) => view.loadedDots(ek)), chunk.senderCtx);
+      return this.joinSet(prefix, h, AWSet.fromParts(slice.entries, sliceCtx), view);
     }, { type: chunk.type });
   }
 

@@ -115,6 +115,23 @@ describe("store matches the AWSet lattice", () => {
   });
 });
 
+describe("chunked transfer", () => {
+  it("applies the sender's removals inside each chunk's range, and nothing outside it", async () => {
+    const a = await open(newDir(), "A");
+    const b = await open(newDir(), "B");
+    await a.add("k", [el(1), el(2), el(3), el(4)]);
+    await b.merge("k", ObjectType.AWSET, (await a.readState("k"))!.state);
+    await a.remove("k", [el(1), el(3)]);
+    // Cut after the first chunk (element 2 and the range before it): only element 1 is gone.
+    assert.equal(await transfer(a, b, "k", 1, 1), false);
+    assert.deepEqual((await stored(b, "k")).elements(), [el(2), el(3), el(4)].map((e) => Buffer.from(e)));
+    assert.equal(await transfer(a, b, "k", 1), true);
+    assert.deepEqual((await stored(b, "k")).elements(), [el(2), el(4)].map((e) => Buffer.from(e)));
+    assert.deepEqual(await b.verify("k"), []);
+    await Promise.all([a.close(), b.close()]);
+  });
+});
+
 describe("dot index", () => {
   it("stays exact across bucket boundaries under local writes and the remote deltas they make", async () => {
     // Long runs of adds and removes push dot counters across many index buckets; each delta is
