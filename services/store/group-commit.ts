@@ -21,6 +21,8 @@ export interface GroupCommitOptions {
   sync: boolean;
   /** Most operations (callers) folded into one batch. */
   maxBatch: number;
+  /** Reads of at most this many keys run synchronously (see getMany). */
+  syncReadMax: number;
 }
 
 export class GroupCommit {
@@ -58,10 +60,16 @@ export class GroupCommit {
   async get(key: Buffer): Promise<Buffer | undefined> {
     const o = this.overlay.get(key.toString("latin1"));
     if (o !== undefined) return o.value ?? undefined;
-    return this.db.get(key);
+    return this.db.getSync(key);
   }
 
-  /** Batched read: queued writes first, then one LevelDB getMany for the rest. */
+  /**
+   * Batched read: queued writes first, then LevelDB. A few keys are read synchronously: a point
+   * read from LevelDB's memory and block cache takes about 2 µs on the event loop, while an
+   * asynchronous read costs some 10 µs of event-loop time to hand out and 40-50 µs until it
+   * answers (measured on this machine during fsync'd writes). Many keys go to one getMany, whose
+   * reads run on the thread pool.
+   */
   async getMany(keys: Buffer[]): Promise<Array<Buffer | undefined>> {
     const out: Array<Buffer | undefined> = new Array(keys.length);
     const missing: number[] = [];
@@ -70,7 +78,9 @@ export class GroupCommit {
       if (o !== undefined) out[i] = o.value ?? undefined;
       else missing.push(i);
     });
-    if (missing.length > 0) {
+    if (missing.length > 0 && missing.length <= this.opts.syncReadMax) {
+      for (const i of missing) out[i] = this.db.getSync(keys[i]!);
+    } else if (missing.length > 0) {
       const found = await this.db.getMany(missing.map((i) => keys[i]!));
       missing.forEach((i, j) => (out[i] = found[j] ?? undefined));
     }

@@ -147,7 +147,7 @@ export class Store {
     readonly partitions: number,
     private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "partitions">>,
   ) {
-    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch });
+    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
   }
 
   static async open(options: StoreOptions): Promise<Store> {
