@@ -2,10 +2,11 @@
 //
 // Version 1 → 2: the dot index moves from one record per live dot (... 0x03 esc(replica)
 // u64be(counter) → element) to buckets of DOT_BUCKET consecutive dots (dot-index.ts). Both
-// layouts use the same key shape, so a half-converted object would be misread: each object is
-// converted in one atomic batch that also records it as done (META 'M' → its prefix), and a
-// conversion cut by a crash resumes after the last object it finished. An object's old records
-// are held in memory while it is converted (about 100 bytes per element).
+// layouts use the same key shape, so a half-converted object would be misread: whole objects are
+// converted in atomic batches (small objects share one) that also record the last of them as done
+// (META 'M' → its prefix), and a conversion cut by a crash resumes after the last object it
+// finished. An object's old records are held in memory while it is converted (about 100 bytes
+// per element).
 import type { ClassicLevel } from "classic-level";
 import { type Bucket, bucketOf, encodeBucket, offsetOf } from "./dot-index.js";
 import { META, OBJECTS, SUFFIX_DOTS, dotBucketKey, parseObjectKey, unescapeBytes } from "./keys.js";
@@ -14,6 +15,9 @@ import { META, OBJECTS, SUFFIX_DOTS, dotBucketKey, parseObjectKey, unescapeBytes
 export function migrationProgressKey(): Buffer {
   return Buffer.from([META, 0x4d]);
 }
+
+/** Records gathered before a batch of whole objects is written. */
+const BATCH_RECORDS = 10_000;
 
 /** Convert every object's dot index from version 1 to 2; returns the objects converted. */
 export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>): Promise<number> {
@@ -28,17 +32,24 @@ export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>): Promise<n
   let current: Buffer | undefined;
   let dels: Buffer[] = [];
   let buckets = new Map<string, { key: Buffer; bucket: Bucket }>();
+  let batch = db.batch();
+  let batched = 0;
+  const writeBatch = async (last: Buffer) => {
+    batch.put(migrationProgressKey(), last);
+    await batch.write({ sync: true });
+    batch = db.batch();
+    batched = 0;
+  };
   const finishObject = async () => {
-    if (current === undefined) return;
-    const batch = db.batch();
+    if (current === undefined || dels.length === 0) return;
     // Deletes first: a bucket key can equal an old dot key of the same replica (bucket b and dot b).
     for (const k of dels) batch.del(k);
     for (const { key, bucket } of buckets.values()) batch.put(key, encodeBucket(bucket));
-    batch.put(migrationProgressKey(), current);
-    await batch.write({ sync: true });
+    batched += dels.length + buckets.size;
     objects++;
     dels = [];
     buckets = new Map();
+    if (batched >= BATCH_RECORDS) await writeBatch(current);
   };
   try {
     for (;;) {
@@ -66,7 +77,10 @@ export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>): Promise<n
       dels.push(Buffer.from(k));
     }
     await finishObject();
+    if (batched > 0) await writeBatch(current!);
   } finally {
+    // Unwritten (nothing to convert, or an error): release it. A written batch is closed already.
+    await batch.close();
     await it.close();
   }
   return objects;
