@@ -16,11 +16,11 @@ export function migrationProgressKey(): Buffer {
   return Buffer.from([META, 0x4d]);
 }
 
-/** Records gathered before a batch of whole objects is written. */
-const BATCH_RECORDS = 10_000;
-
-/** Convert every object's dot index from version 1 to 2; returns the objects converted. */
-export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>): Promise<number> {
+/**
+ * Convert every object's dot index from version 1 to 2; returns the objects converted.
+ * batchRecords: records gathered before a batch of whole objects is written.
+ */
+export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>, batchRecords = 10_000): Promise<number> {
   const done = await db.get(migrationProgressKey());
   // After the last finished object: prefix + 0xff is above all its records (escaped keys end
   // in 0x00 0x01, so no other object's prefix extends this one).
@@ -49,7 +49,7 @@ export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>): Promise<n
     objects++;
     dels = [];
     buckets = new Map();
-    if (batched >= BATCH_RECORDS) await writeBatch(current);
+    if (batched >= batchRecords) await writeBatch(current);
   };
   try {
     for (;;) {

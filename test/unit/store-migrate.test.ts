@@ -9,7 +9,7 @@ import { ClassicLevel } from "classic-level";
 import { type AWSet, ObjectType } from "../../services/crdt/index.ts";
 import { DOT_BUCKET, decodeBucket } from "../../services/store/dot-index.ts";
 import { dotIndexRange, formatKey, objectPrefix } from "../../services/store/keys.ts";
-import { migrationProgressKey } from "../../services/store/migrate.ts";
+import { migrateV1ToV2, migrationProgressKey } from "../../services/store/migrate.ts";
 import { STORE_VERSION, Store, StoreOpenError } from "../../services/store/store.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-migrate-"));
@@ -102,6 +102,23 @@ describe("store format upgrade 1 → 2", () => {
     await setMeta(db, { version: 1 });
     await db.close();
     await expectUpgraded(dir, states, KEYS.length);
+  });
+
+  it("converts object by object when every object fills a batch", async () => {
+    const dir = join(root, "small-batches");
+    const states = await populate(dir);
+    const db = await openRaw(dir);
+    for (const key of KEYS) await writeV1Index(db, key);
+    assert.equal(await migrateV1ToV2(db, 1), KEYS.length);
+    await setMeta(db, { version: STORE_VERSION });
+    await db.del(migrationProgressKey());
+    await db.close();
+    const s = await open(dir);
+    for (const [i, key] of KEYS.entries()) {
+      assert.deepEqual(await s.verify(key), []);
+      assert.ok(((await s.readState(key))!.state as AWSet).equals(states[i]!));
+    }
+    await s.close();
   });
 
   it("resumes after the last object an interrupted upgrade finished", async () => {
