@@ -382,7 +382,9 @@ export class Store {
     if (h === undefined) return elements.map(() => false);
     if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
     const prefix = objectPrefix(this.partitionOf(key), key);
-    return Promise.all(elements.map(async (el) => (await this.commit.get(elementRecordKey(prefix, el))) !== undefined));
+    // One batched read (a few keys are read synchronously, many on the thread pool).
+    const found = await this.commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
+    return found.map((v) => v !== undefined);
   }
 
   /** One page of members after startAfter (exclusive), in element order. */
