@@ -745,9 +745,21 @@ export class Store {
       if (list === undefined) out.set(ek, [d]);
       else list.push(d);
     };
-    if (c.dotCount() <= this.opts.removeLookupLimit) {
-      await view.loadOwners(c.dots());
-      for (const d of c.dots()) {
+    // First the elements this operation has read already (all of them, for a state chunk): the
+    // dots they hold are theirs without a lookup.
+    const found = new CausalContext();
+    for (const [ek, dots] of view.loadedElements()) {
+      for (const d of dots) {
+        if (c.containsDot(d)) {
+          push(ek, d);
+          found.addDot(d);
+        }
+      }
+    }
+    const rest = found.isEmpty() ? c : c.subtract(found);
+    if (rest.dotCount() <= this.opts.removeLookupLimit) {
+      await view.loadOwners(rest.dots());
+      for (const d of rest.dots()) {
         const ek = await view.ownerOf(d);
         if (ek !== undefined) push(ek, d);
       }
@@ -758,7 +770,8 @@ export class Store {
     const offset = prefix.length + 1;
     for await (const [k, v] of this.db.iterator(elementRange(prefix))) {
       const ek = elementKey(unescapeBytes(k, offset).bytes);
-      for (const d of view.pendingDots(ek) ?? decodeDots(v)) if (c.containsDot(d)) push(ek, d);
+      if (view.pendingDots(ek) !== undefined) continue; // done in the first pass
+      for (const d of decodeDots(v)) if (rest.containsDot(d)) push(ek, d);
     }
     return out;
   }

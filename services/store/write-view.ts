@@ -77,6 +77,11 @@ export class WriteView {
     return this.elements.get(ek)?.dots;
   }
 
+  /** Every element read or changed so far, with its current dots. */
+  *loadedElements(): Generator<[ElementKey, Dot[]]> {
+    for (const [ek, s] of this.elements) yield [ek, s.dots];
+  }
+
   /** Dots of an element already loaded by loadBytes or prefetch. */
   loadedDots(ek: ElementKey): Dot[] {
     const s = this.elements.get(ek);
