@@ -66,6 +66,7 @@ export async function startNode(
     sync: config.sync,
     writeBufferBytes: config.storage.writeBufferBytes,
     cacheBytes: config.storage.cacheBytes,
+    onUpgradeStart: (e) => log.warn("upgrading the data directory to the current store format; the node starts after it", { dir: config.dataDir, ...e }),
     onUpgrade: (e) => log.info("data directory upgraded to the current store format", { dir: config.dataDir, ...e }),
   });
   const nodeLog = log.child({ node: store.nodeId });

@@ -73,6 +73,8 @@ export interface StoreOptions {
   cacheBytes?: number;
   /** Told when Store.open upgraded an older on-disk format (objects converted, time taken). */
   onUpgrade?: (e: { objects: number; ms: number }) => void;
+  /** Told before an upgrade starts (from which version), so a long one can be announced. */
+  onUpgradeStart?: (e: { fromVersion: number; toVersion: number }) => void;
   /** false: refuse a directory of an older format instead of upgrading it (read-only tools). */
   upgrade?: boolean;
   /** Above this many removed dots in one delta, find them by scanning the object instead. */
@@ -145,7 +147,7 @@ export class Store {
      */
     readonly replicaId: string,
     readonly partitions: number,
-    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "partitions">>,
+    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "onUpgradeStart" | "partitions">>,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
   }
@@ -226,6 +228,7 @@ export class Store {
               `data directory ${opts.dir} has store version 1; a node of this version upgrades it in place when it starts`,
             );
           }
+          opts.onUpgradeStart?.({ fromVersion: 1, toVersion: STORE_VERSION });
           await upgradeFromV1(db, meta, opts.onUpgrade);
         }
       }

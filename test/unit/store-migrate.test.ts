@@ -15,8 +15,8 @@ import { STORE_VERSION, Store, StoreOpenError } from "../../services/store/store
 const root = mkdtempSync(join(tmpdir(), "deltaset-migrate-"));
 after(() => rmSync(root, { recursive: true, force: true }));
 const partitionOf = (key: string, p: number) => Buffer.from(key).reduce((a, b) => (a * 31 + b) % p, 7);
-const open = (dir: string, onUpgrade?: (e: { objects: number }) => void) =>
-  Store.open({ dir, nodeId: "A", partitions: 8, partitionOf, sync: "buffered", onUpgrade });
+const open = (dir: string, onUpgrade?: (e: { objects: number }) => void, onUpgradeStart?: (e: { fromVersion: number }) => void) =>
+  Store.open({ dir, nodeId: "A", partitions: 8, partitionOf, sync: "buffered", onUpgrade, onUpgradeStart });
 const KEYS = ["alpha", "beta", "gamma"];
 
 async function openRaw(dir: string): Promise<ClassicLevel<Buffer, Buffer>> {
@@ -67,8 +67,10 @@ async function populate(dir: string): Promise<AWSet[]> {
 
 async function expectUpgraded(dir: string, states: AWSet[], objects: number): Promise<void> {
   const seen: number[] = [];
-  const s = await open(dir, (e) => seen.push(e.objects));
+  const started: number[] = [];
+  const s = await open(dir, (e) => seen.push(e.objects), (e) => started.push(e.fromVersion));
   assert.deepEqual(seen, [objects]);
+  assert.deepEqual(started, [1]);
   for (const [i, key] of KEYS.entries()) {
     assert.deepEqual(await s.verify(key), []);
     assert.ok(((await s.readState(key))!.state as AWSet).equals(states[i]!));
