@@ -11,6 +11,11 @@ export function varintSize(n: number): number {
   return size;
 }
 
+/** Bytes of a protobuf field with a one-byte tag and a length-delimited body of n bytes. */
+export function lengthDelimitedSize(n: number): number {
+  return 1 + varintSize(n) + n;
+}
+
 /** Write the varint of n at `at`; returns the offset after it. */
 export function writeVarint(out: Uint8Array, at: number, n: number): number {
   while (n >= 128) {

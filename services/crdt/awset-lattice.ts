@@ -8,6 +8,7 @@ import {
   AWSetState,
   compareBytes,
   contextFromProto,
+  contextEncodedSize,
   contextToProto,
   decodeCanonical,
   dotFromProto,
@@ -15,8 +16,7 @@ import {
   validateDots,
 } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
-import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
-import { varintSize } from "../common/varint.js";
+import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
 export function awsetToProto(s: AWSet): AWSetState {
   return {
@@ -35,21 +35,19 @@ export function awsetToProto(s: AWSet): AWSetState {
  */
 export function awsetEncodedSize(s: AWSet): number {
   let size = 0;
-  for (const [k, dots] of s.entries) {
-    // Element keys are latin1 strings of the element's bytes: one character per byte.
-    let entry = k.length === 0 ? 0 : lengthDelimited(k.length);
-    for (const d of dots) {
-      const replica = Buffer.byteLength(d.replica, "utf8");
-      entry += lengthDelimited((replica === 0 ? 0 : lengthDelimited(replica)) + (d.counter === 0 ? 0 : 1 + varintSize(d.counter)));
-    }
-    size += lengthDelimited(entry);
-  }
-  return size + lengthDelimited(CausalContextMsg.encode(contextToProto(s.ctx)).finish().length);
+  for (const [k, dots] of s.entries) size += awsetEntrySize(k, dots);
+  return size + lengthDelimitedSize(contextEncodedSize(s.ctx));
 }
 
-/** A field with a one-byte tag and a length-delimited body of n bytes. */
-function lengthDelimited(n: number): number {
-  return 1 + varintSize(n) + n;
+/** Encoded size of one AWSetEntry inside AWSetState.entries (tag and length included). */
+export function awsetEntrySize(k: ElementKey, dots: DotSet): number {
+  // Element keys are latin1 strings of the element's bytes: one character per byte.
+  let entry = k.length === 0 ? 0 : lengthDelimitedSize(k.length);
+  for (const d of dots) {
+    const replica = Buffer.byteLength(d.replica, "utf8");
+    entry += lengthDelimitedSize((replica === 0 ? 0 : lengthDelimitedSize(replica)) + (d.counter === 0 ? 0 : 1 + varintSize(d.counter)));
+  }
+  return lengthDelimitedSize(entry);
 }
 
 export function awsetFromProto(msg: AWSetState): AWSet {

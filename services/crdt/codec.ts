@@ -54,6 +54,11 @@ export function contextToProto(c: CausalContext): CausalContextMsg {
   return msg;
 }
 
+/** Bytes of the encoded CausalContext message (contexts are compact: encoding is the measure). */
+export function contextEncodedSize(c: CausalContext): number {
+  return CausalContextMsg.encode(contextToProto(c)).finish().length;
+}
+
 /** Decode a context, requiring the canonical form the encoder writes. */
 export function contextFromProto(msg: CausalContextMsg | undefined): CausalContext {
   const c = new CausalContext();

@@ -27,7 +27,9 @@ import {
   DecodeError,
   type ElementKey,
   ObjectType,
+  awsetEntrySize,
   compareBytes,
+  contextEncodedSize,
   contextFromProto,
   contextToProto,
   decodeMessage,
@@ -36,9 +38,8 @@ import {
   elementBytes,
   elementKey,
 } from "../crdt/index.js";
-import { AWSetState, CausalContext as CausalContextMsg, type EncodedState } from "../gen/deltaset/v1/types.js";
+import { AWSetState, type EncodedState } from "../gen/deltaset/v1/types.js";
 import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
-import { varintSize } from "../common/varint.js";
 
 export interface AWSetChunk {
   /** Inclusive lower bound (element key); undefined means from the first element. */
@@ -75,21 +76,6 @@ export function inChunkRange(chunk: Pick<AWSetChunk, "rangeStart" | "rangeEnd" |
   return chunk.rangeOpen || (chunk.rangeEnd !== undefined && k <= chunk.rangeEnd);
 }
 
-/** Exact encoded size of one AWSetEntry inside AWSetState.entries. */
-export function entrySize(k: ElementKey, dots: DotSet): number {
-  let body = k.length === 0 ? 0 : 1 + varintSize(k.length) + k.length;
-  for (const d of dots) {
-    const replica = Buffer.byteLength(d.replica, "utf8");
-    const dot = (replica === 0 ? 0 : 1 + varintSize(replica) + replica) + 1 + varintSize(d.counter);
-    body += 1 + varintSize(dot) + dot;
-  }
-  return 1 + varintSize(body) + body;
-}
-
-function contextSize(c: CausalContext): number {
-  return CausalContextMsg.encode(contextToProto(c)).finish().length;
-}
-
 /** Split a state into chunks in element order. An empty set still gives one (open) chunk. */
 export function chunkAWSet(state: AWSet, limits: ChunkLimits = {}): AWSetChunk[] {
   const maxEntries = limits.maxEntries ?? Infinity;
@@ -98,9 +84,9 @@ export function chunkAWSet(state: AWSet, limits: ChunkLimits = {}): AWSetChunk[]
   if (!(maxBytes >= 1)) throw new RangeError(`maxBytes must be at least 1, got ${maxBytes}`);
   const groups: ElementKey[][] = [];
   let cur: ElementKey[] = [];
-  let curBytes = maxBytes === Infinity ? 0 : contextSize(state.ctx);
+  let curBytes = maxBytes === Infinity ? 0 : contextEncodedSize(state.ctx);
   for (const k of state.sortedKeys()) {
-    const size = maxBytes === Infinity ? 0 : entrySize(k, state.entries.get(k)!);
+    const size = maxBytes === Infinity ? 0 : awsetEntrySize(k, state.entries.get(k)!);
     if (cur.length > 0 && (cur.length >= maxEntries || curBytes + size > maxBytes)) {
       groups.push(cur);
       cur = [];

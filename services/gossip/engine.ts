@@ -28,7 +28,7 @@ import { Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
 import { type Random, pick } from "../common/prng.js";
-import { varintSize } from "../common/varint.js";
+import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
 export { PayloadKind };
 export type ItemKind = PayloadKind.DELTA | PayloadKind.STATE;
@@ -110,8 +110,7 @@ export interface Ack {
 
 /** Encoded size of a PartitionAck inside a reply (tag, length, fields). */
 export function ackBytes(a: Ack): number {
-  const body = (a.partition === 0 ? 0 : 1 + varintSize(a.partition)) + (a.seq === 0 ? 0 : 1 + varintSize(a.seq));
-  return 1 + varintSize(body) + body;
+  return lengthDelimitedSize((a.partition === 0 ? 0 : 1 + varintSize(a.partition)) + (a.seq === 0 ? 0 : 1 + varintSize(a.seq)));
 }
 
 export class AntiEntropyEngine<P> {

@@ -5,7 +5,7 @@
 import { type Lattice, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
-import { varintSize } from "../common/varint.js";
+import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
 export interface KeyedState {
   readonly type: ObjectType;
@@ -60,15 +60,10 @@ function joinKeyed(ps: readonly KeyedStates[]): KeyedStates {
 
 const utf8 = new TextEncoder();
 
-/** Size of a length-delimited field (tag + length + body) holding `body` bytes. */
-function fieldSize(body: number): number {
-  return 1 + varintSize(body) + body;
-}
-
 /** Encoded size of one KeyState message body for a key whose encoded state has `payload` bytes. */
 export function keyStateSize(key: string, type: ObjectType, payload: number): number {
-  const encodedState = (type === 0 ? 0 : 1 + varintSize(type)) + (payload === 0 ? 0 : fieldSize(payload));
-  return (key.length === 0 ? 0 : fieldSize(utf8.encode(key).length)) + fieldSize(encodedState);
+  const encodedState = (type === 0 ? 0 : 1 + varintSize(type)) + (payload === 0 ? 0 : lengthDelimitedSize(payload));
+  return (key.length === 0 ? 0 : lengthDelimitedSize(utf8.encode(key).length)) + lengthDelimitedSize(encodedState);
 }
 
 export const keyedStatesOps: PayloadOps<KeyedStates> = {
@@ -82,7 +77,7 @@ export const keyedStatesOps: PayloadOps<KeyedStates> = {
   /** The bytes these keys take inside a PartitionPayload (each key as a length-delimited KeyState). */
   sizeBytes(p) {
     let n = 0;
-    for (const [key, ks] of p) n += fieldSize(keyStateSize(key, ks.type, latticeFor(ks.type).encodedSize(ks.state)));
+    for (const [key, ks] of p) n += lengthDelimitedSize(keyStateSize(key, ks.type, latticeFor(ks.type).encodedSize(ks.state)));
     return n;
   },
 };
@@ -90,7 +85,7 @@ export const keyedStatesOps: PayloadOps<KeyedStates> = {
 /** The bytes encoded KeyStates take inside a PartitionPayload (same measure as sizeBytes). */
 export function protoKeysSize(keys: readonly KeyState[]): number {
   let n = 0;
-  for (const k of keys) n += fieldSize(keyStateSize(k.key, k.state?.type ?? 0, k.state?.payload.length ?? 0));
+  for (const k of keys) n += lengthDelimitedSize(keyStateSize(k.key, k.state?.type ?? 0, k.state?.payload.length ?? 0));
   return n;
 }
 

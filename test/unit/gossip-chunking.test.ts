@@ -3,7 +3,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { AWSet, AWSetLattice, CausalContext, DecodeError, dotKey } from "../../services/crdt/index.js";
+import { AWSet, AWSetLattice, CausalContext, DecodeError, awsetEntrySize, dotKey } from "../../services/crdt/index.js";
 import {
   type AWSetChunk,
   type ChunkLimits,
@@ -14,7 +14,6 @@ import {
   chunkAWSet,
   chunkFromProto,
   chunkToProto,
-  entrySize,
   finishKey,
 } from "../../services/gossip/index.js";
 
@@ -76,7 +75,7 @@ describe("chunkAWSet", () => {
           if (limits.maxEntries !== undefined) assert.ok(c.entries.size <= limits.maxEntries);
           if (limits.maxBytes !== undefined && c.entries.size > 1) {
             let bytes = 0;
-            for (const [k, dots] of c.entries) bytes += entrySize(k, dots);
+            for (const [k, dots] of c.entries) bytes += awsetEntrySize(k, dots);
             assert.ok(bytes <= limits.maxBytes);
           }
           seen.push(...c.entries.keys());
