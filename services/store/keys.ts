@@ -119,12 +119,14 @@ export function elementRecordKey(prefix: Buffer, element: Uint8Array): Buffer {
   return out;
 }
 
+/** Every record of one kind (suffix) of an object. */
+function suffixRange(prefix: Buffer, suffix: number): { gte: Buffer; lt: Buffer } {
+  return { gte: Buffer.concat([prefix, Buffer.from([suffix])]), lt: Buffer.concat([prefix, Buffer.from([suffix + 1])]) };
+}
+
 /** All element records of an object. */
 export function elementRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
-  return {
-    gte: Buffer.concat([prefix, Buffer.from([SUFFIX_ELEMENT])]),
-    lt: Buffer.concat([prefix, Buffer.from([SUFFIX_ELEMENT + 1])]),
-  };
+  return suffixRange(prefix, SUFFIX_ELEMENT);
 }
 
 const replicaBytes = new Map<string, Buffer>();
@@ -153,18 +155,23 @@ export function dotIndexPrefix(prefix: Buffer, replica: string): Buffer {
 export function dotBucketKey(replicaPrefix: Buffer, bucket: number): Buffer {
   const out = Buffer.allocUnsafe(replicaPrefix.length + 8);
   replicaPrefix.copy(out, 0);
-  // bucket < 2^53: high and low 32-bit words, big-endian.
-  out.writeUInt32BE(Math.floor(bucket / 0x1_0000_0000), replicaPrefix.length);
-  out.writeUInt32BE(bucket >>> 0, replicaPrefix.length + 4);
+  writeU64(out, replicaPrefix.length, bucket);
   return out;
+}
+
+/** A number below 2^53 as u64be (high and low 32-bit words), as dot counters and buckets are keyed. */
+export function writeU64(out: Buffer, at: number, n: number): void {
+  out.writeUInt32BE(Math.floor(n / 0x1_0000_0000), at);
+  out.writeUInt32BE(n >>> 0, at + 4);
+}
+
+export function readU64(b: Buffer, at: number): number {
+  return b.readUInt32BE(at) * 0x1_0000_0000 + b.readUInt32BE(at + 4);
 }
 
 /** Every dot-index bucket of an object. */
 export function dotIndexRange(prefix: Buffer): { gte: Buffer; lt: Buffer } {
-  return {
-    gte: Buffer.concat([prefix, Buffer.from([SUFFIX_DOTS])]),
-    lt: Buffer.concat([prefix, Buffer.from([SUFFIX_DOTS + 1])]),
-  };
+  return suffixRange(prefix, SUFFIX_DOTS);
 }
 
 /** Everything of an object (header, elements, dots). */

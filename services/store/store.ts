@@ -1,14 +1,15 @@
 // Durable storage of replicated objects on LevelDB (classic-level), decomposed as in Riak's
 // bigset (seed 004): a header per object (type, causal context, size) and one record per live
 // element (its dots), plus a dot index (dot → element, in buckets of consecutive dots: see
-// dot-index.ts) so that a remote remove, which names dots and not elements, costs a point lookup. An add or remove touches O(1)
-// records in one atomic batch; membership is a point lookup; members stream in element order;
-// no object is limited by a message or value size.
+// dot-index.ts) so that a remote remove, which names dots and not elements, costs a point lookup.
+// An add or remove touches O(1) records in one atomic batch; membership is a point lookup;
+// members stream in element order; no object is limited by a message or value size.
 //
-// Every mutation goes through one join path (joinSet / joinCounter): local operations compute
-// their delta with the kernel's mutators, then join it like a delta from a peer. Operations on one
-// key are serialized (KeyLock); writes of concurrent operations are group-committed and
-// acknowledged only once durable (GroupCommit).
+// Joins of states and deltas from elsewhere (Merge, gossip, state chunks) go through one path
+// (joinSet / joinCounter). Local Add and Remove write their result directly: the same records the
+// join of their delta would write (the store property tests compare both with the lattice).
+// Operations on one key are serialized (KeyLock); writes of concurrent operations are
+// group-committed and acknowledged only once durable (GroupCommit).
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
 import { ClassicLevel } from "classic-level";
@@ -773,7 +774,7 @@ export class Store {
     const offset = prefix.length + 1;
     for await (const [k, v] of this.db.iterator(elementRange(prefix))) {
       const ek = elementKey(unescapeBytes(k, offset).bytes);
-      if (view.pendingDots(ek) !== undefined) continue; // done in the first pass
+      if (view.isLoaded(ek)) continue; // done in the first pass
       for (const d of decodeDots(v)) if (rest.containsDot(d)) push(ek, d);
     }
     return out;

@@ -4,7 +4,7 @@
 // remote removes miss elements (index) or report wrong sizes (header).
 import { type CausalContext, type Dot, elementKey } from "../crdt/index.js";
 import { DOT_BUCKET, decodeBucket } from "./dot-index.js";
-import { SUFFIX_DOTS, SUFFIX_ELEMENT, unescapeBytes } from "./keys.js";
+import { SUFFIX_DOTS, SUFFIX_ELEMENT, readU64, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 
 export interface VerifyInput {
@@ -35,7 +35,7 @@ export async function verifyObject(input: VerifyInput): Promise<string[]> {
       }
     } else if (suffix === SUFFIX_DOTS) {
       const { bytes: replica, next } = unescapeBytes(rest, 0);
-      const bucket = rest.readUInt32BE(next) * 0x1_0000_0000 + rest.readUInt32BE(next + 4);
+      const bucket = readU64(rest, next);
       const entries = decodeBucket(value);
       if (entries.size === 0) problems.push(`empty dot-index bucket ${bucket} of ${replica.toString("utf8")} left behind`);
       for (const [offset, el] of entries) {

@@ -11,8 +11,8 @@ import { type Header, decodeDots, encodeDots } from "./records.js";
 
 interface ElementState {
   bytes: Uint8Array;
-  /** Element record key, built on first need. */
-  key: Buffer | undefined;
+  /** Element record key. */
+  key: Buffer;
   dots: Dot[];
   dirty: boolean;
 }
@@ -68,13 +68,13 @@ export class WriteView {
     for (let j = 0; j < want.length; j++) {
       const i = want[j]!;
       const raw = raws[j];
-      this.elements.set(eks[i]!, { bytes: bytesOf(i), key: keys[j], dots: raw === undefined ? [] : decodeDots(raw), dirty: false });
+      this.elements.set(eks[i]!, { bytes: bytesOf(i), key: keys[j]!, dots: raw === undefined ? [] : decodeDots(raw), dirty: false });
     }
   }
 
-  /** Dots of an element read before (loadBytes/prefetch/dots) or changed in this operation. */
-  pendingDots(ek: ElementKey): Dot[] | undefined {
-    return this.elements.get(ek)?.dots;
+  /** Whether an element was read (loadBytes/prefetch/dots) in this operation. */
+  isLoaded(ek: ElementKey): boolean {
+    return this.elements.has(ek);
   }
 
   /** Every element read or changed so far, with its current dots. */
@@ -151,9 +151,8 @@ export class WriteView {
     const ops: BatchOp[] = [];
     for (const s of this.elements.values()) {
       if (!s.dirty) continue;
-      const key = s.key ?? elementRecordKey(this.prefix, s.bytes);
-      if (s.dots.length === 0) ops.push({ type: "del", key });
-      else ops.push({ type: "put", key, value: encodeDots(s.dots) });
+      if (s.dots.length === 0) ops.push({ type: "del", key: s.key });
+      else ops.push({ type: "put", key: s.key, value: encodeDots(s.dots) });
     }
     const changed: BucketState[] = [];
     for (const perReplica of this.buckets.values()) {

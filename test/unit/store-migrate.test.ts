@@ -8,7 +8,7 @@ import { after, describe, it } from "node:test";
 import { ClassicLevel } from "classic-level";
 import { type AWSet, ObjectType } from "../../services/crdt/index.ts";
 import { DOT_BUCKET, decodeBucket } from "../../services/store/dot-index.ts";
-import { dotIndexRange, formatKey, objectPrefix } from "../../services/store/keys.ts";
+import { dotIndexRange, formatKey, objectPrefix, readU64, writeU64 } from "../../services/store/keys.ts";
 import { migrateV1ToV2, migrationProgressKey } from "../../services/store/migrate.ts";
 import { STORE_VERSION, Store, StoreOpenError } from "../../services/store/store.ts";
 
@@ -33,12 +33,10 @@ async function writeV1Index(db: ClassicLevel<Buffer, Buffer>, key: string): Prom
   for await (const [k, v] of db.iterator(dotIndexRange(objectPrefix(partitionOf(key, 8), key)))) {
     batch.del(k);
     const bucketAt = k.length - 8;
-    const bucket = k.readUInt32BE(bucketAt) * 0x1_0000_0000 + k.readUInt32BE(bucketAt + 4);
+    const bucket = readU64(k, bucketAt);
     for (const [offset, element] of decodeBucket(v)) {
       const dotKey = Buffer.from(k);
-      const counter = bucket * DOT_BUCKET + offset;
-      dotKey.writeUInt32BE(Math.floor(counter / 0x1_0000_0000), bucketAt);
-      dotKey.writeUInt32BE(counter >>> 0, bucketAt + 4);
+      writeU64(dotKey, bucketAt, bucket * DOT_BUCKET + offset);
       puts.push([dotKey, Buffer.from(element)]);
     }
   }
