@@ -23,6 +23,8 @@ export type Alg1Plan<P> = { kind: "none" } | { kind: "state" } | { kind: "delta"
 
 export class Alg1Partition<P> {
   private group: P;
+  /** Something new arrived too big to hold in D: ship the full state next period. */
+  private stateOwed = false;
 
   constructor(
     private readonly ops: PayloadOps<P>,
@@ -49,6 +51,14 @@ export class Alg1Partition<P> {
   }
 
   /**
+   * on receive, when the new part was too big to join into D (a large catch-up): in transitive
+   * mode the next period ships X, which holds it, instead of D.
+   */
+  receiveTooLarge(transitive: boolean): void {
+    if (transitive) this.stateOwed = true;
+  }
+
+  /**
    * periodically: choose(X, D), then D = ⊥. With periodic state, partition p ships its state on
    * the periods where (period + p) mod k = 0, so the partitions take turns instead of all
    * shipping state in the same period.
@@ -56,8 +66,10 @@ export class Alg1Partition<P> {
   plan(choose: Choose, period: number, statePeriod: number): Alg1Plan<P> {
     const d = this.group;
     this.group = this.ops.bottom();
+    const owed = this.stateOwed;
+    this.stateOwed = false;
     const stateNow =
-      choose === "state" || (choose === "delta+periodic-state" && (period + this.partition) % statePeriod === 0);
+      owed || choose === "state" || (choose === "delta+periodic-state" && (period + this.partition) % statePeriod === 0);
     if (stateNow) return { kind: "state" };
     if (this.ops.isBottom(d)) return { kind: "none" };
     return { kind: "delta", payload: d };

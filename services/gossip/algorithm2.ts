@@ -18,6 +18,10 @@
 // delta came from j, nothing is sent and A(j) moves to c directly.
 // RR: the caller buffers only the part of a received payload that was new (Δ(d, X), computed
 // before the join); the engine buffers whatever it is handed.
+// Holes: a received payload whose new part was too big to hold (a large catch-up) is buffered as
+// a hole at its seq. A neighbour whose interval covers a hole gets full state instead of
+// deltas, so the catch-up is still forwarded (Algorithm 2 is transitive); with BP, the hole's
+// origin skips it like any delta it sent.
 // Buffer limit: when the buffer exceeds its byte budget the oldest deltas are dropped, and
 // neighbours that still needed them fall back to full state through line 24.
 import { type PayloadOps, joinPayloads } from "./payload.js";
@@ -28,6 +32,8 @@ export interface BufferedDelta<P> {
   /** Node the delta came from (this node for local operations). */
   readonly origin: string;
   readonly bytes: number;
+  /** Something new arrived here that is not held in delta: only a full state carries it. */
+  readonly hole?: boolean;
 }
 
 export type Alg2Plan<P> =
@@ -80,6 +86,13 @@ export class Alg2Partition<P> {
     return this.c;
   }
 
+  /** Append a hole (see above) at seq c and advance c. Returns the new c. */
+  appendHole(origin: string): number {
+    this.buffer.push({ seq: this.c, delta: this.ops.bottom(), origin, bytes: 0, hole: true });
+    this.c++;
+    return this.c;
+  }
+
   /** A(j) = max(A(j), n). False (and nothing changed) when n is beyond c: no such seq was sent. */
   ack(peer: string, n: number): boolean {
     if (!Number.isSafeInteger(n) || n < 0 || n > this.c) return false;
@@ -110,6 +123,7 @@ export class Alg2Partition<P> {
         held++;
         continue;
       }
+      if (e.hole === true) return { kind: "state", seq: this.c };
       parts.push(e.delta);
     }
     if (parts.length === 0) {

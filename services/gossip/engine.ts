@@ -101,6 +101,12 @@ export interface ReceivedItem<P> {
   fresh?: P;
   /** Encoded size of the received payload, for metrics. */
   bytes?: number;
+  /**
+   * The payload brought something new, too big for the caller to hand over as `fresh` (a large
+   * catch-up). The engine forwards it by full state: a hole in Algorithm 2's buffer, the next
+   * period's state in transitive Algorithm 1.
+   */
+  tooLarge?: boolean;
 }
 
 export interface Ack {
@@ -176,6 +182,15 @@ export class AntiEntropyEngine<P> {
     return this.peers.slice();
   }
 
+  /**
+   * A neighbour came back without what it acknowledged (a new data directory, or a restart that
+   * may have lost unsynced writes): its acks go back to 0, so it gets full state.
+   */
+  peerRestarted(id: string): void {
+    for (const part of this.alg2) part.forget(id);
+    this.counters.peerRestarts++;
+  }
+
   // ------------------------------------------------------------------ inputs
 
   /** A local operation's delta, already joined into X. Returns the partition's c (0 under Algorithm 1). */
@@ -202,11 +217,16 @@ export class AntiEntropyEngine<P> {
       this.counters.itemsReceived[kind]++;
       this.counters.bytesReceived[kind] += item.bytes ?? 0;
       const fresh = item.fresh !== undefined && !this.ops.isBottom(item.fresh) ? item.fresh : undefined;
-      if (fresh === undefined) this.counters.redundantReceived++;
+      const tooLarge = item.tooLarge === true;
+      if (fresh === undefined && !tooLarge) this.counters.redundantReceived++;
+      if (tooLarge) this.counters.largeCatchUps++;
       if (this.sync.algorithm === 1) {
-        this.alg1[item.partition]!.receive(fresh, this.sync.transitive);
+        const part = this.alg1[item.partition]!;
+        part.receive(fresh, this.sync.transitive);
+        if (tooLarge) part.receiveTooLarge(this.sync.transitive);
       } else {
         if (fresh !== undefined) this.append(item.partition, fresh, from);
+        if (tooLarge) this.seqChanges.set(item.partition, this.alg2[item.partition]!.appendHole(from));
         if (item.seq > 0) {
           const ack = { partition: item.partition, seq: item.seq };
           acks.push(ack);

@@ -7,6 +7,8 @@ export * from "./algorithm1.js";
 export * from "./algorithm2.js";
 export * from "./metrics.js";
 export * from "./engine.js";
+export * from "./durable-seq.js";
+export * from "./peer-boots.js";
 export * from "./chunking.js";
 export * from "../common/prng.js";
 export * from "./lossy-channel.js";

@@ -41,6 +41,10 @@ export interface GossipCounters {
   deltasCollected: number;
   /** Algorithm 2 with BP: deltas held back from the neighbour they came from. */
   bpHeldBack: number;
+  /** Received payloads whose new part was too big to buffer: forwarded by full state. */
+  largeCatchUps: number;
+  /** Neighbours that came back without what they had acknowledged: their acks were reset. */
+  peerRestarts: number;
 }
 
 export function newCounters(): GossipCounters {
@@ -58,6 +62,8 @@ export function newCounters(): GossipCounters {
     itemsRejected: 0,
     redundantReceived: 0,
     stateFallbacks: 0,
+    largeCatchUps: 0,
+    peerRestarts: 0,
     bufferOverflowDrops: 0,
     deltasCollected: 0,
     bpHeldBack: 0,

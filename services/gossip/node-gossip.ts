@@ -26,6 +26,9 @@ import {
 import type { Store } from "../store/store.js";
 import { TypeMismatchError } from "../store/store.js";
 import type { Logger } from "../node/logger.js";
+import { randomBytes } from "node:crypto";
+import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
+import { PeerBoots } from "./peer-boots.js";
 import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
 import { partitionOf } from "./partition.js";
@@ -46,9 +49,16 @@ export interface NodeGossipOptions {
   rpcTimeoutMs: number;
   maxMessageBytes: number;
   credentials?: grpc.ChannelCredentials;
+  /** Extra options of peer clients (the interceptor signing peer calls with the cluster key). */
+  channelOptions?: grpc.ChannelOptions;
   /** Maps a peer's advertised address to the address to dial (per-link fault proxies). */
   dialAddress?: (nodeId: string, address: string) => Promise<string> | string;
   random?: () => number;
+  /**
+   * A received full state whose new part exceeds this many elements is not held in the delta
+   * buffer; the partition is forwarded to the other neighbours by full state instead.
+   */
+  maxBufferedStateElements?: number;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -63,12 +73,12 @@ export interface TransportCounters {
   busySkips: number;
   stateStreamsSent: number;
   stateStreamsReceived: number;
-  /** Largest received-state new part kept out of the delta buffer (too big to buffer). */
+  /** Received full states whose new part was too big to buffer (forwarded by full state). */
   freshPartsNotBuffered: number;
 }
 
-/** Fresh parts of a received full state above this many elements are not buffered (see onPushState). */
-const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
+/** Default of NodeGossipOptions.maxBufferedStateElements. */
+export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
 
 export class NodeGossip {
   readonly engine: AntiEntropyEngine<KeyedStates>;
@@ -88,6 +98,9 @@ export class NodeGossip {
   private frameId = 0;
   private stopped = false;
   private ticking = false;
+  /** This process's boot id (see GossipReply.boot), and the last one seen of each peer. */
+  readonly boot = randomBytes(8).readBigUInt64BE(0) | 1n;
+  private readonly peerBoots = new PeerBoots();
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -106,10 +119,13 @@ export class NodeGossip {
     });
   }
 
-  /** A gossip driver whose Algorithm 2 sequence numbers continue from the durable ones. */
+  /**
+   * A gossip driver whose Algorithm 2 sequence numbers restart past the durable ones (so every
+   * partition ships full state to every neighbour first: durable-seq.ts).
+   */
   static async create(o: NodeGossipOptions): Promise<NodeGossip> {
-    const seqs = await o.store.loadSeqs();
-    return new NodeGossip(o, Array.from({ length: o.partitions }, (_, p) => seqs.get(p) ?? 0));
+    const seqs = await restartSeqs(await o.store.loadSeqs(), o.partitions, o.store);
+    return new NodeGossip(o, seqs);
   }
 
   // ------------------------------------------------------------ wiring
@@ -165,6 +181,7 @@ export class NodeGossip {
         "grpc.max_send_message_length": this.o.maxMessageBytes,
         "grpc.initial_reconnect_backoff_ms": 200,
         "grpc.max_reconnect_backoff_ms": 2000,
+        ...this.o.channelOptions,
         // Through a proxy, the peer's certificate still names its advertised host.
         ...(this.o.credentials !== undefined && dial !== p.address
           ? { "grpc.ssl_target_name_override": p.address.slice(0, p.address.lastIndexOf(":")).replace(/^\[|\]$/g, "") }
@@ -179,8 +196,7 @@ export class NodeGossip {
     if (this.stopped || this.ticking) return;
     this.ticking = true;
     try {
-      const seqs = this.engine.takeSeqChanges();
-      await Promise.all([...seqs].map(([p, v]) => this.o.store.persistSeq(p, v)));
+      await persistMovedSeqs(this.engine, this.o.store);
       const frames = this.engine.tick(Date.now());
       for (const f of frames) {
         const peer = this.peers.get(f.to);
@@ -233,8 +249,9 @@ export class NodeGossip {
           payloads: batch,
           acks: [],
           partitions: this.o.partitions,
+          boot: this.boot,
         });
-        this.engine.onAcks(to, reply.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+        this.onReply(to, reply.boot, reply.acks);
         batch = [];
         batchBytes = 0;
       };
@@ -249,6 +266,24 @@ export class NodeGossip {
       this.counters.rpcErrors++;
       this.o.log.debug("gossip send failed", { to, err });
     }
+  }
+
+  /**
+   * Acks from a peer. A new boot id means the peer restarted and may have lost what it acked:
+   * its acks go back to 0 (full state next) and the acks of this reply, which promise only what
+   * this frame carried, are ignored.
+   */
+  private onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>): void {
+    if (this.noticeBoot(from, boot)) return;
+    this.engine.onAcks(from, acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+  }
+
+  /** A peer's boot id, from its reply or its own frame; true when it restarted (acks reset). */
+  private noticeBoot(peer: string, boot: bigint): boolean {
+    if (!this.peerBoots.restarted(peer, boot)) return false;
+    this.o.log.info("peer restarted: it gets full state", { peer });
+    this.engine.peerRestarted(peer);
+    return true;
   }
 
   private exchange(client: GossipClient, frame: GossipFrame): Promise<GossipReply> {
@@ -271,7 +306,9 @@ export class NodeGossip {
     };
     let first = true;
     const head = () => {
-      const h = first ? { cluster: this.o.cluster, from: this.o.store.nodeId, partitions: this.o.partitions } : { cluster: "", from: "", partitions: 0 };
+      const h = first
+        ? { cluster: this.o.cluster, from: this.o.store.nodeId, partitions: this.o.partitions, boot: this.boot }
+        : { cluster: "", from: "", partitions: 0, boot: 0n };
       first = false;
       return h;
     };
@@ -321,7 +358,7 @@ export class NodeGossip {
       }
       call.end();
       const res = await done;
-      this.engine.onAcks(to, res.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+      this.onReply(to, res.boot, res.acks);
     } catch (err) {
       call.cancel();
       throw err;
@@ -365,6 +402,7 @@ export class NodeGossip {
         const f = call.request;
         const bad = this.checkPeer(f.cluster, f.from, f.partitions);
         if (bad) return callback(bad);
+        this.noticeBoot(f.from, f.boot);
         void (async () => {
           // Decode and validate everything before applying anything.
           const decoded: Array<{ partition: number; kind: PayloadKind; seq: number; keys: KeyedStates; bytes: number }> = [];
@@ -395,7 +433,7 @@ export class NodeGossip {
           }
           const acks = this.engine.onFrame(f.from, items);
           this.engine.onAcks(f.from, f.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
-          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto) });
+          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto), boot: this.boot });
         })().catch((err) => {
           this.o.log.error("applying a gossip frame failed", { from: f.from, err });
           callback({ code: grpc.status.UNAVAILABLE, details: "could not apply the frame; retry later", metadata: new grpc.Metadata() });
@@ -411,18 +449,24 @@ export class NodeGossip {
           const pendingCtx = new Map<string, CausalContext>();
           const fresh = new Map<number, Map<string, KeyedState>>();
           const freshElements = new Map<number, number>();
+          const tooLarge = new Set<number>();
           for await (const c of call as AsyncIterable<StateChunk>) {
             if (chunks === 0) {
               const bad = this.checkPeer(c.cluster, c.from, c.partitions);
               if (bad) return callback(bad);
               from = c.from;
+              this.noticeBoot(from, c.boot);
             }
             chunks++;
             if (c.partition >= this.o.partitions) return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from));
             if (c.partitionDone) {
-              const items: ReceivedItem<KeyedStates>[] = [{ partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition) }];
+              const items: ReceivedItem<KeyedStates>[] = [
+                { partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition), tooLarge: tooLarge.has(c.partition) },
+              ];
               acks.push(...this.engine.onFrame(from, items));
               fresh.delete(c.partition);
+              freshElements.delete(c.partition);
+              tooLarge.delete(c.partition);
               continue;
             }
             if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
@@ -452,7 +496,7 @@ export class NodeGossip {
                 pendingCtx.delete(c.key);
               }
               this.counters.chunksApplied++;
-              this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);
+              this.collectFresh(fresh, freshElements, tooLarge, c.partition, c.key, c.type, parts);
             } catch (err) {
               if (err instanceof TypeMismatchError) {
                 this.counters.typeConflicts++;
@@ -461,7 +505,7 @@ export class NodeGossip {
               throw err;
             }
           }
-          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto), chunks: BigInt(chunks) });
+          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto), chunks: BigInt(chunks), boot: this.boot });
         })().catch((err) => {
           this.o.log.warn("state stream failed", { err });
           callback({ code: grpc.status.UNAVAILABLE, details: "state stream failed; it will be retried", metadata: new grpc.Metadata() });
@@ -474,6 +518,7 @@ export class NodeGossip {
   private collectFresh(
     fresh: Map<number, Map<string, KeyedState>>,
     counts: Map<number, number>,
+    tooLarge: Set<number>,
     partition: number,
     key: string,
     type: ObjectType,
@@ -482,10 +527,12 @@ export class NodeGossip {
     if (parts.length === 0) return;
     const n = (counts.get(partition) ?? 0) + parts.reduce((s, p) => s + ("size" in p ? (p as AWSet).size : 1), 0);
     counts.set(partition, n);
-    if (n > MAX_BUFFERED_STATE_ELEMENTS) {
-      // A large catch-up is not worth holding in memory to forward: every node runs anti-entropy
-      // with every live member, so the others get it from its source or by their own full state.
-      if (fresh.delete(partition)) this.counters.freshPartsNotBuffered++;
+    if (n > (this.o.maxBufferedStateElements ?? MAX_BUFFERED_STATE_ELEMENTS)) {
+      // Too big to hold in memory: the engine forwards this partition by full state instead
+      // (Algorithm 2 is transitive; the others must not depend on the sender surviving).
+      fresh.delete(partition);
+      if (!tooLarge.has(partition)) this.counters.freshPartsNotBuffered++;
+      tooLarge.add(partition);
       return;
     }
     const m = fresh.get(partition) ?? new Map<string, KeyedState>();

@@ -22,6 +22,8 @@ import {
   protoKeysSize,
   receivedPart,
 } from "./keyed-states.js";
+import { persistMovedSeqs, seqsAfterRestart } from "./durable-seq.js";
+import { PeerBoots } from "./peer-boots.js";
 import { type ChannelFaults, LossyChannel, NO_FAULTS } from "./lossy-channel.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
@@ -58,9 +60,12 @@ interface SimNode {
   engine: AntiEntropyEngine<KeyedStates>;
   /** X, per partition: the durable state. */
   state: Map<string, KeyedState>[];
-  /** The durable seq of each partition, as a store would persist it. */
+  /** The durable seq of each partition, persisted when the node's policy persists it. */
   durableSeqs: number[];
   frameId: bigint;
+  /** Drawn at each (re)start, as a node process draws its boot id. */
+  boot: bigint;
+  boots: PeerBoots;
 }
 
 export class GossipSimulation {
@@ -92,13 +97,17 @@ export class GossipSimulation {
     this.ids = [...opts.topology.keys()].sort();
     for (const id of this.ids) {
       const durableSeqs = new Array<number>(opts.partitions).fill(0);
-      this.nodes.set(id, {
+      const n: SimNode = {
         id,
         engine: this.newEngine(id, durableSeqs),
         state: Array.from({ length: opts.partitions }, () => new Map()),
         durableSeqs,
         frameId: 0n,
-      });
+        boot: this.newBoot(),
+        boots: new PeerBoots(),
+      };
+      this.nodes.set(id, n);
+      this.startEngine(n);
     }
   }
 
@@ -117,6 +126,17 @@ export class GossipSimulation {
       this.encoded.set(p, keys);
     }
     return keys;
+  }
+
+  private newBoot(): bigint {
+    return (BigInt(Math.floor(this.random() * 2 ** 32)) << 32n) | BigInt(Math.floor(this.random() * 2 ** 32)) | 1n;
+  }
+
+  /** Start (or restart) a node's engine the way a node process does: past its persisted seqs. */
+  private startEngine(n: SimNode): void {
+    const seqs = seqsAfterRestart(new Map(n.durableSeqs.map((c, p) => [p, c])), this.opts.partitions);
+    n.durableSeqs = seqs.slice();
+    n.engine = this.newEngine(n.id, seqs);
   }
 
   private newEngine(id: string, seqs: number[]): AntiEntropyEngine<KeyedStates> {
@@ -166,7 +186,6 @@ export class GossipSimulation {
     const payload: KeyedStates = new Map([[key, { type, state: delta }]]);
     joinKeyedInto(n.state[p]!, payload);
     n.engine.local(p, payload);
-    this.persistSeqs(n);
     return delta;
   }
 
@@ -205,25 +224,36 @@ export class GossipSimulation {
   }
 
   /**
-   * Restart a node: its durable state (X and the persisted seqs) survives, the engine's
-   * volatile buffer and ack map are lost, and messages in flight to it are dropped.
+   * Crash and restart a node: its durable state (X and the seqs its policy persisted so far)
+   * survives, the engine's volatile buffer and ack map are lost, messages in flight to it are
+   * dropped, and it comes back under a new boot id. With wipe, the data directory is lost too
+   * (the node returns empty under the same id).
    */
-  restart(id: string): void {
+  restart(id: string, opts: { wipe?: boolean } = {}): void {
     const n = this.node(id);
     this.channel.dropTo(id);
-    n.engine = this.newEngine(id, n.durableSeqs);
+    if (opts.wipe === true) {
+      n.state = Array.from({ length: this.opts.partitions }, () => new Map());
+      n.durableSeqs = new Array<number>(this.opts.partitions).fill(0);
+    }
+    n.boot = this.newBoot();
+    n.boots = new PeerBoots();
+    this.startEngine(n);
   }
 
   private tickNode(n: SimNode, t: number): void {
+    // The node's policy: moved seqs are persisted before the tick's frames leave.
+    persistMovedSeqs(n.engine, { persistSeqs: (m) => m.forEach((c, p) => (n.durableSeqs[p] = c)) });
     const frames = n.engine.tick(t);
-    this.persistSeqs(n);
     const stateCache = new Map<number, PartitionPayload["keys"]>();
     for (const f of frames) {
       const payloads: PartitionPayload[] = [];
       for (const item of f.items) {
         let keys: PartitionPayload["keys"];
         if (item.kind === PayloadKind.STATE) {
-          if (n.state[item.partition]!.size === 0) continue; // X = ⊥: nothing to ship
+          // X = ⊥: Algorithm 1 wants no ack, so nothing to ship; Algorithm 2 still ships the
+          // empty state (as a node streams a bare end-of-partition marker) so it gets acked.
+          if (n.state[item.partition]!.size === 0 && item.seq === 0) continue;
           keys = stateCache.get(item.partition) ?? keyedToProto(n.state[item.partition]!);
           stateCache.set(item.partition, keys);
         } else {
@@ -246,6 +276,7 @@ export class GossipSimulation {
         payloads,
         acks: [],
         partitions: this.opts.partitions,
+        boot: n.boot,
       };
       const bytes = GossipFrame.encode(frame).finish();
       this.traffic.frames++;
@@ -271,6 +302,7 @@ export class GossipSimulation {
       this.traffic.malformed++;
       return;
     }
+    if (n.boots.restarted(from, frame.boot)) n.engine.peerRestarted(from);
     for (const [i, pl] of frame.payloads.entries()) {
       const { partition, received } = decoded[i]!;
       const x = n.state[partition]!;
@@ -286,27 +318,28 @@ export class GossipSimulation {
       items.push({ partition, kind: pl.kind as ReceivedItem<KeyedStates>["kind"], seq: Number(pl.seq), fresh, bytes: payloadBytes(pl.keys) });
     }
     const acks = n.engine.onFrame(from, items);
-    this.persistSeqs(n);
     if (acks.length === 0) return;
-    const reply = GossipReply.encode({ from: n.id, acks: acks.map((a) => ({ partition: a.partition, seq: BigInt(a.seq) })) }).finish();
+    const reply = GossipReply.encode({ from: n.id, acks: acks.map((a) => ({ partition: a.partition, seq: BigInt(a.seq) })), boot: n.boot }).finish();
     this.traffic.replies++;
     this.traffic.replyBytes += reply.length;
     this.channel.send(at, n.id, from, { kind: "reply", bytes: reply });
   }
 
   private onReply(n: SimNode, from: string, bytes: Uint8Array): void {
-    let acks: Ack[];
+    let reply: GossipReply;
     try {
-      acks = GossipReply.decode(bytes).acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) }));
+      reply = GossipReply.decode(bytes);
     } catch {
       this.traffic.malformed++;
       return;
     }
+    // A reply from a restarted peer promises only what the frame carried: reset, ignore its acks.
+    if (n.boots.restarted(from, reply.boot)) {
+      n.engine.peerRestarted(from);
+      return;
+    }
+    const acks: Ack[] = reply.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) }));
     n.engine.onAcks(from, acks);
-  }
-
-  private persistSeqs(n: SimNode): void {
-    for (const [p, c] of n.engine.takeSeqChanges()) n.durableSeqs[p] = c;
   }
 
   // ------------------------------------------------------------------ inspection

@@ -657,11 +657,14 @@ export class Store {
     return out;
   }
 
-  /** Durably record a sequence-number floor for a partition. */
-  async persistSeq(partition: number, value: number): Promise<void> {
-    const v = Buffer.alloc(8);
-    v.writeBigUInt64BE(BigInt(value));
-    await this.commit.write([{ type: "put", key: seqKey(partition), value: v }]);
+  /** Durably record the sequence numbers of these partitions, in one atomic batch. */
+  async persistSeqs(seqs: ReadonlyMap<number, number>): Promise<void> {
+    const ops = [...seqs].map(([partition, value]) => {
+      const v = Buffer.alloc(8);
+      v.writeBigUInt64BE(BigInt(value));
+      return { type: "put" as const, key: seqKey(partition), value: v };
+    });
+    if (ops.length > 0) await this.commit.write(ops);
   }
 
   // ------------------------------------------------------------ internals

@@ -21,7 +21,7 @@ const P = 64;
 const b = (s: string) => Buffer.from(s);
 
 function frame(over: Partial<GossipFrame>): GossipFrame {
-  return { cluster: "deltaset", from: "fake", frameId: 1n, payloads: [], acks: [], partitions: P, ...over };
+  return { cluster: "deltaset", from: "fake", frameId: 1n, payloads: [], acks: [], partitions: P, boot: 0n, ...over };
 }
 
 function exchange(f: GossipFrame) {
@@ -112,6 +112,7 @@ describe("gossip transport", () => {
         slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(slice)) },
         keyDone: last,
         partitionDone: false,
+        boot: 0n,
       };
     });
     chunks.push({ ...chunks[2]!, key: "", slice: undefined, context: undefined, keyDone: false, partitionDone: true });

@@ -62,7 +62,7 @@ async function statusOf(p: Promise<unknown>): Promise<{ code: number; details: s
   }
 }
 
-const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64 });
+const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n });
 
 before(async () => {
   clusterCa = makeCa(dir, "cluster-ca");

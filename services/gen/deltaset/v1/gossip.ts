@@ -114,6 +114,11 @@ export interface GossipFrame {
   acks: PartitionAck[];
   /** Partition count the sender uses; must equal the receiver's. */
   partitions: number;
+  /**
+   * The sender's boot id (see GossipReply.boot): a receiver that saw another one from this
+   * sender resets its acks for it, so the restarted sender gets full state.
+   */
+  boot: bigint;
 }
 
 /** The receiver's answer to a frame. */
@@ -122,6 +127,12 @@ export interface GossipReply {
   from: string;
   /** Acknowledgements for the frame's payloads that carried a sequence number. */
   acks: PartitionAck[];
+  /**
+   * The receiver's boot id: drawn at random each time its process starts. When it changes, the
+   * receiver may have lost what it acknowledged before (a wiped data directory, unsynced writes),
+   * so the sender resets its acks for it (full state) and ignores the acks of this reply.
+   */
+  boot: bigint;
 }
 
 /**
@@ -164,6 +175,8 @@ export interface StateChunk {
   partitionDone: boolean;
   /** Partition count the sender uses. */
   partitions: number;
+  /** The sender's boot id (first chunk of the stream; see GossipFrame.boot). */
+  boot: bigint;
 }
 
 /** The receiver's answer to a PushState stream. */
@@ -174,6 +187,8 @@ export interface StateReply {
   acks: PartitionAck[];
   /** Chunks applied. */
   chunks: bigint;
+  /** The receiver's boot id (see GossipReply.boot). */
+  boot: bigint;
 }
 
 function createBaseKeyState(): KeyState {
@@ -472,7 +487,7 @@ export const PartitionAck: MessageFns<PartitionAck> = {
 };
 
 function createBaseGossipFrame(): GossipFrame {
-  return { cluster: "", from: "", frameId: 0n, payloads: [], acks: [], partitions: 0 };
+  return { cluster: "", from: "", frameId: 0n, payloads: [], acks: [], partitions: 0, boot: 0n };
 }
 
 export const GossipFrame: MessageFns<GossipFrame> = {
@@ -497,6 +512,12 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     }
     if (message.partitions !== 0) {
       writer.uint32(48).uint32(message.partitions);
+    }
+    if (message.boot !== 0n) {
+      if (BigInt.asUintN(64, message.boot) !== message.boot) {
+        throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
+      }
+      writer.uint32(57).fixed64(message.boot);
     }
     return writer;
   },
@@ -562,6 +583,14 @@ export const GossipFrame: MessageFns<GossipFrame> = {
             message.partitions = reader.uint32();
             continue;
           }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.boot = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -584,6 +613,7 @@ export const GossipFrame: MessageFns<GossipFrame> = {
         : [],
       acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => PartitionAck.fromJSON(e)) : [],
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
+      boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
     };
   },
 
@@ -607,6 +637,9 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     if (message.partitions !== 0) {
       obj.partitions = Math.round(message.partitions);
     }
+    if (message.boot !== 0n) {
+      obj.boot = message.boot.toString();
+    }
     return obj;
   },
 
@@ -621,12 +654,13 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     message.payloads = object.payloads?.map((e) => PartitionPayload.fromPartial(e)) || [];
     message.acks = object.acks?.map((e) => PartitionAck.fromPartial(e)) || [];
     message.partitions = object.partitions ?? 0;
+    message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     return message;
   },
 };
 
 function createBaseGossipReply(): GossipReply {
-  return { from: "", acks: [] };
+  return { from: "", acks: [], boot: 0n };
 }
 
 export const GossipReply: MessageFns<GossipReply> = {
@@ -636,6 +670,12 @@ export const GossipReply: MessageFns<GossipReply> = {
     }
     for (const v of message.acks) {
       PartitionAck.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.boot !== 0n) {
+      if (BigInt.asUintN(64, message.boot) !== message.boot) {
+        throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
+      }
+      writer.uint32(25).fixed64(message.boot);
     }
     return writer;
   },
@@ -669,6 +709,14 @@ export const GossipReply: MessageFns<GossipReply> = {
             message.acks.push(PartitionAck.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.boot = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -685,6 +733,7 @@ export const GossipReply: MessageFns<GossipReply> = {
     return {
       from: isSet(object.from) ? globalThis.String(object.from) : "",
       acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => PartitionAck.fromJSON(e)) : [],
+      boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
     };
   },
 
@@ -696,6 +745,9 @@ export const GossipReply: MessageFns<GossipReply> = {
     if (message.acks?.length) {
       obj.acks = message.acks.map((e) => PartitionAck.toJSON(e));
     }
+    if (message.boot !== 0n) {
+      obj.boot = message.boot.toString();
+    }
     return obj;
   },
 
@@ -706,6 +758,7 @@ export const GossipReply: MessageFns<GossipReply> = {
     const message = createBaseGossipReply();
     message.from = object.from ?? "";
     message.acks = object.acks?.map((e) => PartitionAck.fromPartial(e)) || [];
+    message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     return message;
   },
 };
@@ -726,6 +779,7 @@ function createBaseStateChunk(): StateChunk {
     keyDone: false,
     partitionDone: false,
     partitions: 0,
+    boot: 0n,
   };
 }
 
@@ -775,6 +829,12 @@ export const StateChunk: MessageFns<StateChunk> = {
     }
     if (message.partitions !== 0) {
       writer.uint32(112).uint32(message.partitions);
+    }
+    if (message.boot !== 0n) {
+      if (BigInt.asUintN(64, message.boot) !== message.boot) {
+        throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
+      }
+      writer.uint32(121).fixed64(message.boot);
     }
     return writer;
   },
@@ -904,6 +964,14 @@ export const StateChunk: MessageFns<StateChunk> = {
             message.partitions = reader.uint32();
             continue;
           }
+          case 15: {
+            if (tag !== 121) {
+              break;
+            }
+
+            message.boot = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -952,6 +1020,7 @@ export const StateChunk: MessageFns<StateChunk> = {
         ? globalThis.Boolean(object.partition_done)
         : false,
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
+      boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
     };
   },
 
@@ -999,6 +1068,9 @@ export const StateChunk: MessageFns<StateChunk> = {
     if (message.partitions !== 0) {
       obj.partitions = Math.round(message.partitions);
     }
+    if (message.boot !== 0n) {
+      obj.boot = message.boot.toString();
+    }
     return obj;
   },
 
@@ -1025,12 +1097,13 @@ export const StateChunk: MessageFns<StateChunk> = {
     message.keyDone = object.keyDone ?? false;
     message.partitionDone = object.partitionDone ?? false;
     message.partitions = object.partitions ?? 0;
+    message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     return message;
   },
 };
 
 function createBaseStateReply(): StateReply {
-  return { from: "", acks: [], chunks: 0n };
+  return { from: "", acks: [], chunks: 0n, boot: 0n };
 }
 
 export const StateReply: MessageFns<StateReply> = {
@@ -1046,6 +1119,12 @@ export const StateReply: MessageFns<StateReply> = {
         throw new globalThis.Error("value provided for field message.chunks of type uint64 too large");
       }
       writer.uint32(24).uint64(message.chunks);
+    }
+    if (message.boot !== 0n) {
+      if (BigInt.asUintN(64, message.boot) !== message.boot) {
+        throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
+      }
+      writer.uint32(33).fixed64(message.boot);
     }
     return writer;
   },
@@ -1087,6 +1166,14 @@ export const StateReply: MessageFns<StateReply> = {
             message.chunks = reader.uint64() as bigint;
             continue;
           }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.boot = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1104,6 +1191,7 @@ export const StateReply: MessageFns<StateReply> = {
       from: isSet(object.from) ? globalThis.String(object.from) : "",
       acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => PartitionAck.fromJSON(e)) : [],
       chunks: isSet(object.chunks) ? BigInt(object.chunks) : 0n,
+      boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
     };
   },
 
@@ -1118,6 +1206,9 @@ export const StateReply: MessageFns<StateReply> = {
     if (message.chunks !== 0n) {
       obj.chunks = message.chunks.toString();
     }
+    if (message.boot !== 0n) {
+      obj.boot = message.boot.toString();
+    }
     return obj;
   },
 
@@ -1129,6 +1220,7 @@ export const StateReply: MessageFns<StateReply> = {
     message.from = object.from ?? "";
     message.acks = object.acks?.map((e) => PartitionAck.fromPartial(e)) || [];
     message.chunks = (object.chunks !== undefined && object.chunks !== null) ? BigInt(object.chunks) : 0n;
+    message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     return message;
   },
 };
