@@ -1,6 +1,6 @@
 // `deltaset verify --data-dir DIR [KEY...]`: check a stopped node's data directory offline. For
-// every set (or the given keys) the element records, the dot index and the header must agree;
-// see Store.verify. Exit status 0 when everything agrees, 1 when a problem was found.
+// every set (or the given keys) the element records, the dot index and the header must agree, and
+// every counter must be within int64; see Store.verify. Exit status 0 when everything agrees, 1 when a problem was found.
 import { parseArgs } from "node:util";
 import { ObjectType } from "../crdt/index.js";
 import { partitionOf } from "../gossip/partition.js";
@@ -41,12 +41,11 @@ export async function verifyCommand(args: string[]): Promise<void> {
         problems.push({ key, problem: "no such key" });
         return;
       }
-      if (d.type !== ObjectType.AWSET) {
-        others++;
-        return;
+      if (d.type !== ObjectType.AWSET) others++;
+      else {
+        sets++;
+        elements += d.size;
       }
-      sets++;
-      elements += d.size;
       for (const problem of await store.verify(key)) problems.push({ key, problem });
     };
     if (positionals.length > 0) {

@@ -5,6 +5,7 @@ export * from "./dot-store.js";
 export * from "./awset.js";
 export * from "./awset-lattice.js";
 export * from "./pncounter.js";
+export * from "./counter-range.js";
 export * from "./lattice.js";
 export * from "./errors.js";
 export * from "./codec.js";

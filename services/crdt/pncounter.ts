@@ -10,6 +10,7 @@ import { type DotFun, type DotFunEntry, dotFunStore } from "./dot-store.js";
 import { DecodeError } from "./errors.js";
 import { contextFromProto, contextToProto, decodeCanonical, dotFromProto, dotToProto } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
+import { addToTotals, checkIncrement } from "./counter-range.js";
 import { CounterState } from "../gen/deltaset/v1/types.js";
 
 export interface Totals {
@@ -51,14 +52,15 @@ export class PNCounter {
     return best;
   }
 
-  /** increment^δ: a new dot with the replica's new totals, superseding its old dots. */
+  /**
+   * increment^δ: a new dot with the replica's new totals, superseding its old dots. Throws
+   * CounterRangeError when the totals or the value would leave int64 (see counter-range.ts).
+   */
   incrementDelta(replica: string, amount: bigint): PNCounter {
+    checkIncrement(this, replica, amount);
     const cur = this.entryOf(replica)?.value ?? { positive: 0n, negative: 0n };
     const d = this.ctx.nextDot(replica);
-    const value: Totals =
-      amount >= 0n
-        ? { positive: cur.positive + amount, negative: cur.negative }
-        : { positive: cur.positive, negative: cur.negative - amount };
+    const value = addToTotals(cur, amount);
     // The context covers every dot of the replica up to d: all its earlier increments are
     // superseded by these totals, including ones a receiver got out of order and the replica
     // itself no longer holds (covering only the held entry would let them double count).
@@ -67,18 +69,13 @@ export class PNCounter {
     return new PNCounter(new Map([[dotKey(d), { dot: d, value }]]), ctx);
   }
 
-  /** The full increment mutator, written directly. */
+  /** The full increment mutator, written directly (range-checked as incrementDelta). */
   increment(replica: string, amount: bigint): PNCounter {
+    checkIncrement(this, replica, amount);
     const cur = this.entryOf(replica)?.value ?? { positive: 0n, negative: 0n };
     const d = this.ctx.nextDot(replica);
     const entries = new Map([...this.entries].filter(([, e]) => e.dot.replica !== replica));
-    entries.set(dotKey(d), {
-      dot: d,
-      value:
-        amount >= 0n
-          ? { positive: cur.positive + amount, negative: cur.negative }
-          : { positive: cur.positive, negative: cur.negative - amount },
-    });
+    entries.set(dotKey(d), { dot: d, value: addToTotals(cur, amount) });
     const ctx = this.ctx.clone();
     ctx.addRange(replica, 1, d.counter);
     return new PNCounter(entries, ctx);

@@ -83,14 +83,18 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const batches = meter.createObservableCounter("deltaset_store_commit_batches", { description: "Group commits written to LevelDB" });
   const writes = meter.createObservableCounter("deltaset_store_writes", { description: "Operations written through group commit" });
   const headers = meter.createObservableGauge("deltaset_store_cached_headers", { description: "Object headers held in memory" });
+  const refusedJoins = meter.createObservableCounter("deltaset_counter_joins_refused", {
+    description: "Counter joins (Merge, gossip) refused because the result would leave int64",
+  });
   meter.addBatchObservableCallback(
     (r) => {
       const s = store.stats();
       r.observe(batches, s.batches);
       r.observe(writes, s.writes);
       r.observe(headers, s.cachedHeaders);
+      r.observe(refusedJoins, s.counterJoinsRefused);
     },
-    [batches, writes, headers],
+    [batches, writes, headers, refusedJoins],
   );
 }
 

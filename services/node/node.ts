@@ -10,6 +10,7 @@ import { Store } from "../store/store.js";
 import { accessInterceptor, loadTokens } from "./auth.js";
 import type { NodeConfig } from "./config.js";
 import type { Logger } from "./logger.js";
+import { logThrottle } from "./log-throttle.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { isLoopbackHost, loadTls, peerCredentials, serverCredentials, tlsMode } from "./tls.js";
@@ -58,6 +59,7 @@ export async function startNode(
   const tls = loadTls(config.tls);
   const tokens = config.authTokensFile === undefined || config.authTokensFile === "" ? undefined : loadTokens(config.authTokensFile);
   mkdirSync(config.dataDir, { recursive: true });
+  const refusedJoins = logThrottle(60_000);
   const store = await Store.open({
     dir: config.dataDir,
     nodeId: config.nodeId,
@@ -68,6 +70,10 @@ export async function startNode(
     cacheBytes: config.storage.cacheBytes,
     onUpgradeStart: (e) => log.warn("upgrading the data directory to the current store format; the node starts after it", { dir: config.dataDir, ...e }),
     onUpgrade: (e) => log.info("data directory upgraded to the current store format", { dir: config.dataDir, ...e }),
+    onCounterJoinRefused: (e) => {
+      const admitted = refusedJoins.admit(e.key);
+      if (admitted !== undefined) log.warn("counter join refused: it would leave int64; the key keeps its state here", { ...e, ...admitted });
+    },
   });
   const nodeLog = log.child({ node: store.nodeId });
   let telemetry: NodeTelemetry | undefined;

@@ -1,7 +1,7 @@
 // gRPC errors with messages a person can act on, and the mapping from internal errors.
 import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
-import { DecodeError, UnknownTypeError } from "../crdt/index.js";
+import { CounterRangeError, DecodeError, UnknownTypeError } from "../crdt/index.js";
 import { TypeMismatchError } from "../store/store.js";
 
 export class RpcError extends Error {
@@ -15,12 +15,14 @@ export class RpcError extends Error {
 
 export const invalid = (msg: string) => new RpcError(status.INVALID_ARGUMENT, msg);
 export const tooLarge = (msg: string) => new RpcError(status.RESOURCE_EXHAUSTED, msg);
+export const outOfRange = (msg: string) => new RpcError(status.OUT_OF_RANGE, msg);
 
 /** Map any thrown error to a gRPC ServiceError; unexpected ones become INTERNAL (and are logged). */
 export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void): Partial<ServiceError> {
   const make = (code: status, details: string) => ({ code, details, metadata: new Metadata() });
   if (err instanceof RpcError) return make(err.code, err.message);
   if (err instanceof TypeMismatchError) return make(status.FAILED_PRECONDITION, err.message);
+  if (err instanceof CounterRangeError) return make(status.OUT_OF_RANGE, err.message);
   if (err instanceof DecodeError) return make(status.INVALID_ARGUMENT, `invalid state: ${err.message}`);
   if (err instanceof UnknownTypeError) return make(status.INVALID_ARGUMENT, err.message);
   if (err instanceof Error && /store is closed/.test(err.message)) return make(status.UNAVAILABLE, "node is shutting down; retry on another node");

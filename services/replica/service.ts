@@ -10,13 +10,14 @@ import {
   contextFromProto,
   contextToProto,
   dotToProto,
+  inInt64,
   latticeFor,
 } from "../crdt/index.js";
 import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "../node/config.js";
 import type { Logger } from "../node/logger.js";
-import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
+import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
 
 /** Called after every durable local change, with the delta to spread. */
@@ -93,8 +94,10 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         counterValue: 0n,
       };
       if (info?.type === ObjectType.COUNTER) {
-        const c = await store.counter(req.key);
-        return { ...base, counterValue: c!.value() };
+        const value = (await store.counter(req.key))!.value();
+        // Only a data directory written before the range checks can hold such a value.
+        if (!inInt64(value)) throw outOfRange(`counter "${req.key}" holds ${value}, outside the int64 range counter_value carries; decrement it back into range (deltaset verify lists such keys)`);
+        return { ...base, counterValue: value };
       }
       const elements = collectElements(req.elements, req.texts, limits, { required: false });
       if (elements.length > 0) {
@@ -179,6 +182,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         }
       }
       const r = await store.merge(req.key, req.state.type, state);
+      if (r.refused !== undefined) throw outOfRange(`${r.refused}; nothing was changed`);
       if (r.changed) notify(req.key, req.state.type, r.newPart);
       return { changed: r.changed, size: BigInt(r.size) };
     }),

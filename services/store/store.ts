@@ -17,6 +17,8 @@ import {
   AWSet,
   CausalContext,
   CounterLattice,
+  CounterRangeError,
+  counterRangeProblems,
   type Dot,
   type DotSet,
   type ElementKey,
@@ -80,6 +82,8 @@ export interface StoreOptions {
   upgrade?: boolean;
   /** Above this many removed dots in one delta, find them by scanning the object instead. */
   removeLookupLimit?: number;
+  /** Told when a counter join was refused because its result would leave int64 (see joinCounter). */
+  onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
 }
 
 export class StoreOpenError extends Error {
@@ -105,6 +109,8 @@ export interface JoinResult<S> {
   changed: boolean;
   /** The part of the joined state that was new here (Δ(incoming, local)), for redundancy removal. */
   newPart: S;
+  /** Set when the join was refused and nothing changed: why, in words (counters out of int64). */
+  refused?: string;
 }
 
 export interface StateChunk {
@@ -136,6 +142,7 @@ export class Store {
   private readonly commit: GroupCommit;
   private readonly headers = new Map<string, Header>();
   private closed = false;
+  private counterJoinsRefused = 0;
 
   private constructor(
     private readonly db: ClassicLevel<Buffer, Buffer>,
@@ -148,7 +155,8 @@ export class Store {
      */
     readonly replicaId: string,
     readonly partitions: number,
-    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "onUpgradeStart" | "partitions">>,
+    private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "onUpgradeStart" | "partitions" | "onCounterJoinRefused">> &
+      Pick<StoreOptions, "onCounterJoinRefused">,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
   }
@@ -256,12 +264,13 @@ export class Store {
     return this.commit.drain();
   }
 
-  stats(): { batches: number; writes: number; cachedHeaders: number; busyKeys: number } {
+  stats(): { batches: number; writes: number; cachedHeaders: number; busyKeys: number; counterJoinsRefused: number } {
     return {
       batches: this.commit.batches,
       writes: this.commit.writes,
       cachedHeaders: this.headers.size,
       busyKeys: this.lock.busy,
+      counterJoinsRefused: this.counterJoinsRefused,
     };
   }
 
@@ -441,10 +450,17 @@ export class Store {
 
   // ------------------------------------------------------------ counters
 
+  /** Throws CounterRangeError, naming the key, when the counter would leave int64; nothing changes then. */
   async increment(key: string, amount: bigint): Promise<{ value: bigint; dot: Dot; delta: PNCounter }> {
     return this.mutate(key, async (_prefix, h) => {
       const state = CounterLattice.decode(h.body);
-      const delta = state.incrementDelta(this.replicaId, amount);
+      let delta: PNCounter;
+      try {
+        delta = state.incrementDelta(this.replicaId, amount);
+      } catch (err) {
+        if (err instanceof CounterRangeError) throw new CounterRangeError(`counter "${key}": ${err.message}; nothing was changed`);
+        throw err;
+      }
       CounterLattice.joinInPlace(state, delta);
       h.body = CounterLattice.encode(state);
       h.ctx = state.ctx.clone();
@@ -465,7 +481,7 @@ export class Store {
   async merge(key: string, type: ObjectType, state: AWSet | PNCounter): Promise<JoinResult<AWSet | PNCounter> & { size: number }> {
     return this.mutate(key, async (prefix, h, view) => {
       if (type === ObjectType.COUNTER) {
-        const r = this.joinCounter(h, state as PNCounter);
+        const r = this.joinCounter(key, h, state as PNCounter);
         return { ...r, size: 0 };
       }
       const r = await this.joinSet(prefix, h, state as AWSet, view);
@@ -501,6 +517,7 @@ export class Store {
       if (first === undefined) return [];
       if (Buffer.compare(first[0], headerKey(prefix)) !== 0) return ["records without a header"];
       const h = decodeHeader(first[1]);
+      if (h.type === ObjectType.COUNTER) return counterRangeProblems(CounterLattice.decode(h.body));
       if (h.type !== ObjectType.AWSET) return [];
       const at = prefix.length;
       async function* records(): AsyncGenerator<[number, Buffer, Buffer]> {
@@ -705,8 +722,22 @@ export class Store {
     return result;
   }
 
-  private joinCounter(h: Header, incoming: PNCounter): JoinResult<PNCounter> {
+  /**
+   * Join a counter state or delta. A join that would take an in-range counter out of int64 is
+   * refused for this key (nothing changes; counted and reported): the lattice has no bound, but a
+   * value no response can carry would make the key unreadable on every node it reaches. Such
+   * replicas then keep differing on this key until decrements bring the sum back into range.
+   */
+  private joinCounter(key: string, h: Header, incoming: PNCounter): JoinResult<PNCounter> {
     const state = CounterLattice.decode(h.body);
+    const joined = CounterLattice.join(state, incoming);
+    const problems = counterRangeProblems(joined);
+    if (problems.length > 0 && counterRangeProblems(state).length === 0) {
+      this.counterJoinsRefused++;
+      const reason = `joining this state into counter "${key}" would make it unreadable: ${problems.join("; ")}`;
+      this.opts.onCounterJoinRefused?.({ key, reason });
+      return { changed: false, newPart: PNCounter.bottom(), refused: reason };
+    }
     const newPart = CounterLattice.difference(incoming, state);
     const changed = CounterLattice.joinInPlace(state, incoming);
     if (changed) {

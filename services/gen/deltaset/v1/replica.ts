@@ -119,7 +119,7 @@ export interface QueryResponse {
     | undefined;
   /** Number of members of the set on this node. */
   size: bigint;
-  /** For a COUNTER key: its value. */
+  /** For a COUNTER key: its value (always within int64; see Query). */
   counterValue: bigint;
 }
 
@@ -171,7 +171,10 @@ export interface MergeResponse {
 export interface IncrementRequest {
   /** The key of the counter. */
   key: string;
-  /** Amount to add; negative to decrement. Must not be zero. */
+  /**
+   * Amount to add; negative to decrement. Must not be zero. The value and each replica's totals
+   * stay within int64 (see Increment), so INT64_MIN itself is always refused.
+   */
   amount: bigint;
   /** Optional client request id, reserved for retry-safe counters that drop duplicates. */
   requestId: string;
@@ -1796,7 +1799,9 @@ export const ReplicaService = {
   },
   /**
    * Membership of given elements, or one page of the members in element order, together with
-   * the key's causal context for a later Remove. For a COUNTER key, its value.
+   * the key's causal context for a later Remove. For a COUNTER key, its value; a counter outside
+   * int64 (only a data directory written before the range checks can hold one) answers
+   * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query: {
     path: "/deltaset.v1.Replica/Query" as const,
@@ -1819,7 +1824,9 @@ export const ReplicaService = {
   },
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
-   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing.
+   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing. A counter state whose
+   * join would take the key's value or a replica's total outside int64 is refused with
+   * OUT_OF_RANGE and changes nothing (gossip refuses such joins the same way, per key).
    */
   merge: {
     path: "/deltaset.v1.Replica/Merge" as const,
@@ -1830,7 +1837,11 @@ export const ReplicaService = {
     responseSerialize: (value: MergeResponse): Buffer => Buffer.from(MergeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): MergeResponse => MergeResponse.decode(value),
   },
-  /** Add a (possibly negative) amount to the COUNTER at key (created on first use). */
+  /**
+   * Add a (possibly negative) amount to the COUNTER at key (created on first use). Refused with
+   * OUT_OF_RANGE, changing nothing, when the value or this node's running total of increments
+   * (or of decrements) would leave int64.
+   */
   increment: {
     path: "/deltaset.v1.Replica/Increment" as const,
     requestStream: false as const,
@@ -1855,17 +1866,25 @@ export interface ReplicaServer extends UntypedServiceImplementation {
   remove: handleUnaryCall<RemoveRequest, RemoveResponse>;
   /**
    * Membership of given elements, or one page of the members in element order, together with
-   * the key's causal context for a later Remove. For a COUNTER key, its value.
+   * the key's causal context for a later Remove. For a COUNTER key, its value; a counter outside
+   * int64 (only a data directory written before the range checks can hold one) answers
+   * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query: handleUnaryCall<QueryRequest, QueryResponse>;
   /** Stream every member of the set at key in element order, in bounded chunks. */
   scan: handleServerStreamingCall<ScanRequest, ScanChunk>;
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
-   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing.
+   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing. A counter state whose
+   * join would take the key's value or a replica's total outside int64 is refused with
+   * OUT_OF_RANGE and changes nothing (gossip refuses such joins the same way, per key).
    */
   merge: handleUnaryCall<MergeRequest, MergeResponse>;
-  /** Add a (possibly negative) amount to the COUNTER at key (created on first use). */
+  /**
+   * Add a (possibly negative) amount to the COUNTER at key (created on first use). Refused with
+   * OUT_OF_RANGE, changing nothing, when the value or this node's running total of increments
+   * (or of decrements) would leave int64.
+   */
   increment: handleUnaryCall<IncrementRequest, IncrementResponse>;
 }
 
@@ -1907,7 +1926,9 @@ export interface ReplicaClient extends Client {
   ): ClientUnaryCall;
   /**
    * Membership of given elements, or one page of the members in element order, together with
-   * the key's causal context for a later Remove. For a COUNTER key, its value.
+   * the key's causal context for a later Remove. For a COUNTER key, its value; a counter outside
+   * int64 (only a data directory written before the range checks can hold one) answers
+   * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query(
     request: QueryRequest,
@@ -1929,7 +1950,9 @@ export interface ReplicaClient extends Client {
   scan(request: ScanRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<ScanChunk>;
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
-   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing.
+   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing. A counter state whose
+   * join would take the key's value or a replica's total outside int64 is refused with
+   * OUT_OF_RANGE and changes nothing (gossip refuses such joins the same way, per key).
    */
   merge(
     request: MergeRequest,
@@ -1946,7 +1969,11 @@ export interface ReplicaClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: MergeResponse) => void,
   ): ClientUnaryCall;
-  /** Add a (possibly negative) amount to the COUNTER at key (created on first use). */
+  /**
+   * Add a (possibly negative) amount to the COUNTER at key (created on first use). Refused with
+   * OUT_OF_RANGE, changing nothing, when the value or this node's running total of increments
+   * (or of decrements) would leave int64.
+   */
   increment(
     request: IncrementRequest,
     callback: (error: ServiceError | null, response: IncrementResponse) => void,

@@ -158,9 +158,9 @@ export interface CounterEntry {
   dot?:
     | Dot
     | undefined;
-  /** Sum of all increments made at this replica (>= 0). */
+  /** Sum of all increments made at this replica (0..INT64_MAX; nodes refuse to go beyond). */
   positive: bigint;
-  /** Sum of all decrements made at this replica (>= 0). */
+  /** Sum of all decrements made at this replica (0..INT64_MAX; nodes refuse to go beyond). */
   negative: bigint;
 }
 
