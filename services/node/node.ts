@@ -11,6 +11,7 @@ import { accessInterceptor, loadTokens } from "./auth.js";
 import type { NodeConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import { logThrottle } from "./log-throttle.js";
+import { StrictStringServer } from "./strict-strings.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { isLoopbackHost, loadTls, peerCredentials, serverCredentials, tlsMode } from "./tls.js";
@@ -83,7 +84,7 @@ export async function startNode(
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), telemetry };
     const exts = extensions.map((make) => make(ctx));
     const access = accessInterceptor({ tokens, peerCertificate: tls?.ca !== undefined, onRefused: telemetry?.onRefused });
-    const server = new grpc.Server({ ...serverOptions(config.limits.maxMessageBytes), ...(access ? { interceptors: [access] } : {}) });
+    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), ...(access ? { interceptors: [access] } : {}) });
     server.addService(
       ReplicaService,
       createReplicaService({

@@ -1767,7 +1767,9 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
 /**
  * Replica serves the replicated objects held by this node. Writes are acknowledged only after
  * they are durable on this node and are then spread to the other nodes by anti-entropy gossip.
- * Reads are local (eventually consistent).
+ * Reads are local (eventually consistent). Every string field of every request (keys, texts, ids)
+ * must be valid UTF-8: a request with anything else is refused with INVALID_ARGUMENT naming the
+ * field, never rewritten.
  */
 export type ReplicaService = typeof ReplicaService;
 export const ReplicaService = {

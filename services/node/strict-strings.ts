@@ -1,0 +1,89 @@
+// Strict strings at the deserialization boundary of every deltaset service: a request whose string
+// field holds invalid UTF-8 is answered INVALID_ARGUMENT naming the field, before any handler runs,
+// instead of being decoded with U+FFFD in place of the bad bytes. The server wraps the request
+// deserializer of each method it serves (the walk needs the raw bytes, which interceptors never
+// see) and marks such a request; its first interceptor refuses marked requests.
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { PROTO_DIR, PROTO_FILES } from "./server.js";
+import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
+
+/** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
+const INVALID_UTF8 = Symbol("invalid UTF-8 field");
+
+interface RequestTypes {
+  schemas: MessageSchemas;
+  /** Method path ("/deltaset.v1.Replica/Add") → full name of its request message. */
+  requestOf: Map<string, string>;
+}
+
+let loaded: RequestTypes | undefined;
+
+function requestTypes(): RequestTypes {
+  if (loaded !== undefined) return loaded;
+  const defs = protoLoader.loadSync(PROTO_FILES, { includeDirs: [PROTO_DIR], keepCase: true });
+  const requestOf = new Map<string, string>();
+  for (const [service, def] of Object.entries(defs)) {
+    if ((def as { format?: string }).format !== undefined) continue; // a message or enum
+    const pkg = service.slice(0, service.lastIndexOf(".") + 1);
+    for (const m of Object.values(def as protoLoader.ServiceDefinition)) {
+      requestOf.set(m.path, pkg + (m.requestType.type as { name: string }).name);
+    }
+  }
+  return (loaded = { schemas: messageSchemas(defs), requestOf });
+}
+
+/** The service definition with each known method's deserializer marking invalid UTF-8. */
+export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const { schemas, requestOf } = requestTypes();
+  const out: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, method] of Object.entries(service)) {
+    const type = requestOf.get(method.path);
+    if (type === undefined) {
+      out[name] = method;
+      continue;
+    }
+    const decode = method.requestDeserialize;
+    out[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer) => {
+        const message = decode(bytes);
+        const field = invalidUtf8Field(schemas, type, bytes);
+        if (field !== undefined && typeof message === "object" && message !== null) {
+          Object.defineProperty(message, INVALID_UTF8, { value: field, enumerable: false });
+        }
+        return message;
+      },
+    };
+  }
+  return out as grpc.ServiceDefinition;
+}
+
+/** Refuses a marked request with INVALID_ARGUMENT naming the field; nothing reaches the handler. */
+export const strictStringsInterceptor: grpc.ServerInterceptor = (_method, call) =>
+  new grpc.ServerInterceptingCall(call, {
+    start: (next) =>
+      next({
+        onReceiveMessage: (message, pass) => {
+          const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
+          if (field === undefined) return pass(message);
+          call.sendStatus({
+            code: grpc.status.INVALID_ARGUMENT,
+            details: `${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`,
+            metadata: new grpc.Metadata(),
+          });
+        },
+      }),
+  });
+
+/** A gRPC server whose every deltaset service refuses strings that are not UTF-8. */
+export class StrictStringServer extends grpc.Server {
+  constructor(options: grpc.ServerOptions = {}) {
+    // First interceptor: it sees each message before any other interceptor does.
+    super({ ...options, interceptors: [strictStringsInterceptor, ...(options.interceptors ?? [])] });
+  }
+
+  override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    super.addService(strictStringDefinition(service), implementation);
+  }
+}

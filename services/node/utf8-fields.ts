@@ -1,0 +1,90 @@
+// Finds the first string field holding invalid UTF-8 in an encoded protobuf message, by walking
+// the raw bytes with the message's schema (from the .proto files). Decoders replace such bytes
+// with U+FFFD, so distinct inputs would silently become one key or element; this walk sees the
+// bytes as they were sent, before any decoder, and names the field (e.g. "context.vv[0].replica").
+import { isUtf8 } from "node:buffer";
+import type { PackageDefinition } from "@grpc/proto-loader";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+
+interface FieldSchema {
+  name: string;
+  repeated: boolean;
+  /** Full name of the message type, for message fields. */
+  message?: string;
+  string: boolean;
+}
+
+/** Message types by full name (package.Name), each a map from field number to field. */
+export type MessageSchemas = Map<string, Map<number, FieldSchema>>;
+
+interface DescriptorField {
+  name: string;
+  number: number;
+  label: string;
+  type: string;
+  typeName: string;
+}
+
+/** The message schemas of a proto-loader package definition (its descriptor protos). */
+export function messageSchemas(defs: PackageDefinition): MessageSchemas {
+  const out: MessageSchemas = new Map();
+  for (const [fullName, def] of Object.entries(defs)) {
+    const descriptor = (def as { format?: string; type?: { field?: DescriptorField[] } }).type;
+    if ((def as { format?: string }).format === undefined || descriptor?.field === undefined) continue;
+    const pkg = fullName.slice(0, fullName.lastIndexOf(".") + 1);
+    const fields = new Map<number, FieldSchema>();
+    for (const f of descriptor.field) {
+      fields.set(f.number, {
+        name: f.name,
+        repeated: f.label === "LABEL_REPEATED",
+        string: f.type === "TYPE_STRING",
+        // Type names in the descriptor are relative to the package unless fully qualified.
+        message: f.type === "TYPE_MESSAGE" ? (f.typeName.startsWith(".") ? f.typeName.slice(1) : f.typeName.includes(".") ? f.typeName : pkg + f.typeName) : undefined,
+      });
+    }
+    out.set(fullName, fields);
+  }
+  return out;
+}
+
+/** Nesting deeper than this is not followed (no deltaset message nests anywhere near it). */
+const MAX_DEPTH = 32;
+
+/**
+ * The path of the first string field of `bytes` (a `typeName` message) that is not valid UTF-8,
+ * or undefined when every string is valid, or when the bytes are malformed (the decoder reports
+ * those itself).
+ */
+export function invalidUtf8Field(schemas: MessageSchemas, typeName: string, bytes: Uint8Array): string | undefined {
+  try {
+    return walk(schemas, typeName, bytes, "", 0);
+  } catch {
+    return undefined;
+  }
+}
+
+function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, prefix: string, depth: number): string | undefined {
+  const fields = schemas.get(typeName);
+  if (fields === undefined || depth > MAX_DEPTH) return undefined;
+  const reader = new BinaryReader(bytes);
+  const seen = new Map<number, number>();
+  while (reader.pos < reader.len) {
+    const [no, wireType] = reader.tag();
+    const f = fields.get(no);
+    if (f === undefined || wireType !== WireType.LengthDelimited || (!f.string && f.message === undefined)) {
+      reader.skip(wireType, no);
+      continue;
+    }
+    const index = seen.get(no) ?? 0;
+    seen.set(no, index + 1);
+    const path = `${prefix}${f.name}${f.repeated ? `[${index}]` : ""}`;
+    const value = reader.bytes();
+    if (f.string) {
+      if (!isUtf8(value)) return path;
+    } else {
+      const inner = walk(schemas, f.message!, value, `${path}.`, depth + 1);
+      if (inner !== undefined) return inner;
+    }
+  }
+  return undefined;
+}
