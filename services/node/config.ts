@@ -36,6 +36,19 @@ export interface GossipSettings {
   stateChunkEntries: number;
   /** Deadline of one gossip RPC, in milliseconds. */
   rpcTimeoutMs: number;
+  /** Algorithm 1: forward what was received (the new part of it) as well as local deltas. */
+  transitive: boolean;
+  /**
+   * A received full state whose new part exceeds this many elements is forwarded to the other
+   * neighbours by full state instead of being held in the delta buffer.
+   */
+  maxForwardElements: number;
+  /**
+   * Probability (0..1) of dropping each outgoing gossip send, seeded by lossSeed: message loss
+   * inside the gossip layer, for tests of the algorithms over lossy channels. 0 in production.
+   */
+  lossRate: number;
+  lossSeed: number;
 }
 
 export interface MembershipSettings {
@@ -82,11 +95,11 @@ export interface NodeConfig {
   logLevel: "debug" | "info" | "warn" | "error";
   drainTimeoutMs: number;
   /**
-   * A Remove whose context covers adds this node has not received yet waits this long for
-   * anti-entropy to bring them, then answers UNAVAILABLE (removing less than the client saw
-   * would silently keep those elements).
+   * Most elements whose Remove waits here for adds its context covers that this node has not
+   * received yet (deferred removes, applied when the adds arrive); past it a Remove with such a
+   * context answers RESOURCE_EXHAUSTED.
    */
-  removeWaitMs: number;
+  maxPendingRemoves: number;
   limits: Limits;
   gossip: GossipSettings;
   membership: MembershipSettings;
@@ -114,7 +127,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   logLevel: "info",
   tracing: "off",
   drainTimeoutMs: 20_000,
-  removeWaitMs: 2000,
+  maxPendingRemoves: 10_000,
   limits: {
     maxKeyBytes: 1024,
     maxElementBytes: 64 * 1024,
@@ -134,6 +147,10 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxBufferBytes: 8 * 1024 * 1024,
     stateChunkEntries: 1000,
     rpcTimeoutMs: 5000,
+    transitive: true,
+    maxForwardElements: 10_000,
+    lossRate: 0,
+    lossSeed: 1,
   },
   membership: {
     probeIntervalMs: 1000,
@@ -150,7 +167,7 @@ export class ConfigError extends Error {
 }
 
 /** Flag and environment names of every scalar setting, with its path in NodeConfig. */
-const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" | "int" | "bool" | "list" }> = [
+const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" | "int" | "bool" | "list" | "fraction" }> = [
   { flag: "listen", env: "DELTASET_LISTEN", path: "listen", kind: "string" },
   { flag: "advertise", env: "DELTASET_ADVERTISE", path: "advertise", kind: "string" },
   { flag: "data-dir", env: "DELTASET_DATA_DIR", path: "dataDir", kind: "string" },
@@ -168,7 +185,7 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "otlp-endpoint", env: "DELTASET_OTLP_ENDPOINT", path: "otlpEndpoint", kind: "string" },
   { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string" },
   { flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int" },
-  { flag: "remove-wait-ms", env: "DELTASET_REMOVE_WAIT_MS", path: "removeWaitMs", kind: "int" },
+  { flag: "max-pending-removes", env: "DELTASET_MAX_PENDING_REMOVES", path: "maxPendingRemoves", kind: "int" },
   { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int" },
   { flag: "max-element-bytes", env: "DELTASET_MAX_ELEMENT_BYTES", path: "limits.maxElementBytes", kind: "int" },
   { flag: "max-elements-per-call", env: "DELTASET_MAX_ELEMENTS_PER_CALL", path: "limits.maxElementsPerCall", kind: "int" },
@@ -185,6 +202,10 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int" },
   { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int" },
   { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int" },
+  { flag: "gossip-transitive", env: "DELTASET_GOSSIP_TRANSITIVE", path: "gossip.transitive", kind: "bool" },
+  { flag: "gossip-max-forward-elements", env: "DELTASET_GOSSIP_MAX_FORWARD_ELEMENTS", path: "gossip.maxForwardElements", kind: "int" },
+  { flag: "gossip-loss-rate", env: "DELTASET_GOSSIP_LOSS_RATE", path: "gossip.lossRate", kind: "fraction" },
+  { flag: "gossip-loss-seed", env: "DELTASET_GOSSIP_LOSS_SEED", path: "gossip.lossSeed", kind: "int" },
   { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int" },
   { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int" },
   { flag: "indirect-probes", env: "DELTASET_INDIRECT_PROBES", path: "membership.indirectProbes", kind: "int" },
@@ -209,6 +230,11 @@ function parseValue(kind: string, raw: string, source: string): unknown {
     case "int": {
       const n = Number(raw);
       if (!Number.isInteger(n) || n < 0) throw new ConfigError(`${source}: "${raw}" is not a non-negative integer`);
+      return n;
+    }
+    case "fraction": {
+      const n = Number(raw);
+      if (raw.trim() === "" || !Number.isFinite(n) || n < 0 || n > 1) throw new ConfigError(`${source}: "${raw}" is not a number from 0 to 1`);
       return n;
     }
     case "bool":

@@ -67,6 +67,7 @@ export async function startNode(
     partitions: config.partitions,
     partitionOf,
     sync: config.sync,
+    maxPendingRemoves: config.maxPendingRemoves,
     writeBufferBytes: config.storage.writeBufferBytes,
     cacheBytes: config.storage.cacheBytes,
     onUpgradeStart: (e) => log.warn("upgrading the data directory to the current store format; the node starts after it", { dir: config.dataDir, ...e }),
@@ -90,7 +91,6 @@ export async function startNode(
       createReplicaService({
         store,
         limits: config.limits,
-        removeWaitMs: config.removeWaitMs,
         log: nodeLog,
         onLocalDelta: (key, type, delta) => {
           for (const e of exts) e.onLocalDelta?.(key, type, delta);

@@ -2,6 +2,7 @@
 import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
 import { CounterRangeError, DecodeError, UnknownTypeError } from "../crdt/index.js";
+import { PendingRemovesFullError } from "../store/pending-removes.js";
 import { TypeMismatchError } from "../store/store.js";
 
 export class RpcError extends Error {
@@ -22,6 +23,7 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   const make = (code: status, details: string) => ({ code, details, metadata: new Metadata() });
   if (err instanceof RpcError) return make(err.code, err.message);
   if (err instanceof TypeMismatchError) return make(status.FAILED_PRECONDITION, err.message);
+  if (err instanceof PendingRemovesFullError) return make(status.RESOURCE_EXHAUSTED, err.message);
   if (err instanceof CounterRangeError) return make(status.OUT_OF_RANGE, err.message);
   if (err instanceof DecodeError) return make(status.INVALID_ARGUMENT, `invalid state: ${err.message}`);
   if (err instanceof UnknownTypeError) return make(status.INVALID_ARGUMENT, err.message);

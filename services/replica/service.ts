@@ -4,7 +4,6 @@ import { once } from "node:events";
 import type { ServerUnaryCall, ServerWritableStream, sendUnaryData } from "@grpc/grpc-js";
 import {
   type AWSet,
-  type CausalContext,
   ObjectType,
   type PNCounter,
   contextFromProto,
@@ -26,8 +25,6 @@ export type LocalDeltaListener = (key: string, type: ObjectType, delta: AWSet | 
 export interface ReplicaServiceDeps {
   store: Store;
   limits: Limits;
-  /** How long a Remove waits for the adds its context covers to arrive (see NodeConfig). */
-  removeWaitMs?: number;
   log: Logger;
   onLocalDelta?: LocalDeltaListener;
   /** Observes every call's method, status code and duration (metrics). */
@@ -75,10 +72,11 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const observed = req.context === undefined ? undefined : contextFromProto(req.context);
-      if (observed !== undefined) await awaitContext(store, req.key, observed, deps.removeWaitMs ?? 2000);
+      // Adds the context covers that have not arrived here yet are removed when they arrive
+      // (deferred removes, store/pending-removes.ts): the answer says how many elements wait.
       const r = await store.remove(req.key, elements, observed);
       if (!r.delta.ctx.isEmpty()) notify(req.key, ObjectType.AWSET, r.delta);
-      return { removed: r.removed };
+      return { removed: r.removed, pending: r.pending, unseenAdds: BigInt(r.unseenDots) };
     }),
 
     query: unary("Query", async (req) => {
@@ -92,6 +90,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         context: contextToProto(info?.ctx ?? contextFromProto(undefined)),
         size: BigInt(info?.size ?? 0),
         counterValue: 0n,
+        pendingRemoves: store.pendingRemoves(req.key),
       };
       if (info?.type === ObjectType.COUNTER) {
         const value = (await store.counter(req.key))!.value();
@@ -197,24 +196,3 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   };
 }
 
-/**
- * Wait until this node has seen every event the client's context covers, so that the remove
- * takes out every add the client observed. The key-level context cannot say which element an
- * unseen dot belongs to, so removing it blindly could take out another element's add instead.
- */
-async function awaitContext(store: Store, key: string, observed: CausalContext, waitMs: number): Promise<void> {
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    const info = await store.describe(key);
-    const have = info?.ctx;
-    if (have !== undefined ? observed.leq(have) : observed.isEmpty()) return;
-    if (Date.now() >= deadline) {
-      throw new RpcError(
-        14,
-        `this node has not yet received every add your context covers (waited ${waitMs} ms); ` +
-          `retry, or send the Remove to the node you read from`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}

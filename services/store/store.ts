@@ -30,6 +30,7 @@ import {
   sameDot,
 } from "../crdt/index.js";
 import { GroupCommit } from "./group-commit.js";
+import { PendingRemoves } from "./pending-removes.js";
 import { KeyLock } from "./key-lock.js";
 import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
 import { chunkSliceContext } from "../gossip/chunking.js";
@@ -82,6 +83,8 @@ export interface StoreOptions {
   upgrade?: boolean;
   /** Above this many removed dots in one delta, find them by scanning the object instead. */
   removeLookupLimit?: number;
+  /** Most elements whose remove waits for adds not yet received here (pending-removes.ts). */
+  maxPendingRemoves?: number;
   /** Told when a counter join was refused because its result would leave int64 (see joinCounter). */
   onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
 }
@@ -157,6 +160,8 @@ export class Store {
     readonly partitions: number,
     private readonly opts: Required<Omit<StoreOptions, "nodeId" | "onUpgrade" | "onUpgradeStart" | "partitions" | "onCounterJoinRefused">> &
       Pick<StoreOptions, "onCounterJoinRefused">,
+    /** Removes waiting for adds not yet received here (pending-removes.ts). */
+    private readonly pending: PendingRemoves,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
   }
@@ -167,6 +172,7 @@ export class Store {
       maxBatch: 256,
       headerCacheSize: 50_000,
       removeLookupLimit: 4096,
+      maxPendingRemoves: 10_000,
       writeBufferBytes: 4 * 1024 * 1024,
       cacheBytes: 8 * 1024 * 1024,
       upgrade: true,
@@ -241,7 +247,7 @@ export class Store {
           await upgradeFromV1(db, meta, opts.onUpgrade);
         }
       }
-      return new Store(db, nodeId, replicaId, partitions, opts);
+      return new Store(db, nodeId, replicaId, partitions, opts, await PendingRemoves.load(db, opts.maxPendingRemoves));
     } catch (err) {
       await db.close();
       throw err;
@@ -264,13 +270,14 @@ export class Store {
     return this.commit.drain();
   }
 
-  stats(): { batches: number; writes: number; cachedHeaders: number; busyKeys: number; counterJoinsRefused: number } {
+  stats(): { batches: number; writes: number; cachedHeaders: number; busyKeys: number; counterJoinsRefused: number; pendingRemoves: number } {
     return {
       batches: this.commit.batches,
       writes: this.commit.writes,
       cachedHeaders: this.headers.size,
       busyKeys: this.lock.busy,
       counterJoinsRefused: this.counterJoinsRefused,
+      pendingRemoves: this.pending.size(),
     };
   }
 
@@ -313,6 +320,11 @@ export class Store {
       body: type === ObjectType.COUNTER ? CounterLattice.encode(PNCounter.bottom()) : new Uint8Array(),
     };
     return created;
+  }
+
+  /** Elements of key whose remove waits for adds not yet received here. */
+  pendingRemoves(key: string): number {
+    return this.pending.size(key);
   }
 
   async typeOf(key: string): Promise<ObjectType | undefined> {
@@ -367,9 +379,15 @@ export class Store {
   /**
    * Remove elements: the dots of each (only those observed, when a context is given). The same
    * result as joining the remove delta through joinSet, whose context names only dots the object
-   * holds, so the object's context does not change.
+   * holds, so the object's context does not change. The dots of the observed context this node
+   * has not received yet (unseen) are kept as a deferred remove of each element, applied when
+   * they arrive (pending-removes.ts); PendingRemovesFullError, with nothing changed, past the limit.
    */
-  async remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet }> {
+  async remove(
+    key: string,
+    elements: Uint8Array[],
+    observed?: CausalContext,
+  ): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
     return this.mutate(key, async (_prefix, h, view) => {
       const eks = await view.loadBytes(elements);
       const ctx = new CausalContext();
@@ -386,7 +404,12 @@ export class Store {
         for (const d of hit) ctx.addDot(d);
         view.setDots(ek, hit.length === dots.length ? [] : dots.filter((d) => !hit.includes(d)), h);
       }
-      return { removed, delta: AWSet.fromParts(new Map(), ctx) };
+      const unseen = observed === undefined ? undefined : observed.subtract(h.ctx);
+      if (unseen === undefined || unseen.isEmpty()) return { removed, delta: AWSet.fromParts(new Map(), ctx), pending: 0, unseenDots: 0 };
+      const targets = [...seen];
+      this.pending.checkRoom(key, targets);
+      for (const ek of targets) this.pending.defer(key, ek, unseen, view.otherRecords);
+      return { removed, delta: AWSet.fromParts(new Map(), ctx), pending: targets.length, unseenDots: unseen.dotCount() };
     }, { mustExist: true });
   }
 
@@ -484,7 +507,7 @@ export class Store {
         const r = this.joinCounter(key, h, state as PNCounter);
         return { ...r, size: 0 };
       }
-      const r = await this.joinSet(prefix, h, state as AWSet, view);
+      const r = await this.joinSet(key, prefix, h, state as AWSet, view);
       return { ...r, size: h.size };
     }, { type });
   }
@@ -650,17 +673,19 @@ export class Store {
       }
       await view.prefetch(inRange);
       const sliceCtx = chunkSliceContext(slice.entries.values(), inRange.map((ek) => view.loadedDots(ek)), chunk.senderCtx);
-      return this.joinSet(prefix, h, AWSet.fromParts(slice.entries, sliceCtx), view);
+      return this.joinSet(key, prefix, h, AWSet.fromParts(slice.entries, sliceCtx), view);
     }, { type: chunk.type });
   }
 
   /** After a key's last chunk: fold the sender's whole context in. */
   async finishKey(key: string, type: ObjectType, senderCtx: CausalContext): Promise<JoinResult<AWSet | PNCounter>> {
     if (type === ObjectType.COUNTER) return { changed: false, newPart: PNCounter.bottom() };
-    return this.mutate(key, async (_prefix, h) => {
+    return this.mutate(key, async (_prefix, h, view) => {
       const fresh = senderCtx.subtract(h.ctx);
       if (!fresh.isEmpty()) h.ctx.joinInPlace(fresh);
-      return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh) };
+      const newPart = AWSet.fromParts(new Map(), fresh);
+      await this.settlePending(key, h, view, newPart);
+      return { changed: !fresh.isEmpty(), newPart };
     }, { type });
   }
 
@@ -747,8 +772,23 @@ export class Store {
     return { changed, newPart };
   }
 
-  /** The AWSet join of a delta or state into the stored object (see AWSet.joinInPlace). */
-  private async joinSet(prefix: Buffer, h: Header, delta: AWSet, view: WriteView): Promise<JoinResult<AWSet>> {
+  /**
+   * Apply the deferred removes of key that the join just made applicable (pending-removes.ts):
+   * their dots leave the element and join newPart's context, so whoever receives newPart (the
+   * gossip buffer, Merge's listeners) spreads the remove as an ordinary remove delta.
+   */
+  private async settlePending(key: string, h: Header, view: WriteView, newPart: AWSet): Promise<void> {
+    if (!this.pending.has(key)) return;
+    const hits = await this.pending.settle(key, (ek) => view.dots(ek), h.ctx, view.otherRecords);
+    for (const [ek, dots] of hits) {
+      const mine = await view.dots(ek);
+      view.setDots(ek, mine.filter((d) => !dots.some((x) => sameDot(x, d))), h);
+      newPart.joinInPlace(AWSet.fromParts(new Map(), CausalContext.of(dots)));
+    }
+  }
+
+  /** The AWSet join of a delta or state into the stored object (see AWSet.joinInPlace), then its deferred removes. */
+  private async joinSet(key: string, prefix: Buffer, h: Header, delta: AWSet, view: WriteView): Promise<JoinResult<AWSet>> {
     await view.prefetch([...delta.entries.keys()]);
     const newEntries = new Map<ElementKey, DotSet>();
     const newCtx = delta.ctx.subtract(h.ctx);
@@ -772,7 +812,9 @@ export class Store {
       }
     }
     h.ctx.joinInPlace(delta.ctx);
-    return { changed, newPart: AWSet.fromParts(newEntries, newCtx) };
+    const newPart = AWSet.fromParts(newEntries, newCtx);
+    await this.settlePending(key, h, view, newPart);
+    return { changed, newPart };
   }
 
   /** Live dots of the object that the context covers, grouped by element. */

@@ -30,6 +30,8 @@ export class WriteView {
   /** replica → bucket number → state. */
   private readonly buckets = new Map<string, Map<number, BucketState>>();
   private readonly replicaPrefixes = new Map<string, Buffer>();
+  /** Records of other kinds (pending removes) written in the same batch. */
+  readonly otherRecords: BatchOp[] = [];
 
   /**
    * @param ctxBefore the object's context before this operation. A bucket whose first counter is
@@ -148,7 +150,7 @@ export class WriteView {
 
   /** The operation's records: changed elements and dot-index buckets. */
   async finish(): Promise<BatchOp[]> {
-    const ops: BatchOp[] = [];
+    const ops: BatchOp[] = [...this.otherRecords];
     for (const s of this.elements.values()) {
       if (!s.dirty) continue;
       if (s.dots.length === 0) ops.push({ type: "del", key: s.key });

@@ -40,7 +40,7 @@ async function scanAll(key: string, chunkSize: number): Promise<ScanChunk[]> {
 }
 
 before(async () => {
-  node = await startNodeProcess(["--listen", "127.0.0.31:0", "--data-dir", join(dir, "data"), "--node-id", "solo", "--max-key-bytes", "64", "--max-elements-per-call", "2000", "--remove-wait-ms", "300"]);
+  node = await startNodeProcess(["--listen", "127.0.0.31:0", "--data-dir", join(dir, "data"), "--node-id", "solo", "--max-key-bytes", "64", "--max-elements-per-call", "2000", "--max-pending-removes", "3"]);
   ADDR = node.address;
   client = replicaClient(ADDR);
 });
@@ -157,13 +157,36 @@ describe("validation answers clear statuses and changes nothing", () => {
     await expectCode(add("k", huge), grpc.status.RESOURCE_EXHAUSTED);
   });
 
-  it("UNAVAILABLE for a Remove whose context covers adds this node has not received", async () => {
-    await add("lagging", [b("x")]);
-    const ctx = AWSet.bottom().add("somewhere-else~1", [b("x")]).ctx;
+  it("defers a Remove whose context covers adds this node has not received, and applies it when they arrive", async () => {
+    await add("lagging", [b("x"), b("y")]);
+    // Another replica added x too; a client read both adds there and removes x here.
+    const elsewhere = AWSet.bottom().add("somewhere-else~1", [b("x")]);
     const mine = (await query("lagging")).context!;
-    const both = contextToProto(contextFromProto(mine).join(ctx));
-    await expectCode(call(client, client.remove, { key: "lagging", elements: [b("x")], texts: [], context: both }), grpc.status.UNAVAILABLE, /not yet received every add/);
-    assert.deepEqual((await query("lagging")).members.map((m) => m.text), ["x"], "a refused remove changed the set");
+    const both = contextToProto(contextFromProto(mine).join(elsewhere.ctx));
+    const r = await call(client, client.remove, { key: "lagging", elements: [b("x")], texts: [], context: both });
+    assert.deepEqual([r.removed, r.pending, r.unseenAdds], [1, 1, 1n], "x's local add removed now, the remote one pending");
+    assert.equal((await query("lagging")).pendingRemoves, 1);
+    // The remote add arrives (here by Merge; gossip takes the same path): x stays removed.
+    await call(client, client.merge, { key: "lagging", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(elsewhere)) } });
+    const q = await query("lagging");
+    assert.deepEqual(q.members.map((m) => m.text), ["y"]);
+    assert.equal(q.pendingRemoves, 0, "settled once the covered add arrived");
+  });
+
+  it("says when a Remove's context covers nothing of the key here, and bounds the pending removes", async () => {
+    await add("other-key", [b("x")]);
+    const foreign = AWSet.bottom().add("another-node~7", [b("a"), b("b")]).ctx;
+    const r = await call(client, client.remove, { key: "other-key", elements: [b("x")], texts: [], context: contextToProto(foreign) });
+    assert.deepEqual([r.removed, r.pending, r.unseenAdds], [0, 1, 2n], "nothing removed; all of the context unseen here");
+    await call(client, client.remove, { key: "other-key", elements: [b("p"), b("q")], texts: [], context: contextToProto(foreign) });
+    // --max-pending-removes 3: one more element is refused and nothing changes.
+    await expectCode(
+      call(client, client.remove, { key: "other-key", elements: [b("x"), b("z")], texts: [], context: contextToProto(foreign) }),
+      grpc.status.RESOURCE_EXHAUSTED,
+      /limit 3/,
+    );
+    assert.equal((await query("other-key")).pendingRemoves, 3);
+    assert.deepEqual((await query("other-key")).members.map((m) => m.text), ["x"]);
   });
 
   it("FAILED_PRECONDITION for the wrong type of key", async () => {

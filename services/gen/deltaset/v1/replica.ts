@@ -69,6 +69,17 @@ export interface RemoveRequest {
 export interface RemoveResponse {
   /** Number of elements that were members and are no longer. */
   removed: number;
+  /**
+   * Elements whose remove is deferred: the context covers adds this node has not received yet
+   * (another node took them). The remove is kept durably and applied here when they arrive, then
+   * spreads like any remove; 0 when the context held nothing unseen.
+   */
+  pending: number;
+  /**
+   * How many adds (dots) the context covers that this node has not seen of this key. Equal to the
+   * context's whole size: none of it belongs to this key here (a context read from another key?).
+   */
+  unseenAdds: bigint;
 }
 
 /** Query membership or list members. */
@@ -121,6 +132,8 @@ export interface QueryResponse {
   size: bigint;
   /** For a COUNTER key: its value (always within int64; see Query). */
   counterValue: bigint;
+  /** Elements of this set whose remove waits here for adds not yet received (see RemoveResponse). */
+  pendingRemoves: number;
 }
 
 /** Stream all members of a set. */
@@ -531,13 +544,22 @@ export const RemoveRequest: MessageFns<RemoveRequest> = {
 };
 
 function createBaseRemoveResponse(): RemoveResponse {
-  return { removed: 0 };
+  return { removed: 0, pending: 0, unseenAdds: 0n };
 }
 
 export const RemoveResponse: MessageFns<RemoveResponse> = {
   encode(message: RemoveResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.removed !== 0) {
       writer.uint32(8).uint32(message.removed);
+    }
+    if (message.pending !== 0) {
+      writer.uint32(16).uint32(message.pending);
+    }
+    if (message.unseenAdds !== 0n) {
+      if (BigInt.asUintN(64, message.unseenAdds) !== message.unseenAdds) {
+        throw new globalThis.Error("value provided for field message.unseenAdds of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.unseenAdds);
     }
     return writer;
   },
@@ -563,6 +585,22 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
             message.removed = reader.uint32();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pending = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.unseenAdds = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -576,13 +614,27 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
   },
 
   fromJSON(object: any): RemoveResponse {
-    return { removed: isSet(object.removed) ? globalThis.Number(object.removed) : 0 };
+    return {
+      removed: isSet(object.removed) ? globalThis.Number(object.removed) : 0,
+      pending: isSet(object.pending) ? globalThis.Number(object.pending) : 0,
+      unseenAdds: isSet(object.unseenAdds)
+        ? BigInt(object.unseenAdds)
+        : isSet(object.unseen_adds)
+        ? BigInt(object.unseen_adds)
+        : 0n,
+    };
   },
 
   toJSON(message: RemoveResponse): unknown {
     const obj: any = {};
     if (message.removed !== 0) {
       obj.removed = Math.round(message.removed);
+    }
+    if (message.pending !== 0) {
+      obj.pending = Math.round(message.pending);
+    }
+    if (message.unseenAdds !== 0n) {
+      obj.unseenAdds = message.unseenAdds.toString();
     }
     return obj;
   },
@@ -593,6 +645,10 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
   fromPartial<I extends Exact<DeepPartial<RemoveResponse>, I>>(object: I): RemoveResponse {
     const message = createBaseRemoveResponse();
     message.removed = object.removed ?? 0;
+    message.pending = object.pending ?? 0;
+    message.unseenAdds = (object.unseenAdds !== undefined && object.unseenAdds !== null)
+      ? BigInt(object.unseenAdds)
+      : 0n;
     return message;
   },
 };
@@ -939,6 +995,7 @@ function createBaseQueryResponse(): QueryResponse {
     context: undefined,
     size: 0n,
     counterValue: 0n,
+    pendingRemoves: 0,
   };
 }
 
@@ -970,6 +1027,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
         throw new globalThis.Error("value provided for field message.counterValue of type sint64 too large");
       }
       writer.uint32(56).sint64(message.counterValue);
+    }
+    if (message.pendingRemoves !== 0) {
+      writer.uint32(64).uint32(message.pendingRemoves);
     }
     return writer;
   },
@@ -1043,6 +1103,14 @@ export const QueryResponse: MessageFns<QueryResponse> = {
             message.counterValue = reader.sint64() as bigint;
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.pendingRemoves = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1074,6 +1142,11 @@ export const QueryResponse: MessageFns<QueryResponse> = {
         : isSet(object.counter_value)
         ? BigInt(object.counter_value)
         : 0n,
+      pendingRemoves: isSet(object.pendingRemoves)
+        ? globalThis.Number(object.pendingRemoves)
+        : isSet(object.pending_removes)
+        ? globalThis.Number(object.pending_removes)
+        : 0,
     };
   },
 
@@ -1100,6 +1173,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     if (message.counterValue !== 0n) {
       obj.counterValue = message.counterValue.toString();
     }
+    if (message.pendingRemoves !== 0) {
+      obj.pendingRemoves = Math.round(message.pendingRemoves);
+    }
     return obj;
   },
 
@@ -1119,6 +1195,7 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     message.counterValue = (object.counterValue !== undefined && object.counterValue !== null)
       ? BigInt(object.counterValue)
       : 0n;
+    message.pendingRemoves = object.pendingRemoves ?? 0;
     return message;
   },
 };

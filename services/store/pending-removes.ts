@@ -1,0 +1,123 @@
+// Deferred removes. A Remove carries the causal context its client read elsewhere; when that
+// context covers adds this node has not received yet, removing only what is here would lose the
+// rest of the remove: the covered adds would arrive later and resurrect the element. So the
+// remove is kept, per element, as the part of the context not yet seen here ("unseen"):
+//
+//   defer(key, element, unseen)   record (join with what is already pending for the element)
+//   settle(key, live, seen)       after any join into the key: every live dot of a pending
+//                                 element that its unseen context covers is removed (the caller
+//                                 spreads that as an ordinary remove delta); what the key's
+//                                 context now covers leaves the unseen part, and an element with
+//                                 nothing unseen left is dropped (its covered adds have all
+//                                 arrived, applied or known to belong to other elements).
+//
+// Records are durable, written in the same batch as the operation that changes them:
+//   0x00 'R' esc(key) esc(element) → the unseen context (protobuf CausalContext).
+// All of them are also held in memory (their number is bounded by a setting), so a join reads
+// nothing to learn whether its key has any.
+import type { ClassicLevel } from "classic-level";
+import { CausalContext, type Dot, type ElementKey, contextFromProto, contextToProto, elementBytes, elementKey } from "../crdt/index.js";
+import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+import type { BatchOp } from "./group-commit.js";
+import { META, escapeBytes, unescapeBytes } from "./keys.js";
+
+const PENDING = 0x52; // 'R'
+
+/** The pending-remove limit was reached: the Remove is refused and nothing changes. */
+export class PendingRemovesFullError extends Error {
+  override readonly name = "PendingRemovesFullError";
+}
+
+function recordKey(key: string, ek: ElementKey): Buffer {
+  return Buffer.concat([Buffer.from([META, PENDING]), escapeBytes(Buffer.from(key, "utf8")), escapeBytes(elementBytes(ek))]);
+}
+
+function encodeUnseen(c: CausalContext): Buffer {
+  return Buffer.from(CausalContextMsg.encode(contextToProto(c)).finish());
+}
+
+export class PendingRemoves {
+  private readonly byKey = new Map<string, Map<ElementKey, CausalContext>>();
+  private count = 0;
+
+  private constructor(private readonly limit: number) {}
+
+  /** Load every pending remove of a data directory. */
+  static async load(db: ClassicLevel<Buffer, Buffer>, limit: number): Promise<PendingRemoves> {
+    const p = new PendingRemoves(limit);
+    const range = { gte: Buffer.from([META, PENDING]), lt: Buffer.from([META, PENDING + 1]) };
+    for await (const [k, v] of db.iterator(range)) {
+      const key = unescapeBytes(k, 2);
+      const el = unescapeBytes(k, key.next);
+      p.set(key.bytes.toString("utf8"), elementKey(el.bytes), contextFromProto(CausalContextMsg.decode(v)));
+    }
+    return p;
+  }
+
+  /** Elements with a pending remove, on this key or (no key) in all. */
+  size(key?: string): number {
+    return key === undefined ? this.count : (this.byKey.get(key)?.size ?? 0);
+  }
+
+  has(key: string): boolean {
+    return this.byKey.has(key);
+  }
+
+  /** Throws PendingRemovesFullError unless `more` new elements still fit under the limit. */
+  checkRoom(key: string, eks: readonly ElementKey[]): void {
+    const mine = this.byKey.get(key);
+    const fresh = new Set(eks.filter((ek) => mine?.has(ek) !== true)).size;
+    if (this.count + fresh > this.limit) {
+      throw new PendingRemovesFullError(
+        `${this.count} removes already wait here for adds not yet received (limit ${this.limit}); ` +
+          `send the Remove to the node you read from, or retry once replication has caught up`,
+      );
+    }
+  }
+
+  /** Keep a remove of element ek for the dots of `unseen` (joined with any earlier one). */
+  defer(key: string, ek: ElementKey, unseen: CausalContext, ops: BatchOp[]): void {
+    const joined = (this.byKey.get(key)?.get(ek)?.clone() ?? new CausalContext()).joinInPlace(unseen);
+    this.set(key, ek, joined);
+    ops.push({ type: "put", key: recordKey(key, ek), value: encodeUnseen(joined) });
+  }
+
+  /**
+   * After a join into key: the live dots of pending elements that their unseen context covers
+   * (to remove), and the records' new state given the key's context `seen`.
+   * @param dotsOf the element's live dots after the join
+   */
+  async settle(key: string, dotsOf: (ek: ElementKey) => Promise<Dot[]>, seen: CausalContext, ops: BatchOp[]): Promise<Map<ElementKey, Dot[]>> {
+    const hits = new Map<ElementKey, Dot[]>();
+    const mine = this.byKey.get(key);
+    if (mine === undefined) return hits;
+    for (const [ek, unseen] of [...mine]) {
+      const hit = (await dotsOf(ek)).filter((d) => unseen.containsDot(d));
+      if (hit.length > 0) hits.set(ek, hit);
+      const rest = unseen.subtract(seen);
+      if (rest.equals(unseen)) continue;
+      if (rest.isEmpty()) {
+        this.delete(key, ek);
+        ops.push({ type: "del", key: recordKey(key, ek) });
+      } else {
+        this.set(key, ek, rest);
+        ops.push({ type: "put", key: recordKey(key, ek), value: encodeUnseen(rest) });
+      }
+    }
+    return hits;
+  }
+
+  private set(key: string, ek: ElementKey, c: CausalContext): void {
+    let mine = this.byKey.get(key);
+    if (mine === undefined) this.byKey.set(key, (mine = new Map()));
+    if (!mine.has(ek)) this.count++;
+    mine.set(ek, c);
+  }
+
+  private delete(key: string, ek: ElementKey): void {
+    const mine = this.byKey.get(key);
+    if (mine?.delete(ek) !== true) return;
+    this.count--;
+    if (mine.size === 0) this.byKey.delete(key);
+  }
+}
