@@ -1,0 +1,234 @@
+// Peer authentication on the wire: a client interceptor that signs every call a node makes to a
+// peer (peer-proof.ts), and a server interceptor that lets a Gossip or Membership protocol call
+// (Exchange, PushState, Join, Leave, Ping, PingReq) reach its handler only when
+//  - with a cluster key: it carries a valid, fresh, never-seen proof;
+//  - with mutual TLS: its connection presented a node certificate (peer-identity.ts);
+//  - the node id the proof and the certificate name is the sender the message claims (`from`,
+//    Join's `self`, Leave's `node_id`; the first chunk of a PushState stream, and every later
+//    chunk that names one).
+// Anything else ends with UNAUTHENTICATED before the handler sees the message, so it changes
+// nothing; it is counted (onRefused) and logged at warn, at most once per reason and method every
+// LOG_EVERY_MS. With neither a key nor mutual TLS (loopback, or --insecure-peers) calls pass.
+// Members and Watch are read-only views under the client rules (auth.ts), not peer calls.
+import * as grpc from "@grpc/grpc-js";
+import { GossipService } from "../gen/deltaset/v1/gossip.js";
+import { MembershipService } from "../gen/deltaset/v1/membership.js";
+import type { ClusterKeyring } from "./cluster-keys.js";
+import type { Logger } from "./logger.js";
+import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
+import { PROOF_HEADER, type ProofRefusal, ReplayCache, STREAM_BODY, bodyDigest, fresh, parseProof, signProof, verifyProof, DEFAULT_SKEW_MS } from "./peer-proof.js";
+import { hasVerifiedPeerCertificate } from "./tls.js";
+
+export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch";
+
+/** The sender a peer request claims, by method path. */
+const SENDER: Record<string, (m: any) => unknown> = {
+  [GossipService.exchange.path]: (m) => m.from,
+  [GossipService.pushState.path]: (m) => m.from,
+  [MembershipService.join.path]: (m) => m.self?.nodeId,
+  [MembershipService.leave.path]: (m) => m.nodeId,
+  [MembershipService.ping.path]: (m) => m.from,
+  [MembershipService.pingReq.path]: (m) => m.from,
+};
+
+/** Request serializers of the peer methods (to digest a decoded message the way it was sent). */
+const SERIALIZE: Record<string, (m: any) => Buffer> = Object.fromEntries(
+  [...Object.values(GossipService), ...Object.values(MembershipService)].map((d) => [d.path, d.requestSerialize as (m: any) => Buffer]),
+);
+
+/** True for the methods this interceptor guards. */
+export function isPeerMethod(path: string): boolean {
+  return path in SENDER;
+}
+
+/** Digests of received request bytes, by the decoded message object (see withBodyDigests). */
+const received = new WeakMap<object, string>();
+
+/**
+ * A service definition whose request decoder remembers the digest of the exact bytes received, so
+ * the server checks the proof against what the sender signed even when the message carries
+ * fields this build does not know. Without it the decoded message is re-encoded.
+ */
+export function withBodyDigests<D extends Record<string, { requestDeserialize: (b: Buffer) => any }>>(definition: D): D {
+  const out: Record<string, unknown> = {};
+  for (const [name, d] of Object.entries(definition)) {
+    out[name] = {
+      ...d,
+      requestDeserialize: (bytes: Buffer) => {
+        const m = d.requestDeserialize(bytes);
+        if (typeof m === "object" && m !== null) received.set(m, bodyDigest(bytes));
+        return m;
+      },
+    };
+  }
+  return out as D;
+}
+
+function digestOf(path: string, message: object): string {
+  return received.get(message) ?? bodyDigest(SERIALIZE[path]!(message));
+}
+
+const MESSAGES: Record<PeerRefusal, string> = {
+  "proof-missing": "peer calls on this node need a cluster key proof (metadata deltaset-peer-proof)",
+  "proof-malformed": "the peer proof is malformed",
+  "proof-stale": "the peer proof's time is outside the allowed clock skew: check the clocks",
+  "proof-invalid": "the peer proof does not verify under any cluster key of this node",
+  "proof-replayed": "this peer proof was already used",
+  "replay-cache-full": "too many peer calls to check for replay; retry later",
+  "peer-certificate": "peer calls need mutual TLS with a node certificate issued by the cluster CA",
+  "peer-certificate-role": "the client certificate has no peer role (extended key usage serverAuth and clientAuth)",
+  "peer-certificate-identity": "the client certificate names no single node id (URI SAN spiffe://deltaset/node/<id>)",
+  "sender-mismatch": "the authenticated node id is not the sender the message names",
+};
+
+/** At most one log line per key every LOG_EVERY_MS, with the number suppressed since. */
+export const LOG_EVERY_MS = 10_000;
+
+export class RateLimitedWarn {
+  private readonly last = new Map<string, { at: number; suppressed: number }>();
+
+  constructor(
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  warn(key: string, message: string, fields: Record<string, unknown>): void {
+    const t = this.now();
+    const s = this.last.get(key);
+    if (s !== undefined && t - s.at < LOG_EVERY_MS) {
+      s.suppressed++;
+      return;
+    }
+    if (this.last.size > 1000) this.last.clear(); // keys are method × reason: a bound that is never reached in practice
+    this.log.warn(message, { ...fields, ...(s && s.suppressed > 0 ? { suppressedSinceLast: s.suppressed } : {}) });
+    this.last.set(key, { at: t, suppressed: 0 });
+  }
+}
+
+export interface PeerAuthOptions {
+  /** The installed cluster keys (read at each call: reloads take effect at once); undefined: none. */
+  keys: () => ClusterKeyring | undefined;
+  /** Mutual TLS is on (a cluster CA is configured). */
+  mutualTls: () => boolean;
+  log: Logger;
+  /** Observes refusals (metrics). */
+  onRefused?: (service: string, reason: PeerRefusal) => void;
+  now?: () => number;
+  skewMs?: number;
+}
+
+/** The server interceptor enforcing peer authentication. */
+export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor {
+  const now = o.now ?? Date.now;
+  const skew = o.skewMs ?? DEFAULT_SKEW_MS;
+  const replay = new ReplayCache(skew);
+  const warn = new RateLimitedWarn(o.log, now);
+  return (method, call) => {
+    const path = method.path;
+    if (!isPeerMethod(path)) return new grpc.ServerInterceptingCall(call);
+    const keys = o.keys();
+    const mutual = o.mutualTls();
+    if (keys === undefined && !mutual) return new grpc.ServerInterceptingCall(call);
+    const [, service = "", rpc = ""] = path.split("/");
+    let refused = false;
+    let certId: string | undefined;
+    let identity: string | undefined;
+    let proof: unknown;
+    let messages = 0;
+    const refuse = (reason: PeerRefusal, claimed?: unknown) => {
+      if (refused) return;
+      refused = true;
+      o.onRefused?.(service, reason);
+      warn.warn(`${rpc} ${reason}`, "peer call refused", {
+        method: rpc,
+        reason,
+        peer: call.getPeer(),
+        ...(typeof claimed === "string" ? { claimed: claimed.slice(0, 128) } : {}),
+      });
+      call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason], metadata: new grpc.Metadata() });
+    };
+    /** Verify the proof for this body; sets identity. False when refused. */
+    const prove = (body: string): boolean => {
+      const r = verifyProof(keys!, proof, path, body, now(), replay, skew);
+      if (!r.ok) {
+        refuse(r.reason, parseProof(proof)?.nodeId);
+        return false;
+      }
+      if (certId !== undefined && certId !== r.nodeId) {
+        refuse("sender-mismatch", r.nodeId);
+        return false;
+      }
+      identity = r.nodeId;
+      return true;
+    };
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) =>
+        next({
+          onReceiveMetadata: (metadata, pass) => {
+            if (mutual) {
+              if (!hasVerifiedPeerCertificate(call)) return refuse("peer-certificate");
+              const c = certificateNodeId(call.getAuthContext().sslPeerCertificate);
+              if (!c.ok) return refuse(c.reason);
+              certId = identity = c.nodeId;
+            }
+            if (keys !== undefined) {
+              proof = metadata.get(PROOF_HEADER)[0];
+              if (proof === undefined) return refuse("proof-missing");
+              const parsed = parseProof(proof);
+              if (parsed === undefined) return refuse("proof-malformed");
+              if (!fresh(parsed, now(), skew)) return refuse("proof-stale", parsed.nodeId);
+              // A stream's proof covers its start; a unary call's waits for the message it signs.
+              if (method.requestStream && !prove(STREAM_BODY)) return;
+            }
+            pass(metadata);
+          },
+          onReceiveMessage: (message, pass) => {
+            if (refused) return;
+            if (keys !== undefined && !method.requestStream && !prove(digestOf(path, message as object))) return;
+            const sender = SENDER[path]!(message);
+            // A stream names its sender in the first chunk; later chunks name it or leave it empty.
+            const named = messages++ === 0 || sender !== "";
+            if (identity !== undefined && named && sender !== identity) return refuse("sender-mismatch", sender);
+            pass(message);
+          },
+          onReceiveHalfClose: (pass) => {
+            if (!refused) pass();
+          },
+        }),
+    });
+  };
+}
+
+/**
+ * The client interceptor signing a node's calls to peer methods with the current signing key
+ * (other calls pass unchanged). A unary call's metadata is held back until its message is known,
+ * since the proof covers the message bytes.
+ */
+export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | undefined, now: () => number = Date.now): grpc.Interceptor {
+  return (options, nextCall) => {
+    const def = options.method_definition;
+    const k = isPeerMethod(def.path) ? keys() : undefined;
+    if (k === undefined) return new grpc.InterceptingCall(nextCall(options));
+    let held: { metadata: grpc.Metadata; listener: grpc.InterceptingListener | grpc.Listener; next: (m: grpc.Metadata, l: any) => void } | undefined;
+    const release = (body: string) => {
+      const h = held!;
+      held = undefined;
+      h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now()));
+      h.next(h.metadata, h.listener);
+    };
+    return new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        held = { metadata, listener, next };
+        if (def.requestStream) release(STREAM_BODY);
+      },
+      sendMessage(message, next) {
+        if (held !== undefined) release(bodyDigest(def.requestSerialize(message)));
+        next(message);
+      },
+      halfClose(next) {
+        if (held !== undefined) release(bodyDigest(new Uint8Array(0)));
+        next();
+      },
+    });
+  };
+}

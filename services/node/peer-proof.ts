@@ -1,0 +1,129 @@
+// The proof a peer call carries that its sender holds a cluster key, independent of TLS: metadata
+//   deltaset-peer-proof: v1 <node id> <unix ms> <nonce> <mac>
+// where mac = HMAC-SHA256(key, "deltaset-peer-proof/v1" LF method path LF node id LF unix ms LF
+// nonce LF body digest), base64url. The body digest is the SHA-256 (hex) of the request message
+// bytes of a unary call, and "-" for a client stream (whose chunks are bound to the sender by their
+// `from` field, see peer-interceptors.ts). A proof is accepted when its MAC verifies under any
+// installed key, its time is within the skew window of this node's clock, and its nonce was not
+// seen within that window (a bounded replay cache). Pure functions plus the cache; no gRPC here.
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { ClusterKeyring } from "./cluster-keys.js";
+
+export const PROOF_HEADER = "deltaset-peer-proof";
+/** Proofs older or newer than this (against the receiver's clock) are refused. */
+export const DEFAULT_SKEW_MS = 60_000;
+/** Most nonces remembered; beyond it, proofs are refused until old ones expire (fails closed). */
+export const DEFAULT_REPLAY_CAPACITY = 200_000;
+/** The body digest of a client stream's proof. */
+export const STREAM_BODY = "-";
+
+export interface ProofFields {
+  path: string;
+  nodeId: string;
+  unixMs: number;
+  nonce: string;
+  body: string;
+}
+
+export type ProofRefusal = "proof-missing" | "proof-malformed" | "proof-stale" | "proof-invalid" | "proof-replayed" | "replay-cache-full";
+
+export function bodyDigest(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+function mac(key: Buffer, f: ProofFields): Buffer {
+  return createHmac("sha256", key).update(`deltaset-peer-proof/v1\n${f.path}\n${f.nodeId}\n${f.unixMs}\n${f.nonce}\n${f.body}`).digest();
+}
+
+/** The header value proving that `nodeId` sends `body` to `path` now. */
+export function signProof(keys: ClusterKeyring, path: string, nodeId: string, body: string, unixMs: number, nonce = randomBytes(16).toString("base64url")): string {
+  const m = mac(keys.signer, { path, nodeId, unixMs, nonce, body });
+  return `v1 ${nodeId} ${unixMs} ${nonce} ${m.toString("base64url")}`;
+}
+
+const PROOF = /^v1 ([A-Za-z0-9._-]{1,128}) (\d{1,15}) ([A-Za-z0-9_-]{16,64}) ([A-Za-z0-9_-]{43})$/;
+
+export interface ParsedProof {
+  nodeId: string;
+  unixMs: number;
+  nonce: string;
+  mac: Buffer;
+}
+
+/** Parse a header value; undefined when it is not a well-formed v1 proof. */
+export function parseProof(value: unknown): ParsedProof | undefined {
+  if (typeof value !== "string") return undefined;
+  const m = PROOF.exec(value);
+  if (m === null) return undefined;
+  return { nodeId: m[1]!, unixMs: Number(m[2]), nonce: m[3]!, mac: Buffer.from(m[4]!, "base64url") };
+}
+
+/** True when the proof's time is within the window around `now`. */
+export function fresh(p: ParsedProof, now: number, skewMs: number): boolean {
+  return Math.abs(p.unixMs - now) <= skewMs;
+}
+
+/** True when the proof's MAC verifies under one of the keys (every key is tried: no early exit). */
+export function macValid(keys: ClusterKeyring, p: ParsedProof, path: string, body: string): boolean {
+  let ok = false;
+  for (const key of keys.keys) {
+    const want = mac(key, { path, nodeId: p.nodeId, unixMs: p.unixMs, nonce: p.nonce, body });
+    ok = timingSafeEqual(want, p.mac) || ok;
+  }
+  return ok;
+}
+
+/**
+ * Nonces of accepted proofs, each kept until its proof's time leaves the skew window (after that
+ * the proof is refused as stale anyway). Bounded: when full of live entries it refuses new ones.
+ */
+export class ReplayCache {
+  private readonly seen = new Map<string, number>();
+
+  constructor(
+    private readonly skewMs = DEFAULT_SKEW_MS,
+    private readonly capacity = DEFAULT_REPLAY_CAPACITY,
+  ) {}
+
+  get size(): number {
+    return this.seen.size;
+  }
+
+  /** Record a nonce; "proof-replayed" if seen, "replay-cache-full" if no room. */
+  admit(p: ParsedProof, now: number): ProofRefusal | undefined {
+    const k = `${p.nodeId} ${p.nonce}`;
+    if (this.seen.has(k)) return "proof-replayed";
+    if (this.seen.size >= this.capacity) this.expire(now);
+    if (this.seen.size >= this.capacity) return "replay-cache-full";
+    this.seen.set(k, p.unixMs + this.skewMs);
+    return undefined;
+  }
+
+  private expire(now: number): void {
+    // Bounded by the capacity: one pass over the map.
+    for (const [k, until] of this.seen) if (until < now) this.seen.delete(k);
+  }
+}
+
+/**
+ * Check a proof for a call: well-formed, fresh, signed by a cluster key, never seen. On success
+ * returns the node id it names.
+ */
+export function verifyProof(
+  keys: ClusterKeyring,
+  value: unknown,
+  path: string,
+  body: string,
+  now: number,
+  replay: ReplayCache,
+  skewMs = DEFAULT_SKEW_MS,
+): { ok: true; nodeId: string } | { ok: false; reason: ProofRefusal } {
+  if (value === undefined) return { ok: false, reason: "proof-missing" };
+  const p = parseProof(value);
+  if (p === undefined) return { ok: false, reason: "proof-malformed" };
+  if (!fresh(p, now, skewMs)) return { ok: false, reason: "proof-stale" };
+  if (!macValid(keys, p, path, body)) return { ok: false, reason: "proof-invalid" };
+  const replayed = replay.admit(p, now);
+  if (replayed !== undefined) return { ok: false, reason: replayed };
+  return { ok: true, nodeId: p.nodeId };
+}

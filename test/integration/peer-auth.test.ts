@@ -1,0 +1,237 @@
+// Peer authentication with a cluster key, from the outside: two real node processes sharing a key
+// file form a cluster, and a client that misbehaves (no key, a wrong key, a replayed proof, a proof
+// for one node id and a message naming another) is refused with UNAUTHENTICATED and changes
+// nothing: no injected element, no member made LEFT or DEAD, no fake member. Refusals are counted
+// and logged. A node on a non-loopback address without a key or mutual TLS refuses to start.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { AWSet, AWSetLattice, ObjectType } from "../../services/crdt/index.ts";
+import { GossipClient, GossipFrame, GossipService, PayloadKind, StateChunk, type StateReply } from "../../services/gen/deltaset/v1/gossip.ts";
+import { MemberState, MembershipService } from "../../services/gen/deltaset/v1/membership.ts";
+import { partitionOf } from "../../services/gossip/partition.ts";
+import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
+import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
+import { PROOF_HEADER, bodyDigest, signProof } from "../../services/node/peer-proof.ts";
+import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
+import { eventually } from "../helpers/eventually.ts";
+import { statusOf } from "../helpers/grpc-status.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-peer-auth-"));
+const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150"];
+const KEY = generateClusterKey();
+const WRONG_KEY = generateClusterKey();
+const keyring = parseClusterKeys(KEY, "test");
+const wrongKeyring = parseClusterKeys(WRONG_KEY, "test");
+const P = 64;
+let p1: NodeProcess;
+let p2: NodeProcess;
+
+after(async () => {
+  await Promise.all([p1, p2].map((n) => n?.stop()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+before(async () => {
+  const keyFile = join(dir, "cluster.key");
+  writeFileSync(keyFile, `# test cluster\n${KEY}\n`, { mode: 0o600 });
+  const common = ["--cluster-key-file", keyFile, "--metrics-listen", "127.0.0.1:0", ...FAST];
+  p1 = await startNodeProcess(["--listen", "127.0.0.101:0", "--node-id", "p1", "--data-dir", join(dir, "p1"), ...common]);
+  p2 = await startNodeProcess(["--listen", "127.0.0.102:0", "--node-id", "p2", "--data-dir", join(dir, "p2"), "--seeds", p1.address, ...common]);
+});
+
+async function view(address: string): Promise<Record<string, string>> {
+  const c = membershipClient(address);
+  try {
+    const r = await call(c, c.members, { includeDeparted: true }, { timeoutMs: 3000 });
+    return Object.fromEntries(r.members.map((m) => [m.nodeId, MemberState[m.state]!]));
+  } finally {
+    c.close();
+  }
+}
+
+async function present(address: string, key: string, element: string): Promise<boolean> {
+  const c = replicaClient(address);
+  try {
+    const q = await call(c, c.query, { key, elements: [Buffer.from(element)], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
+    return q.presence[0]!.present;
+  } finally {
+    c.close();
+  }
+}
+
+/** A frame from `from` carrying one element of `key` (the injection an attacker would try). */
+function injection(from: string, key: string, element: string): GossipFrame {
+  const d = AWSet.bottom().add(`${from}~attack`, [Buffer.from(element)]);
+  return GossipFrame.fromPartial({
+    cluster: "deltaset",
+    from,
+    frameId: 1n,
+    partitions: P,
+    payloads: [{ partition: partitionOf(key, P), kind: PayloadKind.DELTA, seq: 1n, keys: [{ key, state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(d)) } }] }],
+  });
+}
+
+function proof(keys: typeof keyring, path: string, nodeId: string, body: string): grpc.Metadata {
+  const md = new grpc.Metadata();
+  md.set(PROOF_HEADER, signProof(keys, path, nodeId, body, Date.now()));
+  return md;
+}
+
+const exchangeProof = (keys: typeof keyring, nodeId: string, f: GossipFrame) =>
+  proof(keys, GossipService.exchange.path, nodeId, bodyDigest(GossipService.exchange.requestSerialize(f)));
+
+describe("two nodes with a cluster key", () => {
+  it("form a cluster and replicate", async () => {
+    for (const n of [p1, p2]) await eventually(`both alive on ${n.nodeId}`, () => view(n.address), (v) => v.p1 === "ALIVE" && v.p2 === "ALIVE");
+    const c = replicaClient(p1.address);
+    await call(c, c.add, { key: "k", elements: [Buffer.from("real")], texts: [] }).finally(() => c.close());
+    await eventually("replicated to p2", () => present(p2.address, "k", "real"), (v) => v);
+    assert.match(p1.logs(), /"peerAuth":"cluster keys [0-9a-f]{12}"/);
+    assert.ok(!p1.logs().includes(KEY), "the key reached a log");
+  });
+
+  it("refuse a spoofed Exchange in a live member's name without a key or with a wrong one, applying nothing", async () => {
+    const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+    try {
+      const f = injection("p1", "victim", "injected");
+      const none = await statusOf(call(g, g.exchange, f));
+      assert.equal(none.code, grpc.status.UNAUTHENTICATED);
+      assert.match(none.details, /cluster key proof/);
+      const wrong = await statusOf(call(g, g.exchange, f, { metadata: exchangeProof(wrongKeyring, "p1", f) }));
+      assert.equal(wrong.code, grpc.status.UNAUTHENTICATED);
+      assert.match(wrong.details, /does not verify/);
+      // A proof made for another message does not cover this one.
+      const other = injection("p1", "victim", "something-else");
+      const swapped = await statusOf(call(g, g.exchange, f, { metadata: exchangeProof(keyring, "p1", other) }));
+      assert.equal(swapped.code, grpc.status.UNAUTHENTICATED);
+      // A key holder speaking as p2 cannot send a frame naming p1.
+      const mismatch = await statusOf(call(g, g.exchange, f, { metadata: exchangeProof(keyring, "p2", f) }));
+      assert.equal(mismatch.code, grpc.status.UNAUTHENTICATED);
+      assert.match(mismatch.details, /not the sender/);
+    } finally {
+      g.close();
+    }
+    assert.equal(await present(p2.address, "victim", "injected"), false);
+    assert.equal(await present(p1.address, "victim", "injected"), false);
+  });
+
+  it("refuse a spoofed PushState stream without a key", async () => {
+    const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+    try {
+      const r = await statusOf(
+        new Promise<StateReply>((resolve, reject) => {
+          const s = g.pushState((err, res) => (err ? reject(err) : resolve(res)));
+          s.write(StateChunk.fromPartial({ cluster: "deltaset", from: "p1", partitions: P, partition: 0, partitionDone: true }));
+          s.end();
+        }),
+      );
+      assert.equal(r.code, grpc.status.UNAUTHENTICATED);
+    } finally {
+      g.close();
+    }
+  });
+
+  it("accept a correctly signed frame once and refuse it replayed", async () => {
+    const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+    try {
+      // An empty frame (no payload, no ack): harmless, so the test can send it as p1.
+      const f = GossipFrame.fromPartial({ cluster: "deltaset", from: "p1", frameId: 99n, partitions: P });
+      const md = exchangeProof(keyring, "p1", f);
+      const first = await statusOf(call(g, g.exchange, f, { metadata: md }));
+      assert.equal(first.code, 0, first.details);
+      const again = await statusOf(call(g, g.exchange, f, { metadata: md }));
+      assert.equal(again.code, grpc.status.UNAUTHENTICATED);
+      assert.match(again.details, /already used/);
+    } finally {
+      g.close();
+    }
+  });
+
+  it("refuse a client-sent Leave for another member, keyed or not", async () => {
+    const m = membershipClient(p2.address);
+    try {
+      const leave = { cluster: "deltaset", nodeId: "p1", incarnation: 1n << 62n };
+      assert.equal((await statusOf(call(m, m.leave, leave))).code, grpc.status.UNAUTHENTICATED);
+      const asOther = proof(keyring, MembershipService.leave.path, "p2", bodyDigest(MembershipService.leave.requestSerialize(leave)));
+      assert.equal((await statusOf(call(m, m.leave, leave, { metadata: asOther }))).code, grpc.status.UNAUTHENTICATED);
+    } finally {
+      m.close();
+    }
+    assert.equal((await view(p2.address)).p1, "ALIVE");
+  });
+
+  it("refuse a Ping piggybacking DEAD of a member, and a Join under a made-up id, from an unauthenticated caller", async () => {
+    const m = membershipClient(p2.address);
+    try {
+      const ping = {
+        cluster: "deltaset", from: "p1", seq: 1n, target: "p2",
+        updates: [{ nodeId: "p1", address: p1.address, state: MemberState.DEAD, incarnation: 1n << 62n, sinceUnixMs: BigInt(Date.now()) }],
+      };
+      assert.equal((await statusOf(call(m, m.ping, ping))).code, grpc.status.UNAUTHENTICATED);
+      const join = { cluster: "deltaset", self: { nodeId: "fake", address: "127.0.0.103:1", state: MemberState.ALIVE, incarnation: 1n, sinceUnixMs: 0n } };
+      assert.equal((await statusOf(call(m, m.join, join))).code, grpc.status.UNAUTHENTICATED);
+    } finally {
+      m.close();
+    }
+    const v = await view(p2.address);
+    assert.equal(v.p1, "ALIVE");
+    assert.equal(v.fake, undefined);
+  });
+
+  it("accept a suspicion from an authenticated peer, which the suspected node refutes with a higher incarnation", async () => {
+    const before = await (async () => {
+      const c = membershipClient(p2.address);
+      try {
+        return (await call(c, c.members, { includeDeparted: true })).members.find((m) => m.nodeId === "p2")!;
+      } finally {
+        c.close();
+      }
+    })();
+    const m = membershipClient(p2.address);
+    try {
+      const ping = {
+        cluster: "deltaset", from: "p1", seq: 7n, target: "p2",
+        updates: [{ ...before, state: MemberState.SUSPECT }],
+      };
+      const md = proof(keyring, MembershipService.ping.path, "p1", bodyDigest(MembershipService.ping.requestSerialize(ping)));
+      const reply = await call(m, m.ping, ping, { metadata: md });
+      const self = reply.updates.find((u) => u.nodeId === "p2");
+      assert.ok(self !== undefined, "the reply carries the refutation");
+      assert.equal(self.state, MemberState.ALIVE);
+      assert.ok(self.incarnation > before.incarnation);
+    } finally {
+      m.close();
+    }
+  });
+
+  it("count refusals by reason, and log them at warn without the key", async () => {
+    const metrics = /"endpoint":"(http:[^"]+)"/.exec(p2.logs())?.[1];
+    assert.ok(metrics !== undefined);
+    const text = await (await fetch(metrics)).text();
+    for (const reason of ["proof-missing", "proof-invalid", "proof-replayed", "sender-mismatch"]) {
+      assert.match(text, new RegExp(`deltaset_auth_refused_total\\{[^}]*reason="${reason}"[^}]*\\} [1-9]`), reason);
+    }
+    assert.match(p2.logs(), /"level":"warn","msg":"peer call refused".*"reason":"proof-missing"/);
+    assert.ok(!p2.logs().includes(KEY) && !p2.logs().includes(WRONG_KEY));
+  });
+
+});
+
+describe("safe defaults", () => {
+  it("refuse to start on a non-loopback address without a cluster key or mutual TLS", async () => {
+    // 192.0.2.1 (TEST-NET-1) is never bound: the node stops before it binds anything.
+    const r = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nl")]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /neither a cluster key \(--cluster-key-file\) nor mutual TLS.*--insecure-peers/);
+  });
+
+  it("with --insecure-peers, start and warn (here the bind then fails: the address is not local)", async () => {
+    const r = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nl2"), "--insecure-peers"]);
+    assert.match(r.stderr, /"level":"warn","msg":"--insecure-peers: peer calls are NOT authenticated/);
+    assert.doesNotMatch(r.stderr, /neither a cluster key/);
+  });
+});

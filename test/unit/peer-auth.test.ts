@@ -1,0 +1,110 @@
+// The parts of peer authentication: cluster key files, proofs (MAC, skew window, replay cache,
+// rotation: the first key signs, every key verifies), node identity in certificates, and the
+// token file with scopes.
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import { DEFAULT_SCOPES, TokenSet, parseTokens, scopeOf } from "../../services/node/auth.ts";
+import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
+import { ConfigError } from "../../services/node/config.ts";
+import { certificateNodeId, nodeIdsOf } from "../../services/node/peer-identity.ts";
+import { ReplayCache, bodyDigest, parseProof, signProof, verifyProof } from "../../services/node/peer-proof.ts";
+
+const K1 = generateClusterKey();
+const K2 = generateClusterKey();
+const PATH = "/deltaset.v1.Gossip/Exchange";
+const BODY = bodyDigest(Buffer.from("frame"));
+const NOW = 1_700_000_000_000;
+
+describe("cluster key files", () => {
+  it("read one key per line, skip comments, and never echo a key in an error", () => {
+    const ring = parseClusterKeys(`# new first\n${K1}\n\n${K2}\n`, "f");
+    assert.equal(ring.keys.length, 2);
+    assert.equal(ring.signer.toString(), K1);
+    assert.throws(() => parseClusterKeys("# nothing\n", "f"), ConfigError);
+    assert.throws(
+      () => parseClusterKeys(`${K1}\nshort-secret\n`, "f"),
+      (e: Error) => e instanceof ConfigError && /line 2/.test(e.message) && !e.message.includes("short-secret"),
+    );
+    assert.ok(ring.fingerprints().every((f) => /^[0-9a-f]{12}$/.test(f) && !K1.includes(f)));
+  });
+});
+
+describe("peer proofs", () => {
+  const ring1 = parseClusterKeys(K1, "f");
+  const ring21 = parseClusterKeys(`${K2}\n${K1}`, "f");
+  const ring2 = parseClusterKeys(K2, "f");
+
+  it("verify under any installed key, and name the sender", () => {
+    const v = signProof(ring1, PATH, "n1", BODY, NOW);
+    assert.deepEqual(verifyProof(ring21, v, PATH, BODY, NOW, new ReplayCache()), { ok: true, nodeId: "n1" });
+    assert.deepEqual(verifyProof(ring2, v, PATH, BODY, NOW, new ReplayCache()), { ok: false, reason: "proof-invalid" });
+  });
+
+  it("cover the method, the body and the sender", () => {
+    const v = signProof(ring1, PATH, "n1", BODY, NOW);
+    assert.equal(verifyProof(ring1, v, "/deltaset.v1.Membership/Leave", BODY, NOW, new ReplayCache()).ok, false);
+    assert.equal(verifyProof(ring1, v, PATH, bodyDigest(Buffer.from("other")), NOW, new ReplayCache()).ok, false);
+    assert.equal(verifyProof(ring1, v.replace(" n1 ", " n2 "), PATH, BODY, NOW, new ReplayCache()).ok, false);
+  });
+
+  it("are refused outside the skew window, replayed, missing or malformed", () => {
+    const v = signProof(ring1, PATH, "n1", BODY, NOW);
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 61_000, new ReplayCache()), { ok: false, reason: "proof-stale" });
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW - 61_000, new ReplayCache()), { ok: false, reason: "proof-stale" });
+    const cache = new ReplayCache();
+    assert.equal(verifyProof(ring1, v, PATH, BODY, NOW, cache).ok, true);
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 1000, cache), { ok: false, reason: "proof-replayed" });
+    assert.deepEqual(verifyProof(ring1, undefined, PATH, BODY, NOW, cache), { ok: false, reason: "proof-missing" });
+    assert.deepEqual(verifyProof(ring1, "v1 n1 x", PATH, BODY, NOW, cache), { ok: false, reason: "proof-malformed" });
+    assert.equal(parseProof(`${v} extra`), undefined);
+  });
+
+  it("keep a bounded replay cache that refuses when full of live nonces and frees expired ones", () => {
+    const cache = new ReplayCache(60_000, 3);
+    for (let i = 0; i < 3; i++) assert.equal(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, NOW), PATH, BODY, NOW, cache).ok, true);
+    assert.deepEqual(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, NOW), PATH, BODY, NOW, cache), { ok: false, reason: "replay-cache-full" });
+    const later = NOW + 61_000;
+    assert.equal(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, later), PATH, BODY, later, cache).ok, true);
+    assert.equal(cache.size, 1);
+  });
+});
+
+describe("node identity in certificates", () => {
+  const both = ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"];
+  it("reads the node URI SAN", () => {
+    assert.deepEqual(nodeIdsOf("IP Address:127.0.0.1, URI:spiffe://deltaset/node/n1"), ["n1"]);
+    assert.deepEqual(nodeIdsOf("URI:spiffe://other/node/n1, URI:https://x"), []);
+  });
+  it("needs the peer role and exactly one node id", () => {
+    assert.deepEqual(certificateNodeId({ subjectaltname: "URI:spiffe://deltaset/node/n1", ext_key_usage: both }), { ok: true, nodeId: "n1" });
+    assert.deepEqual(certificateNodeId({ subjectaltname: "URI:spiffe://deltaset/node/n1", ext_key_usage: [both[1]!] }), { ok: false, reason: "peer-certificate-role" });
+    assert.deepEqual(certificateNodeId({ subjectaltname: "URI:spiffe://deltaset/node/n1" }), { ok: false, reason: "peer-certificate-role" });
+    assert.deepEqual(certificateNodeId({ subjectaltname: "IP Address:127.0.0.1", ext_key_usage: both }), { ok: false, reason: "peer-certificate-identity" });
+    assert.deepEqual(
+      certificateNodeId({ subjectaltname: "URI:spiffe://deltaset/node/n1, URI:spiffe://deltaset/node/n2", ext_key_usage: both }),
+      { ok: false, reason: "peer-certificate-identity" },
+    );
+    assert.deepEqual(certificateNodeId(undefined), { ok: false, reason: "peer-certificate" });
+  });
+});
+
+describe("token scopes", () => {
+  it("parse `scopes token` lines; a bare token gets read and write", () => {
+    const t = parseTokens("read r-token\nwrite,read rw-token\nadmin a-token\nbare-token\n", "f");
+    assert.deepEqual(t.map((e) => [e.token, [...e.scopes]]), [
+      ["r-token", ["read"]], ["rw-token", ["write", "read"]], ["a-token", ["admin"]], ["bare-token", [...DEFAULT_SCOPES]],
+    ]);
+    assert.throws(() => parseTokens("root secret-token\n", "f"), (e: Error) => /line 1/.test(e.message) && !e.message.includes("secret"));
+    assert.throws(() => parseTokens("read a b\n", "f"), ConfigError);
+  });
+  it("grant admin every scope and map methods to scopes (unknown client methods need admin)", () => {
+    const set = new TokenSet(parseTokens("read r\nadmin a\n", "f"));
+    assert.deepEqual([...set.scopesOf("r")], ["read"]);
+    assert.deepEqual([...set.scopesOf("a")].sort(), ["admin", "read", "write"]);
+    assert.equal(set.scopesOf("x").size, 0);
+    assert.equal(scopeOf("/deltaset.v1.Replica/Query"), "read");
+    assert.equal(scopeOf("/deltaset.v1.Replica/Add"), "write");
+    assert.equal(scopeOf("/deltaset.v1.Replica/Merge"), "admin");
+    assert.equal(scopeOf("/deltaset.v1.Replica/SomethingNew"), "admin");
+  });
+});
