@@ -1,36 +1,59 @@
 // Who may call what on a node's one port, checked in a gRPC server interceptor before any handler:
 //  - client API (Replica, and Membership's read-only Members and Watch): with a tokens file, the
-//    call must carry `authorization: Bearer <token>` naming one of its tokens;
-//  - peer API (Gossip, Membership's Join, Leave, Ping, PingReq): with a cluster CA (mutual TLS),
-//    the connection must have presented a certificate chained to that CA;
+//    call must carry `authorization: Bearer <token>` naming a token of the file whose scopes cover
+//    the method: read (Query, Scan, Members, Watch), write (Add, Remove, Increment), admin (Merge,
+//    and any client method not listed: operator calls are admin unless said otherwise);
+//  - peer API (Gossip, Membership's Join, Leave, Ping, PingReq): peer-interceptors.ts;
 //  - health and reflection stay open for probes and grpcurl.
+// Tokens file: one token per line, optionally preceded by its scopes: `read,write <token>`;
+// a bare token (the format before scopes existed) gets read and write, not admin. `admin` grants
+// every scope. Blank lines and lines starting with # are skipped.
 // Tokens are compared in constant time over their SHA-256 digests, and no token ever reaches a log,
 // an error message or a metric label.
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { ConfigError } from "./config.js";
-import { hasVerifiedPeerCertificate } from "./tls.js";
+import type { PeerRefusal } from "./peer-interceptors.js";
 
-/** The accepted bearer tokens, kept only as digests. */
+export type Scope = "read" | "write" | "admin";
+export const SCOPES: readonly Scope[] = ["read", "write", "admin"];
+/** Scopes of a token written without any (the one-token-per-line format). */
+export const DEFAULT_SCOPES: readonly Scope[] = ["read", "write"];
+
+export interface TokenEntry {
+  token: string;
+  scopes: readonly Scope[];
+}
+
+/** The accepted bearer tokens, kept only as digests, each with its scopes. */
 export class TokenSet {
-  private readonly digests: Buffer[];
+  private readonly entries: Array<{ digest: Buffer; scopes: ReadonlySet<Scope> }>;
 
-  constructor(tokens: readonly string[]) {
+  constructor(tokens: ReadonlyArray<string | TokenEntry>) {
     if (tokens.length === 0) throw new ConfigError("no bearer tokens given");
-    this.digests = tokens.map(digest);
+    this.entries = tokens.map((t) => {
+      const e = typeof t === "string" ? { token: t, scopes: DEFAULT_SCOPES } : t;
+      const scopes = new Set<Scope>(e.scopes.includes("admin") ? SCOPES : e.scopes);
+      return { digest: digest(e.token), scopes };
+    });
   }
 
   get size(): number {
-    return this.digests.length;
+    return this.entries.length;
   }
 
-  /** True when `token` is one of the set; takes the same time whichever token (if any) matches. */
-  accepts(token: string): boolean {
+  /** The scopes `token` grants (none: not a token of the set); the same time whichever matches. */
+  scopesOf(token: string): ReadonlySet<Scope> {
     const d = digest(token);
-    let ok = false;
-    for (const known of this.digests) ok = timingSafeEqual(d, known) || ok;
-    return ok;
+    let found: ReadonlySet<Scope> = new Set();
+    for (const e of this.entries) if (timingSafeEqual(d, e.digest)) found = e.scopes;
+    return found;
+  }
+
+  /** True when `token` is one of the set. */
+  accepts(token: string): boolean {
+    return this.scopesOf(token).size > 0;
   }
 }
 
@@ -41,17 +64,27 @@ function digest(token: string): Buffer {
 /** Visible ASCII without spaces: what fits in an HTTP/2 header value after "Bearer ". */
 const TOKEN_CHARS = /^[\x21-\x7e]+$/;
 
-/** Parse a tokens file: one token per line; blank lines and lines starting with # are skipped. */
-export function parseTokens(text: string, where: string): string[] {
-  const tokens: string[] = [];
+/** Parse a tokens file: `[scope[,scope]] <token>` per line; blank lines and # comments skipped. */
+export function parseTokens(text: string, where: string): TokenEntry[] {
+  const tokens: TokenEntry[] = [];
   text.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
-    // The message names the line, never its content.
-    if (!TOKEN_CHARS.test(line)) throw new ConfigError(`${where} line ${i + 1}: a token must be printable ASCII without spaces`);
-    tokens.push(line);
+    // Messages name the line, never its content.
+    const parts = line.split(/[ \t]+/);
+    if (parts.length > 2) throw new ConfigError(`${where} line ${i + 1}: expected "[scopes] <token>": a token must be printable ASCII without spaces`);
+    const token = parts[parts.length - 1]!;
+    if (!TOKEN_CHARS.test(token)) throw new ConfigError(`${where} line ${i + 1}: a token must be printable ASCII without spaces`);
+    let scopes: Scope[] = [...DEFAULT_SCOPES];
+    if (parts.length === 2) {
+      const named = parts[0]!.split(",");
+      const unknown = named.filter((s) => !(SCOPES as readonly string[]).includes(s));
+      if (unknown.length > 0 || named.length === 0) throw new ConfigError(`${where} line ${i + 1}: scopes are a comma-separated list of read, write, admin`);
+      scopes = named as Scope[];
+    }
+    tokens.push({ token, scopes });
   });
-  if (tokens.length === 0) throw new ConfigError(`${where} holds no token (one per line, # starts a comment)`);
+  if (tokens.length === 0) throw new ConfigError(`${where} holds no token ("[scopes] <token>" per line, # starts a comment)`);
   return tokens;
 }
 
@@ -65,13 +98,12 @@ export function loadTokens(path: string): TokenSet {
   return new TokenSet(parseTokens(text, `auth tokens file ${path}`));
 }
 
-export type Refusal = "token-missing" | "token-invalid" | "peer-certificate";
+/** Why a call was refused: a client-token rule, or a peer rule (peer-interceptors.ts). */
+export type Refusal = "token-missing" | "token-invalid" | "token-scope" | PeerRefusal;
 
 export interface AccessPolicy {
-  /** Bearer tokens the client API requires; undefined: the client API is open. */
-  tokens?: TokenSet;
-  /** Require a cluster certificate on the peer API (mutual TLS is on). */
-  peerCertificate: boolean;
+  /** Bearer tokens the client API requires (read at each call: a reload takes effect at once); undefined: open. */
+  tokens: () => TokenSet | undefined;
   /** Observes refusals (metrics); gets the service and the reason, never the credential. */
   onRefused?: (service: string, reason: Refusal) => void;
 }
@@ -89,44 +121,61 @@ export function guardOf(path: string): Guard {
   return "open";
 }
 
+const METHOD_SCOPES: Record<string, Scope> = {
+  "/deltaset.v1.Replica/Query": "read",
+  "/deltaset.v1.Replica/Scan": "read",
+  "/deltaset.v1.Membership/Members": "read",
+  "/deltaset.v1.Membership/Watch": "read",
+  "/deltaset.v1.Replica/Add": "write",
+  "/deltaset.v1.Replica/Remove": "write",
+  "/deltaset.v1.Replica/Increment": "write",
+  "/deltaset.v1.Replica/Merge": "admin",
+};
+
+/** The scope a client method needs; admin for any method not listed (fails closed). */
+export function scopeOf(path: string): Scope {
+  return METHOD_SCOPES[path] ?? "admin";
+}
+
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
-/** Undefined when the metadata carries an accepted token, else the reason it does not. */
-export function checkBearer(metadata: grpc.Metadata, tokens: TokenSet): Refusal | undefined {
+/** Undefined when the metadata carries an accepted token with `scope` (default: any), else why not. */
+export function checkBearer(metadata: grpc.Metadata, tokens: TokenSet, scope?: Scope): Refusal | undefined {
   const values = metadata.get("authorization");
   if (values.length === 0) return "token-missing";
   const m = typeof values[0] === "string" ? BEARER.exec(values[0]) : null;
   if (m === null) return "token-missing";
-  return tokens.accepts(m[1]!) ? undefined : "token-invalid";
+  const scopes = tokens.scopesOf(m[1]!);
+  if (scopes.size === 0) return "token-invalid";
+  return scope === undefined || scopes.has(scope) ? undefined : "token-scope";
 }
 
-const MESSAGES: Record<Refusal, string> = {
+const MESSAGES: Record<"token-missing" | "token-invalid", string> = {
   "token-missing": "this node requires a bearer token: send metadata 'authorization: Bearer <token>'",
   "token-invalid": "the bearer token was not accepted",
-  "peer-certificate": "peer calls need mutual TLS with a client certificate issued by the cluster CA",
 };
 
-/** The server interceptor enforcing the policy; undefined when there is nothing to enforce. */
-export function accessInterceptor(policy: AccessPolicy): grpc.ServerInterceptor | undefined {
-  if (policy.tokens === undefined && !policy.peerCertificate) return undefined;
-  const tokens = policy.tokens;
+/** The server interceptor enforcing the client rules. */
+export function accessInterceptor(policy: AccessPolicy): grpc.ServerInterceptor {
   return (method, call) => {
-    const guard = guardOf(method.path);
-    const needsToken = guard === "client" && tokens !== undefined;
-    const needsCert = guard === "peer" && policy.peerCertificate;
-    if (!needsToken && !needsCert) return new grpc.ServerInterceptingCall(call);
-    const service = method.path.split("/")[1] ?? "";
-    const refuse = (reason: Refusal) => {
+    const tokens = guardOf(method.path) === "client" ? policy.tokens() : undefined;
+    if (tokens === undefined) return new grpc.ServerInterceptingCall(call);
+    const [, service = "", rpc = ""] = method.path.split("/");
+    const scope = scopeOf(method.path);
+    const refuse = (reason: "token-missing" | "token-invalid" | "token-scope") => {
       policy.onRefused?.(service, reason);
-      call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason], metadata: new grpc.Metadata() });
+      const status =
+        reason === "token-scope"
+          ? { code: grpc.status.PERMISSION_DENIED, details: `${rpc} needs a token with the ${scope} scope` }
+          : { code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason] };
+      call.sendStatus({ ...status, metadata: new grpc.Metadata() });
     };
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
           onReceiveMetadata: (metadata, pass) => {
-            if (needsCert && !hasVerifiedPeerCertificate(call)) return refuse("peer-certificate");
-            const bad = needsToken ? checkBearer(metadata, tokens!) : undefined;
-            if (bad !== undefined) return refuse(bad);
+            const bad = checkBearer(metadata, tokens, scope);
+            if (bad !== undefined) return refuse(bad as "token-missing" | "token-invalid" | "token-scope");
             pass(metadata);
           },
         }),

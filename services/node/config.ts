@@ -105,6 +105,13 @@ export interface NodeConfig {
   membership: MembershipSettings;
   tls: TlsSettings;
   authTokensFile?: string;
+  /** Cluster keys (one per line; the first signs, all verify): peers prove membership with them. */
+  clusterKeyFile?: string;
+  /**
+   * Allow a non-loopback listen address with neither a cluster key nor mutual TLS (peer calls are
+   * then unauthenticated: anyone who reaches the port can gossip and change membership).
+   */
+  insecurePeers: boolean;
   /** Toxiproxy API used to route peer links through per-link proxies (chaos runs). */
   peerProxy?: string;
 }
@@ -160,6 +167,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     reapAfterMs: 30_000,
   },
   tls: {},
+  insecurePeers: false,
 };
 
 export class ConfigError extends Error {
@@ -167,7 +175,7 @@ export class ConfigError extends Error {
 }
 
 /** Flag and environment names of every scalar setting, with its path in NodeConfig. */
-const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" | "int" | "bool" | "list" | "fraction" }> = [
+const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" | "int" | "bool" | "list" | "fraction"; bare?: true }> = [
   { flag: "listen", env: "DELTASET_LISTEN", path: "listen", kind: "string" },
   { flag: "advertise", env: "DELTASET_ADVERTISE", path: "advertise", kind: "string" },
   { flag: "data-dir", env: "DELTASET_DATA_DIR", path: "dataDir", kind: "string" },
@@ -215,13 +223,15 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "tls-key", env: "DELTASET_TLS_KEY", path: "tls.key", kind: "string" },
   { flag: "tls-ca", env: "DELTASET_TLS_CA", path: "tls.ca", kind: "string" },
   { flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string" },
+  { flag: "cluster-key-file", env: "DELTASET_CLUSTER_KEY_FILE", path: "clusterKeyFile", kind: "string" },
+  { flag: "insecure-peers", env: "DELTASET_INSECURE_PEERS", path: "insecurePeers", kind: "bool", bare: true },
   { flag: "peer-proxy", env: "DELTASET_PEER_PROXY", path: "peerProxy", kind: "string" },
 ];
 
-/** The flags `deltaset node` accepts (for parseArgs), all as strings. */
-export function configFlags(): Record<string, { type: "string" }> {
-  const out: Record<string, { type: "string" }> = { config: { type: "string" } };
-  for (const s of SETTINGS) out[s.flag] = { type: "string" };
+/** The flags `deltaset node` accepts (for parseArgs): strings, and a few bare switches (--insecure-peers). */
+export function configFlags(): Record<string, { type: "string" | "boolean" }> {
+  const out: Record<string, { type: "string" | "boolean" }> = { config: { type: "string" } };
+  for (const s of SETTINGS) out[s.flag] = { type: s.bare ? "boolean" : "string" };
   return out;
 }
 
@@ -268,11 +278,11 @@ function mergeDeep(target: Record<string, unknown>, source: Record<string, unkno
 }
 
 /** Build the effective configuration. flags: parsed --flag values (strings). */
-export function loadConfig(flags: Record<string, string | undefined>, env: NodeJS.ProcessEnv = process.env): NodeConfig {
+export function loadConfig(flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv = process.env): NodeConfig {
   const cfg = structuredClone(DEFAULT_CONFIG) as unknown as Record<string, unknown>;
   // Optional-only fields must exist as keys so that a config file may set them.
-  for (const k of ["nodeId", "seedsDns", "metricsListen", "otlpEndpoint", "authTokensFile", "peerProxy"]) cfg[k] ??= undefined;
-  const file = flags.config ?? env.DELTASET_CONFIG;
+  for (const k of ["nodeId", "seedsDns", "metricsListen", "otlpEndpoint", "authTokensFile", "clusterKeyFile", "peerProxy"]) cfg[k] ??= undefined;
+  const file = (typeof flags.config === "string" ? flags.config : undefined) ?? env.DELTASET_CONFIG;
   if (file !== undefined && file !== "") {
     let parsed: unknown;
     try {
@@ -289,7 +299,7 @@ export function loadConfig(flags: Record<string, string | undefined>, env: NodeJ
   }
   for (const s of SETTINGS) {
     const raw = flags[s.flag];
-    if (raw !== undefined) setPath(cfg, s.path, parseValue(s.kind, raw, `--${s.flag}`));
+    if (raw !== undefined) setPath(cfg, s.path, parseValue(s.kind, String(raw), `--${s.flag}`));
   }
   const c = cfg as unknown as NodeConfig;
   if (c.advertise === "") c.advertise = c.listen;

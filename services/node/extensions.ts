@@ -9,6 +9,7 @@ import { createMembershipService } from "../membership/grpc-service.js";
 import { isLive } from "../membership/types.js";
 import type { NodeConfig } from "./config.js";
 import type { NodeContext, NodeExtension } from "./node.js";
+import { withBodyDigests } from "./peer-interceptors.js";
 import { type PeerDialer, ToxiproxyDialer } from "./peer-dialer.js";
 
 export interface ClusterParts {
@@ -62,12 +63,12 @@ export function nodeExtensions(
             members: (call, cb) => (membershipImpl ? membershipImpl.members(call, cb) : cb(unavailable)),
             watch: (call) => (membershipImpl ? membershipImpl.watch(call) : call.emit("error", unavailable)),
           };
-          server.addService(MembershipService, lateMembership);
+          server.addService(withBodyDigests(MembershipService), lateMembership);
           const lateGossip: GossipServer = {
             exchange: (call, cb) => (gossipImpl ? gossipImpl.exchange(call, cb) : cb(unavailable)),
             pushState: (call, cb) => (gossipImpl ? gossipImpl.pushState(call, cb) : cb(unavailable)),
           };
-          server.addService(GossipService, lateGossip);
+          server.addService(withBodyDigests(GossipService), lateGossip);
         },
         async start() {
           // With --peer-proxy, peers are dialed through per-link fault proxies (chaos runs).
@@ -91,6 +92,7 @@ export function nodeExtensions(
             },
             log: (message, error) => ctx.log.debug(message, { err: error }),
             credentials: ctx.peerCredentials,
+            channelOptions: ctx.peerChannelOptions,
             dialAddress: dialer ? (address, nodeId) => dialer.dial(nodeId ?? idAt(address), address) : undefined,
           });
           membership = driver;
@@ -112,9 +114,14 @@ export function nodeExtensions(
             maxBufferBytes: config.gossip.maxBufferBytes,
             stateChunkEntries: config.gossip.stateChunkEntries,
             rpcTimeoutMs: config.gossip.rpcTimeoutMs,
+            transitive: config.gossip.transitive,
+            maxBufferedStateElements: config.gossip.maxForwardElements,
+            lossRate: config.gossip.lossRate,
+            lossSeed: config.gossip.lossSeed,
             maxMessageBytes: config.limits.maxMessageBytes,
             dialAddress: dialer ? (id, address) => dialer.dial(id, address) : undefined,
             credentials: ctx.peerCredentials,
+            channelOptions: ctx.peerChannelOptions,
             trace: ctx.telemetry?.span,
           });
           gossipImpl = gossip.service();

@@ -8,10 +8,12 @@ import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
 import { Store } from "../store/store.js";
 import { accessInterceptor, loadTokens } from "./auth.js";
-import type { NodeConfig } from "./config.js";
+import { type ClusterKeyring, loadClusterKeys } from "./cluster-keys.js";
+import { ConfigError, type NodeConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 import { logThrottle } from "./log-throttle.js";
 import { StrictStringServer } from "./strict-strings.js";
+import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { isLoopbackHost, loadTls, peerCredentials, serverCredentials, tlsMode } from "./tls.js";
@@ -47,6 +49,8 @@ export interface NodeContext {
   advertise(): string;
   /** Credentials for calls to peers (mutual TLS); undefined: plaintext. */
   peerCredentials?: grpc.ChannelCredentials;
+  /** Channel options of every client to peers (the interceptor signing peer calls with the cluster key). */
+  peerChannelOptions: grpc.ChannelOptions;
   /** Metrics and traces, when on. */
   telemetry?: NodeTelemetry;
 }
@@ -58,7 +62,15 @@ export async function startNode(
 ): Promise<NodeHandle> {
   // Certificates and tokens are read first: a bad path fails before anything starts.
   const tls = loadTls(config.tls);
-  const tokens = config.authTokensFile === undefined || config.authTokensFile === "" ? undefined : loadTokens(config.authTokensFile);
+  let tokens = config.authTokensFile === undefined || config.authTokensFile === "" ? undefined : loadTokens(config.authTokensFile);
+  let clusterKeys: ClusterKeyring | undefined = config.clusterKeyFile === undefined || config.clusterKeyFile === "" ? undefined : loadClusterKeys(config.clusterKeyFile);
+  const peersAuthenticated = clusterKeys !== undefined || tls?.ca !== undefined;
+  if (!peersAuthenticated && !isLoopbackHost(config.listen) && !config.insecurePeers) {
+    throw new ConfigError(
+      `listening on ${config.listen} (not loopback) with neither a cluster key (--cluster-key-file) nor mutual TLS (--tls-ca): ` +
+        "anyone who reaches the port could gossip and change membership. Configure one, or pass --insecure-peers to accept that",
+    );
+  }
   mkdirSync(config.dataDir, { recursive: true });
   const refusedJoins = logThrottle(60_000);
   const store = await Store.open({
@@ -82,10 +94,17 @@ export async function startNode(
   try {
     telemetry = await startTelemetry(config, nodeLog, store);
     let advertise = config.advertise;
-    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), telemetry };
+    const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => clusterKeys)] };
+    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), peerChannelOptions, telemetry };
     const exts = extensions.map((make) => make(ctx));
-    const access = accessInterceptor({ tokens, peerCertificate: tls?.ca !== undefined, onRefused: telemetry?.onRefused });
-    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), ...(access ? { interceptors: [access] } : {}) });
+    const peerAuth = peerAuthInterceptor({
+      keys: () => clusterKeys,
+      mutualTls: () => tls?.ca !== undefined,
+      log: nodeLog,
+      onRefused: telemetry?.onRefused,
+    });
+    const access = accessInterceptor({ tokens: () => tokens, onRefused: telemetry?.onRefused });
+    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [peerAuth, access] });
     server.addService(
       ReplicaService,
       createReplicaService({
@@ -100,15 +119,20 @@ export async function startNode(
     );
     for (const e of exts) e.register?.(server);
     const health = addOperatorServices(server);
-    const port = await bind(server, config.listen, serverCredentials(tls));
-    const security = { tls: tlsMode(tls), clientAuth: tokens ? `bearer tokens (${tokens.size})` : "off" };
-    if (tls === undefined && !isLoopbackHost(config.listen)) {
-      nodeLog.warn("serving WITHOUT TLS on a non-loopback address: anyone who can reach it can read, write and join; set --tls-cert, --tls-key and --tls-ca", { listen: config.listen, ...security });
-    } else if (tls?.ca === undefined && !isLoopbackHost(config.listen)) {
-      nodeLog.warn("peer calls are not authenticated without --tls-ca (mutual TLS): any client can send gossip or join", { listen: config.listen, ...security });
+    // Logged before binding: the warning must show even when the address turns out unusable.
+    const security = {
+      tls: tlsMode(tls),
+      clientAuth: tokens ? `bearer tokens (${tokens.size})` : "off",
+      peerAuth: [clusterKeys ? `cluster keys ${clusterKeys.fingerprints().join(",")}` : "", tls?.ca ? "node certificates" : ""].filter(Boolean).join(" + ") || "off",
+    };
+    if (!peersAuthenticated && !isLoopbackHost(config.listen)) {
+      nodeLog.warn("--insecure-peers: peer calls are NOT authenticated on a non-loopback address: anyone who reaches it can gossip data in and change membership", { listen: config.listen, ...security });
+    } else if (tls === undefined && !isLoopbackHost(config.listen)) {
+      nodeLog.warn("serving WITHOUT TLS on a non-loopback address: traffic can be read and client tokens stolen on the way; set --tls-cert and --tls-key", { listen: config.listen, ...security });
     } else {
       nodeLog.info("security", security);
     }
+    const port = await bind(server, config.listen, serverCredentials(tls));
     const host = config.listen.slice(0, config.listen.lastIndexOf(":"));
     const address = `${host}:${port}`;
     if (advertise.endsWith(":0")) advertise = `${advertise.slice(0, -2)}:${port}`;

@@ -1,5 +1,7 @@
 // Test certificates made with the openssl command at test time: a CA, and leaf certificates it
-// signs for IP addresses (SAN IP:...), usable as server and client certificates (mutual TLS).
+// signs for IP addresses (SAN IP:...), usable as server and client certificates (mutual TLS). A
+// node certificate also names its node id (URI SAN spiffe://deltaset/node/<id>); the extended key
+// usage can be narrowed (a client certificate: clientAuth) or left out.
 import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -13,8 +15,20 @@ export interface TestCa {
   /** The CA certificate (PEM file). */
   ca: string;
   /** Issue a certificate for these IP addresses, signed by this CA. */
-  issue(name: string, ips: string[]): CertFiles;
+  issue(name: string, ips: string[], opts?: LeafOptions): CertFiles;
 }
+
+export interface LeafOptions {
+  /** URI SANs, e.g. nodeUri("n1"). */
+  uris?: string[];
+  /** extendedKeyUsage value (default serverAuth,clientAuth); "" leaves the extension out. */
+  eku?: string;
+  /** Validity in days (default 2). */
+  days?: number;
+}
+
+/** The URI SAN naming a node id in its certificate. */
+export const nodeUri = (nodeId: string) => `spiffe://deltaset/node/${nodeId}`;
 
 function openssl(args: string[]): void {
   execFileSync("openssl", args, { stdio: ["ignore", "ignore", "pipe"] });
@@ -31,7 +45,7 @@ export function makeCa(dir: string, name: string): TestCa {
   ]);
   return {
     ca,
-    issue(leaf, ips) {
+    issue(leaf, ips, opts = {}) {
       const cert = join(dir, `${leaf}.pem`);
       const key = join(dir, `${leaf}.key`);
       const csr = join(dir, `${leaf}.csr`);
@@ -39,14 +53,14 @@ export function makeCa(dir: string, name: string): TestCa {
       writeFileSync(
         ext,
         [
-          `subjectAltName=${ips.map((ip) => `IP:${ip}`).join(",")}`,
+          `subjectAltName=${[...ips.map((ip) => `IP:${ip}`), ...(opts.uris ?? []).map((u) => `URI:${u}`)].join(",")}`,
           "basicConstraints=CA:FALSE",
           "keyUsage=critical,digitalSignature",
-          "extendedKeyUsage=serverAuth,clientAuth",
+          ...(opts.eku === "" ? [] : [`extendedKeyUsage=${opts.eku ?? "serverAuth,clientAuth"}`]),
         ].join("\n") + "\n",
       );
       openssl(["req", ...CURVE, "-keyout", key, "-out", csr, "-subj", `/CN=${leaf}`]);
-      openssl(["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext]);
+      openssl(["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-out", cert, "-days", String(opts.days ?? 2), "-extfile", ext]);
       return { cert, key };
     },
   };

@@ -41,7 +41,7 @@ async function code(p: Promise<unknown>): Promise<{ code: number; details: strin
 
 describe("bearer token rules", () => {
   it("parses one token per line, skipping blanks and # comments", () => {
-    assert.deepEqual(parseTokens("# operators\n\n  tok-1  \r\n#tok-x\ntok-2\n", "f"), ["tok-1", "tok-2"]);
+    assert.deepEqual(parseTokens("# operators\n\n  tok-1  \r\n#tok-x\ntok-2\n", "f").map((t) => t.token), ["tok-1", "tok-2"]);
   });
 
   it("refuses a file without tokens, and a token with spaces without echoing it", () => {

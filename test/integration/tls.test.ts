@@ -13,9 +13,10 @@ import { GossipClient } from "../../services/gen/deltaset/v1/gossip.ts";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
 import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
 import { isLoopbackHost } from "../../services/node/tls.ts";
-import { type CertFiles, type TestCa, makeCa } from "../helpers/certs.ts";
+import { type CertFiles, type TestCa, makeCa, nodeUri } from "../helpers/certs.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";
+import { statusOf } from "../helpers/grpc-status.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-tls-"));
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--reap-after-ms", "4000"];
@@ -53,23 +54,14 @@ async function read(address: string, key: string): Promise<string[]> {
   }
 }
 
-async function statusOf(p: Promise<unknown>): Promise<{ code: number; details: string }> {
-  try {
-    await p;
-    return { code: 0, details: "" };
-  } catch (err) {
-    return { code: (err as grpc.ServiceError).code, details: (err as grpc.ServiceError).details };
-  }
-}
-
 const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n });
 
 before(async () => {
   clusterCa = makeCa(dir, "cluster-ca");
   otherCa = makeCa(dir, "other-ca");
-  HOSTS.forEach((h, i) => certs.set(`t${i + 1}`, clusterCa.issue(`t${i + 1}`, [h])));
-  certs.set("rogue", otherCa.issue("rogue", [ROGUE_HOST]));
-  certs.set("client", clusterCa.issue("client", ["127.0.0.1"]));
+  HOSTS.forEach((h, i) => certs.set(`t${i + 1}`, clusterCa.issue(`t${i + 1}`, [h], { uris: [nodeUri(`t${i + 1}`)] })));
+  certs.set("rogue", otherCa.issue("rogue", [ROGUE_HOST], { uris: [nodeUri("rogue")] }));
+  certs.set("client", clusterCa.issue("client", ["127.0.0.1"], { eku: "clientAuth" }));
   const first = await startNodeProcess([
     "--listen", `${HOSTS[0]}:0`, "--node-id", "t1", "--data-dir", join(dir, "t1"), ...tlsArgs(certs.get("t1")!, clusterCa.ca), ...FAST,
   ]);
@@ -129,7 +121,7 @@ describe("three nodes with mutual TLS", () => {
     try {
       const r = await statusOf(call(g, g.exchange, exchangeFrame("t2")));
       assert.equal(r.code, grpc.status.UNAUTHENTICATED);
-      assert.match(r.details, /client certificate issued by the cluster CA/);
+      assert.match(r.details, /node certificate issued by the cluster CA/);
       const j = await statusOf(
         call(m, m.join, { cluster: "deltaset", self: { nodeId: "intruder", address: "127.0.0.9:1", state: MemberState.ALIVE, incarnation: 1n, sinceUnixMs: 0n } }),
       );
@@ -142,20 +134,20 @@ describe("three nodes with mutual TLS", () => {
     assert.equal(view.intruder, undefined);
   });
 
-  it("refuse gossip from a certificate of another CA, and pass a cluster certificate to the gossip checks", async () => {
+  it("refuse gossip from a certificate of another CA, and from a client certificate of the cluster CA", async () => {
     const rogueCert = certs.get("rogue")!;
     const bad = new GossipClient(nodes[0]!.address, withClientCert(rogueCert));
-    const good = new GossipClient(nodes[0]!.address, withClientCert(certs.get("client")!));
+    const client = new GossipClient(nodes[0]!.address, withClientCert(certs.get("client")!));
     try {
       const r = await statusOf(call(bad, bad.exchange, exchangeFrame("t2")));
       assert.equal(r.code, grpc.status.UNAUTHENTICATED);
-      // A certificate of the cluster gets past the transport check; the frame's sender is then
-      // checked against the membership (an unknown id is refused there).
-      const g = await statusOf(call(good, good.exchange, exchangeFrame("not-a-member")));
-      assert.equal(g.code, grpc.status.PERMISSION_DENIED);
+      // Issued by the cluster CA, but without the peer role: it cannot speak for any node.
+      const c = await statusOf(call(client, client.exchange, exchangeFrame("t2")));
+      assert.equal(c.code, grpc.status.UNAUTHENTICATED);
+      assert.match(c.details, /no peer role/);
     } finally {
       bad.close();
-      good.close();
+      client.close();
     }
   });
 
@@ -172,7 +164,7 @@ describe("three nodes with mutual TLS", () => {
       rc.close();
     }
     // Its join attempts reach the cluster and are refused there (not a handshake failure).
-    await eventually("the rogue's join refused", async () => rogue!.logs(), (l) => /join call to .* failed: 16 UNAUTHENTICATED: peer calls need mutual TLS/.test(l));
+    await eventually("the rogue's join refused", async () => rogue!.logs(), (l) => /join call to .* failed: 16 UNAUTHENTICATED: peer calls need mutual TLS with a node certificate/.test(l));
     await new Promise((r) => setTimeout(r, 2000));
     for (const n of nodes) {
       const view = await members(n.address);
