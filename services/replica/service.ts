@@ -18,6 +18,7 @@ import type { Limits } from "../node/config.js";
 import type { Logger } from "../node/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
+import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 
 /** Called after every durable local change, with the delta to spread. */
 export type LocalDeltaListener = (key: string, type: ObjectType, delta: AWSet | PNCounter) => void;
@@ -106,13 +107,12 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (req.pageSize > limits.maxPageSize) {
         throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize}; ask for fewer or use Scan`);
       }
-      if (req.pageToken.length > limits.maxElementBytes) throw invalid("page_token is not a token this node issued");
       const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
-      const page = await store.page(req.key, req.pageToken.length > 0 ? req.pageToken : undefined, size);
+      const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size);
       return {
         ...base,
         members: page.members.map((m) => withText(m, req.withText)),
-        nextPageToken: page.next ?? Buffer.alloc(0),
+        nextPageToken: page.next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, page.next),
       };
     }),
 
@@ -196,3 +196,12 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   };
 }
 
+/** Where a page starts: after the element a page token names (checked), or at the first member. */
+function startOfPage(key: string, token: Buffer, limits: Limits): Buffer | undefined {
+  if (token.length === 0) return undefined;
+  const element = token.length > limits.maxElementBytes + PAGE_TOKEN_OVERHEAD ? undefined : decodePageToken(key, token);
+  if (element === undefined) {
+    throw invalid(`page_token is not a next_page_token issued for key "${key}": pass it back unchanged, or leave it empty to start from the first member`);
+  }
+  return element;
+}

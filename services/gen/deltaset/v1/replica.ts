@@ -92,7 +92,11 @@ export interface QueryRequest {
   texts: string[];
   /** When listing: the most members to return (0 means the node's default page size). */
   pageSize: number;
-  /** When listing: the next_page_token of the previous page; empty for the first page. */
+  /**
+   * When listing: the next_page_token of the previous page, unchanged; empty for the first page.
+   * Tokens are versioned and carry a checksum bound to the key: a cut, altered or made-up token,
+   * or one issued for another key, is refused with INVALID_ARGUMENT. Any node accepts them.
+   */
   pageToken: Buffer;
   /** Fill Member.text with the element decoded as UTF-8 when it is valid UTF-8. */
   withText: boolean;
@@ -122,7 +126,7 @@ export interface QueryResponse {
   presence: ElementPresence[];
   /** When listing: one page of members in element order. */
   members: Member[];
-  /** When listing: pass as page_token to get the next page; empty on the last page. */
+  /** When listing: pass as page_token to get the next page; empty on the last page. Opaque. */
   nextPageToken: Buffer;
   /** The key's causal context at the time of the read, for a later Remove. */
   context?:
