@@ -114,6 +114,11 @@ fi
 kind load docker-image "$IMAGE" --name "$KIND_CLUSTER"
 
 echo "== deploy k8s/overlays/chaos"
+# The nodes need the cluster key Secret (k8s/base/cluster-key.example.yaml): made once, kept after.
+kubectl --context "kind-$KIND_CLUSTER" create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl --context "kind-$KIND_CLUSTER" apply -f -
+if ! kctl get secret deltaset-cluster-key >/dev/null 2>&1; then
+  kctl create secret generic deltaset-cluster-key --from-literal=cluster.key="$(node -e 'process.stdout.write(require("node:crypto").randomBytes(32).toString("base64"))')"
+fi
 kubectl --context "kind-$KIND_CLUSTER" apply -k k8s/overlays/chaos
 mkdir -p "$RESULTS_DIR"
 

@@ -1,11 +1,14 @@
 // `deltaset cluster --nodes N`: N node processes on 127.0.0.11, 127.0.0.12, ... (one loopback
 // address each, like separate hosts), each with its own data directory, joined through seeds.
-// Prints how to reach them; Ctrl-C (or SIGTERM) stops them all gracefully.
+// Prints how to reach them; Ctrl-C (or SIGTERM) stops them all gracefully. The nodes share a
+// cluster key (DIR/cluster.key, made on first use, mode 0600): peers authenticate each other even
+// here on loopback, as they must elsewhere.
 import { type ChildProcess, spawn } from "node:child_process";
-import { createWriteStream, mkdirSync } from "node:fs";
+import { createWriteStream, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { generateClusterKey } from "../node/cluster-keys.js";
 import { UsageError } from "./client-commands.js";
 
 const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
@@ -37,6 +40,13 @@ export function planCluster(opts: { nodes: number; port: number; dir: string; fi
       ...opts.extra,
     ],
   }));
+}
+
+/** DIR/cluster.key, with a new random key when it does not exist yet (kept across runs). */
+export function ensureClusterKey(dir: string): string {
+  const file = join(dir, "cluster.key");
+  if (!existsSync(file)) writeFileSync(file, `# deltaset cluster key, made by deltaset cluster (one key per line; the first signs)\n${generateClusterKey()}\n`, { mode: 0o600, flag: "wx" });
+  return file;
 }
 
 export async function clusterCommand(args: string[]): Promise<void> {
@@ -85,6 +95,8 @@ export async function clusterCommand(args: string[]): Promise<void> {
     await precreateLinkProxies(specs.map((s) => ({ nodeId: s.nodeId, address: s.address, toxiproxy: peerProxy! })));
   }
   mkdirSync(String(values.dir), { recursive: true });
+  const keyFile = ensureClusterKey(String(values.dir));
+  for (const s of specs) s.args.push("--cluster-key-file", keyFile);
   const children: ChildProcess[] = [];
   const ready = specs.map(
     (s) =>
@@ -133,7 +145,7 @@ export async function clusterCommand(args: string[]): Promise<void> {
   const width = Math.max(...specs.map((s) => s.address.length));
   process.stdout.write(
     [
-      `deltaset cluster: ${specs.length} nodes running`,
+      `deltaset cluster: ${specs.length} nodes running (peers authenticate with the cluster key in ${keyFile})`,
       "",
       ...specs.map((s) => `  ${s.nodeId.padEnd(4)} ${s.address.padEnd(width)}  data ${s.dataDir}  log ${s.logFile}`),
       "",

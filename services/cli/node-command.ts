@@ -1,4 +1,5 @@
-// `deltaset node`: run one node until SIGTERM or SIGINT, then drain and exit 0.
+// `deltaset node`: run one node until SIGTERM or SIGINT, then drain and exit 0. SIGHUP reloads
+// credentials (tokens, cluster keys, certificates) and keeps the node running.
 import { parseArgs } from "node:util";
 import { ConfigError, configFlags, describeConfig, loadConfig } from "../node/config.js";
 import { createLogger } from "../node/logger.js";
@@ -20,7 +21,17 @@ export async function nodeCommand(args: string[]): Promise<void> {
   }
   const log = createLogger(config.logLevel);
   log.info("configuration", { config: describeConfig(config) });
-  let node;
+  let node: Awaited<ReturnType<typeof startNode>> | undefined;
+  // SIGHUP rereads tokens, cluster keys and certificates; it never stops the node (installed
+  // first: the default action of SIGHUP is to terminate, even while the node starts).
+  process.on("SIGHUP", () => {
+    try {
+      if (node === undefined) log.warn("SIGHUP while starting: nothing to reload yet");
+      else node.reload("SIGHUP");
+    } catch (err) {
+      log.error("reload failed", { err });
+    }
+  });
   try {
     node = await startNode(config, log, nodeExtensions(config));
   } catch (err) {
@@ -32,8 +43,9 @@ export async function nodeCommand(args: string[]): Promise<void> {
     }
     throw err;
   }
+  const running = node;
   const onSignal = (sig: string) => {
-    void node.stop(`received ${sig}`).then(
+    void running.stop(`received ${sig}`).then(
       () => process.exit(0),
       (err) => {
         log.error("shutdown failed", { err });

@@ -7,16 +7,16 @@ import { ReplicaService } from "../gen/deltaset/v1/replica.js";
 import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
 import { Store } from "../store/store.js";
-import { accessInterceptor, loadTokens } from "./auth.js";
-import { type ClusterKeyring, loadClusterKeys } from "./cluster-keys.js";
+import { accessInterceptor } from "./auth.js";
 import { ConfigError, type NodeConfig } from "./config.js";
+import { NodeCredentials } from "./credential-reload.js";
 import type { Logger } from "./logger.js";
 import { logThrottle } from "./log-throttle.js";
 import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
-import { isLoopbackHost, loadTls, peerCredentials, serverCredentials, tlsMode } from "./tls.js";
+import { isLoopbackHost, peerCredentials, tlsMode } from "./tls.js";
 
 export interface NodeHandle {
   readonly nodeId: string;
@@ -27,6 +27,8 @@ export interface NodeHandle {
   /** host:port of the Prometheus endpoint, when metrics are on. */
   readonly metricsAddress?: string;
   stop(reason?: string): Promise<void>;
+  /** Reread tokens, cluster keys and certificates (SIGHUP); returns what was reloaded. */
+  reload(reason: string): string[];
 }
 
 /** Extra services and background work a node runs beside the Replica service. */
@@ -61,10 +63,9 @@ export async function startNode(
   extensions: Array<(ctx: NodeContext) => NodeExtension> = [],
 ): Promise<NodeHandle> {
   // Certificates and tokens are read first: a bad path fails before anything starts.
-  const tls = loadTls(config.tls);
-  let tokens = config.authTokensFile === undefined || config.authTokensFile === "" ? undefined : loadTokens(config.authTokensFile);
-  let clusterKeys: ClusterKeyring | undefined = config.clusterKeyFile === undefined || config.clusterKeyFile === "" ? undefined : loadClusterKeys(config.clusterKeyFile);
-  const peersAuthenticated = clusterKeys !== undefined || tls?.ca !== undefined;
+  const creds = new NodeCredentials(config, log);
+  const tls = creds.tls;
+  const peersAuthenticated = creds.keys !== undefined || tls?.ca !== undefined;
   if (!peersAuthenticated && !isLoopbackHost(config.listen) && !config.insecurePeers) {
     throw new ConfigError(
       `listening on ${config.listen} (not loopback) with neither a cluster key (--cluster-key-file) nor mutual TLS (--tls-ca): ` +
@@ -94,16 +95,16 @@ export async function startNode(
   try {
     telemetry = await startTelemetry(config, nodeLog, store);
     let advertise = config.advertise;
-    const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => clusterKeys)] };
+    const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys)] };
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), peerChannelOptions, telemetry };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
-      keys: () => clusterKeys,
+      keys: () => creds.keys,
       mutualTls: () => tls?.ca !== undefined,
       log: nodeLog,
       onRefused: telemetry?.onRefused,
     });
-    const access = accessInterceptor({ tokens: () => tokens, onRefused: telemetry?.onRefused });
+    const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [peerAuth, access] });
     server.addService(
       ReplicaService,
@@ -122,8 +123,8 @@ export async function startNode(
     // Logged before binding: the warning must show even when the address turns out unusable.
     const security = {
       tls: tlsMode(tls),
-      clientAuth: tokens ? `bearer tokens (${tokens.size})` : "off",
-      peerAuth: [clusterKeys ? `cluster keys ${clusterKeys.fingerprints().join(",")}` : "", tls?.ca ? "node certificates" : ""].filter(Boolean).join(" + ") || "off",
+      clientAuth: creds.tokens ? `bearer tokens (${creds.tokens.size})` : "off",
+      peerAuth: [creds.keys ? `cluster keys ${creds.keys.fingerprints().join(",")}` : "", tls?.ca ? "node certificates" : ""].filter(Boolean).join(" + ") || "off",
     };
     if (!peersAuthenticated && !isLoopbackHost(config.listen)) {
       nodeLog.warn("--insecure-peers: peer calls are NOT authenticated on a non-loopback address: anyone who reaches it can gossip data in and change membership", { listen: config.listen, ...security });
@@ -132,11 +133,13 @@ export async function startNode(
     } else {
       nodeLog.info("security", security);
     }
-    const port = await bind(server, config.listen, serverCredentials(tls));
+    const port = await bind(server, config.listen, creds.serverCredentials());
     const host = config.listen.slice(0, config.listen.lastIndexOf(":"));
     const address = `${host}:${port}`;
     if (advertise.endsWith(":0")) advertise = `${advertise.slice(0, -2)}:${port}`;
     for (const e of exts) await e.start?.();
+    creds.useLogger(nodeLog);
+    creds.watch();
     setServing(health, true);
     nodeLog.info("node serving", { address, nodeId: store.nodeId, dataDir: config.dataDir });
 
@@ -145,13 +148,14 @@ export async function startNode(
       (stopping ??= (async () => {
         nodeLog.info("node stopping", { reason });
         setServing(health, false);
+        creds.close();
         for (const e of [...exts].reverse()) await e.stop?.();
         const how = await drain(server, config.drainTimeoutMs);
         await store.close();
         await telemetry?.shutdown();
         nodeLog.info("node stopped", { drain: how });
       })());
-    return { nodeId: store.nodeId, address, port, store, server, metricsAddress: telemetry?.metricsAddress, stop };
+    return { nodeId: store.nodeId, address, port, store, server, metricsAddress: telemetry?.metricsAddress, stop, reload: (reason) => creds.reload(reason) };
   } catch (err) {
     await telemetry?.shutdown();
     await store.close();

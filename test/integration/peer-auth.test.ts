@@ -21,6 +21,7 @@ import { eventually } from "../helpers/eventually.ts";
 import { statusOf } from "../helpers/grpc-status.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-peer-auth-"));
+const keyFile = join(dir, "cluster.key");
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150"];
 const KEY = generateClusterKey();
 const WRONG_KEY = generateClusterKey();
@@ -36,7 +37,6 @@ after(async () => {
 });
 
 before(async () => {
-  const keyFile = join(dir, "cluster.key");
   writeFileSync(keyFile, `# test cluster\n${KEY}\n`, { mode: 0o600 });
   const common = ["--cluster-key-file", keyFile, "--metrics-listen", "127.0.0.1:0", ...FAST];
   p1 = await startNodeProcess(["--listen", "127.0.0.101:0", "--node-id", "p1", "--data-dir", join(dir, "p1"), ...common]);
@@ -219,6 +219,69 @@ describe("two nodes with a cluster key", () => {
     assert.ok(!p2.logs().includes(KEY) && !p2.logs().includes(WRONG_KEY));
   });
 
+});
+
+describe("key rotation without a restart", () => {
+  const NEW_KEY = generateClusterKey();
+  const newKeyring = parseClusterKeys(NEW_KEY, "test");
+  const reloads = (n: NodeProcess) => (n.logs().match(/"msg":"credentials reloaded"/g) ?? []).length;
+
+  /** Rewrite the shared key file and SIGHUP both nodes; resolves once both reloaded it. */
+  async function install(lines: string[]): Promise<void> {
+    const before = [p1, p2].map(reloads);
+    writeFileSync(keyFile, lines.join("\n") + "\n", { mode: 0o600 });
+    for (const n of [p1, p2]) n.child.kill("SIGHUP");
+    for (const [i, n] of [p1, p2].entries()) await eventually(`${n.nodeId} reloaded`, async () => reloads(n), (c) => c > before[i]!);
+  }
+
+  async function accepted(keys: typeof keyring): Promise<boolean> {
+    const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+    try {
+      const f = GossipFrame.fromPartial({ cluster: "deltaset", from: "p1", frameId: 100n, partitions: P });
+      return (await statusOf(call(g, g.exchange, f, { metadata: exchangeProof(keys, "p1", f) }))).code === 0;
+    } finally {
+      g.close();
+    }
+  }
+
+  async function replicates(element: string): Promise<void> {
+    const c = replicaClient(p1.address);
+    await call(c, c.add, { key: "rot", elements: [Buffer.from(element)], texts: [] }).finally(() => c.close());
+    await eventually(`${element} replicated`, () => present(p2.address, "rot", element), (v) => v);
+  }
+
+  it("adds a key, signs with it while the old one still verifies, then drops the old one", async () => {
+    assert.equal(await accepted(newKeyring), false);
+    // 1. The new key verifies; the old one still signs.
+    await install([KEY, NEW_KEY]);
+    assert.equal(await accepted(newKeyring), true);
+    assert.equal(await accepted(keyring), true);
+    await replicates("step-1");
+    // 2. The new key signs; a node still signing with the old one is accepted.
+    await install([NEW_KEY, KEY]);
+    assert.equal(await accepted(keyring), true);
+    await replicates("step-2");
+    // 3. The old key is gone: its proofs are refused, the cluster goes on with the new one.
+    await install([NEW_KEY]);
+    assert.equal(await accepted(keyring), false);
+    assert.equal(await accepted(newKeyring), true);
+    await replicates("step-3");
+    for (const n of [p1, p2]) {
+      assert.equal(n.child.exitCode, null, `${n.nodeId} is still running after SIGHUP`);
+      assert.ok(!n.logs().includes(NEW_KEY));
+    }
+  });
+
+  it("keeps the keys in use when the file turns bad, and says so", async () => {
+    const before = reloads(p2);
+    writeFileSync(keyFile, "not a key\n");
+    p2.child.kill("SIGHUP");
+    await eventually("p2 reloaded", async () => reloads(p2), (c) => c > before);
+    assert.match(p2.logs(), /"level":"error","msg":"reload: cluster keys kept as it was"/);
+    assert.ok(!p2.logs().includes("not a key"));
+    assert.equal(await accepted(newKeyring), true);
+    writeFileSync(keyFile, NEW_KEY + "\n");
+  });
 });
 
 describe("safe defaults", () => {

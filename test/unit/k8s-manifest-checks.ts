@@ -357,8 +357,11 @@ export function chaosProblems(objects: K8sObject[]): string[] {
   return problems;
 }
 
-/** The TLS component: Secret mounted, DELTASET_TLS_* pointing at its files, no plaintext gRPC probes. */
-export function tlsProblems(objects: K8sObject[], secretName: string, secretKeys: string[]): string[] {
+/**
+ * A Secret mounted as a directory in the node container (no subPath: an updated Secret reaches the
+ * file), and each of the environment variables `envNames` naming one of its keys under the mount.
+ */
+export function secretFileProblems(objects: K8sObject[], secretName: string, secretKeys: string[], envNames: string[]): string[] {
   const problems: string[] = [];
   const sts = findObject(objects, "StatefulSet");
   if (!sts) return ["no StatefulSet"];
@@ -368,14 +371,23 @@ export function tlsProblems(objects: K8sObject[], secretName: string, secretKeys
   const node = (podSpec.containers ?? []).find((c: Json) => c.name === NODE_EXPECTATIONS.container);
   const mount = (node?.volumeMounts ?? []).find((m: Json) => m.name === vol.name);
   if (!mount) return [`Secret volume ${vol.name} is not mounted in the node container`];
+  if (mount.subPath !== undefined) problems.push(`Secret volume ${vol.name} is mounted with subPath: updates of the Secret never reach the file`);
   const env = new Map<string, string>((node.env ?? []).map((e: Json) => [e.name, e.value]));
-  for (const name of ["DELTASET_TLS_CERT", "DELTASET_TLS_KEY", "DELTASET_TLS_CA"]) {
+  for (const name of envNames) {
     const path = env.get(name);
     const file = path?.startsWith(`${mount.mountPath}/`) ? path.slice(mount.mountPath.length + 1) : undefined;
     if (file === undefined || !secretKeys.includes(file)) problems.push(`${name}=${path} is not a key of Secret ${secretName} under ${mount.mountPath}`);
   }
+  return problems;
+}
+
+/** The TLS component: Secret mounted, DELTASET_TLS_* pointing at its files, no plaintext gRPC probes. */
+export function tlsProblems(objects: K8sObject[], secretName: string, secretKeys: string[]): string[] {
+  const problems = secretFileProblems(objects, secretName, secretKeys, ["DELTASET_TLS_CERT", "DELTASET_TLS_KEY", "DELTASET_TLS_CA"]);
+  const sts = findObject(objects, "StatefulSet");
+  const node = (sts?.spec.template.spec.containers ?? []).find((c: Json) => c.name === NODE_EXPECTATIONS.container);
   for (const kind of ["startupProbe", "readinessProbe", "livenessProbe"]) {
-    if (node[kind]?.grpc) problems.push(`${kind} uses a gRPC probe, which speaks plaintext only and fails against a TLS port`);
+    if (node?.[kind]?.grpc) problems.push(`${kind} uses a gRPC probe, which speaks plaintext only and fails against a TLS port`);
   }
   return problems;
 }

@@ -15,6 +15,7 @@ import {
   portProblems,
   renderKustomize,
   schemaProblems,
+  secretFileProblems,
   tlsProblems,
   wiringProblems,
   type K8sObject,
@@ -175,6 +176,24 @@ test("kind-tls: the Secret is mounted and DELTASET_TLS_* name its keys", () => {
   assertReports(tlsProblems(grpcProbe, example.metadata.name, keys), /readinessProbe uses a gRPC probe/);
   const wrongKey = mutated(rendered("overlays/kind-tls"), (o) => (envEntry(o, "DELTASET_TLS_CA").value = "/etc/deltaset/tls/ca.pem"));
   assertReports(tlsProblems(wrongKey, example.metadata.name, keys), /DELTASET_TLS_CA=\/etc\/deltaset\/tls\/ca\.pem is not a key/);
+});
+
+test("every target mounts the cluster key Secret and points DELTASET_CLUSTER_KEY_FILE at it", () => {
+  const example = yaml.load(readFileSync(join(K8S, "base", "cluster-key.example.yaml"), "utf8")) as K8sObject;
+  assert.deepEqual(schemaProblems([example]), []);
+  const keys = Object.keys(example.stringData ?? {});
+  assert.deepEqual(keys, ["cluster.key"]);
+  for (const target of TARGETS) {
+    assert.deepEqual(secretFileProblems(rendered(target), example.metadata.name, keys, ["DELTASET_CLUSTER_KEY_FILE"]), [], target);
+    // The rendered environment is a configuration the node accepts, naming the key file.
+    assert.equal(podEnvironment(rendered(target)).DELTASET_CLUSTER_KEY_FILE, "/etc/deltaset/cluster-key/cluster.key");
+  }
+  // The base does not ship a key: a Secret in the manifests would be the same key for everyone.
+  assert.equal(rendered("base").filter((o) => o.kind === "Secret").length, 0);
+  const subPath = mutated(rendered("base"), (o) => (nodeContainer(o).volumeMounts.find((m: { name: string }) => m.name === "cluster-key").subPath = "cluster.key"));
+  assertReports(secretFileProblems(subPath, example.metadata.name, keys, ["DELTASET_CLUSTER_KEY_FILE"]), /subPath/);
+  const wrong = mutated(rendered("base"), (o) => (envEntry(o, "DELTASET_CLUSTER_KEY_FILE").value = "/etc/deltaset/key"));
+  assertReports(secretFileProblems(wrong, example.metadata.name, keys, ["DELTASET_CLUSTER_KEY_FILE"]), /is not a key of Secret deltaset-cluster-key/);
 });
 
 test("no kustomization uses the deprecated commonLabels", () => {

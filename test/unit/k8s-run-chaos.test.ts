@@ -129,6 +129,9 @@ test("run-chaos.sh: builds, deploys, forwards every pod and runs each scenario",
     assert.ok(log.includes("docker build -f deploy/Dockerfile -t deltaset:dev ."), log.join("\n"));
     assert.ok(log.includes("kind load docker-image deltaset:dev --name deltaset"));
     assert.ok(log.includes("kubectl --context kind-deltaset apply -k k8s/overlays/chaos"));
+    // The cluster key Secret is looked for before the nodes are deployed (the stand-in has it).
+    assert.ok(log.indexOf("kubectl --context kind-deltaset -n deltaset get secret deltaset-cluster-key") < log.indexOf("kubectl --context kind-deltaset apply -k k8s/overlays/chaos"));
+    assert.ok(log.includes("kubectl --context kind-deltaset -n deltaset get secret deltaset-cluster-key"));
     assert.ok(log.includes("kubectl --context kind-deltaset -n deltaset rollout status statefulset/deltaset --timeout=300s"));
     // Pods in name order: deltaset-0 gets the first pair of ports.
     assert.ok(log.includes(`kubectl --context kind-deltaset -n deltaset port-forward --address 127.0.0.1 pod/deltaset-0 ${base}:7070 ${base + 1}:8474`));
