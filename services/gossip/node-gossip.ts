@@ -29,6 +29,7 @@ import type { Logger } from "../node/logger.js";
 import { randomBytes } from "node:crypto";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { PeerBoots } from "./peer-boots.js";
+import { seededRandom } from "../common/prng.js";
 import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
 import { partitionOf } from "./partition.js";
@@ -42,6 +43,12 @@ export interface NodeGossipOptions {
   algorithm: "alg1" | "alg2";
   /** Algorithm 1's choose (default delta+periodic-state). */
   choose?: "state" | "delta" | "delta+periodic-state";
+  /** Algorithm 1: forward received deltas too (default true). */
+  transitive?: boolean;
+  /** Drop each outgoing send with this probability (tests of the algorithms over lossy links; default 0). */
+  lossRate?: number;
+  /** Seed of the loss decisions. */
+  lossSeed?: number;
   bp: boolean;
   rr: boolean;
   maxBufferBytes: number;
@@ -71,6 +78,8 @@ export interface TransportCounters {
   rpcErrors: number;
   typeConflicts: number;
   busySkips: number;
+  /** Sends dropped on purpose (lossRate). */
+  sendsDropped: number;
   stateStreamsSent: number;
   stateStreamsReceived: number;
   /** Received full states whose new part was too big to buffer (forwarded by full state). */
@@ -89,6 +98,7 @@ export class NodeGossip {
     rpcErrors: 0,
     typeConflicts: 0,
     busySkips: 0,
+    sendsDropped: 0,
     stateStreamsSent: 0,
     stateStreamsReceived: 0,
     freshPartsNotBuffered: 0,
@@ -101,12 +111,14 @@ export class NodeGossip {
   /** This process's boot id (see GossipReply.boot), and the last one seen of each peer. */
   readonly boot = randomBytes(8).readBigUInt64BE(0) | 1n;
   private readonly peerBoots = new PeerBoots();
+  private readonly lossRandom: () => number;
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
     private readonly o: NodeGossipOptions,
     initialSeqs: number[],
   ) {
+    this.lossRandom = seededRandom(o.lossSeed ?? 1);
     this.engine = new AntiEntropyEngine<KeyedStates>({
       self: o.store.nodeId,
       ops: keyedStatesOps,
@@ -115,7 +127,7 @@ export class NodeGossip {
       sync:
         o.algorithm === "alg2"
           ? { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes, initialSeqs }
-          : { algorithm: 1, transitive: true, choose: o.choose ?? "delta+periodic-state" },
+          : { algorithm: 1, transitive: o.transitive ?? true, choose: o.choose ?? "delta+periodic-state" },
     });
   }
 
@@ -203,6 +215,10 @@ export class NodeGossip {
         if (peer === undefined) continue;
         if (peer.busy) {
           this.counters.busySkips++; // like a lost message: nothing is acked, so nothing is lost
+          continue;
+        }
+        if ((this.o.lossRate ?? 0) > 0 && this.lossRandom() < this.o.lossRate!) {
+          this.counters.sendsDropped++; // a lost message: the engine resends what is not acked
           continue;
         }
         peer.busy = true;
