@@ -7,6 +7,7 @@ import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { contextFromProto } from "../crdt/index.js";
 import { bar, createOutput, showElement } from "./output.js";
 import { call, membershipClient, replicaClient } from "./rpc.js";
+import { TokenError, resolveToken } from "./token.js";
 
 const COMMON = {
   addr: { type: "string", default: process.env.DELTASET_ADDR ?? "127.0.0.1:7070" },
@@ -15,8 +16,9 @@ const COMMON = {
   timeout: { type: "string", default: "10000" },
   // TLS: trust this CA for the node's certificate; a bearer token for nodes that require one.
   "tls-ca": { type: "string", default: process.env.DELTASET_TLS_CA },
-  token: { type: "string", default: process.env.DELTASET_TOKEN },
-  "token-file": { type: "string", default: process.env.DELTASET_TOKEN_FILE },
+  // The token: --token-file, $DELTASET_TOKEN_FILE or $DELTASET_TOKEN are preferred (see token.ts).
+  token: { type: "string" },
+  "token-file": { type: "string" },
 } as const;
 
 type Values = Record<string, string | boolean | undefined>;
@@ -51,18 +53,22 @@ function connection(values: Values): { creds: grpc.ChannelCredentials; metadata:
       throw new UsageError(`--tls-ca ${ca}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   }
-  let token = values.token as string | undefined;
-  const tokenFile = values["token-file"] as string | undefined;
-  if ((token === undefined || token === "") && tokenFile !== undefined && tokenFile !== "") {
-    try {
-      token = readFileSync(tokenFile, "utf8").split(/\r?\n/).map((l) => l.trim()).find((l) => l !== "" && !l.startsWith("#"));
-    } catch (err) {
-      throw new UsageError(`--token-file ${tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
+  let token: string | undefined;
+  try {
+    token = resolveToken({
+      flag: values.token as string | undefined,
+      file: values["token-file"] as string | undefined,
+      env: process.env,
+      readFile: (path) => readFileSync(path, "utf8"),
+      warn: (line) => process.stderr.write(`${line}\n`),
+    });
+  } catch (err) {
+    if (err instanceof TokenError) throw new UsageError(err.message);
+    throw err;
   }
   const metadata = () => {
     const md = new grpc.Metadata();
-    if (token !== undefined && token !== "") md.set("authorization", `Bearer ${token}`);
+    if (token !== undefined) md.set("authorization", `Bearer ${token}`);
     return md;
   };
   return { creds, metadata };

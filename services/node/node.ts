@@ -1,7 +1,6 @@
 // Composition root of a node: store, gRPC server (Replica, Gossip, Membership, health,
 // reflection), anti-entropy and membership, started and stopped in order; TLS, client
 // authentication and telemetry as configured.
-import { mkdirSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaService } from "../gen/deltaset/v1/replica.js";
 import { partitionOf } from "../gossip/partition.js";
@@ -12,6 +11,8 @@ import { ConfigError, type NodeConfig } from "./config.js";
 import { NodeCredentials } from "./credential-reload.js";
 import type { Logger } from "./logger.js";
 import { logThrottle } from "./log-throttle.js";
+import { prepareDataDir } from "./data-dir.js";
+import { activeCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
@@ -72,7 +73,7 @@ export async function startNode(
         "anyone who reaches the port could gossip and change membership. Configure one, or pass --insecure-peers to accept that",
     );
   }
-  mkdirSync(config.dataDir, { recursive: true });
+  prepareDataDir(config.dataDir, log);
   const refusedJoins = logThrottle(60_000);
   const store = await Store.open({
     dir: config.dataDir,
@@ -105,7 +106,8 @@ export async function startNode(
       onRefused: telemetry?.onRefused,
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
-    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [peerAuth, access] });
+    const calls = activeCalls();
+    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [calls.interceptor, peerAuth, access] });
     server.addService(
       ReplicaService,
       createReplicaService({
@@ -150,7 +152,7 @@ export async function startNode(
         setServing(health, false);
         creds.close();
         for (const e of [...exts].reverse()) await e.stop?.();
-        const how = await drain(server, config.drainTimeoutMs);
+        const how = await drain(server, config.drainTimeoutMs, calls.count);
         await store.close();
         await telemetry?.shutdown();
         nodeLog.info("node stopped", { drain: how });

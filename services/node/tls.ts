@@ -4,6 +4,7 @@
 // calls) refuse calls whose connection did not present a certificate chained to the cluster CA
 // (see auth.ts). Peers dial each other with the node's own certificate as client certificate.
 // Certificates are read once at start; a restart picks up renewed files.
+import { type KeyObject, X509Certificate, createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { ConfigError, type TlsSettings } from "./config.js";
@@ -36,7 +37,34 @@ export function loadTls(tls: TlsSettings): TlsMaterial | undefined {
   }
   const material: TlsMaterial = { cert: readPem("tls.cert", tls.cert), key: readPem("tls.key", tls.key) };
   if (tls.ca !== undefined) material.ca = readPem("tls.ca", tls.ca);
+  checkCertificate(material, tls.cert, tls.key);
   return material;
+}
+
+/**
+ * Refuse a certificate that is not valid now, or a key that is not the certificate's, with one
+ * line saying which (TLS would otherwise fail later, on the peers' side, with a vaguer reason).
+ */
+function checkCertificate(m: TlsMaterial, certPath: string, keyPath: string, now = new Date()): void {
+  let cert: X509Certificate;
+  let key: KeyObject;
+  try {
+    cert = new X509Certificate(m.cert);
+  } catch (err) {
+    throw new ConfigError(`tls.cert ${certPath} is not a readable certificate: ${(err as Error).message}`);
+  }
+  try {
+    key = createPrivateKey(m.key);
+  } catch (err) {
+    throw new ConfigError(`tls.key ${keyPath} is not a readable private key: ${(err as Error).message}`);
+  }
+  if (!cert.checkPrivateKey(key)) {
+    throw new ConfigError(`tls.key ${keyPath} does not match the certificate in tls.cert ${certPath}; use the key the certificate was issued for`);
+  }
+  const from = new Date(cert.validFrom);
+  const to = new Date(cert.validTo);
+  if (now > to) throw new ConfigError(`tls.cert ${certPath} expired on ${to.toISOString()}; renew it`);
+  if (now < from) throw new ConfigError(`tls.cert ${certPath} is not valid before ${from.toISOString()}; check the clock or the certificate`);
 }
 
 export function tlsMode(m: TlsMaterial | undefined): TlsMode {
