@@ -69,6 +69,16 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
   };
 }
 
+/** Seconds until the node's TLS certificate expires (negative once expired; absent without TLS). */
+export function certificateMetrics(meter: Meter, secondsLeft: () => number | undefined): void {
+  meter
+    .createObservableGauge("deltaset_tls_certificate_expiry_seconds", { description: "Seconds until the node's TLS certificate expires (negative: expired)", unit: "s" })
+    .addCallback((r) => {
+      const left = secondsLeft();
+      if (left !== undefined) r.observe(left);
+    });
+}
+
 /** The store: data size on disk (LevelDB's estimate) and group-commit counters. */
 export function storeMetrics(meter: Meter, store: Store): void {
   meter

@@ -94,7 +94,7 @@ export async function startNode(
   const nodeLog = log.child({ node: store.nodeId });
   let telemetry: NodeTelemetry | undefined;
   try {
-    telemetry = await startTelemetry(config, nodeLog, store);
+    telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
     const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys)] };
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), peerChannelOptions, telemetry };

@@ -13,7 +13,7 @@ import type { Span, Tracer } from "@opentelemetry/api";
 import { parseArgs } from "node:util";
 import { ConfigError, type NodeConfig, configFlags, loadConfig } from "./config.js";
 import type { Logger } from "./logger.js";
-import { type ClusterSources, type RpcRecorder, clusterMetrics, rpcMetrics, storeMetrics } from "./metrics.js";
+import { type ClusterSources, type RpcRecorder, certificateMetrics, clusterMetrics, rpcMetrics, storeMetrics } from "./metrics.js";
 import type { Store } from "../store/store.js";
 
 /** Runs fn inside a span (child of the active one); the span ends when fn settles. */
@@ -186,7 +186,12 @@ async function startMetrics(config: NodeConfig, nodeId: string, store: Store) {
 }
 
 /** Start what the configuration asks for; undefined when telemetry is off (nothing loaded). */
-export async function startTelemetry(config: NodeConfig, log: Logger, store: Store): Promise<NodeTelemetry | undefined> {
+export async function startTelemetry(
+  config: NodeConfig,
+  log: Logger,
+  store: Store,
+  certificateSecondsLeft: () => number | undefined = () => undefined,
+): Promise<NodeTelemetry | undefined> {
   const metricsOn = config.metricsListen !== undefined && config.metricsListen !== "";
   const tracingOn = config.tracing !== "off";
   if (!metricsOn && !tracingOn) return undefined;
@@ -203,6 +208,7 @@ export async function startTelemetry(config: NodeConfig, log: Logger, store: Sto
   let sources: ClusterSources | undefined;
   if (metrics) {
     clusterMetrics(metrics.meter, () => sources);
+    certificateMetrics(metrics.meter, certificateSecondsLeft);
     log.info("metrics on", { endpoint: `http://${metrics.address}/metrics` });
   }
   let stopped: Promise<void> | undefined;
