@@ -18,8 +18,12 @@
 // Then any dot the context covers that a later chunk lacks was really removed at the sender.
 // Receiver side: between a key's first chunk and finishKey, do not interleave other joins into
 // the same key. A dot such a join brought into an already-applied range, if the sender had
-// removed it, would survive finishKey (a removal missed, not an add lost). Chunks of one key
-// are contiguous in a stream, so holding that key's other joins until key_done is enough.
+// removed it, would survive finishKey: the element would stay on the receiver alone, for good
+// (test/unit/store-transfer-hold.test.ts shows it). Chunks of one key are contiguous in a
+// stream, so holding that key's other merges until key_done is enough: Store.beginTransfer
+// does it (NodeGossip takes the hold at a key's first chunk and releases it after finishKey or
+// when the stream ends). Local Adds and Removes need no hold: a fresh local dot is one no sender
+// can have removed, and a remove only removes.
 import {
   AWSet,
   CausalContext,

@@ -466,62 +466,73 @@ export class NodeGossip {
           const fresh = new Map<number, Map<string, KeyedState>>();
           const freshElements = new Map<number, number>();
           const tooLarge = new Set<number>();
-          for await (const c of call as AsyncIterable<StateChunk>) {
-            if (chunks === 0) {
-              const bad = this.checkPeer(c.cluster, c.from, c.partitions);
-              if (bad) return callback(bad);
-              from = c.from;
-              this.noticeBoot(from, c.boot);
-            }
-            chunks++;
-            if (c.partition >= this.o.partitions) return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from));
-            if (c.partitionDone) {
-              const items: ReceivedItem<KeyedStates>[] = [
-                { partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition), tooLarge: tooLarge.has(c.partition) },
-              ];
-              acks.push(...this.engine.onFrame(from, items));
-              fresh.delete(c.partition);
-              freshElements.delete(c.partition);
-              tooLarge.delete(c.partition);
-              continue;
-            }
-            if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
-              this.counters.chunksRejected++;
-              return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `chunk for key "${c.key}" is malformed`, from));
-            }
-            let slice: AWSet | PNCounter;
-            let ctx: CausalContext;
-            try {
-              if (c.context !== undefined) pendingCtx.set(c.key, contextFromProto(c.context));
-              const known = pendingCtx.get(c.key);
-              if (known === undefined) throw new Error("chunk before the key's context");
-              ctx = known;
-              // Set slices carry no context of their own: their dots are checked against the key's.
-              slice = c.type === ObjectType.AWSET ? decodeAWSetSlice(c.slice.payload, ctx) : (latticeFor(c.type).decode(c.slice.payload) as PNCounter);
-            } catch (err) {
-              this.counters.chunksRejected++;
-              return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `undecodable chunk: ${(err as Error).message}`, from));
-            }
-            try {
-              const parts: Array<AWSet | PNCounter> = [];
-              const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
-              if (r.changed) parts.push(r.newPart);
-              if (c.keyDone) {
-                const f = await this.o.store.finishKey(c.key, c.type, ctx);
-                if (f.changed) parts.push(f.newPart);
-                pendingCtx.delete(c.key);
+          // Other merges into a key wait while its chunks arrive (Store.beginTransfer).
+          const holds = new Map<string, () => void>();
+          try {
+            for await (const c of call as AsyncIterable<StateChunk>) {
+              if (chunks === 0) {
+                const bad = this.checkPeer(c.cluster, c.from, c.partitions);
+                if (bad) return callback(bad);
+                from = c.from;
+                this.noticeBoot(from, c.boot);
               }
-              this.counters.chunksApplied++;
-              this.collectFresh(fresh, freshElements, tooLarge, c.partition, c.key, c.type, parts);
-            } catch (err) {
-              if (err instanceof TypeMismatchError) {
-                this.counters.typeConflicts++;
+              chunks++;
+              if (c.partition >= this.o.partitions) return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from));
+              if (c.partitionDone) {
+                const items: ReceivedItem<KeyedStates>[] = [
+                  { partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition), tooLarge: tooLarge.has(c.partition) },
+                ];
+                acks.push(...this.engine.onFrame(from, items));
+                fresh.delete(c.partition);
+                freshElements.delete(c.partition);
+                tooLarge.delete(c.partition);
                 continue;
               }
-              throw err;
+              if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
+                this.counters.chunksRejected++;
+                return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `chunk for key "${c.key}" is malformed`, from));
+              }
+              let slice: AWSet | PNCounter;
+              let ctx: CausalContext;
+              try {
+                if (c.context !== undefined) {
+                  pendingCtx.set(c.key, contextFromProto(c.context));
+                  if (!holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
+                }
+                const known = pendingCtx.get(c.key);
+                if (known === undefined) throw new Error("chunk before the key's context");
+                ctx = known;
+                // Set slices carry no context of their own: their dots are checked against the key's.
+                slice = c.type === ObjectType.AWSET ? decodeAWSetSlice(c.slice.payload, ctx) : (latticeFor(c.type).decode(c.slice.payload) as PNCounter);
+              } catch (err) {
+                this.counters.chunksRejected++;
+                return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `undecodable chunk: ${(err as Error).message}`, from));
+              }
+              try {
+                const parts: Array<AWSet | PNCounter> = [];
+                const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
+                if (r.changed) parts.push(r.newPart);
+                if (c.keyDone) {
+                  const f = await this.o.store.finishKey(c.key, c.type, ctx);
+                  if (f.changed) parts.push(f.newPart);
+                  pendingCtx.delete(c.key);
+                  holds.get(c.key)?.();
+                  holds.delete(c.key);
+                }
+                this.counters.chunksApplied++;
+                this.collectFresh(fresh, freshElements, tooLarge, c.partition, c.key, c.type, parts);
+              } catch (err) {
+                if (err instanceof TypeMismatchError) {
+                  this.counters.typeConflicts++;
+                  continue;
+                }
+                throw err;
+              }
             }
+            callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto), chunks: BigInt(chunks), boot: this.boot });
+          } finally {
+            for (const release of holds.values()) release();
           }
-          callback(null, { from: this.o.store.nodeId, acks: acks.map(ackToProto), chunks: BigInt(chunks), boot: this.boot });
         })().catch((err) => {
           this.o.log.warn("state stream failed", { err });
           callback({ code: grpc.status.UNAVAILABLE, details: "state stream failed; it will be retried", metadata: new grpc.Metadata() });

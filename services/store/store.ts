@@ -146,6 +146,8 @@ export class Store {
   private readonly headers = new Map<string, Header>();
   private closed = false;
   private counterJoinsRefused = 0;
+  /** Keys with a chunked transfer in progress (beginTransfer). */
+  private readonly transfers = new Map<string, { ended: Promise<void> }>();
 
   private constructor(
     private readonly db: ClassicLevel<Buffer, Buffer>,
@@ -502,6 +504,12 @@ export class Store {
 
   /** Join a state or delta of any registered type into key. */
   async merge(key: string, type: ObjectType, state: AWSet | PNCounter): Promise<JoinResult<AWSet | PNCounter> & { size: number }> {
+    await this.transferEnded(key);
+    return this.mergeNow(key, type, state);
+  }
+
+  /** merge without waiting for a transfer of the key (the transfer's own counter chunks). */
+  private async mergeNow(key: string, type: ObjectType, state: AWSet | PNCounter): Promise<JoinResult<AWSet | PNCounter> & { size: number }> {
     return this.mutate(key, async (prefix, h, view) => {
       if (type === ObjectType.COUNTER) {
         const r = this.joinCounter(key, h, state as PNCounter);
@@ -655,7 +663,7 @@ export class Store {
   ): Promise<JoinResult<AWSet | PNCounter>> {
     if (chunk.type === ObjectType.COUNTER) {
       // Counters travel whole: a single chunk is a complete state.
-      return this.merge(key, chunk.type, chunk.slice);
+      return this.mergeNow(key, chunk.type, chunk.slice);
     }
     await this.commit.drain();
     return this.mutate(key, async (prefix, h, view) => {
@@ -675,6 +683,28 @@ export class Store {
       const sliceCtx = chunkSliceContext(slice.entries.values(), inRange.map((ek) => view.loadedDots(ek)), chunk.senderCtx);
       return this.joinSet(key, prefix, h, AWSet.fromParts(slice.entries, sliceCtx), view);
     }, { type: chunk.type });
+  }
+
+  /**
+   * A chunked transfer of key starts (its first chunk is next): until the returned release is
+   * called (after finishKey, or when the stream ends), merges into key wait. A dot a merge brought
+   * into a range already applied would otherwise survive finishKey even when the sender had
+   * removed it (gossip/chunking.ts). Transfers of one key from two senders run one after the other.
+   */
+  async beginTransfer(key: string): Promise<() => void> {
+    while (this.transfers.has(key)) await this.transfers.get(key)!.ended;
+    let release!: () => void;
+    const ended = new Promise<void>((r) => (release = r));
+    const hold = { ended };
+    this.transfers.set(key, hold);
+    return () => {
+      if (this.transfers.get(key) === hold) this.transfers.delete(key);
+      release();
+    };
+  }
+
+  private async transferEnded(key: string): Promise<void> {
+    while (this.transfers.has(key)) await this.transfers.get(key)!.ended;
   }
 
   /** After a key's last chunk: fold the sender's whole context in. */

@@ -1,0 +1,73 @@
+// The chunk-transfer hold rule (gossip/chunking.ts): while a key's chunks arrive, other merges into
+// that key wait (Store.beginTransfer). Without the wait, a merge bringing an add the sender had
+// already removed into a range applied earlier survives the sender's context and the element
+// stays on the receiver alone, for good.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, it } from "node:test";
+import { AWSet, type CausalContext, ObjectType } from "../../services/crdt/index.ts";
+import { type StateChunk, Store } from "../../services/store/store.ts";
+
+const root = mkdtempSync(join(tmpdir(), "deltaset-hold-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+const open = (name: string) => Store.open({ dir: join(root, name), nodeId: name, partitions: 1, partitionOf: () => 0, sync: "buffered" });
+const b = (s: string) => Buffer.from(s);
+
+async function elements(s: Store, key: string): Promise<string[]> {
+  const st = await s.readState(key);
+  return st === undefined ? [] : (st.state as AWSet).elements().map((e) => e.toString()).sort();
+}
+
+it("a merge into a key waits while the key's chunks arrive, so a removal the sender saw is not missed", async () => {
+  const sender = await open("sender");
+  const receiver = await open("receiver");
+  try {
+    // A third replica added "0"; the sender received it and removed it; the receiver has not heard of it.
+    const third = AWSet.bottom().add("third~1", [b("0")]);
+    await sender.merge("k", ObjectType.AWSET, third);
+    await sender.remove("k", [b("0")]);
+    await sender.add("k", [b("a"), b("z")]);
+    const chunks: StateChunk[] = [];
+    for await (const c of sender.stateChunks("k", 1)) chunks.push(c);
+    assert.ok(chunks.length >= 2, "the state moves in several chunks");
+    const ctx: CausalContext = chunks[0]!.ctx!;
+    const apply = (c: StateChunk) =>
+      receiver.applyChunk("k", { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
+
+    const release = await receiver.beginTransfer("k");
+    await apply(chunks[0]!); // the range holding "0" is applied first
+    let merged = false;
+    const late = receiver.merge("k", ObjectType.AWSET, third).then(() => (merged = true));
+    for (const c of chunks.slice(1)) await apply(c);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(merged, false, "the merge waited for the transfer");
+    await receiver.finishKey("k", ObjectType.AWSET, ctx);
+    release();
+    await late;
+    assert.deepEqual(await elements(receiver, "k"), await elements(sender, "k"));
+    assert.deepEqual(await elements(receiver, "k"), ["a", "z"]);
+  } finally {
+    await Promise.all([sender.close(), receiver.close()]);
+  }
+});
+
+it("transfers of one key from two senders run one after the other", async () => {
+  const s = await open("solo");
+  try {
+    const first = await s.beginTransfer("k");
+    let second = false;
+    const next = s.beginTransfer("k").then((release) => {
+      second = true;
+      return release;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(second, false);
+    first();
+    (await next)();
+    assert.equal(second, true);
+  } finally {
+    await s.close();
+  }
+});
