@@ -96,7 +96,7 @@ export async function startNode(
   try {
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
-    const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys)] };
+    const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog)] };
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), peerChannelOptions, telemetry };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({

@@ -202,21 +202,39 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
 /**
  * The client interceptor signing a node's calls to peer methods with the current signing key
  * (other calls pass unchanged). A unary call's metadata is held back until its message is known,
- * since the proof covers the message bytes.
+ * since the proof covers the message bytes. With a logger, a peer's refusal of our call
+ * (UNAUTHENTICATED: wrong key, clock skew, certificate) is logged at warn, rate-limited, so the
+ * refused side is visible too.
  */
-export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | undefined, now: () => number = Date.now): grpc.Interceptor {
+export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | undefined, now: () => number = Date.now, log?: Logger): grpc.Interceptor {
+  const warn = log ? new RateLimitedWarn(log, now) : undefined;
   return (options, nextCall) => {
     const def = options.method_definition;
-    const k = isPeerMethod(def.path) ? keys() : undefined;
-    if (k === undefined) return new grpc.InterceptingCall(nextCall(options));
+    if (!isPeerMethod(def.path)) return new grpc.InterceptingCall(nextCall(options));
+    const rpc = def.path.split("/")[2] ?? "";
+    const call = nextCall(options);
+    // A listener of its own (the next layer's listener is wrapped by grpc-js): it only watches the status.
+    const watch = (listener: grpc.InterceptingListener | grpc.Listener): grpc.InterceptingListener | grpc.Listener =>
+      warn === undefined
+        ? listener
+        : {
+            onReceiveStatus: (status: grpc.StatusObject, next: (s: grpc.StatusObject) => void) => {
+              if (status.code === grpc.status.UNAUTHENTICATED) warn.warn(`out ${rpc}`, "a peer refused our call", { method: rpc, peer: call.getPeer(), reason: status.details });
+              next(status);
+            },
+          };
+    const k = keys();
+    if (k === undefined) {
+      return new grpc.InterceptingCall(call, { start: (metadata, listener, next) => next(metadata, watch(listener)) });
+    }
     let held: { metadata: grpc.Metadata; listener: grpc.InterceptingListener | grpc.Listener; next: (m: grpc.Metadata, l: any) => void } | undefined;
     const release = (body: string) => {
       const h = held!;
       held = undefined;
       h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now()));
-      h.next(h.metadata, h.listener);
+      h.next(h.metadata, watch(h.listener));
     };
-    return new grpc.InterceptingCall(nextCall(options), {
+    return new grpc.InterceptingCall(call, {
       start(metadata, listener, next) {
         held = { metadata, listener, next };
         if (def.requestStream) release(STREAM_BODY);

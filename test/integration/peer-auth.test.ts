@@ -208,6 +208,19 @@ describe("two nodes with a cluster key", () => {
     }
   });
 
+  it("never admit a node holding another key, and log the refusal on both sides", async () => {
+    const otherKeyFile = join(dir, "other.key");
+    writeFileSync(otherKeyFile, `${WRONG_KEY}\n`, { mode: 0o600 });
+    const p3 = await startNodeProcess(["--listen", "127.0.0.103:0", "--node-id", "p3", "--data-dir", join(dir, "p3"), "--seeds", p1.address, "--cluster-key-file", otherKeyFile, ...FAST]);
+    try {
+      await eventually("p3 sees its join refused", async () => p3.logs(), (l) => /"level":"warn","msg":"a peer refused our call".*"method":"Join".*does not verify/.test(l));
+      await eventually("p1 logs the refused join", async () => p1.logs(), (l) => /"msg":"peer call refused".*"method":"Join","reason":"proof-invalid".*"claimed":"p3"/.test(l));
+      assert.equal((await view(p1.address)).p3, undefined);
+    } finally {
+      await p3.stop();
+    }
+  });
+
   it("count refusals by reason, and log them at warn without the key", async () => {
     const metrics = /"endpoint":"(http:[^"]+)"/.exec(p2.logs())?.[1];
     assert.ok(metrics !== undefined);
