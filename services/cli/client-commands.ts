@@ -138,6 +138,7 @@ export async function queryCommand(args: string[]): Promise<void> {
     const size = first.size;
     const counter = first.counterValue;
     const ctx = first.context;
+    const pendingRemoves = first.pendingRemoves;
     for (;;) {
       members.push(...first.members.map((m) => showElement(m.element)));
       token = first.nextPageToken;
@@ -153,8 +154,8 @@ export async function queryCommand(args: string[]): Promise<void> {
     }
     const vv = contextFromProto(ctx);
     out.result(
-      { key, type: typeName, size, members, more: token.length > 0, context: ctx },
-      [`${key} (${typeName}, ${size} member(s), context over ${vv.replicas().length} replica(s))`, ...members.map((m) => `  ${m}`), ...(token.length > 0 ? ["  ... (--all for every page, or use scan)"] : [])].join("\n"),
+      { key, type: typeName, size, members, more: token.length > 0, context: ctx, pendingRemoves },
+      [`${key} (${typeName}, ${size} member(s), context over ${vv.replicas().length} replica(s)${pendingRemoves > 0 ? `, ${pendingRemoves} remove(s) waiting for adds not yet received` : ""})`, ...members.map((m) => `  ${m}`), ...(token.length > 0 ? ["  ... (--all for every page, or use scan)"] : [])].join("\n"),
     );
   } finally {
     client.close();

@@ -93,6 +93,9 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const batches = meter.createObservableCounter("deltaset_store_commit_batches", { description: "Group commits written to LevelDB" });
   const writes = meter.createObservableCounter("deltaset_store_writes", { description: "Operations written through group commit" });
   const headers = meter.createObservableGauge("deltaset_store_cached_headers", { description: "Object headers held in memory" });
+  const pendingRemoves = meter.createObservableGauge("deltaset_pending_removes", {
+    description: "Elements whose Remove waits for adds its context covers that have not arrived here yet",
+  });
   const refusedJoins = meter.createObservableCounter("deltaset_counter_joins_refused", {
     description: "Counter joins (Merge, gossip) refused because the result would leave int64",
   });
@@ -103,8 +106,9 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(writes, s.writes);
       r.observe(headers, s.cachedHeaders);
       r.observe(refusedJoins, s.counterJoinsRefused);
+      r.observe(pendingRemoves, s.pendingRemoves);
     },
-    [batches, writes, headers, refusedJoins],
+    [batches, writes, headers, refusedJoins, pendingRemoves],
   );
 }
 
@@ -182,6 +186,10 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     r.observe(overflow, c.bufferOverflowDrops);
     r.observe(collected, c.deltasCollected);
     for (const [event, n] of Object.entries(src.gossip.counters)) r.observe(transport, n, eventAttrs(event));
+    // Engine events that matter to an operator beside the transport's: large received catch-ups
+    // forwarded by full state, and peers whose acks were reset after they restarted.
+    r.observe(transport, c.largeCatchUps, eventAttrs("largeCatchUps"));
+    r.observe(transport, c.peerRestarts, eventAttrs("peerRestarts"));
     let bytes = 0;
     let maxBytes = 0;
     let entries = 0;

@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { CausalContext } from "../../services/crdt/index.ts";
 import { call, replicaClient } from "../../services/cli/rpc.ts";
 import { loadConfig } from "../../services/node/config.ts";
 import { createLogger } from "../../services/node/logger.ts";
@@ -65,6 +66,11 @@ describe("telemetry off (the default)", () => {
       const text = await scrape(on.metricsAddress!);
       assert.match(text, /^target_info\{.*service_name="deltaset"/m);
       assert.equal((await fetch(`http://${on.metricsAddress}/other`)).status, 404);
+      // A Remove whose context covers an add this node has not received waits, and says so.
+      assert.match(text, /^deltaset_pending_removes 0$/m);
+      const elsewhere = CausalContext.of([{ replica: "elsewhere~1", counter: 1 }]);
+      await on.store.remove("waiting", [Buffer.from("x")], elsewhere);
+      assert.match(await scrape(on.metricsAddress!), /^deltaset_pending_removes 1$/m);
     } finally {
       await on.stop();
     }
