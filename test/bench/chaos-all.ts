@@ -3,7 +3,8 @@
 // one after another: writes docs/results/chaos/<scenario>-<n>n.json + .svg per run, and
 // docs/results/chaos/summary.md, summary.json and summary.svg; prints the table.
 // Targets per run: 0 acknowledged adds lost, 0 removed elements back, identical final reads
-// within 5 s of the heal. --quick: two scenarios on 3 nodes with short faults, results in a
+// within 5 s of the heal. Then the acknowledged-write crash loop (crash-loop.ts, 200 loops).
+// --quick: two scenarios on 3 nodes with short faults, results in a
 // temporary directory (the committed results stay those of the full run).
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +16,7 @@ import { type RunResult, runScenario } from "../../services/chaos/run.js";
 import { bar } from "../../services/cli/output.js";
 import { commandLine, machineInfo, target, type Target } from "./lib/results.js";
 import { barChart, panels } from "./lib/svg-plot.js";
+import { crashLoopBench } from "./crash-loop.ts";
 
 interface Row {
   scenario: string;
@@ -190,8 +192,14 @@ async function main(): Promise<void> {
   );
   writeFileSync(join(outDir, "summary.svg"), chart.svg);
   process.stdout.write(`\n${table}\n\n${met} of ${rows.length} runs met every target. Results in ${outDir}\n`);
+  // The acknowledged-write crash loop at length (200 loops; 8 with --quick), unless --only.
+  let crashLoopOk = true;
+  if (values.only === undefined && !controller.signal.aborted) {
+    process.stderr.write("crash loop: ack, SIGKILL, restart, every node must read the write\n");
+    crashLoopOk = await crashLoopBench(quick ? ["--quick"] : []);
+  }
   if (controller.signal.aborted) process.exitCode = 130;
-  else if (met !== rows.length) process.exitCode = 1;
+  else if (met !== rows.length || !crashLoopOk) process.exitCode = 1;
 }
 
 await main();

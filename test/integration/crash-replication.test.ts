@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { eventually } from "../helpers/eventually.ts";
 import { runCli } from "../helpers/node-process.ts";
+import { runCrashLoops } from "../helpers/crash-loop.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-crashrep-"));
@@ -28,16 +29,8 @@ describe("acknowledged writes survive their node's crash (real processes, SIGKIL
     const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.0.${100 + i}:7601`), [...TIMING, "--gossip-interval-ms", "1000"], "k");
     try {
       await c.startAll();
-      for (let loop = 0; loop < LOOPS; loop++) {
-        const victim = loop % 3;
-        const key = `acked-${loop}`;
-        const batch = loop % 4 === 3 ? Array.from({ length: 200 }, (_, j) => `v${loop}-${j}`) : [`v${loop}`];
-        await c.add(victim, key, batch);
-        await c.kill(victim);
-        await c.start(victim);
-        const others = [0, 1, 2].filter((i) => i !== victim);
-        await c.converged(key, [victim, ...others], batch, 20_000);
-      }
+      const r = await runCrashLoops(c, { loops: LOOPS, nodes: 3, stopOnFailure: true });
+      assert.equal(r.replicated, LOOPS);
     } finally {
       await c.close();
     }
