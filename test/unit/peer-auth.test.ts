@@ -2,7 +2,11 @@
 // rotation: the first key signs, every key verifies), node identity in certificates, and the
 // token file with scopes.
 import { strict as assert } from "node:assert";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
+import { ensureClusterKey } from "../../services/cli/cluster-command.ts";
 import { DEFAULT_SCOPES, TokenSet, parseTokens, scopeOf } from "../../services/node/auth.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { ConfigError } from "../../services/node/config.ts";
@@ -26,6 +30,20 @@ describe("cluster key files", () => {
       (e: Error) => e instanceof ConfigError && /line 2/.test(e.message) && !e.message.includes("short-secret"),
     );
     assert.ok(ring.fingerprints().every((f) => /^[0-9a-f]{12}$/.test(f) && !K1.includes(f)));
+  });
+
+  it("deltaset cluster makes one key file for its nodes, private, and keeps it across runs", () => {
+    const dir = mkdtempSync(join(tmpdir(), "deltaset-keyfile-"));
+    try {
+      const file = ensureClusterKey(dir);
+      assert.equal(statSync(file).mode & 0o777, 0o600);
+      const text = readFileSync(file, "utf8");
+      assert.equal(parseClusterKeys(text, "f").keys.length, 1);
+      assert.equal(ensureClusterKey(dir), file);
+      assert.equal(readFileSync(file, "utf8"), text);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
