@@ -1,6 +1,7 @@
 // Node configuration: defaults < JSON config file < environment (DELTASET_*) < command-line flags.
 // Every limit is here, so every limit is configurable.
 import { readFileSync } from "node:fs";
+import { isLoopbackHost } from "./loopback.js";
 
 export interface Limits {
   /** Most bytes in a key (UTF-8). */
@@ -86,8 +87,10 @@ export interface NodeConfig {
   partitions: number;
   sync: "fsync" | "buffered";
   storage: StorageSettings;
-  /** host:port of the Prometheus endpoint (path /metrics); metrics are off when unset. */
+  /** host:port (or a port, for 127.0.0.1) of the Prometheus endpoint (path /metrics); metrics are off when unset. */
   metricsListen?: string;
+  /** Allow a non-loopback metrics address (plain HTTP, shows the node id). */
+  metricsExpose: boolean;
   /** Span exporter: off (default), console (stdout), none (record, export nothing), otlp. */
   tracing: "off" | "console" | "none" | "otlp";
   /** OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); required by tracing=otlp. */
@@ -168,6 +171,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   },
   tls: {},
   insecurePeers: false,
+  metricsExpose: false,
 };
 
 export class ConfigError extends Error {
@@ -189,6 +193,7 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "store-write-buffer-bytes", env: "DELTASET_STORE_WRITE_BUFFER_BYTES", path: "storage.writeBufferBytes", kind: "int" },
   { flag: "store-cache-bytes", env: "DELTASET_STORE_CACHE_BYTES", path: "storage.cacheBytes", kind: "int" },
   { flag: "metrics-listen", env: "DELTASET_METRICS_LISTEN", path: "metricsListen", kind: "string" },
+  { flag: "metrics-expose", env: "DELTASET_METRICS_EXPOSE", path: "metricsExpose", kind: "bool" },
   { flag: "tracing", env: "DELTASET_TRACING", path: "tracing", kind: "string" },
   { flag: "otlp-endpoint", env: "DELTASET_OTLP_ENDPOINT", path: "otlpEndpoint", kind: "string" },
   { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string" },
@@ -331,8 +336,16 @@ export function validateConfig(c: NodeConfig): void {
   }
   if ((c.tls.cert === undefined) !== (c.tls.key === undefined)) throw new ConfigError("tls.cert and tls.key go together");
   if (c.tls.ca !== undefined && c.tls.cert === undefined) throw new ConfigError("tls.ca (mutual TLS) needs tls.cert and tls.key, the node's own certificate");
+  // A bare port serves metrics on loopback; another host must be asked for (plain HTTP, node id).
+  if (c.metricsListen !== undefined && /^\d{1,5}$/.test(c.metricsListen)) c.metricsListen = `127.0.0.1:${c.metricsListen}`;
   if (c.metricsListen !== undefined && c.metricsListen !== "" && !hostPort.test(c.metricsListen)) {
-    throw new ConfigError(`metrics listen "${c.metricsListen}" is not host:port`);
+    throw new ConfigError(`metrics listen "${c.metricsListen}" is not host:port (or a port, for 127.0.0.1)`);
+  }
+  if (c.metricsListen !== undefined && c.metricsListen !== "" && !isLoopbackHost(c.metricsListen) && c.metricsExpose !== true) {
+    throw new ConfigError(
+      `metrics listen "${c.metricsListen}" is not a loopback address: the endpoint is plain HTTP and shows the node id; ` +
+        "pass --metrics-expose (DELTASET_METRICS_EXPOSE=true) to serve it there, or give only a port for 127.0.0.1",
+    );
   }
   if (!["off", "console", "none", "otlp"].includes(c.tracing)) throw new ConfigError(`tracing must be off, console, none or otlp, not "${c.tracing}"`);
   if (c.tracing === "otlp" && !/^https?:\/\/\S+$/.test(c.otlpEndpoint ?? "")) {

@@ -8,6 +8,7 @@ import { type KeyObject, X509Certificate, createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { ConfigError, type TlsSettings } from "./config.js";
+export { isLoopbackHost } from "./loopback.js";
 
 export interface TlsMaterial {
   cert: Buffer;
@@ -105,12 +106,6 @@ export function peerCredentials(m: TlsMaterial | undefined): grpc.ChannelCredent
 export function hasVerifiedPeerCertificate(call: { getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } }): boolean {
   const auth = call.getAuthContext();
   return auth.transportSecurityType === "ssl" && auth.sslPeerCertificate !== undefined;
-}
-
-/** True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost). */
-export function isLoopbackHost(hostPort: string): boolean {
-  const host = hostPort.slice(0, hostPort.lastIndexOf(":")).replace(/^\[|\]$/g, "");
-  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) || host === "::1" || host === "localhost";
 }
 
 /**

@@ -29,11 +29,18 @@ describe("telemetry settings", () => {
     assert.equal(loadConfig({ tracing: "none" }, env).tracing, "none");
   });
 
+  it("serve metrics on loopback unless exposing them elsewhere is asked for", () => {
+    assert.equal(loadConfig({ "metrics-listen": "9464" }, {}).metricsListen, "127.0.0.1:9464");
+    assert.throws(() => loadConfig({ "metrics-listen": "0.0.0.0:9464" }, {}), /not a loopback address.*--metrics-expose/);
+    assert.equal(loadConfig({ "metrics-listen": "0.0.0.0:9464", "metrics-expose": "true" }, {}).metricsListen, "0.0.0.0:9464");
+    assert.equal(loadConfig({}, { DELTASET_METRICS_LISTEN: "10.0.0.5:9464", DELTASET_METRICS_EXPOSE: "true" }).metricsListen, "10.0.0.5:9464");
+  });
+
   it("refuse an unknown exporter, OTLP without an endpoint, and a malformed metrics address", () => {
     assert.throws(() => loadConfig({ tracing: "jaeger" }, {}), /tracing must be off, console, none or otlp/);
     assert.throws(() => loadConfig({ tracing: "otlp" }, {}), /needs --otlp-endpoint/);
     assert.equal(loadConfig({ tracing: "otlp", "otlp-endpoint": "http://127.0.0.1:4318/v1/traces" }, {}).tracing, "otlp");
-    assert.throws(() => loadConfig({ "metrics-listen": "9464" }, {}), /metrics listen "9464" is not host:port/);
+    assert.throws(() => loadConfig({ "metrics-listen": "host-without-port" }, {}), /metrics listen "host-without-port" is not host:port/);
   });
 
   it("decide the grpc-js hook from flags, environment and config file, and say no on bad input", () => {

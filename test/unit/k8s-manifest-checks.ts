@@ -235,6 +235,10 @@ export function wiringProblems(objects: K8sObject[], expect: WiringExpectations 
   if (listen !== undefined && /^(127\.|localhost|\[::1\])/.test(listen)) problems.push(`DELTASET_LISTEN ${listen} is loopback: no other pod could connect`);
   const metricsListen = env.get("DELTASET_METRICS_LISTEN");
   if (portOfAddress(metricsListen) !== metricsPort) problems.push(`DELTASET_METRICS_LISTEN ${metricsListen} does not use the metrics container port ${metricsPort}`);
+  // The node refuses a non-loopback metrics address unless told to expose it.
+  if (metricsListen !== undefined && !/^(127\.|localhost|\[::1\])/.test(metricsListen) && !/^(1|true|yes|on)$/i.test(env.get("DELTASET_METRICS_EXPOSE") ?? "")) {
+    problems.push(`DELTASET_METRICS_LISTEN ${metricsListen} is not loopback and DELTASET_METRICS_EXPOSE is not true: the node would refuse to start`);
+  }
   const scrapePort = podTemplate.metadata?.annotations?.["prometheus.io/port"];
   if (scrapePort !== undefined && Number(scrapePort) !== metricsPort) problems.push(`prometheus.io/port ${scrapePort} is not the metrics port ${metricsPort}`);
 

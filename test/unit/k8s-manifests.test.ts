@@ -132,7 +132,7 @@ test("base: namespace-agnostic, with the expected objects", () => {
   assert.equal(s.spec.template.spec.terminationGracePeriodSeconds, 30);
   assert.deepEqual(s.spec.volumeClaimTemplates.map((v: { metadata: { name: string } }) => v.metadata.name), ["data"]);
   const cm = findObject(objs, "ConfigMap");
-  assert.deepEqual(Object.keys(cm?.data ?? {}).sort(), ["DELTASET_CLUSTER", "DELTASET_DATA_DIR", "DELTASET_LISTEN", "DELTASET_METRICS_LISTEN", "DELTASET_PARTITIONS"]);
+  assert.deepEqual(Object.keys(cm?.data ?? {}).sort(), ["DELTASET_CLUSTER", "DELTASET_DATA_DIR", "DELTASET_LISTEN", "DELTASET_METRICS_EXPOSE", "DELTASET_METRICS_LISTEN", "DELTASET_PARTITIONS"]);
   assert.equal(cm?.data.DELTASET_LISTEN, "0.0.0.0:7070");
   assert.equal(cm?.data.DELTASET_METRICS_LISTEN, "0.0.0.0:9464");
   assert.equal(cm?.data.DELTASET_DATA_DIR, "/var/lib/deltaset/data");
