@@ -2,7 +2,10 @@
 // field holds invalid UTF-8 is answered INVALID_ARGUMENT naming the field, before any handler runs,
 // instead of being decoded with U+FFFD in place of the bad bytes. The server wraps the request
 // deserializer of each method it serves (the walk needs the raw bytes, which interceptors never
-// see) and marks such a request; its first interceptor refuses marked requests.
+// see) and marks such a request; its first interceptor refuses marked requests. A request that does
+// not decode at all (truncated, a wrong wire type, a length past the end) is refused the same way,
+// INVALID_ARGUMENT naming the message type, instead of grpc-js's INTERNAL "Error deserializing
+// request" (which reads as a server fault).
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
@@ -10,6 +13,14 @@ import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fi
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
+/** Set on the stand-in for a request that did not decode: why, for the answer. */
+const MALFORMED = Symbol("malformed request");
+
+/** The decoder's reason, short and printable (it never echoes request bytes). */
+function reason(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text.replace(/[^\x20-\x7e]/g, "?").slice(0, 120);
+}
 
 interface RequestTypes {
   schemas: MessageSchemas;
@@ -47,7 +58,12 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
     out[name] = {
       ...method,
       requestDeserialize: (bytes: Buffer) => {
-        const message = decode(bytes);
+        let message: unknown;
+        try {
+          message = decode(bytes);
+        } catch (err) {
+          return { [MALFORMED]: `request is not a valid ${type} message (${reason(err)})` };
+        }
         const field = invalidUtf8Field(schemas, type, bytes);
         if (field !== undefined && typeof message === "object" && message !== null) {
           Object.defineProperty(message, INVALID_UTF8, { value: field, enumerable: false });
@@ -59,12 +75,17 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
   return out as grpc.ServiceDefinition;
 }
 
-/** Refuses a marked request with INVALID_ARGUMENT naming the field; nothing reaches the handler. */
+/** Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing reaches the handler. */
 export const strictStringsInterceptor: grpc.ServerInterceptor = (_method, call) =>
   new grpc.ServerInterceptingCall(call, {
     start: (next) =>
       next({
         onReceiveMessage: (message, pass) => {
+          const malformed = (message as { [MALFORMED]?: string } | null)?.[MALFORMED];
+          if (malformed !== undefined) {
+            call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details: malformed, metadata: new grpc.Metadata() });
+            return;
+          }
           const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
           if (field === undefined) return pass(message);
           call.sendStatus({
