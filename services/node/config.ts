@@ -64,6 +64,12 @@ export interface TlsSettings {
   cert?: string;
   key?: string;
   ca?: string;
+  /**
+   * With a CA: require node certificates of peers (mutual TLS, the default). false: the CA only
+   * verifies the peers a node dials (server TLS everywhere); peers then prove themselves with the
+   * cluster key, so one certificate may serve every node.
+   */
+  mutual?: boolean;
 }
 
 /** LevelDB settings (see Store.open). */
@@ -227,6 +233,7 @@ const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" 
   { flag: "tls-cert", env: "DELTASET_TLS_CERT", path: "tls.cert", kind: "string" },
   { flag: "tls-key", env: "DELTASET_TLS_KEY", path: "tls.key", kind: "string" },
   { flag: "tls-ca", env: "DELTASET_TLS_CA", path: "tls.ca", kind: "string" },
+  { flag: "tls-mutual", env: "DELTASET_TLS_MUTUAL", path: "tls.mutual", kind: "bool" },
   { flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string" },
   { flag: "cluster-key-file", env: "DELTASET_CLUSTER_KEY_FILE", path: "clusterKeyFile", kind: "string" },
   { flag: "insecure-peers", env: "DELTASET_INSECURE_PEERS", path: "insecurePeers", kind: "bool", bare: true },

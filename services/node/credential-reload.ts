@@ -81,7 +81,7 @@ export class NodeCredentials {
     if (this.provider === undefined) return grpc.ServerCredentials.createInsecure();
     // A certificate is requested when a CA is set but never required in the handshake: clients
     // need only server TLS, peers are checked per call (peer-interceptors.ts).
-    return grpc.experimental.createCertificateProviderServerCredentials(this.provider, this.tls?.ca === undefined ? null : this.provider, false);
+    return grpc.experimental.createCertificateProviderServerCredentials(this.provider, this.tls?.mutual === true ? this.provider : null, false);
   }
 
   /** Seconds until the certificate expires (negative: expired); undefined without TLS. */

@@ -66,7 +66,7 @@ export async function startNode(
   // Certificates and tokens are read first: a bad path fails before anything starts.
   const creds = new NodeCredentials(config, log);
   const tls = creds.tls;
-  const peersAuthenticated = creds.keys !== undefined || tls?.ca !== undefined;
+  const peersAuthenticated = creds.keys !== undefined || tls?.mutual === true;
   if (!peersAuthenticated && !isLoopbackHost(config.listen) && !config.insecurePeers) {
     throw new ConfigError(
       `listening on ${config.listen} (not loopback) with neither a cluster key (--cluster-key-file) nor mutual TLS (--tls-ca): ` +
@@ -101,7 +101,7 @@ export async function startNode(
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
       keys: () => creds.keys,
-      mutualTls: () => tls?.ca !== undefined,
+      mutualTls: () => tls?.mutual === true,
       log: nodeLog,
       onRefused: telemetry?.onRefused,
     });
@@ -126,7 +126,7 @@ export async function startNode(
     const security = {
       tls: tlsMode(tls),
       clientAuth: creds.tokens ? `bearer tokens (${creds.tokens.size})` : "off",
-      peerAuth: [creds.keys ? `cluster keys ${creds.keys.fingerprints().join(",")}` : "", tls?.ca ? "node certificates" : ""].filter(Boolean).join(" + ") || "off",
+      peerAuth: [creds.keys ? `cluster keys ${creds.keys.fingerprints().join(",")}` : "", tls?.mutual ? "node certificates" : ""].filter(Boolean).join(" + ") || "off",
     };
     if (!peersAuthenticated && !isLoopbackHost(config.listen)) {
       nodeLog.warn("--insecure-peers: peer calls are NOT authenticated on a non-loopback address: anyone who reaches it can gossip data in and change membership", { listen: config.listen, ...security });

@@ -13,8 +13,14 @@ export { isLoopbackHost } from "./loopback.js";
 export interface TlsMaterial {
   cert: Buffer;
   key: Buffer;
-  /** The cluster CA: when set, peers authenticate each other (mutual TLS). */
+  /** The cluster CA: peers' certificates are verified against it when dialing them. */
   ca?: Buffer;
+  /**
+   * Mutual TLS: a CA is set and --tls-mutual is not false. Peers must then present a node
+   * certificate from the CA naming their node id (peer-identity.ts); without it the CA only
+   * verifies the servers a node dials, and peers prove themselves with the cluster key.
+   */
+  mutual: boolean;
 }
 
 export type TlsMode = "off" | "server" | "mutual";
@@ -36,7 +42,7 @@ export function loadTls(tls: TlsSettings): TlsMaterial | undefined {
     if (tls.ca !== undefined) throw new ConfigError("tls.ca needs tls.cert and tls.key (the node's own certificate)");
     return undefined;
   }
-  const material: TlsMaterial = { cert: readPem("tls.cert", tls.cert), key: readPem("tls.key", tls.key) };
+  const material: TlsMaterial = { cert: readPem("tls.cert", tls.cert), key: readPem("tls.key", tls.key), mutual: tls.ca !== undefined && tls.mutual !== false };
   if (tls.ca !== undefined) material.ca = readPem("tls.ca", tls.ca);
   checkCertificate(material, tls.cert, tls.key);
   return material;
@@ -69,7 +75,7 @@ function checkCertificate(m: TlsMaterial, certPath: string, keyPath: string, now
 }
 
 export function tlsMode(m: TlsMaterial | undefined): TlsMode {
-  return m === undefined ? "off" : m.ca === undefined ? "server" : "mutual";
+  return m === undefined ? "off" : m.mutual ? "mutual" : "server";
 }
 
 /**
@@ -88,7 +94,7 @@ function fixedProvider(m: TlsMaterial): grpc.experimental.CertificateProvider {
 
 export function serverCredentials(m: TlsMaterial | undefined): grpc.ServerCredentials {
   if (m === undefined) return grpc.ServerCredentials.createInsecure();
-  if (m.ca === undefined) return grpc.ServerCredentials.createSsl(null, [{ cert_chain: m.cert, private_key: m.key }], false);
+  if (!m.mutual) return grpc.ServerCredentials.createSsl(null, [{ cert_chain: m.cert, private_key: m.key }], false);
   // createSsl(ca, pairs, true) would reject clients without a certificate in the handshake; the
   // certificate-provider credentials request one (requestCert) without requiring it
   // (rejectUnauthorized false), and grpc-js then reports a verified chain in the call's auth context.

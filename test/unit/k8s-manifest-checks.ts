@@ -393,5 +393,10 @@ export function tlsProblems(objects: K8sObject[], secretName: string, secretKeys
   for (const kind of ["startupProbe", "readinessProbe", "livenessProbe"]) {
     if (node?.[kind]?.grpc) problems.push(`${kind} uses a gRPC probe, which speaks plaintext only and fails against a TLS port`);
   }
+  // One Secret for every pod: mutual TLS would need each certificate to name its own node id.
+  const env = new Map<string, string>((node?.env ?? []).map((e: Json) => [e.name, e.value]));
+  if (env.has("DELTASET_TLS_CA") && !/^(0|false|no|off)$/i.test(env.get("DELTASET_TLS_MUTUAL") ?? "")) {
+    problems.push("every pod mounts the same certificate but DELTASET_TLS_MUTUAL is not false: mutual TLS needs a certificate naming each node id, so peers would refuse each other");
+  }
   return problems;
 }

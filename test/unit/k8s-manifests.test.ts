@@ -110,7 +110,7 @@ for (const target of TARGETS) {
     assert.equal(config.partitions, 64);
     assert.equal(config.peerProxy, target === "overlays/chaos" ? "127.0.0.1:8474" : undefined);
     const tls = target === "overlays/kind-tls";
-    assert.deepEqual(config.tls, tls ? { cert: "/etc/deltaset/tls/tls.crt", key: "/etc/deltaset/tls/tls.key", ca: "/etc/deltaset/tls/ca.crt" } : {});
+    assert.deepEqual(config.tls, tls ? { cert: "/etc/deltaset/tls/tls.crt", key: "/etc/deltaset/tls/tls.key", ca: "/etc/deltaset/tls/ca.crt", mutual: false } : {});
   });
 
   test(`${target}: the node image is deltaset:dev`, () => {
@@ -176,6 +176,9 @@ test("kind-tls: the Secret is mounted and DELTASET_TLS_* name its keys", () => {
   assertReports(tlsProblems(grpcProbe, example.metadata.name, keys), /readinessProbe uses a gRPC probe/);
   const wrongKey = mutated(rendered("overlays/kind-tls"), (o) => (envEntry(o, "DELTASET_TLS_CA").value = "/etc/deltaset/tls/ca.pem"));
   assertReports(tlsProblems(wrongKey, example.metadata.name, keys), /DELTASET_TLS_CA=\/etc\/deltaset\/tls\/ca\.pem is not a key/);
+  // A shared certificate cannot name every node id: mutual TLS would make the peers refuse each other.
+  const mutual = mutated(rendered("overlays/kind-tls"), (o) => (envEntry(o, "DELTASET_TLS_MUTUAL").value = "true"));
+  assertReports(tlsProblems(mutual, example.metadata.name, keys), /DELTASET_TLS_MUTUAL is not false/);
 });
 
 test("every target mounts the cluster key Secret and points DELTASET_CLUSTER_KEY_FILE at it", () => {
