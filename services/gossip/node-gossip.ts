@@ -29,6 +29,7 @@ import type { Logger } from "../node/logger.js";
 import { randomBytes } from "node:crypto";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { PeerBoots } from "./peer-boots.js";
+import { logThrottle } from "../common/log-throttle.js";
 import { seededRandom } from "../common/prng.js";
 import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
@@ -112,6 +113,7 @@ export class NodeGossip {
   readonly boot = randomBytes(8).readBigUInt64BE(0) | 1n;
   private readonly peerBoots = new PeerBoots();
   private readonly lossRandom: () => number;
+  private readonly refusalLog = logThrottle(60_000);
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -280,7 +282,27 @@ export class NodeGossip {
       if (states.length > 0) await this.pushStates(to, client, states);
     } catch (err) {
       this.counters.rpcErrors++;
+      this.reportSendFailure(to, err);
+    }
+  }
+
+  /**
+   * A send that failed. A peer refusing this node (a certificate one side does not accept, a TLS
+   * handshake that fails, a permission) is a configuration problem that resending never fixes:
+   * warn, at most once per peer and cause per minute; anything else (the peer is down) is routine.
+   */
+  private reportSendFailure(to: string, err: unknown): void {
+    const e = err as { code?: number; details?: string; message?: string };
+    const text = `${e.details ?? ""} ${e.message ?? ""}`;
+    // UNAUTHENTICATED is already warned about by the peer-call interceptor (node/peer-interceptors.ts).
+    const refused = e.code === grpc.status.PERMISSION_DENIED || (e.code !== grpc.status.UNAUTHENTICATED && /certificate|SSL|TLS|handshake/i.test(text));
+    if (!refused) {
       this.o.log.debug("gossip send failed", { to, err });
+      return;
+    }
+    const admitted = this.refusalLog.admit(`${to} ${e.code}`);
+    if (admitted !== undefined) {
+      this.o.log.warn("a peer refuses this node's gossip", { to, code: e.code, reason: (e.details ?? e.message ?? "").slice(0, 300), suppressedSinceLast: admitted.suppressed });
     }
   }
 

@@ -10,7 +10,7 @@ import { accessInterceptor } from "./auth.js";
 import { ConfigError, type NodeConfig } from "./config.js";
 import { NodeCredentials } from "./credential-reload.js";
 import type { Logger } from "./logger.js";
-import { logThrottle } from "./log-throttle.js";
+import { logThrottle } from "../common/log-throttle.js";
 import { prepareDataDir } from "./data-dir.js";
 import { activeCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";

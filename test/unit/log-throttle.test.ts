@@ -2,7 +2,7 @@
 // the count suppressed in between; subjects are independent and memory is bounded.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
-import { logThrottle } from "../../services/node/log-throttle.ts";
+import { logThrottle } from "../../services/common/log-throttle.ts";
 
 describe("logThrottle", () => {
   it("admits the first occurrence, then one per interval with the suppressed count", () => {
