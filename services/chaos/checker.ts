@@ -144,7 +144,8 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
     const acked = list.filter((a) => a.outcome === "ok");
     const rs = removes.get(k) ?? [];
     const mayHaveRemoved = rs.filter((r) => r.outcome !== "fail");
-    const effective = rs.filter((r) => r.outcome === "ok" && r.removed !== null && r.removed >= 1);
+    // Effective: the node removed it, or deferred the remove until the covered adds arrive.
+    const effective = rs.filter((r) => r.outcome === "ok" && ((r.removed ?? 0) >= 1 || (r.pending ?? 0) >= 1));
     if (effective.length > 0) removedElements++;
     if (acked.length > 0) ackedElements++;
     const missingOn = readable.filter((n) => !present.get(n)!.has(k));
@@ -169,7 +170,7 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
         if (indeterminateAdd) excused++;
         else resurrected.push({ key, element, presentOn, removedBy: { node: culprit.node, end: culprit.end, readNode: culprit.readNode } });
       } else if (!indeterminateAdd && acked.length > 0) {
-        const noEffect = rs.find((r) => r.outcome === "ok" && r.removed === 0 && coversAll(r));
+        const noEffect = rs.find((r) => r.outcome === "ok" && r.removed === 0 && (r.pending ?? 0) === 0 && coversAll(r));
         if (noEffect !== undefined) ignored.push({ key, element, presentOn, removedBy: { node: noEffect.node, end: noEffect.end, readNode: noEffect.readNode } });
       }
     }
@@ -224,7 +225,7 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
     resurrected,
     resurrectedCount: resurrected.length,
     excusedByIndeterminateAdd: excused,
-    removesWithoutEffect: removeOps.filter((r) => r.outcome === "ok" && r.removed === 0).length,
+    removesWithoutEffect: removeOps.filter((r) => r.outcome === "ok" && r.removed === 0 && (r.pending ?? 0) === 0).length,
     ignoredRemoves: ignored,
     ignoredRemoveCount: ignored.length,
     divergence: { identical, nodes: divergentNodes.concat(unreadable), unreadable, details },

@@ -49,6 +49,11 @@ export interface RemoveOp extends OpBase {
   element: string;
   context: ContextRanges;
   removed: number | null;
+  /**
+   * Elements the node deferred the remove for (its context covers adds not yet received there:
+   * they are removed on arrival); 0 or absent when nothing was deferred, null when not acknowledged.
+   */
+  pending?: number | null;
   /** The node whose read supplied the context. */
   readNode: string;
 }

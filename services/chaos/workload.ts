@@ -3,9 +3,9 @@
 // a counter) and now and then removes some of its own elements the safe way: it reads them
 // (Query with the elements, which returns the node's context), then removes each present one
 // with that context. Calls have deadlines and are retried on another node like a real client's
-// (a retried add of the same element is harmless: adds are idempotent). A Remove that reports
-// removed = 0 came to a node lagging behind the one that served the read; the client then
-// repeats it at the read's node. Every attempt goes into the history, failed or timed-out ones
+// (a retried add of the same element is harmless: adds are idempotent). A Remove sent to a node
+// lagging behind the one that served the read is deferred there (pending = 1) and counts as done;
+// one that reports neither removed nor pending is repeated at the read's node. Every attempt goes into the history, failed or timed-out ones
 // marked indeterminate. Loops end when told to stop or at their operation budget.
 import * as grpc from "@grpc/grpc-js";
 import { contextFromProto } from "../crdt/index.js";
@@ -185,16 +185,17 @@ export class Workload {
         try {
           const c = this.client(node);
           const res = await call(c, c.remove, { key, elements: [], texts: [element], context }, { timeoutMs: this.o.opTimeoutMs ?? 1000 });
-          this.o.history.record({ kind: "remove", index: rIndex, client, node: node.nodeId, key, element, start: rStart, end: this.now(), outcome: "ok", context: ranges, removed: res.removed, readNode: readNode.nodeId });
+          this.o.history.record({ kind: "remove", index: rIndex, client, node: node.nodeId, key, element, start: rStart, end: this.now(), outcome: "ok", context: ranges, removed: res.removed, pending: res.pending, readNode: readNode.nodeId });
           this.acked++;
-          if (res.removed >= 1) {
+          // Deferred (pending) at a lagging node counts as done: it is applied when the add arrives.
+          if (res.removed >= 1 || res.pending >= 1) {
             done.add(element);
             break;
           }
           if (this.o.retryRemoveAtReadNode === false) break;
         } catch (err) {
           const outcome = outcomeOf(err);
-          this.o.history.record({ kind: "remove", index: rIndex, client, node: node.nodeId, key, element, start: rStart, end: this.now(), outcome, context: ranges, removed: null, readNode: readNode.nodeId, error: errorText(err) });
+          this.o.history.record({ kind: "remove", index: rIndex, client, node: node.nodeId, key, element, start: rStart, end: this.now(), outcome, context: ranges, removed: null, pending: null, readNode: readNode.nodeId, error: errorText(err) });
           if (outcome === "fail" || this.stopping) break;
           await sleep(50 + randomInt(this.o.random, 150));
         }

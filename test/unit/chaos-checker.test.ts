@@ -195,3 +195,17 @@ test("property: a correct execution checks out, and dropping or resurrecting an 
     { numRuns: 200 },
   );
 });
+
+test("a remove deferred at a lagging node counts as effective: the element must be gone at the end", () => {
+  const deferred = (element: string): RemoveOp => ({ ...remove(element, { n1: [[1, 2]] }, 21, 25, 0), pending: 1 });
+  const h: Op[] = [add("x", "n1:1", 0, 10), add("y", "n1:2", 0, 10), read(["x", "y"], [true, true], 20), deferred("x"), deferred("y")];
+  const clean = checkHistory(h, same([]));
+  assert.equal(clean.valid, true);
+  assert.equal(clean.removesWithoutEffect, 0);
+  assert.deepEqual(clean.elements, { attempted: 2, acked: 2, removed: 2 });
+  // Still present everywhere: a deferred remove that was never applied is a resurrection.
+  const r = checkHistory(h, same(["x"]));
+  assert.equal(r.resurrectedCount, 1);
+  assert.equal(r.resurrected[0]!.element, "x");
+  assert.equal(r.ignoredRemoveCount, 0);
+});
