@@ -150,6 +150,15 @@ export class NodeGossip {
     this.engine.local(p, new Map<string, KeyedState>([[key, { type, state: delta }]]));
   }
 
+  /**
+   * A remove this node made while joining (deferred removes whose adds just arrived): a local
+   * delta, so it reaches every neighbour, the one that sent the add included (BP holds back only
+   * what came from a neighbour).
+   */
+  private spreadSettled(key: string, settled: AWSet | undefined): void {
+    if (settled !== undefined) this.onLocalDelta(key, ObjectType.AWSET, settled);
+  }
+
   /** The live peers (node id → advertised address); the engine's neighbour set follows. */
   setPeers(peers: ReadonlyMap<string, string>): void {
     for (const [id, p] of this.peers) {
@@ -339,8 +348,9 @@ export class NodeGossip {
     });
     done.catch(() => {}); // observed below; a failure while still writing must not go unhandled
     const call = client.pushState(new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs * 24 }, (err, res) => settle(err, res));
+    // A stream the peer or the network broke never drains: the call's end (done) settles instead.
     const write = async (chunk: StateChunk) => {
-      if (!call.write(chunk)) await once(call, "drain");
+      if (!call.write(chunk)) await Promise.race([once(call, "drain"), done]);
     };
     let first = true;
     const head = () => {
@@ -422,6 +432,7 @@ export class NodeGossip {
   private async joinKey(key: string, ks: KeyedState): Promise<KeyedState | undefined> {
     try {
       const r = await this.o.store.merge(key, ks.type, ks.state as AWSet | PNCounter);
+      this.spreadSettled(key, r.settled);
       if (!r.changed) return undefined;
       return { type: ks.type, state: this.o.rr ? r.newPart : ks.state };
     } catch (err) {
@@ -533,9 +544,11 @@ export class NodeGossip {
               try {
                 const parts: Array<AWSet | PNCounter> = [];
                 const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
+                this.spreadSettled(c.key, r.settled);
                 if (r.changed) parts.push(r.newPart);
                 if (c.keyDone) {
                   const f = await this.o.store.finishKey(c.key, c.type, ctx);
+                  this.spreadSettled(c.key, f.settled);
                   if (f.changed) parts.push(f.newPart);
                   pendingCtx.delete(c.key);
                   holds.get(c.key)?.();

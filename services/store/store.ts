@@ -114,6 +114,11 @@ export interface JoinResult<S> {
   newPart: S;
   /** Set when the join was refused and nothing changed: why, in words (counters out of int64). */
   refused?: string;
+  /**
+   * A remove delta this node made during the join by applying deferred removes whose covered adds
+   * just arrived (pending-removes.ts). Spread it as a local delta: this node is its origin.
+   */
+  settled?: AWSet;
 }
 
 export interface StateChunk {
@@ -713,9 +718,8 @@ export class Store {
     return this.mutate(key, async (_prefix, h, view) => {
       const fresh = senderCtx.subtract(h.ctx);
       if (!fresh.isEmpty()) h.ctx.joinInPlace(fresh);
-      const newPart = AWSet.fromParts(new Map(), fresh);
-      await this.settlePending(key, h, view, newPart);
-      return { changed: !fresh.isEmpty(), newPart };
+      const settled = await this.settlePending(key, h, view);
+      return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh), settled };
     }, { type });
   }
 
@@ -804,17 +808,21 @@ export class Store {
 
   /**
    * Apply the deferred removes of key that the join just made applicable (pending-removes.ts):
-   * their dots leave the element and join newPart's context, so whoever receives newPart (the
-   * gossip buffer, Merge's listeners) spreads the remove as an ordinary remove delta.
+   * their dots leave the element. Returns the remove delta this node thereby made (undefined
+   * when none): the caller spreads it as a local delta, this node being its origin (so BP does
+   * not hold it back from the node whose add it removes).
    */
-  private async settlePending(key: string, h: Header, view: WriteView, newPart: AWSet): Promise<void> {
-    if (!this.pending.has(key)) return;
+  private async settlePending(key: string, h: Header, view: WriteView): Promise<AWSet | undefined> {
+    if (!this.pending.has(key)) return undefined;
     const hits = await this.pending.settle(key, (ek) => view.dots(ek), h.ctx, view.otherRecords);
+    if (hits.size === 0) return undefined;
+    const removed = new CausalContext();
     for (const [ek, dots] of hits) {
       const mine = await view.dots(ek);
       view.setDots(ek, mine.filter((d) => !dots.some((x) => sameDot(x, d))), h);
-      newPart.joinInPlace(AWSet.fromParts(new Map(), CausalContext.of(dots)));
+      for (const d of dots) removed.addDot(d);
     }
+    return AWSet.fromParts(new Map(), removed);
   }
 
   /** The AWSet join of a delta or state into the stored object (see AWSet.joinInPlace), then its deferred removes. */
@@ -842,9 +850,8 @@ export class Store {
       }
     }
     h.ctx.joinInPlace(delta.ctx);
-    const newPart = AWSet.fromParts(newEntries, newCtx);
-    await this.settlePending(key, h, view, newPart);
-    return { changed, newPart };
+    const settled = await this.settlePending(key, h, view);
+    return { changed, newPart: AWSet.fromParts(newEntries, newCtx), settled };
   }
 
   /** Live dots of the object that the context covers, grouped by element. */

@@ -109,14 +109,16 @@ export class TestCluster {
   /** Wait until nodes `on` read the same members of key (and `expected`, when given). */
   async converged(key: string, on: number[], expected?: string[], timeoutMs = 20_000): Promise<string[]> {
     const want = expected === undefined ? undefined : JSON.stringify([...expected].sort());
-    const reads = await eventually(
-      `identical reads of "${key}" on nodes ${on.join(",")}`,
-      () => Promise.all(on.map((i) => this.read(i, key))),
-      (rs) => rs.every((r) => JSON.stringify(r) === JSON.stringify(rs[0])) && (want === undefined || JSON.stringify(rs[0]) === want),
-      timeoutMs,
-      () => this.dumpLogs(),
-    );
-    return reads[0]!;
+    let last: string[][] = [];
+    // The failure message shows sizes and a few differences, not every member.
+    const summary = async () => {
+      last = await Promise.all(on.map((i) => this.read(i, key)));
+      const all = new Set(last.flat());
+      const missing = last.map((r) => [...all].filter((e) => !r.includes(e)).slice(0, 5));
+      return { sizes: last.map((r) => r.length), missing, same: last.every((r) => JSON.stringify(r) === JSON.stringify(last[0])), matches: want === undefined || JSON.stringify(last[0]) === want };
+    };
+    await eventually(`identical reads of "${key}" on nodes ${on.join(",")}`, summary, (s) => s.same && s.matches, timeoutMs, () => this.dumpLogs());
+    return last[0]!;
   }
 
   dumpLogs(): void {

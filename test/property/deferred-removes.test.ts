@@ -75,9 +75,11 @@ async function transfer(from: Store, to: Store, size: number): Promise<AWSet[]> 
     ctx = c.ctx ?? ctx;
     const r = await to.applyChunk(KEY, { type: c.type, senderCtx: ctx!, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
     if (r.changed) parts.push(r.newPart as AWSet);
+    if (r.settled !== undefined) parts.push(r.settled);
     if (c.keyDone) {
       const f = await to.finishKey(KEY, c.type, ctx!);
       if (f.changed) parts.push(f.newPart as AWSet);
+      if (f.settled !== undefined) parts.push(f.settled);
     }
   }
   return parts;
@@ -120,6 +122,7 @@ describe("deferred removes (LevelDB store)", () => {
                 if (op.lose) break;
                 const r = await stores[m.to]!.merge(KEY, ObjectType.AWSET, m.delta);
                 if (r.changed) spread(m.to, r.newPart as AWSet); // forwarded, as gossip buffers Δ(d, X)
+                if (r.settled !== undefined) spread(m.to, r.settled); // a remove of its own, as gossip spreads it
                 break;
               }
               case "chunks": {
@@ -165,10 +168,11 @@ describe("deferred removes (LevelDB store)", () => {
       const m = await b.merge(KEY, ObjectType.AWSET, add.delta);
       assert.deepEqual(await elementsOf(b), ["e2"], "e1 removed on arrival, e2 kept");
       assert.equal(b.pendingRemoves(KEY), 0, "settled: every covered add arrived");
-      // The join's new part carries the remove, so whoever receives it drops e1 as well.
+      // The join made a remove delta of b's own: whoever receives it drops e1 as well.
+      assert.ok(m.settled !== undefined);
       const c = AWSet.bottom().add("a~x", [el(9)]);
       c.joinInPlace(add.delta);
-      c.joinInPlace(m.newPart as AWSet);
+      c.joinInPlace(m.settled);
       assert.equal(c.has(el(1)), false);
       assert.equal(c.has(el(2)), true);
     } finally {

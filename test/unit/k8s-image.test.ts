@@ -6,7 +6,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { builtinModules } from "node:module";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
@@ -159,6 +160,12 @@ test("the image's command starts a node from the image's files with the pod envi
       DELTASET_SEEDS_DNS: "", // no DNS lookups off this machine
       DELTASET_METRICS_LISTEN: "",
     };
+    // The cluster key the pod mounts from its Secret: a generated one in the sandbox.
+    if (podEnv.DELTASET_CLUSTER_KEY_FILE !== undefined) {
+      const keyFile = join(sandbox, "cluster.key");
+      writeFileSync(keyFile, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
+      env.DELTASET_CLUSTER_KEY_FILE = keyFile;
+    }
 
     const { stages } = parseDockerfile(DOCKERFILE);
     const final = stages[stages.length - 1];
