@@ -5,7 +5,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { type ClusterNodeSpec, planCluster } from "../cli/cluster-command.js";
+import { type ClusterNodeSpec, planCluster } from "../node/cluster-plan.js";
 
 const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
 

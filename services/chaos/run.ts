@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { MemberState, MembershipClient } from "../gen/deltaset/v1/membership.js";
-import { call } from "../cli/rpc.js";
+import { call } from "../client/rpc.js";
 import { seededRandom } from "../common/prng.js";
 import { startToxiproxyServer, type ToxiproxyServer } from "./proxy/index.js";
 import { type CheckReport, checkHistory } from "./checker.js";

@@ -11,7 +11,7 @@ import * as grpc from "@grpc/grpc-js";
 import { contextFromProto } from "../crdt/index.js";
 import type { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import { ReplicaClient } from "../gen/deltaset/v1/replica.js";
-import { call } from "../cli/rpc.js";
+import { call } from "../client/rpc.js";
 import { pick, randomInt, type Random } from "../common/prng.js";
 import type { ContextRanges, HistoryRecorder, Outcome } from "./history.js";
 

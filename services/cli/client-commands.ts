@@ -6,7 +6,7 @@ import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { contextFromProto } from "../crdt/index.js";
 import { bar, createOutput, showElement } from "./output.js";
-import { call, membershipClient, replicaClient } from "./rpc.js";
+import { call, membershipClient, replicaClient } from "../client/rpc.js";
 import { TokenError, resolveToken } from "./token.js";
 
 const COMMON = {

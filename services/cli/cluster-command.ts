@@ -10,37 +10,19 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { generateClusterKey } from "../node/cluster-keys.js";
 import { UsageError } from "./client-commands.js";
+import { type ClusterNodeSpec, planCluster as plan } from "../node/cluster-plan.js";
+
+/** planCluster, with its refusals as usage errors. */
+function planCluster(opts: Parameters<typeof plan>[0]): ClusterNodeSpec[] {
+  try {
+    return plan(opts);
+  } catch (err) {
+    if (err instanceof RangeError) throw new UsageError(err.message);
+    throw err;
+  }
+}
 
 const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
-
-export interface ClusterNodeSpec {
-  nodeId: string;
-  address: string;
-  dataDir: string;
-  logFile: string;
-  args: string[];
-}
-
-/** The nodes of a local cluster: addresses, data directories and node arguments. */
-export function planCluster(opts: { nodes: number; port: number; dir: string; firstHost: number; extra: string[] }): ClusterNodeSpec[] {
-  if (!Number.isInteger(opts.nodes) || opts.nodes < 1 || opts.nodes > 200) throw new UsageError("--nodes must be 1..200");
-  if (opts.firstHost + opts.nodes - 1 > 254) throw new UsageError("--first-host leaves no room for that many nodes");
-  const specs = Array.from({ length: opts.nodes }, (_, i) => {
-    const nodeId = `n${i + 1}`;
-    return { nodeId, address: `127.0.0.${opts.firstHost + i}:${opts.port}`, dataDir: join(opts.dir, nodeId), logFile: join(opts.dir, `${nodeId}.log`) };
-  });
-  return specs.map((s) => ({
-    ...s,
-    args: [
-      "--listen", s.address,
-      "--node-id", s.nodeId,
-      "--data-dir", s.dataDir,
-      // Every other node is a seed: any one of them alive is enough to (re)join.
-      "--seeds", specs.filter((o) => o !== s).map((o) => o.address).join(",") || s.address,
-      ...opts.extra,
-    ],
-  }));
-}
 
 /** DIR/cluster.key, with a new random key when it does not exist yet (kept across runs). */
 export function ensureClusterKey(dir: string): string {

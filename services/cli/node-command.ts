@@ -2,7 +2,7 @@
 // credentials (tokens, cluster keys, certificates) and keeps the node running.
 import { parseArgs } from "node:util";
 import { ConfigError, configFlags, describeConfig, loadConfig } from "../node/config.js";
-import { createLogger } from "../node/logger.js";
+import { createLogger } from "../common/logger.js";
 import { nodeExtensions } from "../node/extensions.js";
 import { startNode } from "../node/node.js";
 import { StoreOpenError } from "../store/store.js";

@@ -3,7 +3,19 @@
 // but are kept within int64 so that a single component never exceeds what a value can hold.
 // The lattice itself works on unbounded integers; these checks sit on its mutators and on the
 // store's joins, never inside the join (which must stay a lattice operation).
-import type { PNCounter, Totals } from "./pncounter.js";
+
+/** One replica's increments and decrements, each a non-negative total. */
+export interface Totals {
+  readonly positive: bigint;
+  readonly negative: bigint;
+}
+
+/** What the range checks read of a counter (a PNCounter is one). */
+export interface CounterTotals {
+  value(): bigint;
+  entryOf(replica: string): { readonly value: Totals } | undefined;
+  readonly entries: { values(): Iterable<{ readonly dot: { readonly replica: string }; readonly value: Totals }> };
+}
 
 export const INT64_MIN = -(2n ** 63n);
 export const INT64_MAX = 2n ** 63n - 1n;
@@ -30,7 +42,7 @@ export function addToTotals(cur: Totals, amount: bigint): Totals {
  * would leave int64. Only what the increment changes is checked: a counter already out of range
  * (written by an older version) can still be brought back by increments toward zero.
  */
-export function checkIncrement(c: PNCounter, replica: string, amount: bigint): void {
+export function checkIncrement(c: CounterTotals, replica: string, amount: bigint): void {
   const cur = c.entryOf(replica)?.value ?? { positive: 0n, negative: 0n };
   const next = addToTotals(cur, amount);
   const changed = amount >= 0n ? next.positive : next.negative;
@@ -47,7 +59,7 @@ export function checkIncrement(c: PNCounter, replica: string, amount: bigint): v
 }
 
 /** Why a counter state is out of range, in words (empty when it is in range). */
-export function counterRangeProblems(c: PNCounter): string[] {
+export function counterRangeProblems(c: CounterTotals): string[] {
   const problems: string[] = [];
   for (const e of c.entries.values()) {
     for (const part of ["positive", "negative"] as const) {

@@ -9,3 +9,4 @@ export * from "./counter-range.js";
 export * from "./lattice.js";
 export * from "./errors.js";
 export * from "./codec.js";
+export * from "./chunk-slice.js";

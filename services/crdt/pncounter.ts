@@ -10,13 +10,10 @@ import { type DotFun, type DotFunEntry, dotFunStore } from "./dot-store.js";
 import { DecodeError } from "./errors.js";
 import { contextFromProto, contextToProto, decodeCanonical, dotFromProto, dotToProto } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
-import { addToTotals, checkIncrement } from "./counter-range.js";
+import { type Totals, addToTotals, checkIncrement } from "./counter-range.js";
 import { CounterState } from "../gen/deltaset/v1/types.js";
 
-export interface Totals {
-  readonly positive: bigint;
-  readonly negative: bigint;
-}
+export type { Totals };
 
 const totals = {
   join: (a: Totals, b: Totals): Totals => ({

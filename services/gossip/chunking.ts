@@ -32,6 +32,7 @@ import {
   type ElementKey,
   ObjectType,
   awsetEntrySize,
+  chunkSliceContext,
   compareBytes,
   contextEncodedSize,
   contextFromProto,
@@ -128,18 +129,6 @@ export function applyChunk(local: AWSet, chunk: AWSetChunk, senderCtx: CausalCon
   return local.joinInPlace(AWSet.fromParts(new Map(chunk.entries), sliceCtx));
 }
 
-/**
- * The context a chunk is joined with (here and by the LevelDB store): the chunk's own dots, plus
- * the receiver's dots inside the chunk's range that the sender has seen. A receiver dot in it but
- * absent from the chunk is a sender removal; nothing outside the range is covered, so nothing
- * outside the range can be dropped.
- */
-export function chunkSliceContext(chunkDots: Iterable<DotSet>, localInRange: Iterable<DotSet>, senderCtx: CausalContext): CausalContext {
-  const ctx = new CausalContext();
-  for (const dots of chunkDots) for (const d of dots) ctx.addDot(d);
-  for (const dots of localInRange) for (const d of dots) if (senderCtx.containsDot(d)) ctx.addDot(d);
-  return ctx;
-}
 
 /** After the key's last chunk: fold the sender's whole context into the local context. */
 export function finishKey(local: AWSet, senderCtx: CausalContext): boolean {

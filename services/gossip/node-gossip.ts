@@ -25,7 +25,7 @@ import {
 } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import { TypeMismatchError } from "../store/store.js";
-import type { Logger } from "../node/logger.js";
+import type { Logger } from "../common/logger.js";
 import { randomBytes } from "node:crypto";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { PeerBoots } from "./peer-boots.js";

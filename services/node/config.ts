@@ -1,24 +1,11 @@
 // Node configuration: defaults < JSON config file < environment (DELTASET_*) < command-line flags.
 // Every limit is here, so every limit is configurable.
 import { readFileSync } from "node:fs";
+import type { Limits } from "../replica/limits.js";
 import { isLoopbackHost } from "./loopback.js";
 
-export interface Limits {
-  /** Most bytes in a key (UTF-8). */
-  maxKeyBytes: number;
-  /** Most bytes in one element. */
-  maxElementBytes: number;
-  /** Most elements in one Add, Remove or Query. */
-  maxElementsPerCall: number;
-  /** Largest gRPC message received or sent, in bytes. */
-  maxMessageBytes: number;
-  /** Members per Query page when the request names none, and the most it may ask for. */
-  defaultPageSize: number;
-  maxPageSize: number;
-  /** Members per Scan chunk when the request names none, and the most it may ask for. */
-  defaultScanChunk: number;
-  maxScanChunk: number;
-}
+// The request limits belong to the Replica service; the node configures them.
+export type { Limits } from "../replica/limits.js";
 
 export interface GossipSettings {
   /** Milliseconds between anti-entropy rounds. */

@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import { type TokenSet, loadTokens } from "./auth.js";
 import { type ClusterKeyring, loadClusterKeys } from "./cluster-keys.js";
 import type { NodeConfig } from "./config.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../common/logger.js";
 import { certificateValidity } from "./peer-identity.js";
 import { type TlsMaterial, loadTls } from "./tls.js";
 

@@ -3,7 +3,7 @@
 // other local users cannot read the replicated data. A directory that already exists with looser
 // permissions is left as it is (a mounted volume may need them) and reported.
 import { mkdirSync, statSync } from "node:fs";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../common/logger.js";
 
 export function prepareDataDir(dir: string, log: Logger): void {
   process.umask(0o077);

@@ -9,7 +9,7 @@ import { Store } from "../store/store.js";
 import { accessInterceptor } from "./auth.js";
 import { ConfigError, type NodeConfig } from "./config.js";
 import { NodeCredentials } from "./credential-reload.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../common/logger.js";
 import { logThrottle } from "../common/log-throttle.js";
 import { prepareDataDir } from "./data-dir.js";
 import { activeCalls } from "./active-calls.js";

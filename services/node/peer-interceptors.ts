@@ -14,7 +14,7 @@ import * as grpc from "@grpc/grpc-js";
 import { GossipService } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService } from "../gen/deltaset/v1/membership.js";
 import type { ClusterKeyring } from "./cluster-keys.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
 import { PROOF_HEADER, type ProofRefusal, ReplayCache, STREAM_BODY, bodyDigest, fresh, parseProof, signProof, verifyProof, DEFAULT_SKEW_MS } from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";

@@ -12,7 +12,7 @@ import { type Server, createServer } from "node:http";
 import type { Span, Tracer } from "@opentelemetry/api";
 import { parseArgs } from "node:util";
 import { ConfigError, type NodeConfig, configFlags, loadConfig } from "./config.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "../common/logger.js";
 import { type ClusterSources, type RpcRecorder, certificateMetrics, clusterMetrics, rpcMetrics, storeMetrics } from "./metrics.js";
 import type { Store } from "../store/store.js";
 

@@ -14,8 +14,8 @@ import {
 } from "../crdt/index.js";
 import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
-import type { Limits } from "../node/config.js";
-import type { Logger } from "../node/logger.js";
+import type { Limits } from "./limits.js";
+import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";

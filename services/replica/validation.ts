@@ -1,5 +1,5 @@
 // Request validation against the configured limits.
-import type { Limits } from "../node/config.js";
+import type { Limits } from "./limits.js";
 import { invalid, tooLarge } from "./errors.js";
 
 export function checkKey(key: string, limits: Limits): void {

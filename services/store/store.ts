@@ -24,6 +24,7 @@ import {
   type ElementKey,
   ObjectType,
   PNCounter,
+  chunkSliceContext,
   elementKey,
   joinDotSets,
   removedDots,
@@ -33,7 +34,6 @@ import { GroupCommit } from "./group-commit.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { KeyLock } from "./key-lock.js";
 import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
-import { chunkSliceContext } from "../gossip/chunking.js";
 import { verifyObject } from "./verify.js";
 import { WriteView } from "./write-view.js";
 import {

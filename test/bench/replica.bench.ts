@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ClassicLevel } from "classic-level";
 import { AWSet, AWSetLattice } from "../../services/crdt/index.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { Store, type SyncPolicy } from "../../services/store/store.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
-import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
+import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 
 export const REAL_PROTOCOLS = {

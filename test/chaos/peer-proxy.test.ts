@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Toxiproxy } from "toxiproxy-node-client";
 import { MemberState, MembershipClient } from "../../services/gen/deltaset/v1/membership.js";
 import { ReplicaClient } from "../../services/gen/deltaset/v1/replica.js";
-import { call } from "../../services/cli/rpc.js";
+import { call } from "../../services/client/rpc.js";
 import { startToxiproxyServer } from "../../services/chaos/proxy/index.js";
 import { LinkTable, precreateLinkProxies } from "../../services/chaos/links.js";
 import { between } from "../../services/chaos/plan.js";

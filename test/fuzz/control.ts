@@ -4,7 +4,7 @@
 // counter's value, Health/Check SERVING. Any difference is a corruption.
 import { randomBytes } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import type { ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
 
 const pass = (b: Buffer) => b;

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { type Random, pick, seededRandom } from "../../services/common/prng.ts";
-import { call, membershipClient } from "../../services/cli/rpc.ts";
+import { call, membershipClient } from "../../services/client/rpc.ts";
 import { JoinRequest, MemberState, MembershipService } from "../../services/gen/deltaset/v1/membership.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";

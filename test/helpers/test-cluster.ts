@@ -5,7 +5,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import type { CausalContext } from "../../services/gen/deltaset/v1/types.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { eventually } from "./eventually.ts";
 import { type NodeProcess, startNodeProcess } from "./node-process.ts";
 

@@ -10,7 +10,7 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { protoPath as healthProtoPath } from "grpc-health-check";
-import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
+import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { ConfigError } from "../../services/node/config.ts";
 import { TokenSet, checkBearer, guardOf, parseTokens } from "../../services/node/auth.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";

@@ -13,7 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 import { CounterLattice, INT64_MAX, INT64_MIN, ObjectType } from "../../services/crdt/index.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import type { ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { rawCounter, writeRawCounter } from "../helpers/overflowed-counter.ts";

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, it } from "node:test";
 import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-crash-"));

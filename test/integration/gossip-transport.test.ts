@@ -11,7 +11,7 @@ import { AWSet, AWSetLattice, ObjectType, contextToProto } from "../../services/
 import { GossipClient, type GossipFrame, PayloadKind, type StateChunk, type StateReply } from "../../services/gen/deltaset/v1/gossip.ts";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
-import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
+import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-gossip-"));

@@ -13,7 +13,7 @@ import { AWSet, AWSetLattice, ObjectType } from "../../services/crdt/index.ts";
 import { GossipClient, GossipFrame, GossipService, PayloadKind, StateChunk, type StateReply } from "../../services/gen/deltaset/v1/gossip.ts";
 import { MemberState, MembershipService } from "../../services/gen/deltaset/v1/membership.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
-import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
+import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { PROOF_HEADER, bodyDigest, signProof } from "../../services/node/peer-proof.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";

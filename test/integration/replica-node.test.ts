@@ -12,7 +12,7 @@ import { protoPath as healthProtoPath } from "grpc-health-check";
 import { GrpcReflection } from "grpc-js-reflection-client";
 import { AWSet, AWSetLattice, CounterLattice, ObjectType, PNCounter, contextFromProto, contextToProto, makeDot } from "../../services/crdt/index.ts";
 import type { ReplicaClient, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-node-"));

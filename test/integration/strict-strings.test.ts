@@ -10,7 +10,7 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type { ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-strict-strings-"));

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { generateClusterKey } from "../../services/node/cluster-keys.ts";
 import { makeCa } from "../helpers/certs.ts";
 import { eventually } from "../helpers/eventually.ts";

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { AWSet, AWSetLattice, ObjectType } from "../../services/crdt/index.ts";
-import { call, membershipClient, replicaClient } from "../../services/cli/rpc.ts";
+import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { bearerMetadata } from "../../services/node/auth.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";

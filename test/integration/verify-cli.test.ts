@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { ClassicLevel } from "classic-level";
-import { call, replicaClient } from "../../services/cli/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 import { dotIndexRange, objectPrefix } from "../../services/store/keys.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { runCli, startNodeProcess } from "../helpers/node-process.ts";

@@ -1,4 +1,5 @@
-// Small promise helpers over the generated grpc-js clients.
+// Promise helpers over the generated grpc-js clients: the RPC client layer that the CLI, the chaos
+// harness and the tests share (it depends only on the generated code).
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient } from "../gen/deltaset/v1/replica.js";
 import { MembershipClient } from "../gen/deltaset/v1/membership.js";

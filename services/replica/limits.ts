@@ -1,0 +1,18 @@
+// The limits the Replica service enforces on every request (sizes, counts, pages); each is a
+// node setting (node/config.ts), and every refusal names the limit to change.
+export interface Limits {
+  /** Most bytes in a key (UTF-8). */
+  maxKeyBytes: number;
+  /** Most bytes in one element. */
+  maxElementBytes: number;
+  /** Most elements in one Add, Remove or Query. */
+  maxElementsPerCall: number;
+  /** Largest gRPC message received or sent, in bytes. */
+  maxMessageBytes: number;
+  /** Members per Query page when the request names none, and the most it may ask for. */
+  defaultPageSize: number;
+  maxPageSize: number;
+  /** Members per Scan chunk when the request names none, and the most it may ask for. */
+  defaultScanChunk: number;
+  maxScanChunk: number;
+}
