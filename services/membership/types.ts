@@ -55,6 +55,19 @@ export interface CoreOutput {
   events: MembershipChange[];
 }
 
+/** Counters for metrics and tests. */
+export interface MembershipStats {
+  probes: number;
+  probesFailed: number;
+  indirectProbes: number;
+  suspicionsRaised: number;
+  deathsDeclared: number;
+  refutations: number;
+  reaped: number;
+  refusedRequests: number;
+  invalidReplies: number;
+}
+
 /** A refused inbound request, with the gRPC status it maps to. */
 export interface Refusal {
   code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "UNAVAILABLE";
