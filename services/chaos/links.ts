@@ -7,6 +7,7 @@
 import { Toxiproxy, type Proxy } from "toxiproxy-node-client";
 import { ToxiproxyDialer, proxyNamePart, toxiproxyStatus, toxiproxyUrl } from "../node/peer-dialer.js";
 import type { LinkRef, ToxicDef } from "./plan.js";
+import { withTimeout } from "../common/with-timeout.js";
 
 export interface LinkNode {
   nodeId: string;
@@ -20,14 +21,6 @@ export interface LinkProxy {
   from: string;
   to: string;
   proxy: Proxy;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** Retry an API call a few times (bounded) before giving up. */

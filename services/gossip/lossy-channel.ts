@@ -1,6 +1,7 @@
 // A lossy network model for simulations and tests: each message is dropped with a seeded
 // probability, duplicated with another, and delayed by a random time in [minDelay, maxDelay],
 // so messages overtake each other (reordering). Deterministic for a given seed and call order.
+import { MinHeap } from "../common/min-heap.js";
 import type { Random } from "../common/prng.js";
 
 export interface ChannelFaults {
@@ -39,7 +40,10 @@ interface Queued<M> {
 export class LossyChannel<M> {
   readonly stats: ChannelStats = { sent: 0, dropped: 0, duplicated: 0, delivered: 0 };
   private faults: ChannelFaults;
-  private readonly heap: Queued<M>[] = [];
+  /** In delivery order: by deliverAt, then send order. */
+  private readonly heap = new MinHeap<Queued<M>>(
+    (a, b) => a.env.deliverAt < b.env.deliverAt || (a.env.deliverAt === b.env.deliverAt && a.order < b.order),
+  );
   private order = 0;
 
   constructor(
@@ -58,7 +62,7 @@ export class LossyChannel<M> {
   }
 
   get pending(): number {
-    return this.heap.length;
+    return this.heap.size;
   }
 
   send(now: number, from: string, to: string, msg: M): void {
@@ -72,64 +76,24 @@ export class LossyChannel<M> {
     if (copies === 2) this.stats.duplicated++;
     for (let i = 0; i < copies; i++) {
       const delay = f.minDelay + this.random() * (f.maxDelay - f.minDelay);
-      this.push({ env: { from, to, msg, sentAt: now, deliverAt: now + delay }, order: this.order++ });
+      this.heap.push({ env: { from, to, msg, sentAt: now, deliverAt: now + delay }, order: this.order++ });
     }
   }
 
   /** The next message due strictly before `until`, or undefined. */
   popBefore(until: number): Envelope<M> | undefined {
-    const top = this.heap[0];
+    const top = this.heap.peek();
     if (top === undefined || top.env.deliverAt >= until) return undefined;
     this.stats.delivered++;
-    return this.pop().env;
+    this.heap.pop();
+    return top.env;
   }
 
   /** Drop every queued message to a node (it crashed; in-flight messages to it are lost). */
   dropTo(node: string): number {
-    const keep = this.heap.filter((q) => q.env.to !== node);
-    const dropped = this.heap.length - keep.length;
-    this.heap.length = 0;
-    for (const q of keep) this.push(q);
+    const dropped = this.heap.retain((q) => q.env.to !== node);
     this.stats.dropped += dropped;
     return dropped;
-  }
-
-  // Binary min-heap on (deliverAt, order).
-  private less(a: Queued<M>, b: Queued<M>): boolean {
-    return a.env.deliverAt < b.env.deliverAt || (a.env.deliverAt === b.env.deliverAt && a.order < b.order);
-  }
-
-  private push(q: Queued<M>): void {
-    const h = this.heap;
-    h.push(q);
-    let i = h.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.less(h[i]!, h[parent]!)) break;
-      [h[i], h[parent]] = [h[parent]!, h[i]!];
-      i = parent;
-    }
-  }
-
-  private pop(): Queued<M> {
-    const h = this.heap;
-    const top = h[0]!;
-    const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
   }
 }
 

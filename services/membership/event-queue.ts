@@ -1,5 +1,6 @@
-// A min-heap of timed actions for the discrete-event simulator: ordered by time, then by insertion
-// so that equal times run in a deterministic order.
+// Timed actions for the discrete-event simulator: ordered by time, then by insertion so that equal
+// times run in a deterministic order.
+import { MinHeap } from "../common/min-heap.js";
 
 interface Item {
   at: number;
@@ -8,54 +9,23 @@ interface Item {
 }
 
 export class EventQueue {
-  private readonly heap: Item[] = [];
+  private readonly heap = new MinHeap<Item>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
   private seq = 0;
 
   get size(): number {
-    return this.heap.length;
+    return this.heap.size;
   }
 
   push(at: number, run: () => void): void {
-    const item = { at, seq: this.seq++, run };
-    const heap = this.heap;
-    heap.push(item);
-    let i = heap.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(heap[i]!, heap[parent]!)) break;
-      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
-      i = parent;
-    }
+    this.heap.push({ at, seq: this.seq++, run });
   }
 
   /** Time of the earliest action, or Infinity. */
   peekTime(): number {
-    return this.heap.length > 0 ? this.heap[0]!.at : Infinity;
+    return this.heap.peek()?.at ?? Infinity;
   }
 
   pop(): Item | undefined {
-    const heap = this.heap;
-    if (heap.length === 0) return undefined;
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      heap[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
-        if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
-        if (m === i) break;
-        [heap[i], heap[m]] = [heap[m]!, heap[i]!];
-        i = m;
-      }
-    }
-    return top;
+    return this.heap.pop();
   }
-}
-
-function before(a: Item, b: Item): boolean {
-  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
 }

@@ -7,6 +7,7 @@
 // same faults. When the API fails the dialer retries with backoff and never falls back to a
 // direct connection: a fault must not be bypassed by the very traffic it is meant to stop.
 import { Toxiproxy, type Proxy } from "toxiproxy-node-client";
+import { withTimeout } from "../common/with-timeout.js";
 
 export interface PeerDialer {
   /** The address to dial for a peer (nodeId may be "" when only the address is known, e.g. a seed). */
@@ -56,14 +57,6 @@ export function linkProxyName(self: string, peerId: string, address: string): st
 export function toxiproxyStatus(err: unknown): number | undefined {
   const m = /status code (\d{3})/.exec(String((err as Error)?.message ?? ""));
   return m ? Number(m[1]) : undefined;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
