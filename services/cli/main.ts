@@ -29,7 +29,7 @@ usage: deltaset <command> [options]
 Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements as hex),
 and for secured nodes --tls-ca FILE ($DELTASET_TLS_CA) and a token: --token-file FILE ($DELTASET_TOKEN_FILE)
 or $DELTASET_TOKEN (preferred: --token T is visible to other users in the process list).
-'deltaset node --help' style details: see README.md.
+Every node setting, with its default and environment variable: deltaset node --help.
 `;
 
 const commands: Record<string, (args: string[]) => Promise<void>> = {

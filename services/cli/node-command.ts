@@ -1,14 +1,20 @@
 // `deltaset node`: run one node until SIGTERM or SIGINT, then drain and exit 0. SIGHUP reloads
-// credentials (tokens, cluster keys, certificates) and keeps the node running.
+// credentials (tokens, cluster keys, certificates) and keeps the node running. --help lists every
+// setting (generated from the tables in node/settings.ts).
 import { parseArgs } from "node:util";
 import { ConfigError, configFlags, describeConfig, loadConfig } from "../node/config.js";
+import { nodeHelp } from "../node/config-docs.js";
 import { createLogger } from "../common/logger.js";
 import { nodeExtensions } from "../node/extensions.js";
 import { startNode } from "../node/node.js";
 import { StoreOpenError } from "../store/store.js";
 
 export async function nodeCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: configFlags(), allowPositionals: false, strict: true });
+  const { values } = parseArgs({ args, options: { ...configFlags(), help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
+  if (values.help === true) {
+    process.stdout.write(nodeHelp());
+    return;
+  }
   let config;
   try {
     config = loadConfig(values as Record<string, string | undefined>);

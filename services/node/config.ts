@@ -1,8 +1,11 @@
 // Node configuration: defaults < JSON config file < environment (DELTASET_*) < command-line flags.
-// Every limit is here, so every limit is configurable.
+// Every limit is here, so every limit is configurable. Flags and environment names, with a
+// description of each setting, are in the per-subsystem tables of settings.ts.
 import { readFileSync } from "node:fs";
+import { DEFAULT_MEMBERSHIP_CONFIG, type MembershipConfig, resolveConfig } from "../membership/config.js";
 import type { Limits } from "../replica/limits.js";
 import { isLoopbackHost } from "./loopback.js";
+import { CONFIG_FILE_SETTING, SETTINGS, type Setting } from "./settings.js";
 
 // The request limits belong to the Replica service; the node configures them.
 export type { Limits } from "../replica/limits.js";
@@ -28,9 +31,10 @@ export interface GossipSettings {
   transitive: boolean;
   /**
    * A received full state whose new part exceeds this many elements is forwarded to the other
-   * neighbours by full state instead of being held in the delta buffer.
+   * neighbours by full state instead of being held in the delta buffer (NodeGossip's own name;
+   * flag --gossip-max-forward-elements).
    */
-  maxForwardElements: number;
+  maxBufferedStateElements: number;
   /**
    * Probability (0..1) of dropping each outgoing gossip send, seeded by lossSeed: message loss
    * inside the gossip layer, for tests of the algorithms over lossy channels. 0 in production.
@@ -39,13 +43,8 @@ export interface GossipSettings {
   lossSeed: number;
 }
 
-export interface MembershipSettings {
-  probeIntervalMs: number;
-  probeTimeoutMs: number;
-  indirectProbes: number;
-  suspicionMult: number;
-  reapAfterMs: number;
-}
+/** The membership core's own settings, under the same names (see membership/config.ts). */
+export type MembershipSettings = MembershipConfig;
 
 export interface TlsSettings {
   cert?: string;
@@ -151,17 +150,11 @@ export const DEFAULT_CONFIG: NodeConfig = {
     stateChunkEntries: 1000,
     rpcTimeoutMs: 5000,
     transitive: true,
-    maxForwardElements: 10_000,
+    maxBufferedStateElements: 10_000,
     lossRate: 0,
     lossSeed: 1,
   },
-  membership: {
-    probeIntervalMs: 1000,
-    probeTimeoutMs: 500,
-    indirectProbes: 3,
-    suspicionMult: 4,
-    reapAfterMs: 30_000,
-  },
+  membership: { ...DEFAULT_MEMBERSHIP_CONFIG },
   tls: {},
   insecurePeers: false,
   metricsExpose: false,
@@ -171,67 +164,48 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-/** Flag and environment names of every scalar setting, with its path in NodeConfig. */
-const SETTINGS: Array<{ flag: string; env: string; path: string; kind: "string" | "int" | "bool" | "list" | "fraction"; bare?: true }> = [
-  { flag: "listen", env: "DELTASET_LISTEN", path: "listen", kind: "string" },
-  { flag: "advertise", env: "DELTASET_ADVERTISE", path: "advertise", kind: "string" },
-  { flag: "data-dir", env: "DELTASET_DATA_DIR", path: "dataDir", kind: "string" },
-  { flag: "node-id", env: "DELTASET_NODE_ID", path: "nodeId", kind: "string" },
-  { flag: "cluster", env: "DELTASET_CLUSTER", path: "cluster", kind: "string" },
-  { flag: "seeds", env: "DELTASET_SEEDS", path: "seeds", kind: "list" },
-  { flag: "seeds-dns", env: "DELTASET_SEEDS_DNS", path: "seedsDns", kind: "string" },
-  { flag: "peers", env: "DELTASET_PEERS", path: "peers", kind: "list" },
-  { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int" },
-  { flag: "sync", env: "DELTASET_SYNC", path: "sync", kind: "string" },
-  { flag: "store-write-buffer-bytes", env: "DELTASET_STORE_WRITE_BUFFER_BYTES", path: "storage.writeBufferBytes", kind: "int" },
-  { flag: "store-cache-bytes", env: "DELTASET_STORE_CACHE_BYTES", path: "storage.cacheBytes", kind: "int" },
-  { flag: "metrics-listen", env: "DELTASET_METRICS_LISTEN", path: "metricsListen", kind: "string" },
-  { flag: "metrics-expose", env: "DELTASET_METRICS_EXPOSE", path: "metricsExpose", kind: "bool" },
-  { flag: "tracing", env: "DELTASET_TRACING", path: "tracing", kind: "string" },
-  { flag: "otlp-endpoint", env: "DELTASET_OTLP_ENDPOINT", path: "otlpEndpoint", kind: "string" },
-  { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string" },
-  { flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int" },
-  { flag: "max-pending-removes", env: "DELTASET_MAX_PENDING_REMOVES", path: "maxPendingRemoves", kind: "int" },
-  { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int" },
-  { flag: "max-element-bytes", env: "DELTASET_MAX_ELEMENT_BYTES", path: "limits.maxElementBytes", kind: "int" },
-  { flag: "max-elements-per-call", env: "DELTASET_MAX_ELEMENTS_PER_CALL", path: "limits.maxElementsPerCall", kind: "int" },
-  { flag: "max-message-bytes", env: "DELTASET_MAX_MESSAGE_BYTES", path: "limits.maxMessageBytes", kind: "int" },
-  { flag: "default-page-size", env: "DELTASET_DEFAULT_PAGE_SIZE", path: "limits.defaultPageSize", kind: "int" },
-  { flag: "max-page-size", env: "DELTASET_MAX_PAGE_SIZE", path: "limits.maxPageSize", kind: "int" },
-  { flag: "default-scan-chunk", env: "DELTASET_DEFAULT_SCAN_CHUNK", path: "limits.defaultScanChunk", kind: "int" },
-  { flag: "max-scan-chunk", env: "DELTASET_MAX_SCAN_CHUNK", path: "limits.maxScanChunk", kind: "int" },
-  { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int" },
-  { flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string" },
-  { flag: "gossip-choose", env: "DELTASET_GOSSIP_CHOOSE", path: "gossip.choose", kind: "string" },
-  { flag: "gossip-bp", env: "DELTASET_GOSSIP_BP", path: "gossip.bp", kind: "bool" },
-  { flag: "gossip-rr", env: "DELTASET_GOSSIP_RR", path: "gossip.rr", kind: "bool" },
-  { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int" },
-  { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int" },
-  { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int" },
-  { flag: "gossip-transitive", env: "DELTASET_GOSSIP_TRANSITIVE", path: "gossip.transitive", kind: "bool" },
-  { flag: "gossip-max-forward-elements", env: "DELTASET_GOSSIP_MAX_FORWARD_ELEMENTS", path: "gossip.maxForwardElements", kind: "int" },
-  { flag: "gossip-loss-rate", env: "DELTASET_GOSSIP_LOSS_RATE", path: "gossip.lossRate", kind: "fraction" },
-  { flag: "gossip-loss-seed", env: "DELTASET_GOSSIP_LOSS_SEED", path: "gossip.lossSeed", kind: "int" },
-  { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int" },
-  { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int" },
-  { flag: "indirect-probes", env: "DELTASET_INDIRECT_PROBES", path: "membership.indirectProbes", kind: "int" },
-  { flag: "suspicion-mult", env: "DELTASET_SUSPICION_MULT", path: "membership.suspicionMult", kind: "int" },
-  { flag: "reap-after-ms", env: "DELTASET_REAP_AFTER_MS", path: "membership.reapAfterMs", kind: "int" },
-  { flag: "tls-cert", env: "DELTASET_TLS_CERT", path: "tls.cert", kind: "string" },
-  { flag: "tls-key", env: "DELTASET_TLS_KEY", path: "tls.key", kind: "string" },
-  { flag: "tls-ca", env: "DELTASET_TLS_CA", path: "tls.ca", kind: "string" },
-  { flag: "tls-mutual", env: "DELTASET_TLS_MUTUAL", path: "tls.mutual", kind: "bool" },
-  { flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string" },
-  { flag: "cluster-key-file", env: "DELTASET_CLUSTER_KEY_FILE", path: "clusterKeyFile", kind: "string" },
-  { flag: "insecure-peers", env: "DELTASET_INSECURE_PEERS", path: "insecurePeers", kind: "bool", bare: true },
-  { flag: "peer-proxy", env: "DELTASET_PEER_PROXY", path: "peerProxy", kind: "string" },
-];
-
 /** The flags `deltaset node` accepts (for parseArgs): strings, and a few bare switches (--insecure-peers). */
 export function configFlags(): Record<string, { type: "string" | "boolean" }> {
-  const out: Record<string, { type: "string" | "boolean" }> = { config: { type: "string" } };
-  for (const s of SETTINGS) out[s.flag] = { type: s.bare ? "boolean" : "string" };
+  const out: Record<string, { type: "string" | "boolean" }> = { [CONFIG_FILE_SETTING.flag]: { type: "string" } };
+  for (const s of SETTINGS) for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) out[flag] = { type: s.bare ? "boolean" : "string" };
   return out;
+}
+
+/** A setting's value from a flag, or else from its older flag names. */
+function fromFlags(s: Setting, flags: Record<string, string | boolean | undefined>): [string, string | boolean] | undefined {
+  for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) if (flags[flag] !== undefined) return [`--${flag}`, flags[flag]!];
+  return undefined;
+}
+
+/** A setting's value from its environment variable, or else from its older names. */
+function fromEnv(s: Setting, env: NodeJS.ProcessEnv): [string, string] | undefined {
+  for (const name of [s.env, ...(s.aliases?.envs ?? [])]) {
+    const raw = env[name];
+    if (raw !== undefined && raw !== "") return [name, raw];
+  }
+  return undefined;
+}
+
+/** Moves settings a config file gives under an older path to their current one. */
+function renameOlderPaths(parsed: Record<string, unknown>): void {
+  for (const s of SETTINGS) {
+    for (const old of s.aliases?.paths ?? []) {
+      const [oldParent, oldKey] = parentOf(parsed, old);
+      if (oldParent === undefined || !(oldKey in oldParent)) continue;
+      const value = oldParent[oldKey];
+      delete oldParent[oldKey];
+      const [parent, key] = parentOf(parsed, s.path);
+      if (parent !== undefined && !(key in parent)) parent[key] = value;
+    }
+  }
+}
+
+function parentOf(obj: Record<string, unknown>, path: string): [Record<string, unknown> | undefined, string] {
+  const parts = path.split(".");
+  let cur: unknown = obj;
+  for (const p of parts.slice(0, -1)) cur = cur !== null && typeof cur === "object" ? (cur as Record<string, unknown>)[p] : undefined;
+  const ok = cur !== null && typeof cur === "object" && !Array.isArray(cur);
+  return [ok ? (cur as Record<string, unknown>) : undefined, parts[parts.length - 1]!];
 }
 
 function parseValue(kind: string, raw: string, source: string): unknown {
@@ -290,15 +264,16 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
       throw new ConfigError(`config file ${file}: ${(err as Error).message}`);
     }
     if (parsed === null || typeof parsed !== "object") throw new ConfigError(`config file ${file}: not a JSON object`);
+    renameOlderPaths(parsed as Record<string, unknown>);
     mergeDeep(cfg, parsed as Record<string, unknown>, `config file ${file}`);
   }
   for (const s of SETTINGS) {
-    const raw = env[s.env];
-    if (raw !== undefined && raw !== "") setPath(cfg, s.path, parseValue(s.kind, raw, s.env));
+    const found = fromEnv(s, env);
+    if (found !== undefined) setPath(cfg, s.path, parseValue(s.kind, found[1], found[0]));
   }
   for (const s of SETTINGS) {
-    const raw = flags[s.flag];
-    if (raw !== undefined) setPath(cfg, s.path, parseValue(s.kind, String(raw), `--${s.flag}`));
+    const found = fromFlags(s, flags);
+    if (found !== undefined) setPath(cfg, s.path, parseValue(s.kind, String(found[1]), found[0]));
   }
   const c = cfg as unknown as NodeConfig;
   if (c.advertise === "") c.advertise = c.listen;
@@ -325,6 +300,12 @@ export function validateConfig(c: NodeConfig): void {
   for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");
   if (l.defaultScanChunk > l.maxScanChunk) throw new ConfigError("limits.defaultScanChunk exceeds limits.maxScanChunk");
+  try {
+    resolveConfig(c.membership);
+  } catch (err) {
+    if (err instanceof RangeError) throw new ConfigError(err.message);
+    throw err;
+  }
   if (c.nodeId !== undefined && !/^[A-Za-z0-9._-]{1,128}$/.test(c.nodeId)) {
     throw new ConfigError(`node id "${c.nodeId}" must be 1-128 characters of A-Z a-z 0-9 . _ -`);
   }

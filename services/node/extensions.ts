@@ -2,7 +2,7 @@
 // gossip neighbour set is always the live members. Chosen by configuration.
 import { GossipService, type GossipServer } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService, type MembershipServer } from "../gen/deltaset/v1/membership.js";
-import { NodeGossip } from "../gossip/node-gossip.js";
+import { NodeGossip, type NodeGossipOptions } from "../gossip/node-gossip.js";
 import { type SeedProvider, dnsSeeds, staticSeeds } from "../membership/discovery.js";
 import { MembershipDriver } from "../membership/driver.js";
 import { createMembershipService } from "../membership/grpc-service.js";
@@ -24,6 +24,14 @@ export function seedProvider(config: NodeConfig): SeedProvider {
   const i = config.seedsDns.lastIndexOf(":");
   const dns = dnsSeeds({ name: config.seedsDns.slice(0, i), port: Number(config.seedsDns.slice(i + 1)) });
   return async () => [...new Set([...(await fixed()), ...(await dns())])].filter((a) => a !== config.advertise);
+}
+
+/**
+ * The gossip settings as NodeGossip options, unchanged: it fails to compile if a setting's name is
+ * not NodeGossip's own, so nothing is renamed on the way.
+ */
+function gossipSettings(config: NodeConfig): Pick<NodeGossipOptions, keyof NodeConfig["gossip"]> {
+  return config.gossip;
 }
 
 export function nodeExtensions(
@@ -83,13 +91,7 @@ export function nodeExtensions(
             cluster: config.cluster,
             self: { nodeId: ctx.store.nodeId, address: ctx.advertise() },
             seeds: seedProvider(config),
-            config: {
-              probeIntervalMs: config.membership.probeIntervalMs,
-              probeTimeoutMs: config.membership.probeTimeoutMs,
-              indirectChecks: config.membership.indirectProbes,
-              suspicionMult: config.membership.suspicionMult,
-              reapAfterMs: config.membership.reapAfterMs,
-            },
+            config: config.membership,
             log: (message, error) => ctx.log.debug(message, { err: error }),
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,
@@ -106,18 +108,7 @@ export function nodeExtensions(
             log: ctx.log.child({ part: "gossip" }),
             cluster: config.cluster,
             partitions: config.partitions,
-            intervalMs: config.gossip.intervalMs,
-            algorithm: config.gossip.algorithm,
-            choose: config.gossip.choose,
-            bp: config.gossip.bp,
-            rr: config.gossip.rr,
-            maxBufferBytes: config.gossip.maxBufferBytes,
-            stateChunkEntries: config.gossip.stateChunkEntries,
-            rpcTimeoutMs: config.gossip.rpcTimeoutMs,
-            transitive: config.gossip.transitive,
-            maxBufferedStateElements: config.gossip.maxForwardElements,
-            lossRate: config.gossip.lossRate,
-            lossSeed: config.gossip.lossSeed,
+            ...gossipSettings(config),
             maxMessageBytes: config.limits.maxMessageBytes,
             dialAddress: dialer ? (id, address) => dialer.dial(id, address) : undefined,
             credentials: ctx.peerCredentials,

@@ -1,0 +1,284 @@
+// Every setting of a node, declared once: one table per subsystem, each entry with its flag,
+// environment variable, path in NodeConfig (also its key in a JSON config file), kind and
+// description. Defaults live in DEFAULT_CONFIG (config.ts) and are read from there by path.
+// `deltaset node --help`, docs/configuration.md and the README's table are generated from these
+// tables (config-docs.ts; `npm run gen:config`), and test/unit/config-docs.test.ts fails when they drift.
+
+export type SettingKind = "string" | "int" | "bool" | "list" | "fraction";
+
+export interface Setting {
+  /** Command-line flag, without the leading dashes. */
+  flag: string;
+  /** Environment variable. */
+  env: string;
+  /** Dotted path in NodeConfig; also the key in a JSON config file. */
+  path: string;
+  kind: SettingKind;
+  /** One line, for --help and the tables. Markdown backticks are allowed. */
+  description: string;
+  /** More explanation, in docs/configuration.md and the README (not in --help). */
+  details?: string;
+  /** What the value looks like in --help (e.g. HOST:PORT); by default from the kind. */
+  value?: string;
+  /** Said instead of the value in DEFAULT_CONFIG when that is empty or computed. */
+  defaultText?: string;
+  /** A switch: the flag alone means true (and `--flag=false` is not parsed). */
+  bare?: true;
+  /** Older names still accepted: flags, environment variables, config file paths. */
+  aliases?: { flags?: string[]; envs?: string[]; paths?: string[] };
+  /** Listed in the README's short table. */
+  readme?: true;
+}
+
+export interface SettingGroup {
+  /** Short name (a heading in --help and the docs). */
+  name: string;
+  /** One sentence on what the subsystem does. */
+  about: string;
+  settings: Setting[];
+}
+
+/** The --config flag: not a setting of NodeConfig, but the file the others may come from. */
+export const CONFIG_FILE_SETTING: Setting = {
+  flag: "config",
+  env: "DELTASET_CONFIG",
+  path: "",
+  kind: "string",
+  value: "FILE",
+  description: "a JSON file of settings, keyed by their path (e.g. `{\"gossip\": {\"intervalMs\": 500}}`)",
+  defaultText: "none",
+};
+
+export const NODE_SETTINGS: SettingGroup = {
+  name: "node",
+  about: "identity, addresses, discovery and shutdown",
+  settings: [
+    { flag: "listen", env: "DELTASET_LISTEN", path: "listen", kind: "string", value: "HOST:PORT", readme: true, description: "one address for every gRPC service" },
+    { flag: "advertise", env: "DELTASET_ADVERTISE", path: "advertise", kind: "string", value: "HOST:PORT", readme: true, defaultText: "the listen address", description: "what peers dial" },
+    {
+      flag: "node-id", env: "DELTASET_NODE_ID", path: "nodeId", kind: "string", value: "ID", readme: true, defaultText: "generated once, kept in the data dir",
+      description: "stable node identity (1-128 characters of A-Z a-z 0-9 . _ -)",
+    },
+    { flag: "cluster", env: "DELTASET_CLUSTER", path: "cluster", kind: "string", value: "NAME", description: "cluster name; peers of another cluster are refused" },
+    {
+      flag: "seeds", env: "DELTASET_SEEDS", path: "seeds", kind: "list", value: "HOST:PORT,...", readme: true,
+      description: "join the cluster through these addresses",
+    },
+    {
+      flag: "seeds-dns", env: "DELTASET_SEEDS_DNS", path: "seedsDns", kind: "string", value: "NAME:PORT", readme: true,
+      description: "join through a DNS name (`name:port`, resolved periodically)",
+    },
+    {
+      flag: "peers", env: "DELTASET_PEERS", path: "peers", kind: "list", value: "HOST:PORT,...",
+      description: "static peers, treated as seeds (the cluster launcher's list before membership; kept for tests)",
+    },
+    {
+      flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int",
+      description: "on SIGTERM, how long running calls may finish before the node exits (idle connections close at once)",
+    },
+  ],
+};
+
+export const STORAGE_SETTINGS: SettingGroup = {
+  name: "storage",
+  about: "the LevelDB store of the node's data",
+  settings: [
+    {
+      flag: "data-dir", env: "DELTASET_DATA_DIR", path: "dataDir", kind: "string", value: "DIR", readme: true,
+      description: "LevelDB directory (refused if foreign or corrupt); created 0700, files 0600",
+    },
+    {
+      flag: "sync", env: "DELTASET_SYNC", path: "sync", kind: "string", value: "fsync|buffered", readme: true,
+      description: "`fsync` every group commit, or `buffered` (survives process crashes only)",
+    },
+    {
+      flag: "store-write-buffer-bytes", env: "DELTASET_STORE_WRITE_BUFFER_BYTES", path: "storage.writeBufferBytes", kind: "int", readme: true,
+      description: "LevelDB write buffer (memtable): bytes of writes gathered in memory before they are sorted into a file (at least 64 KiB)",
+      details: "4x LevelDB's default: bulk loads then flush and compact a third as often (measured by `npm run bench:replica`), for up to twice this much memory.",
+    },
+    {
+      flag: "store-cache-bytes", env: "DELTASET_STORE_CACHE_BYTES", path: "storage.cacheBytes", kind: "int", readme: true,
+      description: "LevelDB block cache for reads, in bytes (at least 64 KiB)",
+    },
+  ],
+};
+
+export const LIMITS_SETTINGS: SettingGroup = {
+  name: "limits",
+  about: "request limits; past one a call answers RESOURCE_EXHAUSTED (or INVALID_ARGUMENT) naming the setting",
+  settings: [
+    { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int", readme: true, description: "most bytes in a key (UTF-8)" },
+    { flag: "max-element-bytes", env: "DELTASET_MAX_ELEMENT_BYTES", path: "limits.maxElementBytes", kind: "int", readme: true, description: "most bytes in one element" },
+    { flag: "max-elements-per-call", env: "DELTASET_MAX_ELEMENTS_PER_CALL", path: "limits.maxElementsPerCall", kind: "int", readme: true, description: "most elements in one Add, Remove or Query" },
+    { flag: "max-message-bytes", env: "DELTASET_MAX_MESSAGE_BYTES", path: "limits.maxMessageBytes", kind: "int", readme: true, description: "largest gRPC message received or sent, in bytes (also bounds gossip frames)" },
+    { flag: "default-page-size", env: "DELTASET_DEFAULT_PAGE_SIZE", path: "limits.defaultPageSize", kind: "int", description: "members per Query page when the request names none" },
+    { flag: "max-page-size", env: "DELTASET_MAX_PAGE_SIZE", path: "limits.maxPageSize", kind: "int", description: "most members a Query page may ask for" },
+    { flag: "default-scan-chunk", env: "DELTASET_DEFAULT_SCAN_CHUNK", path: "limits.defaultScanChunk", kind: "int", description: "members per Scan chunk when the request names none" },
+    { flag: "max-scan-chunk", env: "DELTASET_MAX_SCAN_CHUNK", path: "limits.maxScanChunk", kind: "int", description: "most members a Scan chunk may ask for" },
+    {
+      flag: "max-pending-removes", env: "DELTASET_MAX_PENDING_REMOVES", path: "maxPendingRemoves", kind: "int", readme: true,
+      description: "elements whose Remove waits here for adds its context covers that have not arrived yet (deferred removes); past it such a Remove answers RESOURCE_EXHAUSTED",
+    },
+  ],
+};
+
+export const GOSSIP_SETTINGS: SettingGroup = {
+  name: "gossip",
+  about: "delta-state anti-entropy between the live members",
+  settings: [
+    { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int", readme: true, description: "anti-entropy partitions (1-65535); keys hash into them, each with its own delta buffer and acks" },
+    { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int", readme: true, description: "milliseconds between anti-entropy rounds" },
+    {
+      flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string", value: "alg1|alg2", readme: true,
+      description: "`alg2` (acknowledged delta intervals) or `alg1` (delta-groups)",
+    },
+    {
+      flag: "gossip-choose", env: "DELTASET_GOSSIP_CHOOSE", path: "gossip.choose", kind: "string", value: "state|delta|delta+periodic-state",
+      description: "Algorithm 1's choice: ship full state, the delta-group, or the delta-group with a periodic full state",
+    },
+    { flag: "gossip-bp", env: "DELTASET_GOSSIP_BP", path: "gossip.bp", kind: "bool", readme: true, description: "avoid back-propagation of deltas to their origin (Algorithm 2)" },
+    { flag: "gossip-rr", env: "DELTASET_GOSSIP_RR", path: "gossip.rr", kind: "bool", readme: true, description: "redundancy removal: buffer only the new part of received deltas (Algorithm 2)" },
+    { flag: "gossip-transitive", env: "DELTASET_GOSSIP_TRANSITIVE", path: "gossip.transitive", kind: "bool", description: "Algorithm 1: forward what was received (its new part) as well as local deltas" },
+    { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int", description: "delta buffer size per partition, in bytes, before falling back to full state" },
+    { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int", description: "elements per chunk of a full-state transfer" },
+    { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int", description: "deadline of one gossip RPC, in milliseconds" },
+    {
+      flag: "gossip-max-forward-elements", env: "DELTASET_GOSSIP_MAX_FORWARD_ELEMENTS", path: "gossip.maxBufferedStateElements", kind: "int",
+      aliases: { paths: ["gossip.maxForwardElements"] },
+      description: "a received catch-up whose new part exceeds this many elements is forwarded to the other neighbours by full state instead of being buffered",
+      details: "So peers never depend on the original sender surviving.",
+    },
+  ],
+};
+
+export const MEMBERSHIP_SETTINGS: SettingGroup = {
+  name: "membership",
+  about: "SWIM failure detection and dissemination (the names are those of the membership core's MembershipConfig)",
+  settings: [
+    { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int", readme: true, description: "period between two probes started by this node (failure detection)" },
+    { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int", readme: true, description: "how long a direct ping may take before indirect probes are sent" },
+    {
+      flag: "indirect-checks", env: "DELTASET_INDIRECT_CHECKS", path: "membership.indirectChecks", kind: "int",
+      aliases: { flags: ["indirect-probes"], envs: ["DELTASET_INDIRECT_PROBES"], paths: ["membership.indirectProbes"] },
+      description: "how many other members are asked to probe the target when the direct ping fails (k; 0 disables indirect probes)",
+    },
+    {
+      flag: "indirect-timeout-ms", env: "DELTASET_INDIRECT_TIMEOUT_MS", path: "membership.indirectTimeoutMs", kind: "int",
+      description: "how long the prober waits for indirect answers (each helper waits for the target 80% of this)",
+    },
+    {
+      flag: "suspicion-mult", env: "DELTASET_SUSPICION_MULT", path: "membership.suspicionMult", kind: "int",
+      description: "suspicion timeout = suspicionMult * max(1, log10(n + 1)) * probeIntervalMs, for n live members",
+    },
+    {
+      flag: "retransmit-mult", env: "DELTASET_RETRANSMIT_MULT", path: "membership.retransmitMult", kind: "int",
+      description: "each node piggybacks an update at most retransmitMult * ceil(log10(n + 1)) times",
+    },
+    { flag: "max-piggyback", env: "DELTASET_MAX_PIGGYBACK", path: "membership.maxPiggyback", kind: "int", description: "most updates piggybacked on one message" },
+    {
+      flag: "reap-after-ms", env: "DELTASET_REAP_AFTER_MS", path: "membership.reapAfterMs", kind: "int", readme: true,
+      description: "DEAD and LEFT members are forgotten (reaped) this long after their state changed",
+    },
+    {
+      flag: "push-pull-interval-ms", env: "DELTASET_PUSH_PULL_INTERVAL_MS", path: "membership.pushPullIntervalMs", kind: "int",
+      description: "period of the full-view pull from a random member, which repairs missed updates (0 disables)",
+    },
+    {
+      flag: "membership-request-timeout-ms", env: "DELTASET_MEMBERSHIP_REQUEST_TIMEOUT_MS", path: "membership.requestTimeoutMs", kind: "int",
+      description: "deadline of Join and Leave calls and of the push/pull",
+    },
+    { flag: "leave-fanout", env: "DELTASET_LEAVE_FANOUT", path: "membership.leaveFanout", kind: "int", description: "how many live members a leaving node tells directly" },
+    {
+      flag: "membership-max-updates", env: "DELTASET_MEMBERSHIP_MAX_UPDATES", path: "membership.maxUpdatesPerMessage", kind: "int",
+      description: "most updates or members accepted in one inbound membership message; bounds the view a Join reply carries, so it must exceed the cluster size",
+    },
+  ],
+};
+
+export const SECURITY_SETTINGS: SettingGroup = {
+  name: "security",
+  about: "TLS, peer authentication and client tokens (see docs/security.md); SIGHUP, or editing the files, reloads them",
+  settings: [
+    {
+      flag: "tls-cert", env: "DELTASET_TLS_CERT", path: "tls.cert", kind: "string", value: "FILE", readme: true, defaultText: "plaintext",
+      description: "the node's certificate (PEM): serve TLS (with --tls-key)",
+      details: "A TLS key that is not the certificate's, or a certificate outside its validity dates, stops start-up with one line saying which.",
+    },
+    { flag: "tls-key", env: "DELTASET_TLS_KEY", path: "tls.key", kind: "string", value: "FILE", readme: true, defaultText: "plaintext", description: "the private key of --tls-cert (PEM)" },
+    {
+      flag: "tls-ca", env: "DELTASET_TLS_CA", path: "tls.ca", kind: "string", value: "FILE", readme: true, defaultText: "none",
+      description: "a CA (PEM): peer calls also need a node certificate from it naming the node id (mutual TLS), unless `--tls-mutual false`",
+    },
+    {
+      flag: "tls-mutual", env: "DELTASET_TLS_MUTUAL", path: "tls.mutual", kind: "bool", readme: true, defaultText: "true with --tls-ca",
+      description: "with a CA, require node certificates of peers; `false`: the CA only verifies the peers a node dials (the cluster key authenticates them)",
+      details: "With `false` one certificate may serve every node: TLS everywhere, peers prove themselves with the cluster key.",
+    },
+    {
+      flag: "cluster-key-file", env: "DELTASET_CLUSTER_KEY_FILE", path: "clusterKeyFile", kind: "string", value: "FILE", readme: true,
+      defaultText: "none (`deltaset cluster` makes one)",
+      description: "keys with which peers prove every Gossip and Membership call (one per line; the first signs, all verify)",
+    },
+    {
+      flag: "insecure-peers", env: "DELTASET_INSECURE_PEERS", path: "insecurePeers", kind: "bool", bare: true, readme: true,
+      description: "allow a non-loopback listen address with neither a cluster key nor mutual TLS (refused otherwise)",
+      details: "Peer calls are then unauthenticated: anyone who reaches the port can gossip and change membership.",
+    },
+    {
+      flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,
+      description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge needs admin); health and reflection stay open",
+    },
+  ],
+};
+
+export const TELEMETRY_SETTINGS: SettingGroup = {
+  name: "telemetry",
+  about: "logs, metrics and traces; off loads no telemetry code",
+  settings: [
+    { flag: "log-level", env: "DELTASET_LOG_LEVEL", path: "logLevel", kind: "string", value: "debug|info|warn|error", description: "least severity logged (JSON lines on stderr)" },
+    {
+      flag: "metrics-listen", env: "DELTASET_METRICS_LISTEN", path: "metricsListen", kind: "string", value: "HOST:PORT", readme: true, defaultText: "off",
+      description: "Prometheus endpoint (`/metrics`; a bare port means 127.0.0.1; another host needs `--metrics-expose`, as it is plain HTTP)",
+    },
+    { flag: "metrics-expose", env: "DELTASET_METRICS_EXPOSE", path: "metricsExpose", kind: "bool", description: "allow a non-loopback metrics address (plain HTTP; it shows the node id)" },
+    {
+      flag: "tracing", env: "DELTASET_TRACING", path: "tracing", kind: "string", value: "off|console|none|otlp", readme: true,
+      description: "spans: `console` (stdout), `otlp` (with `--otlp-endpoint`), `none` (recorded, not exported), or `off`; with metrics off too, no telemetry code is loaded",
+    },
+    {
+      flag: "otlp-endpoint", env: "DELTASET_OTLP_ENDPOINT", path: "otlpEndpoint", kind: "string", value: "URL",
+      description: "OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); required by `--tracing otlp`",
+    },
+  ],
+};
+
+export const CHAOS_SETTINGS: SettingGroup = {
+  name: "chaos",
+  about: "fault injection for tests and chaos runs; off in production",
+  settings: [
+    {
+      flag: "peer-proxy", env: "DELTASET_PEER_PROXY", path: "peerProxy", kind: "string", value: "HOST:PORT", readme: true,
+      description: "a Toxiproxy API: peer links are dialed through one proxy per link (chaos runs)",
+    },
+    {
+      flag: "gossip-loss-rate", env: "DELTASET_GOSSIP_LOSS_RATE", path: "gossip.lossRate", kind: "fraction",
+      description: "probability (0..1) of dropping each outgoing gossip send: loss inside the gossip layer, for tests of the algorithms over lossy channels",
+    },
+    { flag: "gossip-loss-seed", env: "DELTASET_GOSSIP_LOSS_SEED", path: "gossip.lossSeed", kind: "int", description: "seed of the loss decisions of --gossip-loss-rate" },
+  ],
+};
+
+/** Every subsystem's table, in the order of --help and the docs. */
+export const SETTING_GROUPS: readonly SettingGroup[] = [
+  NODE_SETTINGS,
+  STORAGE_SETTINGS,
+  LIMITS_SETTINGS,
+  GOSSIP_SETTINGS,
+  MEMBERSHIP_SETTINGS,
+  SECURITY_SETTINGS,
+  TELEMETRY_SETTINGS,
+  CHAOS_SETTINGS,
+];
+
+/** Every setting of NodeConfig, flat. */
+export const SETTINGS: readonly Setting[] = SETTING_GROUPS.flatMap((g) => g.settings);
