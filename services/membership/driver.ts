@@ -52,7 +52,7 @@ export interface MembershipDriverOptions {
    * by default. nodeId is undefined for joins through a seed address. May resolve later: the wait
    * counts against the call's timeout.
    */
-  dialAddress?: (address: string, nodeId: string | undefined) => Promise<string> | string;
+  dialAddress?: (nodeId: string | undefined, address: string) => Promise<string> | string;
 }
 
 export type ChangeListener = (change: MembershipChange) => void;
@@ -258,7 +258,7 @@ export class MembershipDriver {
 
   /** Make one call; resolves true on a valid answer, false on any error (errors count as timeouts). */
   private send(call: OutboundCall): Promise<boolean> {
-    const dial = this.dialAddress ? this.dialAddress(call.address, call.kind === "join" ? undefined : call.nodeId) : call.address;
+    const dial = this.dialAddress ? this.dialAddress(call.kind === "join" ? undefined : call.nodeId, call.address) : call.address;
     if (typeof dial === "string") return this.sendVia(call, dial, Date.now() + call.timeoutMs);
     // The route is still being set up: the call fails like a timeout if that takes too long.
     const deadline = Date.now() + call.timeoutMs;

@@ -1,5 +1,6 @@
 // The background parts of a node: membership (SWIM) and anti-entropy gossip, wired so that the
 // gossip neighbour set is always the live members. Chosen by configuration.
+import { status } from "@grpc/grpc-js";
 import { GossipService, type GossipServer } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService, type MembershipServer } from "../gen/deltaset/v1/membership.js";
 import { NodeGossip, type NodeGossipOptions } from "../gossip/node-gossip.js";
@@ -59,7 +60,7 @@ export function nodeExtensions(
         }
       };
       const pending: Array<[string, number, unknown]> = [];
-      const unavailable = { code: 14, details: "node is starting" };
+      const unavailable = { code: status.UNAVAILABLE, details: "node is starting" };
       return {
         register(server) {
           // Calls can arrive before start(): answer through late-bound implementations.
@@ -95,7 +96,7 @@ export function nodeExtensions(
             log: (message, error) => ctx.log.debug(message, { err: error }),
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,
-            dialAddress: dialer ? (address, nodeId) => dialer.dial(nodeId ?? idAt(address), address) : undefined,
+            dialAddress: dialer ? (nodeId, address) => dialer.dial(nodeId ?? idAt(address), address) : undefined,
           });
           membership = driver;
           driver.onChange((change) => {

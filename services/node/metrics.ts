@@ -18,6 +18,9 @@ const STATUS_NAMES = [
   "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
 ];
 
+/** grpc-js's status.OK, named here (grpc-js is not imported, see above). */
+const STATUS_OK = 0;
+
 export function statusName(code: number): string {
   return STATUS_NAMES[code] ?? String(code);
 }
@@ -58,7 +61,7 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
     onCall(method, code, ms) {
       const a = attrsOf(method, code);
       calls.add(1, a);
-      if (code !== 0) errors.add(1, a);
+      if (code !== STATUS_OK) errors.add(1, a);
       let m = methodAttrs.get(method);
       if (m === undefined) methodAttrs.set(method, (m = { method }));
       latency.record(ms / 1000, m);

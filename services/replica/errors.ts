@@ -3,7 +3,7 @@ import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
 import { CounterRangeError, DecodeError, UnknownTypeError } from "../crdt/index.js";
 import { PendingRemovesFullError } from "../store/pending-removes.js";
-import { TypeMismatchError } from "../store/store.js";
+import { StoreClosedError, TypeMismatchError } from "../store/store.js";
 
 export class RpcError extends Error {
   constructor(
@@ -27,7 +27,7 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   if (err instanceof CounterRangeError) return make(status.OUT_OF_RANGE, err.message);
   if (err instanceof DecodeError) return make(status.INVALID_ARGUMENT, `invalid state: ${err.message}`);
   if (err instanceof UnknownTypeError) return make(status.INVALID_ARGUMENT, err.message);
-  if (err instanceof Error && /store is closed/.test(err.message)) return make(status.UNAVAILABLE, "node is shutting down; retry on another node");
+  if (err instanceof StoreClosedError) return make(status.UNAVAILABLE, "node is shutting down; retry on another node");
   onUnexpected(err);
   return make(status.INTERNAL, "internal error; see the node's log");
 }

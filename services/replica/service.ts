@@ -1,7 +1,7 @@
 // The Replica gRPC service: validates each request, runs it on the store, and reports local
 // deltas to the anti-entropy layer. Bad input answers a clear status and changes nothing.
 import { once } from "node:events";
-import type { ServerUnaryCall, ServerWritableStream, sendUnaryData } from "@grpc/grpc-js";
+import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from "@grpc/grpc-js";
 import {
   type AWSet,
   ObjectType,
@@ -53,7 +53,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         },
         (err: unknown) => {
           const e = toServiceError(err, (x) => log.error("unexpected error", { method, err: x }));
-          deps.onCall?.(method, e.code ?? 13, performance.now() - started);
+          deps.onCall?.(method, e.code ?? status.INTERNAL, performance.now() - started);
           callback(e);
         },
       );
@@ -129,7 +129,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         if (req.startAfter.length > limits.maxElementBytes) throw invalid(`start_after is longer than an element may be (${limits.maxElementBytes} bytes)`);
         const info = await store.describe(req.key);
         if (info !== undefined && info.type !== ObjectType.AWSET) {
-          throw new RpcError(9, `key "${req.key}" holds a ${ObjectType[info.type]}; Scan reads sets; use Query for counters`);
+          throw new RpcError(status.FAILED_PRECONDITION, `key "${req.key}" holds a ${ObjectType[info.type]}; Scan reads sets; use Query for counters`);
         }
         const chunkSize = req.chunkSize === 0 ? limits.defaultScanChunk : req.chunkSize;
         const total = BigInt(info?.size ?? 0);
@@ -162,7 +162,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         deps.onCall?.("Scan", 0, performance.now() - started);
       } catch (err) {
         const e = toServiceError(err, (x) => log.error("unexpected error", { method: "Scan", err: x }));
-        deps.onCall?.("Scan", e.code ?? 13, performance.now() - started);
+        deps.onCall?.("Scan", e.code ?? status.INTERNAL, performance.now() - started);
         call.emit("error", e);
       }
     },

@@ -93,6 +93,14 @@ export class StoreOpenError extends Error {
   override readonly name = "StoreOpenError";
 }
 
+/** An operation came after close() (the node is shutting down). */
+export class StoreClosedError extends Error {
+  override readonly name = "StoreClosedError";
+  constructor() {
+    super("store is closed");
+  }
+}
+
 /** The key holds another type than the operation needs. */
 export class TypeMismatchError extends Error {
   override readonly name = "TypeMismatchError";
@@ -754,7 +762,7 @@ export class Store {
     fn: (prefix: Buffer, h: Header, view: WriteView) => Promise<T>,
     opts: { type?: ObjectType; mustExist?: boolean } = {},
   ): Promise<T> {
-    if (this.closed) throw new Error("store is closed");
+    if (this.closed) throw new StoreClosedError();
     let durable!: Promise<void>;
     const result = await this.lock.run(key, async () => {
       const prefix = objectPrefix(this.partitionOf(key), key);
