@@ -1,13 +1,13 @@
-// Result files of a chaos run: <dir>/<scenario>-<nodes>n.json in the shape every benchmark uses
-// ({machine, generatedAt, params, metrics, targets}, `met` computed from `measured`) and an SVG
-// of acknowledged and indeterminate operations per second over the run, with the fault phase.
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { machineInfo, repoRoot, target, type Target } from "../report/results.js";
-import { lineChart } from "../report/svg-plot.js";
+// The result file of a chaos run: <dir>/<scenario>-<nodes>n.json in the shape every benchmark uses
+// ({machine, generatedAt, params, metrics, targets}, `met` computed from `measured`). Its chart
+// (operations per second over the run, with the fault phase) is drawn from this file by the
+// benchmarks (npm run chaos:all, npm run plots), not by the node's command line.
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { target, type Target, writeResultFile } from "../common/result-file.js";
 import type { RunResult } from "./run.js";
 
-export const DEFAULT_RESULTS_DIR = join(repoRoot, "docs", "results", "chaos");
+export const DEFAULT_RESULTS_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "docs", "results", "chaos");
 
 /** Most convergence time from heal to identical reads that counts as met (ms). */
 export const CONVERGENCE_TARGET_MS = 5000;
@@ -65,33 +65,7 @@ export function runMetrics(r: RunResult): Record<string, unknown> {
   };
 }
 
-export function runChart(r: RunResult): string {
-  const { bucketMs, ok, info } = r.series;
-  const perSec = (v: number) => v / (bucketMs / 1000);
-  const pts = (vals: number[]): Array<[number, number]> => vals.map((v, i) => [((i + 1) * bucketMs) / 1000, perSec(v)]);
-  const peak = Math.max(1, ...ok.map(perSec), ...info.map(perSec));
-  const from = (r.timeline.faultStart - r.timeline.workloadStart) / 1000;
-  const heal = (r.timeline.healAt - r.timeline.workloadStart) / 1000;
-  const conv = r.convergenceFromHealMs === null ? "no identical reads" : `identical reads ${r.convergenceFromHealMs} ms after heal`;
-  return lineChart({
-    title: `${r.scenario}, ${r.nodes} nodes: lost ${r.check.lostCount}, resurrected ${r.check.resurrectedCount}, ${conv}`,
-    xLabel: "seconds since the workload started",
-    yLabel: "operations/s",
-    series: [
-      { name: "acknowledged", points: pts(ok) },
-      { name: "indeterminate", points: pts(info) },
-      { name: "fault phase", points: [[from, peak * 1.05], [heal, peak * 1.05]] },
-    ],
-  }).svg;
-}
-
-/** Write <dir>/<scenario>-<nodes>n.json and .svg; returns the JSON path. */
+/** Write <dir>/<scenario>-<nodes>n.json; returns its path. */
 export function writeRunResults(r: RunResult, dir = DEFAULT_RESULTS_DIR, command?: string): string {
-  mkdirSync(dir, { recursive: true });
-  const name = `${r.scenario}-${r.nodes}n`;
-  const doc = { machine: machineInfo(), generatedAt: new Date().toISOString(), params: r.params, metrics: runMetrics(r), targets: runTargets(r, command) };
-  const path = join(dir, `${name}.json`);
-  writeFileSync(path, `${JSON.stringify(doc, (_k, v) => (typeof v === "bigint" ? v.toString() : v), 2)}\n`);
-  writeFileSync(join(dir, `${name}.svg`), runChart(r));
-  return path;
+  return writeResultFile(join(dir, `${r.scenario}-${r.nodes}n.json`), { params: r.params, metrics: runMetrics(r), targets: runTargets(r, command) });
 }

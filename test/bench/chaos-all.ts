@@ -14,8 +14,8 @@ import { SCENARIOS } from "../../services/chaos/plan.js";
 import { CONVERGENCE_TARGET_MS, DEFAULT_RESULTS_DIR, runCommand, runTargets, writeRunResults } from "../../services/chaos/report.js";
 import { type RunResult, runScenario } from "../../services/chaos/run.js";
 import { bar } from "../../services/cli/output.js";
+import { drawChart } from "./charts/draw.js";
 import { commandLine, machineInfo, target, type Target } from "./lib/results.js";
-import { barChart, panels } from "./lib/svg-plot.js";
 import { crashLoopBench } from "./crash-loop.ts";
 
 interface Row {
@@ -85,6 +85,7 @@ async function main(): Promise<void> {
       const row: Row = { scenario, nodes, seed, targets: [] };
       const done = rows.length;
       const started = Date.now();
+      let resultPath: string | undefined;
       try {
         row.result = await runScenario({
           scenario,
@@ -103,11 +104,12 @@ async function main(): Promise<void> {
           },
         });
         row.targets = runTargets(row.result, runCommand(row.result));
-        writeRunResults(row.result, outDir, runCommand(row.result));
+        resultPath = writeRunResults(row.result, outDir, runCommand(row.result));
       } catch (err) {
         row.error = (err as Error).message;
         row.targets = [target(`${scenario} on ${nodes} nodes completed`, "yes", false, (m) => m, command)];
       }
+      if (resultPath !== undefined) await drawChart(resultPath);
       rows.push(row);
       if (tty) process.stderr.write("\r\x1b[2K");
       const r = row.result;
@@ -170,27 +172,7 @@ async function main(): Promise<void> {
     ],
   };
   writeFileSync(join(outDir, "summary.json"), `${JSON.stringify(doc, null, 2)}\n`);
-  const categories = scenarios;
-  const chart = panels(
-    [
-      barChart({
-        title: "Heal to identical final reads",
-        yLabel: "ms",
-        categories,
-        series: sizes.map((n) => ({ name: `${n} nodes`, values: categories.map((s) => rows.find((r) => r.scenario === s && r.nodes === n)?.result?.convergenceFromHealMs ?? null) })),
-        width: 900,
-      }),
-      barChart({
-        title: "Acknowledged operations per second",
-        yLabel: "ops/s",
-        categories,
-        series: sizes.map((n) => ({ name: `${n} nodes`, values: categories.map((s) => rows.find((r) => r.scenario === s && r.nodes === n)?.result?.check.ackedOpsPerSec ?? null) })),
-        width: 900,
-      }),
-    ],
-    { columns: 1, title: `Chaos runs: ${met} of ${rows.length} met every target` },
-  );
-  writeFileSync(join(outDir, "summary.svg"), chart.svg);
+  await drawChart(join(outDir, "summary.json"));
   process.stdout.write(`\n${table}\n\n${met} of ${rows.length} runs met every target. Results in ${outDir}\n`);
   // The acknowledged-write crash loop at length (200 loops; 8 with --quick), unless --only.
   let crashLoopOk = true;

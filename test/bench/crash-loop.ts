@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runCrashLoops } from "../helpers/crash-loop.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
-import { commandLine, printTargets, target, writeChart, writeResults } from "./lib/results.js";
-import { lineChart } from "./lib/svg-plot.js";
+import { drawChart } from "./charts/draw.js";
+import { commandLine, printTargets, target, writeResults } from "./lib/results.js";
 
 export async function crashLoopBench(argv: string[]): Promise<boolean> {
   const { values } = parseArgs({ args: argv, options: { quick: { type: "boolean", default: false }, loops: { type: "string" } }, strict: false });
@@ -35,20 +35,12 @@ export async function crashLoopBench(argv: string[]): Promise<boolean> {
     const targets = [
       target(`acknowledged writes reaching every node after their node's SIGKILL (${loops} loops)`, `${loops} of ${loops}`, r.replicated, (m) => m === loops, command),
     ];
-    writeResults("crash-loop", {
+    const resultsPath = writeResults("crash-loop", {
       params: { quick, loops, nodes: 3, gossipIntervalMs, batchEvery: 4, batchSize: 200, partitions: 64 },
       metrics: { loops: r.loops, replicated: r.replicated, failures: r.failures, replicateMsP50: q(0.5), replicateMsP99: q(0.99), replicateMsMax: sorted.at(-1) ?? null, replicateMs: r.replicateMs },
       targets,
     });
-    writeChart(
-      "crash-loop",
-      lineChart({
-        title: `Ack, SIGKILL, restart: restart to identical reads on 3 nodes (${r.replicated} of ${loops} loops)`,
-        xLabel: "loop",
-        yLabel: "ms",
-        series: [{ name: "restart → every node reads the write", points: r.replicateMs.map((ms, i) => [i + 1, ms] as [number, number]) }],
-      }),
-    );
+    await drawChart(resultsPath);
     printTargets(targets);
     return r.replicated === loops;
   } finally {

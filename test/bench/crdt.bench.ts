@@ -9,8 +9,9 @@
 // The main state is built by one replica ("node-a") in batches of 1000 adds, with 5% of the
 // elements then removed and 5% new ones added, so its context also covers removed dots.
 import { AWSet, AWSetLattice } from "../../services/crdt/index.js";
-import { commandLine, isQuick, printTargets, target, writeChart, writeResults } from "./lib/results.js";
-import { barChart, lineChart, panels } from "./lib/svg-plot.js";
+import { drawChart } from "./charts/draw.js";
+import { sizeLabel as label } from "./charts/crdt.js";
+import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.js";
 import {
   type Rate,
   collectGarbage,
@@ -243,10 +244,6 @@ function bestRate(measureOnce: () => Rate): Rate {
   return best!;
 }
 
-function label(n: number): string {
-  return n >= 1e6 ? `${n / 1e6}M` : n >= 1e3 ? `${n / 1e3}k` : String(n);
-}
-
 async function main(): Promise<void> {
   if (!gcAvailable()) console.warn("note: run with node --expose-gc for heap figures (npm run bench:crdt does)");
   await measure(2_000); // warm-up: let the JIT compile the hot paths before anything is recorded
@@ -289,7 +286,7 @@ async function main(): Promise<void> {
     ),
   ];
 
-  writeResults("crdt", {
+  const path = writeResults("crdt", {
     params: {
       quick,
       sizes: SIZES,
@@ -306,48 +303,6 @@ async function main(): Promise<void> {
     targets,
   });
 
-  const sizes = SIZES.map(label);
-  const throughput = barChart({
-    title: "AWSet kernel throughput by set size",
-    yLabel: "operations or elements per second (log)",
-    logY: true,
-    categories: ["addDelta (ops/s)", "removeDelta (ops/s)", "delta join (deltas/s)", "full join (elements/s)", "full join, wire order (elements/s)", "encode (elements/s)", "decode (elements/s)"],
-    series: sizes.map((s) => {
-      const m = bySize[s]!;
-      return {
-        name: `${s} elements`,
-        values: [m.addDeltaOpsPerSec, m.removeDeltaOpsPerSec, m.deltaJoinPerSec, m.fullJoinElementsPerSec, m.fullJoinWireOrderElementsPerSec, m.encodeElementsPerSec, m.decodeElementsPerSec],
-      };
-    }),
-    width: 980,
-    height: 440,
-  });
-  const bytes = barChart({
-    title: "Bytes per element",
-    yLabel: "bytes per element",
-    categories: ["encoded (protobuf)", "heap (V8, after gc)"],
-    series: sizes.map((s) => ({ name: `${s} elements`, values: [bySize[s]!.encodedBytesPerElement, bySize[s]!.heapBytesPerElement] })),
-    xLabel: "8-byte elements, one or two replicas' dots",
-    width: 560,
-    height: 440,
-  });
-  const xs = SIZES.map((n) => n);
-  const latencyChart = lineChart({
-    title: "Cost of joining one single-element delta, by set size",
-    xLabel: "elements in the set (log)",
-    yLabel: "nanoseconds per join (log)",
-    logX: true,
-    logY: true,
-    series: [
-      { name: "median join", points: xs.map((n) => [n, bySize[label(n)]!.deltaJoinMedianNs]) },
-      { name: "p99 join", points: xs.map((n) => [n, bySize[label(n)]!.deltaJoinP99Ns]) },
-      { name: "mean join (wall clock)", points: xs.map((n) => [n, 1e9 / bySize[label(n)]!.deltaJoinPerSec]) },
-      { name: "plain Map insert/delete (baseline)", points: xs.map((n) => [n, 1e9 / bySize[label(n)]!.plainMapChurnOpsPerSec]) },
-    ],
-    width: 980,
-    height: 400,
-  });
-  writeChart("crdt", panels([throughput, bytes, latencyChart], { columns: 2, title: `deltaset CRDT kernel (${quick ? "quick" : "full"} run)` }));
   printTargets(targets);
 }
 

@@ -16,8 +16,8 @@ import { DEFAULT_MEMBERSHIP_CONFIG, detectionBoundMs, resolveConfig, suspicionTi
 import { seededRandom } from "../../services/common/prng.ts";
 import { SimulationObserver, quantile } from "../../services/membership/sim-observer.js";
 import { MembershipSimulation } from "../../services/membership/simulator.js";
-import { commandLine, isQuick, printTargets, target, writeChart, writeResults } from "./lib/results.js";
-import { barChart, lineChart, panels } from "./lib/svg-plot.js";
+import { drawChart } from "./charts/draw.js";
+import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.js";
 
 const quick = isQuick();
 const COMMAND = commandLine("bench:membership", quick);
@@ -207,7 +207,7 @@ const targets = [
   target("graceful leave LEFT in every view, p99", "<= 5 s", leaveP99 / 1000, (s) => s <= 5, COMMAND),
 ];
 
-writeResults("membership", {
+const resultsPath = writeResults("membership", {
   params: {
     quick,
     nodes: NODES,
@@ -232,45 +232,6 @@ writeResults("membership", {
   targets,
 });
 
-const sizeSeries = (lossRate: number, key: "detectMs" | "deadEverywhereMs", q: "p50" | "p99", name: string) => ({
-  name,
-  points: detection.filter((d) => d.lossRate === lossRate).map((d) => [d.nodes, (d[key][q] ?? 0) / 1000] as [number, number]),
-});
-const detectionChart = lineChart({
-  title: "Crash detection vs cluster size (default settings)",
-  xLabel: "nodes",
-  yLabel: "seconds after the crash",
-  logX: true,
-  series: [
-    sizeSeries(0, "detectMs", "p50", "first SUSPECT p50, 0% loss"),
-    sizeSeries(0, "detectMs", "p99", "first SUSPECT p99, 0% loss"),
-    sizeSeries(0.1, "detectMs", "p99", "first SUSPECT p99, 10% loss"),
-    sizeSeries(0, "deadEverywhereMs", "p50", "DEAD everywhere p50, 0% loss"),
-    sizeSeries(0.1, "deadEverywhereMs", "p99", "DEAD everywhere p99, 10% loss"),
-  ],
-});
-const sec = (x: number | null | undefined) => (x === null || x === undefined ? null : x / 1000);
-const timingChart = barChart({
-  title: `Churn models, ${NODES} nodes, ${LOSS * 100}% loss`,
-  yLabel: "seconds",
-  categories: MODELS,
-  series: [
-    { name: "detect p50", values: MODELS.map((m) => sec(models[m]!.crashDetectMs.p50)) },
-    { name: "detect p99", values: MODELS.map((m) => sec(models[m]!.crashDetectMs.p99)) },
-    { name: "DEAD everywhere p99", values: MODELS.map((m) => sec(models[m]!.crashDeadEverywhereMs.p99)) },
-    { name: "LEFT everywhere p99", values: MODELS.map((m) => sec(models[m]!.leaveLeftEverywhereMs.p99)) },
-    { name: "views agree after churn (max)", values: MODELS.map((m) => sec(models[m]!.agreementAfterChurnMs?.max)) },
-  ],
-});
-const falseChart = barChart({
-  title: `False accusations of running nodes (${RUNS_PER_MODEL} x ${(CHURN_STEPS * STEP_MS) / 1000} s per model)`,
-  yLabel: "count",
-  categories: MODELS,
-  series: [
-    { name: "false suspicions (refuted)", values: MODELS.map((m) => models[m]!.falseSuspicions) },
-    { name: "false deaths", values: MODELS.map((m) => models[m]!.falseDeaths) },
-  ],
-});
-writeChart("membership", panels([detectionChart, timingChart, falseChart], { columns: 3, title: "deltaset membership (SWIM) in simulation" }));
+await drawChart(resultsPath);
 printTargets(targets);
 console.log(`wall time ${((Date.now() - wall0) / 1000).toFixed(1)} s`);

@@ -19,8 +19,8 @@ import { call, replicaClient } from "../../services/client/rpc.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { Store, type SyncPolicy } from "../../services/store/store.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
-import { commandLine, isQuick, printTargets, target, writeChart, writeResults } from "./lib/results.ts";
-import { barChart, lineChart, panels } from "./lib/svg-plot.ts";
+import { drawChart } from "./charts/draw.ts";
+import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.ts";
 
 const quick = isQuick();
 const SIZES = quick ? [1_000, 10_000, 50_000] : [1_000, 100_000, 1_000_000];
@@ -262,7 +262,7 @@ const targets = [
     CMD,
   ),
 ];
-writeResults("replica", {
+const resultsPath = writeResults("replica", {
   params: { quick, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync", telemetryOn: "--metrics-listen --tracing none" },
   metrics: {
     layout: { fsync: fsyncRows, buffered: bufferedRows },
@@ -272,49 +272,5 @@ writeResults("replica", {
   },
   targets,
 });
-const lat = (rows: typeof fsyncRows, title: string) =>
-  lineChart({
-    title,
-    xLabel: "elements in the set",
-    yLabel: "Add p50 latency (ms)",
-    logX: true,
-    logY: true,
-    series: [
-      { name: "decomposed (deltaset)", points: rows.map((r) => [r.size, r.decomposedP50]) },
-      { name: "object per set (baseline)", points: rows.map((r) => [r.size, r.baselineP50]) },
-    ],
-  });
-writeChart(
-  "replica",
-  panels(
-    [
-      lat(fsyncRows, "Add latency, sync=fsync (in-process)"),
-      lat(bufferedRows, "Add latency, sync=buffered (in-process)"),
-      lineChart({
-        title: "Add latency over gRPC, real node",
-        xLabel: "elements in the set",
-        yLabel: "latency (ms)",
-        logX: true,
-        series: [
-          { name: "p50", points: grpc.latency.map((r) => [r.size, r.p50]) },
-          { name: "p99", points: grpc.latency.map((r) => [r.size, r.p99]) },
-        ],
-      }),
-      barChart({
-        title: "Throughput over gRPC",
-        categories: ["single Add, 32 clients (ops/s)", "batch Add x1000 (elements/s)"],
-        series: [{ name: "deltaset", values: [grpc.singleOpsPerSec, grpc.batchElementsPerSec] }],
-        yLabel: "per second",
-        logY: true,
-      }),
-      barChart({
-        title: `Telemetry overhead on single Add: ${(telemetry.overhead * 100).toFixed(1)}%`,
-        categories: ["telemetry off", "metrics", "metrics + tracing"],
-        series: [{ name: "ops/s, 32 clients", values: [telemetry.offOpsPerSec, telemetry.metricsOpsPerSec, telemetry.onOpsPerSec] }],
-        yLabel: "ops/s",
-      }),
-    ],
-    { columns: 2, title: `deltaset replica benchmark${quick ? " (quick)" : ""}` },
-  ),
-);
+await drawChart(resultsPath);
 printTargets(targets);

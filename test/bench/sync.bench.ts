@@ -2,9 +2,9 @@
 // Sync benchmark, both halves in one run: the simulated replay of the Enes et al. (ICDE 2019)
 // micro-benchmark (sync-sim.ts) and a real 3-node cluster of node processes (sync-real.ts).
 // Writes docs/results/sync.json and sync.svg.
-import { commandLine, isQuick, printTargets, writeChart, writeResults } from "./lib/results.js";
-import { barChart, panels } from "./lib/svg-plot.js";
-import { PROTOCOLS, type SyncSimResult, runSyncSim, syncSimTargets } from "./sync-sim.js";
+import { drawChart } from "./charts/draw.js";
+import { commandLine, isQuick, printTargets, writeResults } from "./lib/results.js";
+import { runSyncSim, syncSimTargets } from "./sync-sim.js";
 import { runRealClusterSync } from "./sync-real.js";
 import { target } from "./lib/results.js";
 
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
       command,
     ),
   ];
-  writeResults("sync", {
+  const path = writeResults("sync", {
     params: { quick, simulated: sim.params },
     metrics: {
       simulated: {
@@ -46,7 +46,7 @@ async function main(): Promise<void> {
     },
     targets,
   });
-  writeChart("sync", chart(sim, real));
+  await drawChart(path);
   for (const r of real.runs) {
     console.log(`real 3 nodes ${r.protocol.padEnd(12)} ${String(r.bytes.total).padStart(11)} B ratio ${real.ratios[r.protocol]!.toFixed(4)}  lag p50/p99 ${r.lagMs.p50.toFixed(0)}/${r.lagMs.p99.toFixed(0)} ms`);
   }
@@ -61,42 +61,6 @@ async function main(): Promise<void> {
   }
   printTargets(targets);
   console.log("wrote docs/results/sync.json and docs/results/sync.svg");
-}
-
-function chart(sim: SyncSimResult, real: Awaited<ReturnType<typeof runRealClusterSync>>) {
-  const overlays = Object.keys(sim.ratios);
-  const label = (p: string) => (p === "state" ? "full state" : p);
-  const byProtocol = (value: (overlay: string, protocol: string) => number | undefined) =>
-    PROTOCOLS.map((p) => ({ name: label(p), values: overlays.map((o) => value(o, p) ?? null) }));
-  const ratio = barChart({
-    title: "Bytes sent relative to full-state sync",
-    categories: overlays,
-    series: byProtocol((o, p) => sim.ratios[o]?.[p]),
-    yLabel: "ratio (log)",
-    logY: true,
-  });
-  const perUpdate = barChart({
-    title: "Bytes sent per update",
-    categories: overlays,
-    series: byProtocol((o, p) => sim.runs.find((r) => r.overlay === o && r.protocol === p)?.bytesPerUpdate),
-    yLabel: "bytes (log)",
-    logY: true,
-  });
-  const realChart = barChart({
-    title: "Real 3-node cluster: bytes per update and lag",
-    categories: real.runs.map((r) => (r.protocol === "state" ? "full state" : r.protocol)),
-    series: [
-      { name: "bytes per update", values: real.runs.map((r) => r.bytesPerUpdate) },
-      { name: "lag p50 (ms)", values: real.runs.map((r) => r.lagMs.p50) },
-      { name: "lag p99 (ms)", values: real.runs.map((r) => r.lagMs.p99) },
-    ],
-    yLabel: "log scale",
-    logY: true,
-  });
-  return panels([ratio, perUpdate, realChart], {
-    columns: 2,
-    title: `Simulated sync, 15 nodes, ${sim.params.updatePeriods} updates/node (Enes et al. ICDE 2019 setup)`,
-  });
 }
 
 await main();

@@ -4,7 +4,7 @@
 // Membership (runner.ts) and writes docs/results/fuzz.json: frames sent, status counts overall and
 // per method, crashes, corruptions of the control set and counter, unhealthy checks, INTERNAL or
 // UNKNOWN answers and calls that hung (each listed with method, seed, frame index and hex prefix).
-import { commandLine, isQuick, printTargets, target, writeResults } from "../../services/report/results.ts";
+import { commandLine, isQuick, printTargets, target, writeResults } from "../bench/lib/results.ts";
 import { DEFAULTS, runFuzz } from "./runner.ts";
 
 function numberArg(name: string, fallback: number): number {
