@@ -62,10 +62,6 @@ export class AWSet {
     return this.entries.has(elementKey(element));
   }
 
-  hasKey(key: ElementKey): boolean {
-    return this.entries.has(key);
-  }
-
   dotsOf(element: Uint8Array): DotSet {
     return this.entries.get(elementKey(element)) ?? [];
   }

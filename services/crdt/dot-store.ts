@@ -28,13 +28,6 @@ export interface ValueLattice<V> {
 /** A set of dots, sorted by compareDots, no duplicates. */
 export type DotSet = readonly Dot[];
 
-export function dotSetOf(dots: Iterable<Dot>): DotSet {
-  const sorted = [...dots].sort(compareDots);
-  const out: Dot[] = [];
-  for (const d of sorted) if (out.length === 0 || !sameDot(out[out.length - 1]!, d)) out.push(d);
-  return out;
-}
-
 export function joinDotSets(a: DotSet, ca: CausalContext, b: DotSet, cb: CausalContext): DotSet {
   const out: Dot[] = [];
   let i = 0;
@@ -103,12 +96,6 @@ export function dotFunStore<V>(values: ValueLattice<V>): DotStoreKind<DotFun<V>>
       return true;
     },
   };
-}
-
-export function dotFunOf<V>(entries: Iterable<DotFunEntry<V>>): DotFun<V> {
-  const m = new Map<string, DotFunEntry<V>>();
-  for (const e of entries) m.set(dotKey(e.dot), e);
-  return m;
 }
 
 // ---------------------------------------------------------------- DotMap

@@ -24,7 +24,3 @@ export function compareDots(a: Dot, b: Dot): number {
   if (a.replica !== b.replica) return a.replica < b.replica ? -1 : 1;
   return a.counter - b.counter;
 }
-
-export function formatDot(d: Dot): string {
-  return `(${d.replica},${d.counter})`;
-}

@@ -42,8 +42,4 @@ export function latticeFor(type: ObjectType): Lattice<unknown> {
   return l;
 }
 
-export function registeredTypes(): ObjectType[] {
-  return [...registry.keys()].sort((a, b) => a - b);
-}
-
 export { ObjectType };

@@ -4,6 +4,7 @@
 // A peer may be dialed at another address than its own (a per-link fault proxy); the pool still
 // keys clients by the peer's address.
 import { credentials as grpcCredentials, type ChannelCredentials, type ChannelOptions } from "@grpc/grpc-js";
+import { hostOf } from "../common/host-port.js";
 import { MembershipClient } from "../gen/deltaset/v1/membership.js";
 
 export class PeerPool {
@@ -33,7 +34,7 @@ export class PeerPool {
     known?.client.close();
     // Through a proxy, the peer's certificate still names its advertised host.
     const options = this.secure && dialed !== address
-      ? { ...this.options, "grpc.ssl_target_name_override": address.slice(0, address.lastIndexOf(":")).replace(/^\[|\]$/g, "") }
+      ? { ...this.options, "grpc.ssl_target_name_override": hostOf(address) }
       : this.options;
     const client = new MembershipClient(dialed, this.credentials, options);
     this.clients.set(address, { client, dialed });

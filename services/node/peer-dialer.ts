@@ -14,13 +14,6 @@ export interface PeerDialer {
   dial(nodeId: string, address: string): Promise<string> | string;
 }
 
-/** Dial peers at their advertised addresses. */
-export class DirectDialer implements PeerDialer {
-  dial(_nodeId: string, address: string): string {
-    return address;
-  }
-}
-
 export interface ToxiproxyDialerOptions {
   /** The Toxiproxy API: a URL (http://127.0.0.1:8474) or host:port. */
   api: string;

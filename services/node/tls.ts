@@ -113,11 +113,3 @@ export function hasVerifiedPeerCertificate(call: { getAuthContext(): { transport
   const auth = call.getAuthContext();
   return auth.transportSecurityType === "ssl" && auth.sslPeerCertificate !== undefined;
 }
-
-/**
- * The host part of an address, for checking a peer's certificate when the connection goes through
- * a proxy (the certificate names the peer's advertised address, not the proxy's).
- */
-export function hostOf(hostPort: string): string {
-  return hostPort.slice(0, hostPort.lastIndexOf(":")).replace(/^\[|\]$/g, "");
-}
