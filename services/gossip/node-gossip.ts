@@ -29,6 +29,7 @@ import type { Logger } from "../common/logger.js";
 import { randomBytes } from "node:crypto";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { PeerBoots } from "./peer-boots.js";
+import { hostOf } from "../common/host-port.js";
 import { logThrottle } from "../common/log-throttle.js";
 import { seededRandom } from "../common/prng.js";
 import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
@@ -207,7 +208,7 @@ export class NodeGossip {
         ...this.o.channelOptions,
         // Through a proxy, the peer's certificate still names its advertised host.
         ...(this.o.credentials !== undefined && dial !== p.address
-          ? { "grpc.ssl_target_name_override": p.address.slice(0, p.address.lastIndexOf(":")).replace(/^\[|\]$/g, "") }
+          ? { "grpc.ssl_target_name_override": hostOf(p.address) }
           : {}),
       });
     }
