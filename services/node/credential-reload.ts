@@ -76,6 +76,19 @@ export class NodeCredentials {
     this.log = log;
   }
 
+  /**
+   * Credentials for calls to peers; undefined (plaintext) when TLS is off. With a CA they follow
+   * reloads like the server's: each new connection to a peer presents the current certificate and
+   * verifies against the current CA (a rotated CA or a renewed certificate needs no restart).
+   * Without a CA, peers are verified against the system's roots and the certificate is the one
+   * read at start.
+   */
+  peerCredentials(): grpc.ChannelCredentials | undefined {
+    if (this.tls === undefined || this.provider === undefined) return undefined;
+    if (this.tls.ca === undefined) return grpc.credentials.createSsl(null, this.tls.key, this.tls.cert);
+    return grpc.experimental.createCertificateProviderChannelCredentials(this.provider, this.provider);
+  }
+
   /** Server credentials that follow reloads; plaintext when TLS is off. */
   serverCredentials(): grpc.ServerCredentials {
     if (this.provider === undefined) return grpc.ServerCredentials.createInsecure();

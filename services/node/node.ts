@@ -17,7 +17,7 @@ import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
-import { isLoopbackHost, peerCredentials, tlsMode } from "./tls.js";
+import { isLoopbackHost, tlsMode } from "./tls.js";
 
 export interface NodeHandle {
   readonly nodeId: string;
@@ -97,7 +97,7 @@ export async function startNode(
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
     const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog)] };
-    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: peerCredentials(tls), peerChannelOptions, telemetry };
+    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
       keys: () => creds.keys,

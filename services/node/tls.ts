@@ -102,12 +102,6 @@ export function serverCredentials(m: TlsMaterial | undefined): grpc.ServerCreden
   return grpc.experimental.createCertificateProviderServerCredentials(provider, provider, false);
 }
 
-/** Credentials for calls to peers; undefined (plaintext) when TLS is off. */
-export function peerCredentials(m: TlsMaterial | undefined): grpc.ChannelCredentials | undefined {
-  if (m === undefined) return undefined;
-  return grpc.credentials.createSsl(m.ca ?? null, m.key, m.cert);
-}
-
 /** True when the call's connection presented a certificate that verified against the server's CA. */
 export function hasVerifiedPeerCertificate(call: { getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } }): boolean {
   const auth = call.getAuthContext();
