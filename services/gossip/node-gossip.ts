@@ -29,6 +29,7 @@ import type { Logger } from "../common/logger.js";
 import { randomBytes } from "node:crypto";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { PeerBoots } from "./peer-boots.js";
+import { PeerGossipClient } from "../client/peer-clients.js";
 import { hostOf } from "../common/host-port.js";
 import { logThrottle } from "../common/log-throttle.js";
 import { seededRandom } from "../common/prng.js";
@@ -200,7 +201,7 @@ export class NodeGossip {
     if (p.client === undefined) {
       const dial = this.o.dialAddress ? await this.o.dialAddress(id, p.address) : p.address;
       p.dialed = dial;
-      p.client = new GossipClient(dial, this.o.credentials ?? grpc.credentials.createInsecure(), {
+      p.client = new PeerGossipClient(dial, this.o.credentials ?? grpc.credentials.createInsecure(), {
         "grpc.max_receive_message_length": this.o.maxMessageBytes,
         "grpc.max_send_message_length": this.o.maxMessageBytes,
         "grpc.initial_reconnect_backoff_ms": 200,

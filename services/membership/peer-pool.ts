@@ -5,7 +5,8 @@
 // keys clients by the peer's address.
 import { credentials as grpcCredentials, type ChannelCredentials, type ChannelOptions } from "@grpc/grpc-js";
 import { hostOf } from "../common/host-port.js";
-import { MembershipClient } from "../gen/deltaset/v1/membership.js";
+import type { MembershipClient } from "../gen/deltaset/v1/membership.js";
+import { PeerMembershipClient } from "../client/peer-clients.js";
 
 export class PeerPool {
   private readonly clients = new Map<string, { client: MembershipClient; dialed: string }>();
@@ -36,7 +37,7 @@ export class PeerPool {
     const options = this.secure && dialed !== address
       ? { ...this.options, "grpc.ssl_target_name_override": hostOf(address) }
       : this.options;
-    const client = new MembershipClient(dialed, this.credentials, options);
+    const client = new PeerMembershipClient(dialed, this.credentials, options);
     this.clients.set(address, { client, dialed });
     return client;
   }

@@ -10,13 +10,31 @@
 // nothing; it is counted (onRefused) and logged at warn, at most once per reason and method every
 // LOG_EVERY_MS. With neither a key nor mutual TLS (loopback, or --insecure-peers) calls pass.
 // Members and Watch are read-only views under the client rules (auth.ts), not peer calls.
+// With a cluster key, the server signs its answer to a proven call and the client refuses an
+// answer that is not signed for its own call (peer-proof.ts: the reply trailer).
 import * as grpc from "@grpc/grpc-js";
 import { GossipService } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService } from "../gen/deltaset/v1/membership.js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
-import { PROOF_HEADER, type ProofRefusal, ReplayCache, STREAM_BODY, bodyDigest, fresh, parseProof, signProof, verifyProof, DEFAULT_SKEW_MS } from "./peer-proof.js";
+import { receivedReplyDigest } from "../client/peer-clients.js";
+import {
+  DEFAULT_SKEW_MS,
+  PROOF_HEADER,
+  type ProofRefusal,
+  REPLY_HEADER,
+  ReplayCache,
+  STREAM_BODY,
+  bodyDigest,
+  fresh,
+  newNonce,
+  parseProof,
+  replyValid,
+  signProof,
+  signReply,
+  verifyProof,
+} from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
 
 export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch";
@@ -34,6 +52,11 @@ const SENDER: Record<string, (m: any) => unknown> = {
 /** Request serializers of the peer methods (to digest a decoded message the way it was sent). */
 const SERIALIZE: Record<string, (m: any) => Buffer> = Object.fromEntries(
   [...Object.values(GossipService), ...Object.values(MembershipService)].map((d) => [d.path, d.requestSerialize as (m: any) => Buffer]),
+);
+
+/** Response serializers of the peer methods (a reply decoded elsewhere is digested re-encoded). */
+const SERIALIZE_REPLY: Record<string, (m: any) => Buffer> = Object.fromEntries(
+  [...Object.values(GossipService), ...Object.values(MembershipService)].map((d) => [d.path, d.responseSerialize as (m: any) => Buffer]),
 );
 
 /** True for the methods this interceptor guards. */
@@ -135,6 +158,7 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     let identity: string | undefined;
     let proof: unknown;
     let messages = 0;
+    let replyDigest: string | undefined;
     const refuse = (reason: PeerRefusal, claimed?: unknown) => {
       if (refused) return;
       refused = true;
@@ -195,6 +219,18 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
             if (!refused) pass();
           },
         }),
+      // The answer to a proven call is signed for the caller (peer-proof.ts): bound to its nonce.
+      sendMessage: (message, next) => {
+        if (keys !== undefined) replyDigest = bodyDigest(method.responseSerialize(message));
+        next(message);
+      },
+      sendStatus: (status, next) => {
+        const p = keys === undefined || refused ? undefined : parseProof(proof);
+        if (p === undefined || status.code !== grpc.status.OK || replyDigest === undefined) return next(status);
+        const trailers = status.metadata ?? new grpc.Metadata();
+        trailers.set(REPLY_HEADER, signReply(keys!, path, p.nonce, replyDigest));
+        next({ ...status, metadata: trailers });
+      },
     });
   };
 }
@@ -227,12 +263,39 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
     if (k === undefined) {
       return new grpc.InterceptingCall(call, { start: (metadata, listener, next) => next(metadata, watch(listener)) });
     }
+    const nonce = newNonce();
+    // The reply must carry a trailer signed for this call's nonce, or the call fails as
+    // UNAUTHENTICATED (a forged or replayed acknowledgement never reaches the caller).
+    let replyBody: string | undefined;
+    const verify: grpc.InterceptingListener | grpc.Listener = {
+      onReceiveMessage: (message: any, next: (m: any) => void) => {
+        // A failed call delivers no message (null): there is nothing to digest.
+        if (typeof message === "object" && message !== null) {
+          try {
+            replyBody = receivedReplyDigest(message) ?? bodyDigest(SERIALIZE_REPLY[def.path]!(message));
+          } catch {
+            replyBody = undefined; // not digestible: the reply is refused below
+          }
+        }
+        next(message);
+      },
+      onReceiveStatus: (status: grpc.StatusObject, next: (s: grpc.StatusObject) => void) => {
+        if (status.code === grpc.status.UNAUTHENTICATED) {
+          warn?.warn(`out ${rpc}`, "a peer refused our call", { method: rpc, peer: call.getPeer(), reason: status.details });
+          return next(status);
+        }
+        if (status.code !== grpc.status.OK) return next(status);
+        if (replyBody !== undefined && replyValid(keys() ?? k, def.path, nonce, replyBody, status.metadata.get(REPLY_HEADER)[0])) return next(status);
+        warn?.warn(`reply ${rpc}`, "a peer's reply is not signed by a cluster key holder; refused", { method: rpc, peer: call.getPeer() });
+        next({ code: grpc.status.UNAUTHENTICATED, details: "the peer's reply carries no valid cluster key signature", metadata: status.metadata });
+      },
+    };
     let held: { metadata: grpc.Metadata; listener: grpc.InterceptingListener | grpc.Listener; next: (m: grpc.Metadata, l: any) => void } | undefined;
     const release = (body: string) => {
       const h = held!;
       held = undefined;
-      h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now()));
-      h.next(h.metadata, watch(h.listener));
+      h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now(), nonce));
+      h.next(h.metadata, verify);
     };
     return new grpc.InterceptingCall(call, {
       start(metadata, listener, next) {

@@ -6,10 +6,17 @@
 // `from` field, see peer-interceptors.ts). A proof is accepted when its MAC verifies under any
 // installed key, its time is within the skew window of this node's clock, and its nonce was not
 // seen within that window (a bounded replay cache). Pure functions plus the cache; no gRPC here.
+//
+// The answer to a signed call is signed too, in a trailer
+//   deltaset-peer-reply: v1 <mac>
+// with mac = HMAC-SHA256(signing key, "deltaset-peer-reply/v1" LF method path LF the request's
+// nonce LF reply digest): only a key holder can answer, and an answer is bound to the request it
+// answers (the caller's fresh nonce), so a forged or replayed acknowledgement is refused.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ClusterKeyring } from "./cluster-keys.js";
 
 export const PROOF_HEADER = "deltaset-peer-proof";
+export const REPLY_HEADER = "deltaset-peer-reply";
 /** Proofs older or newer than this (against the receiver's clock) are refused. */
 export const DEFAULT_SKEW_MS = 60_000;
 /** Most nonces remembered; beyond it, proofs are refused until old ones expire (fails closed). */
@@ -35,8 +42,33 @@ function mac(key: Buffer, f: ProofFields): Buffer {
   return createHmac("sha256", key).update(`deltaset-peer-proof/v1\n${f.path}\n${f.nodeId}\n${f.unixMs}\n${f.nonce}\n${f.body}`).digest();
 }
 
+/** A fresh nonce for a proof. */
+export function newNonce(): string {
+  return randomBytes(16).toString("base64url");
+}
+
+function replyMac(key: Buffer, path: string, nonce: string, body: string): Buffer {
+  return createHmac("sha256", key).update(`deltaset-peer-reply/v1\n${path}\n${nonce}\n${body}`).digest();
+}
+
+/** The trailer value signing the reply `body` (digest) to the call on `path` whose proof had `nonce`. */
+export function signReply(keys: ClusterKeyring, path: string, nonce: string, body: string): string {
+  return `v1 ${replyMac(keys.signer, path, nonce, body).toString("base64url")}`;
+}
+
+/** True when a reply trailer verifies under one of the keys (every key is tried). */
+export function replyValid(keys: ClusterKeyring, path: string, nonce: string, body: string, value: unknown): boolean {
+  if (typeof value !== "string") return false;
+  const m = /^v1 ([A-Za-z0-9_-]{43})$/.exec(value);
+  if (m === null) return false;
+  const got = Buffer.from(m[1]!, "base64url");
+  let ok = false;
+  for (const key of keys.keys) ok = timingSafeEqual(replyMac(key, path, nonce, body), got) || ok;
+  return ok;
+}
+
 /** The header value proving that `nodeId` sends `body` to `path` now. */
-export function signProof(keys: ClusterKeyring, path: string, nodeId: string, body: string, unixMs: number, nonce = randomBytes(16).toString("base64url")): string {
+export function signProof(keys: ClusterKeyring, path: string, nodeId: string, body: string, unixMs: number, nonce = newNonce()): string {
   const m = mac(keys.signer, { path, nodeId, unixMs, nonce, body });
   return `v1 ${nodeId} ${unixMs} ${nonce} ${m.toString("base64url")}`;
 }

@@ -6,6 +6,9 @@
 import * as grpc from "@grpc/grpc-js";
 import { GossipService, type GossipServer, type StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { MembershipService, type MembershipServer } from "../../services/gen/deltaset/v1/membership.ts";
+import { createLogger } from "../../services/common/logger.ts";
+import type { ClusterKeyring } from "../../services/node/cluster-keys.ts";
+import { peerAuthInterceptor } from "../../services/node/peer-interceptors.ts";
 
 export const FAKE_BOOT = 42n;
 
@@ -17,10 +20,13 @@ export interface FakePeer {
   close(): Promise<void>;
 }
 
-export async function startFakePeer(host: string, nodeId: string): Promise<FakePeer> {
+/** With keys, the stand-in checks the node's proofs and signs its answers as a member does. */
+export async function startFakePeer(host: string, nodeId: string, keys?: ClusterKeyring): Promise<FakePeer> {
   const calls: Record<string, number> = {};
   const count = (m: string) => (calls[m] = (calls[m] ?? 0) + 1);
-  const server = new grpc.Server();
+  const server = new grpc.Server(
+    keys === undefined ? {} : { interceptors: [peerAuthInterceptor({ keys: () => keys, mutualTls: () => false, log: createLogger("error", {}, () => {}) })] },
+  );
   const membership: MembershipServer = {
     join: (_c, cb) => (count("join"), cb(null, { from: nodeId, members: [] })),
     leave: (_c, cb) => (count("leave"), cb(null, { from: nodeId })),

@@ -138,7 +138,7 @@ export async function runFuzz(partial: Partial<FuzzOptions> = {}): Promise<FuzzR
   const keyFile = join(dir, "cluster.key");
   writeFileSync(keyFile, `${keyText}\n`, { mode: 0o600 });
 
-  const peer = await startFakePeer(o.peerHost, peerId);
+  const peer = await startFakePeer(o.peerHost, peerId, o.clusterKey ? keys : undefined);
   let node: NodeProcess | undefined;
   let sender: RawSender | undefined;
   let control: Control | undefined;
