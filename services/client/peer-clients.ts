@@ -6,6 +6,30 @@ import * as grpc from "@grpc/grpc-js";
 import { GossipClient, GossipService } from "../gen/deltaset/v1/gossip.js";
 import { MembershipClient, MembershipService } from "../gen/deltaset/v1/membership.js";
 
+/**
+ * A service definition whose request or response decoder remembers, in `digests`, the SHA-256 (hex)
+ * of the exact bytes each message arrived in (keyed by the decoded message object).
+ */
+export function withArrivalDigests<D extends Record<string, object>>(
+  definition: D,
+  decoder: "requestDeserialize" | "responseDeserialize",
+  digests: WeakMap<object, string>,
+): D {
+  const out: Record<string, unknown> = {};
+  for (const [name, d] of Object.entries(definition)) {
+    const decode = (d as Record<string, (b: Buffer) => unknown>)[decoder]!;
+    out[name] = {
+      ...d,
+      [decoder]: (bytes: Buffer) => {
+        const m = decode(bytes);
+        if (typeof m === "object" && m !== null) digests.set(m, createHash("sha256").update(bytes).digest("hex"));
+        return m;
+      },
+    };
+  }
+  return out as D;
+}
+
 const replyDigests = new WeakMap<object, string>();
 
 /** SHA-256 (hex) of the bytes a decoded reply arrived in; undefined when not decoded here. */
@@ -13,20 +37,7 @@ export function receivedReplyDigest(reply: object): string | undefined {
   return replyDigests.get(reply);
 }
 
-function withReplyDigests<D extends Record<string, { responseDeserialize: (b: Buffer) => any }>>(definition: D): D {
-  const out: Record<string, unknown> = {};
-  for (const [name, d] of Object.entries(definition)) {
-    out[name] = {
-      ...d,
-      responseDeserialize: (bytes: Buffer) => {
-        const m = d.responseDeserialize(bytes);
-        if (typeof m === "object" && m !== null) replyDigests.set(m, createHash("sha256").update(bytes).digest("hex"));
-        return m;
-      },
-    };
-  }
-  return out as D;
-}
+const withReplyDigests = <D extends Record<string, object>>(definition: D): D => withArrivalDigests(definition, "responseDeserialize", replyDigests);
 
 /** A Gossip client whose replies' digests are remembered. */
 export const PeerGossipClient = grpc.makeGenericClientConstructor(withReplyDigests(GossipService), "deltaset.v1.Gossip") as unknown as typeof GossipClient;

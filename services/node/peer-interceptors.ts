@@ -18,7 +18,7 @@ import { MembershipService } from "../gen/deltaset/v1/membership.js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
-import { receivedReplyDigest } from "../client/peer-clients.js";
+import { receivedReplyDigest, withArrivalDigests } from "../client/peer-clients.js";
 import {
   DEFAULT_SKEW_MS,
   PROOF_HEADER,
@@ -73,18 +73,7 @@ const received = new WeakMap<object, string>();
  * fields this build does not know. Without it the decoded message is re-encoded.
  */
 export function withBodyDigests<D extends Record<string, { requestDeserialize: (b: Buffer) => any }>>(definition: D): D {
-  const out: Record<string, unknown> = {};
-  for (const [name, d] of Object.entries(definition)) {
-    out[name] = {
-      ...d,
-      requestDeserialize: (bytes: Buffer) => {
-        const m = d.requestDeserialize(bytes);
-        if (typeof m === "object" && m !== null) received.set(m, bodyDigest(bytes));
-        return m;
-      },
-    };
-  }
-  return out as D;
+  return withArrivalDigests(definition, "requestDeserialize", received);
 }
 
 function digestOf(path: string, message: object): string {
