@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { ConfigError, configFlags, describeConfig, loadConfig } from "../node/config.js";
 import { nodeHelp } from "../node/config-docs.js";
 import { createLogger } from "../common/logger.js";
-import { nodeExtensions } from "../node/extensions.js";
+import { nodeExtensions } from "../node/cluster-wiring.js";
 import { startNode } from "../node/node.js";
 import { StoreOpenError } from "../store/store.js";
 
