@@ -143,7 +143,8 @@ export class ChunkOrderError extends Error {
 }
 
 /**
- * Checks that the chunks of one key arrive as the sender makes them: the first one carries the
+ * Checks that the chunks of one key arrive as the sender makes them (NodeGossip checks every
+ * received state stream with it): the first one carries the
  * context and starts from the first element, each next one starts right after the previous end,
  * and only the last one (key_done) is open. Returns the sender context to apply each chunk with.
  */

@@ -12,6 +12,7 @@ import {
   contextFromProto,
   contextToProto,
   decodeAWSetSlice,
+  elementKey,
   latticeFor,
 } from "../crdt/index.js";
 import {
@@ -35,6 +36,7 @@ import { logThrottle } from "../common/log-throttle.js";
 import { seededRandom } from "../common/prng.js";
 import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
+import { ChunkOrderError, KeyChunkSequence } from "./chunking.js";
 import { partitionOf } from "./partition.js";
 
 export interface NodeGossipOptions {
@@ -497,7 +499,9 @@ export class NodeGossip {
           let from = "";
           let chunks = 0;
           const acks: Ack[] = [];
-          const pendingCtx = new Map<string, CausalContext>();
+          // Each key's chunks must follow the protocol: context first, ranges tiling in order, only
+          // the last one open (KeyChunkSequence); a partition completes only after its keys did.
+          const sequences = new Map<string, { partition: number; order: KeyChunkSequence }>();
           const fresh = new Map<number, Map<string, KeyedState>>();
           const freshElements = new Map<number, number>();
           const tooLarge = new Set<number>();
@@ -514,6 +518,11 @@ export class NodeGossip {
               chunks++;
               if (c.partition >= this.o.partitions) return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from));
               if (c.partitionDone) {
+                const open = [...sequences].find(([, s]) => s.partition === c.partition);
+                if (open !== undefined) {
+                  this.counters.chunksRejected++;
+                  return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} ended before the last chunk of key "${open[0]}"`, from));
+                }
                 const items: ReceivedItem<KeyedStates>[] = [
                   { partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition), tooLarge: tooLarge.has(c.partition) },
                 ];
@@ -530,18 +539,23 @@ export class NodeGossip {
               let slice: AWSet | PNCounter;
               let ctx: CausalContext;
               try {
-                if (c.context !== undefined) {
-                  pendingCtx.set(c.key, contextFromProto(c.context));
-                  if (!holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
-                }
-                const known = pendingCtx.get(c.key);
-                if (known === undefined) throw new Error("chunk before the key's context");
-                ctx = known;
+                let s = sequences.get(c.key);
+                if (s === undefined) sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence() }));
+                ctx = s.order.accept({
+                  rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
+                  rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
+                  rangeOpen: c.rangeOpen,
+                  entries: new Map(),
+                  context: c.context === undefined ? undefined : contextFromProto(c.context),
+                  keyDone: c.keyDone,
+                });
+                if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
                 // Set slices carry no context of their own: their dots are checked against the key's.
                 slice = c.type === ObjectType.AWSET ? decodeAWSetSlice(c.slice.payload, ctx) : (latticeFor(c.type).decode(c.slice.payload) as PNCounter);
               } catch (err) {
                 this.counters.chunksRejected++;
-                return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `undecodable chunk: ${(err as Error).message}`, from));
+                const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
+                return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `${what}: ${(err as Error).message}`, from));
               }
               try {
                 const parts: Array<AWSet | PNCounter> = [];
@@ -552,7 +566,7 @@ export class NodeGossip {
                   const f = await this.o.store.finishKey(c.key, c.type, ctx);
                   this.spreadSettled(c.key, f.settled);
                   if (f.changed) parts.push(f.newPart);
-                  pendingCtx.delete(c.key);
+                  sequences.delete(c.key);
                   holds.get(c.key)?.();
                   holds.delete(c.key);
                 }

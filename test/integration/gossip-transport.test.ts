@@ -106,7 +106,8 @@ describe("gossip transport", () => {
         key,
         type: ObjectType.AWSET,
         context: i === 0 ? contextToProto(state.ctx) : undefined,
-        rangeStart: i === 0 ? Buffer.alloc(0) : Buffer.from(keys[0]!, "latin1"),
+        // Ranges tile the element space: each starts just after the previous one's end.
+        rangeStart: i === 0 ? Buffer.alloc(0) : Buffer.concat([Buffer.from(sorted[start - 1]!, "latin1"), Buffer.from([0])]),
         rangeEnd: Buffer.from(keys.at(-1)!, "latin1"),
         rangeOpen: last,
         slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(slice)) },
@@ -126,6 +127,40 @@ describe("gossip transport", () => {
     const q = await call(r, r.query, { key, elements: [], texts: [], pageSize: 10, pageToken: Buffer.alloc(0), withText: true });
     r.close();
     assert.deepEqual(q.members.map((m) => m.text), ["a", "b", "c", "d", "e"]);
+  });
+
+  it("refuses chunks out of protocol order: a gap between ranges, a partition ended mid-key", async () => {
+    const key = "gappy";
+    const p = partitionOf(key, P);
+    const state = AWSet.bottom().add("fake~1", ["a", "b"].map(b));
+    const chunk = (i: number, over: Partial<StateChunk>): StateChunk => ({
+      cluster: i === 0 ? "deltaset" : "",
+      from: i === 0 ? "fake" : "",
+      partitions: i === 0 ? P : 0,
+      partition: p,
+      seq: 4n,
+      key,
+      type: ObjectType.AWSET,
+      context: i === 0 ? contextToProto(state.ctx) : undefined,
+      rangeStart: Buffer.alloc(0),
+      rangeEnd: Buffer.from("a", "latin1"),
+      rangeOpen: false,
+      slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(new Map(), AWSet.bottom().ctx))) },
+      keyDone: false,
+      partitionDone: false,
+      boot: 0n,
+      ...over,
+    });
+    const push = (chunks: StateChunk[]) =>
+      new Promise<StateReply>((resolve, reject) => {
+        const c = gossip.pushState((err, res) => (err ? reject(err) : resolve(res)));
+        for (const ch of chunks) c.write(ch);
+        c.end();
+      });
+    // The second range starts at "b", not just after "a": elements in between would be left unchecked.
+    await rejects(push([chunk(0, {}), chunk(1, { rangeStart: Buffer.from("b", "latin1"), rangeOpen: true, keyDone: true })]), grpc.status.INVALID_ARGUMENT, /out of order/);
+    // The partition's end arrives before the key's last chunk: acking it would claim a state not received.
+    await rejects(push([chunk(0, {}), chunk(1, { key: "", slice: undefined, partitionDone: true })]), grpc.status.INVALID_ARGUMENT, /ended before the last chunk/);
   });
 
   it("counted and logged every refusal, and still serves", async () => {
