@@ -1,6 +1,7 @@
 // The background parts of a node: membership (SWIM) and anti-entropy gossip, wired so that the
 // gossip neighbour set is always the live members. Chosen by configuration.
 import { status } from "@grpc/grpc-js";
+import { logThrottle } from "../common/log-throttle.js";
 import { GossipService, type GossipServer } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService, type MembershipServer } from "../gen/deltaset/v1/membership.js";
 import { NodeGossip, type NodeGossipOptions } from "../gossip/node-gossip.js";
@@ -60,6 +61,7 @@ export function nodeExtensions(
         }
       };
       const pending: Array<[string, number, unknown]> = [];
+      const tlsWarnings = logThrottle(60_000);
       const unavailable = { code: status.UNAVAILABLE, details: "node is starting" };
       return {
         register(server) {
@@ -93,7 +95,14 @@ export function nodeExtensions(
             self: { nodeId: ctx.store.nodeId, address: ctx.advertise() },
             seeds: seedProvider(config),
             config: config.membership,
-            log: (message, error) => ctx.log.debug(message, { err: error }),
+            log: (message, error) => {
+              // A TLS failure toward a peer is a configuration problem, not a peer being down.
+              const text = error instanceof Error ? error.message : String(error ?? "");
+              const tls = /certificate|SSL|TLS|handshake/i.test(`${message} ${text}`);
+              const admitted = tls ? tlsWarnings.admit(message.split(" ").slice(0, 4).join(" ")) : undefined;
+              if (admitted !== undefined) ctx.log.warn(`membership: ${message}`, { err: error, suppressedSinceLast: admitted.suppressed });
+              else ctx.log.debug(message, { err: error });
+            },
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,
             dialAddress: dialer ? (nodeId, address) => dialer.dial(nodeId ?? idAt(address), address) : undefined,

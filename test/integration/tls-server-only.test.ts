@@ -69,3 +69,17 @@ it("forms a cluster and replicates over server TLS, with peers proven by the clu
 it("refuses a client that does not trust the cluster's CA", async () => {
   await assert.rejects(read(A, grpc.credentials.createSsl()), (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE);
 });
+
+it("a node that does not trust the cluster's CA says so at warn when its join fails", async () => {
+  const other = makeCa(dir, "other-ca");
+  const own = other.issue("stranger", ["127.0.0.163"]);
+  const keyFile = join(dir, "cluster.key");
+  const stranger = await startNodeProcess([
+    "--listen", "127.0.0.163:7621", "--node-id", "sc", "--data-dir", join(dir, "c"), "--seeds", A,
+    "--tls-cert", own.cert, "--tls-key", own.key, "--tls-ca", other.ca, "--tls-mutual", "false", "--cluster-key-file", keyFile,
+    "--probe-interval-ms", "300",
+  ]);
+  nodes.push(stranger);
+  await eventually("a warning naming the failed join", async () => stranger.logs(), (l) => /"level":"warn","msg":"membership: join call to 127\.0\.0\.161:7621 failed[^"]*certificate/.test(l), 15_000);
+});
+
