@@ -27,6 +27,7 @@ import { Alg1Partition, type Choose } from "./algorithm1.js";
 import { Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
+import { PeerBoots } from "./peer-boots.js";
 import { type Random, pick } from "../common/prng.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
@@ -133,6 +134,7 @@ export class AntiEntropyEngine<P> {
   private period = 0;
   private lastTickAt: number | undefined;
   private readonly seqChanges = new Map<number, number>();
+  private readonly boots = new PeerBoots();
 
   constructor(opts: EngineOptions<P>) {
     this.self = opts.self;
@@ -183,12 +185,16 @@ export class AntiEntropyEngine<P> {
   }
 
   /**
-   * A neighbour came back without what it acknowledged (a new data directory, or a restart that
-   * may have lost unsynced writes): its acks go back to 0, so it gets full state.
+   * The boot id a neighbour named in its frame or reply (peer-boots.ts). When it changed, the
+   * neighbour came back without what it acknowledged (a new data directory, or a restart that may
+   * have lost unsynced writes): its acks go back to 0, so it gets full state. Returns true then;
+   * the acks of a reply that says so promise only what its frame carried and must be ignored.
    */
-  peerRestarted(id: string): void {
+  noticeBoot(id: string, boot: bigint): boolean {
+    if (!this.boots.restarted(id, boot)) return false;
     for (const part of this.alg2) part.forget(id);
     this.counters.peerRestarts++;
+    return true;
   }
 
   // ------------------------------------------------------------------ inputs

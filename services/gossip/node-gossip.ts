@@ -2,6 +2,7 @@
 // frames, full states in chunked PushState streams straight out of the store, and received
 // payloads are joined into the store before they are acknowledged. Peers that are unknown, of
 // another cluster, or send malformed frames are refused and counted; nothing they send is applied.
+import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -27,12 +28,11 @@ import {
 import type { Store } from "../store/store.js";
 import { TypeMismatchError } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
-import { randomBytes } from "node:crypto";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
-import { PeerBoots } from "./peer-boots.js";
 import { PeerGossipClient } from "../client/peer-clients.js";
 import { hostOf } from "../common/host-port.js";
 import { logThrottle } from "../common/log-throttle.js";
+import { looksLikeTlsFailure } from "../common/tls-failure.js";
 import { seededRandom } from "../common/prng.js";
 import { type Ack, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
@@ -113,9 +113,8 @@ export class NodeGossip {
   private frameId = 0;
   private stopped = false;
   private ticking = false;
-  /** This process's boot id (see GossipReply.boot), and the last one seen of each peer. */
+  /** This process's boot id (see GossipReply.boot). */
   readonly boot = randomBytes(8).readBigUInt64BE(0) | 1n;
-  private readonly peerBoots = new PeerBoots();
   private readonly lossRandom: () => number;
   private readonly refusalLog = logThrottle(60_000);
 
@@ -308,7 +307,7 @@ export class NodeGossip {
     const e = err as { code?: number; details?: string; message?: string };
     const text = `${e.details ?? ""} ${e.message ?? ""}`;
     // UNAUTHENTICATED is already warned about by the peer-call interceptor (node/peer-interceptors.ts).
-    const refused = e.code === grpc.status.PERMISSION_DENIED || (e.code !== grpc.status.UNAUTHENTICATED && /certificate|SSL|TLS|handshake/i.test(text));
+    const refused = e.code === grpc.status.PERMISSION_DENIED || (e.code !== grpc.status.UNAUTHENTICATED && looksLikeTlsFailure(text));
     if (!refused) {
       this.o.log.debug("gossip send failed", { to, err });
       return;
@@ -331,9 +330,8 @@ export class NodeGossip {
 
   /** A peer's boot id, from its reply or its own frame; true when it restarted (acks reset). */
   private noticeBoot(peer: string, boot: bigint): boolean {
-    if (!this.peerBoots.restarted(peer, boot)) return false;
+    if (!this.engine.noticeBoot(peer, boot)) return false;
     this.o.log.info("peer restarted: it gets full state", { peer });
-    this.engine.peerRestarted(peer);
     return true;
   }
 
@@ -504,7 +502,6 @@ export class NodeGossip {
           const sequences = new Map<string, { partition: number; order: KeyChunkSequence }>();
           const fresh = new Map<number, Map<string, KeyedState>>();
           const freshElements = new Map<number, number>();
-          const tooLarge = new Set<number>();
           // Other merges into a key wait while its chunks arrive (Store.beginTransfer).
           const holds = new Map<string, () => void>();
           try {
@@ -524,12 +521,11 @@ export class NodeGossip {
                   return callback(this.refuse(grpc.status.INVALID_ARGUMENT, `partition ${c.partition} ended before the last chunk of key "${open[0]}"`, from));
                 }
                 const items: ReceivedItem<KeyedStates>[] = [
-                  { partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition), tooLarge: tooLarge.has(c.partition) },
+                  { partition: c.partition, kind: PayloadKind.STATE, seq: Number(c.seq), fresh: fresh.get(c.partition), tooLarge: this.tooLargeToBuffer(freshElements.get(c.partition) ?? 0) },
                 ];
                 acks.push(...this.engine.onFrame(from, items));
                 fresh.delete(c.partition);
                 freshElements.delete(c.partition);
-                tooLarge.delete(c.partition);
                 continue;
               }
               if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
@@ -571,7 +567,7 @@ export class NodeGossip {
                   holds.delete(c.key);
                 }
                 this.counters.chunksApplied++;
-                this.collectFresh(fresh, freshElements, tooLarge, c.partition, c.key, c.type, parts);
+                this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);
               } catch (err) {
                 if (err instanceof TypeMismatchError) {
                   this.counters.typeConflicts++;
@@ -592,25 +588,29 @@ export class NodeGossip {
     };
   }
 
+  /** A received state's new part of this many elements is forwarded by full state, not buffered. */
+  private tooLargeToBuffer(elements: number): boolean {
+    return elements > (this.o.maxBufferedStateElements ?? MAX_BUFFERED_STATE_ELEMENTS);
+  }
+
   /** Gather the new parts of a received full state for the delta buffer, unless they grow too big. */
   private collectFresh(
     fresh: Map<number, Map<string, KeyedState>>,
     counts: Map<number, number>,
-    tooLarge: Set<number>,
     partition: number,
     key: string,
     type: ObjectType,
     parts: Array<AWSet | PNCounter>,
   ): void {
     if (parts.length === 0) return;
-    const n = (counts.get(partition) ?? 0) + parts.reduce((s, p) => s + ("size" in p ? (p as AWSet).size : 1), 0);
+    const before = counts.get(partition) ?? 0;
+    const n = before + parts.reduce((s, p) => s + ("size" in p ? (p as AWSet).size : 1), 0);
     counts.set(partition, n);
-    if (n > (this.o.maxBufferedStateElements ?? MAX_BUFFERED_STATE_ELEMENTS)) {
+    if (this.tooLargeToBuffer(n)) {
       // Too big to hold in memory: the engine forwards this partition by full state instead
       // (Algorithm 2 is transitive; the others must not depend on the sender surviving).
       fresh.delete(partition);
-      if (!tooLarge.has(partition)) this.counters.freshPartsNotBuffered++;
-      tooLarge.add(partition);
+      if (!this.tooLargeToBuffer(before)) this.counters.freshPartsNotBuffered++;
       return;
     }
     const m = fresh.get(partition) ?? new Map<string, KeyedState>();

@@ -1,6 +1,6 @@
-// The boot id each peer last answered with (GossipReply.boot / StateReply.boot). A peer whose
+// The boot id each peer last named (GossipFrame, StateChunk, GossipReply, StateReply). A peer whose
 // boot id changed restarted, possibly without what it had acknowledged (a wiped data directory,
-// writes not yet synced), so its acks must be reset: the node and the simulator both ask here.
+// writes not yet synced), so its acks must be reset: the engine asks here (noticeBoot).
 export class PeerBoots {
   private readonly seen = new Map<string, bigint>();
 

@@ -23,7 +23,6 @@ import {
   receivedPart,
 } from "./keyed-states.js";
 import { persistMovedSeqs, seqsAfterRestart } from "./durable-seq.js";
-import { PeerBoots } from "./peer-boots.js";
 import { type ChannelFaults, LossyChannel, NO_FAULTS } from "./lossy-channel.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
@@ -65,7 +64,6 @@ interface SimNode {
   frameId: bigint;
   /** Drawn at each (re)start, as a node process draws its boot id. */
   boot: bigint;
-  boots: PeerBoots;
 }
 
 export class GossipSimulation {
@@ -104,7 +102,6 @@ export class GossipSimulation {
         durableSeqs,
         frameId: 0n,
         boot: this.newBoot(),
-        boots: new PeerBoots(),
       };
       this.nodes.set(id, n);
       this.startEngine(n);
@@ -237,7 +234,6 @@ export class GossipSimulation {
       n.durableSeqs = new Array<number>(this.opts.partitions).fill(0);
     }
     n.boot = this.newBoot();
-    n.boots = new PeerBoots();
     this.startEngine(n);
   }
 
@@ -302,7 +298,7 @@ export class GossipSimulation {
       this.traffic.malformed++;
       return;
     }
-    if (n.boots.restarted(from, frame.boot)) n.engine.peerRestarted(from);
+    n.engine.noticeBoot(from, frame.boot);
     for (const [i, pl] of frame.payloads.entries()) {
       const { partition, received } = decoded[i]!;
       const x = n.state[partition]!;
@@ -334,10 +330,7 @@ export class GossipSimulation {
       return;
     }
     // A reply from a restarted peer promises only what the frame carried: reset, ignore its acks.
-    if (n.boots.restarted(from, reply.boot)) {
-      n.engine.peerRestarted(from);
-      return;
-    }
+    if (n.engine.noticeBoot(from, reply.boot)) return;
     const acks: Ack[] = reply.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) }));
     n.engine.onAcks(from, acks);
   }

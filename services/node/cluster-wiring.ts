@@ -2,6 +2,7 @@
 // gossip neighbour set is always the live members. Chosen by configuration.
 import { status } from "@grpc/grpc-js";
 import { logThrottle } from "../common/log-throttle.js";
+import { looksLikeTlsFailure } from "../common/tls-failure.js";
 import { GossipService, type GossipServer } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService, type MembershipServer } from "../gen/deltaset/v1/membership.js";
 import { NodeGossip, type NodeGossipOptions } from "../gossip/node-gossip.js";
@@ -98,7 +99,7 @@ export function nodeExtensions(
             log: (message, error) => {
               // A TLS failure toward a peer is a configuration problem, not a peer being down.
               const text = error instanceof Error ? error.message : String(error ?? "");
-              const tls = /certificate|SSL|TLS|handshake/i.test(`${message} ${text}`);
+              const tls = looksLikeTlsFailure(`${message} ${text}`);
               const admitted = tls ? tlsWarnings.admit(message.split(" ").slice(0, 4).join(" ")) : undefined;
               if (admitted !== undefined) ctx.log.warn(`membership: ${message}`, { err: error, suppressedSinceLast: admitted.suppressed });
               else ctx.log.debug(message, { err: error });

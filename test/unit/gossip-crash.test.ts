@@ -91,8 +91,12 @@ describe("large catch-ups and restarted peers (engine)", () => {
 
   it("a restarted neighbour's acks go back to 0: it gets full state", () => {
     const e = engine(true);
+    assert.equal(e.noticeBoot("other", 11n), false, "the first boot id seen is no restart");
     catchUp(e);
-    e.peerRestarted("other");
+    assert.equal(e.noticeBoot("other", 11n), false);
+    assert.equal(e.noticeBoot("other", 0n), false, "0: boot id unknown");
+    assert.equal(e.ackOf(0, "other"), e.seq(0));
+    assert.equal(e.noticeBoot("other", 12n), true);
     assert.equal(e.ackOf(0, "other"), 0);
     assert.equal(e.counters.peerRestarts, 1);
   });
