@@ -17,7 +17,8 @@ import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
-import { isLoopbackHost, tlsMode } from "./tls.js";
+import { isLoopbackHost } from "./loopback.js";
+import { tlsMode } from "./tls.js";
 
 export interface NodeHandle {
   readonly nodeId: string;

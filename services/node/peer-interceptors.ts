@@ -49,14 +49,12 @@ const SENDER: Record<string, (m: any) => unknown> = {
   [MembershipService.pingReq.path]: (m) => m.from,
 };
 
-/** Request serializers of the peer methods (to digest a decoded message the way it was sent). */
-const SERIALIZE: Record<string, (m: any) => Buffer> = Object.fromEntries(
-  [...Object.values(GossipService), ...Object.values(MembershipService)].map((d) => [d.path, d.requestSerialize as (m: any) => Buffer]),
-);
-
-/** Response serializers of the peer methods (a reply decoded elsewhere is digested re-encoded). */
-const SERIALIZE_REPLY: Record<string, (m: any) => Buffer> = Object.fromEntries(
-  [...Object.values(GossipService), ...Object.values(MembershipService)].map((d) => [d.path, d.responseSerialize as (m: any) => Buffer]),
+/**
+ * The peer services' method definitions by path: their serializers digest a message decoded
+ * elsewhere (no arrival digest) re-encoded, the way it was sent.
+ */
+const METHODS: Record<string, { requestSerialize: (m: any) => Buffer; responseSerialize: (m: any) => Buffer }> = Object.fromEntries(
+  [...Object.values(GossipService), ...Object.values(MembershipService)].map((d) => [d.path, d]),
 );
 
 /** True for the methods this interceptor guards. */
@@ -77,7 +75,7 @@ export function withBodyDigests<D extends Record<string, { requestDeserialize: (
 }
 
 function digestOf(path: string, message: object): string {
-  return received.get(message) ?? bodyDigest(SERIALIZE[path]!(message));
+  return received.get(message) ?? bodyDigest(METHODS[path]!.requestSerialize(message));
 }
 
 const MESSAGES: Record<PeerRefusal, string> = {
@@ -261,7 +259,7 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
         // A failed call delivers no message (null): there is nothing to digest.
         if (typeof message === "object" && message !== null) {
           try {
-            replyBody = receivedReplyDigest(message) ?? bodyDigest(SERIALIZE_REPLY[def.path]!(message));
+            replyBody = receivedReplyDigest(message) ?? bodyDigest(METHODS[def.path]!.responseSerialize(message));
           } catch {
             replyBody = undefined; // not digestible: the reply is refused below
           }

@@ -1,14 +1,11 @@
-// TLS of a node. One port serves clients and peers, so the server asks every connection for a
-// certificate but requires none during the handshake: clients (CLI, grpcurl, applications) need
-// only server TLS and a bearer token, while the peer services (Gossip, Membership's protocol
-// calls) refuse calls whose connection did not present a certificate chained to the cluster CA
-// (see auth.ts). Peers dial each other with the node's own certificate as client certificate.
-// Certificates are read once at start; a restart picks up renewed files.
+// TLS material of a node: the certificate, key and CA read from files (refused at start when the
+// key is not the certificate's or the certificate is not valid now), the mode they give (off,
+// server, mutual) and whether a call's connection presented a verified certificate. The server
+// and peer credentials built from it, which follow reloads, are in credential-reload.ts; what a
+// peer certificate must name is in peer-identity.ts.
 import { type KeyObject, X509Certificate, createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
-import * as grpc from "@grpc/grpc-js";
 import { ConfigError, type TlsSettings } from "./config.js";
-export { isLoopbackHost } from "./loopback.js";
 
 export interface TlsMaterial {
   cert: Buffer;
@@ -76,30 +73,6 @@ function checkCertificate(m: TlsMaterial, certPath: string, keyPath: string, now
 
 export function tlsMode(m: TlsMaterial | undefined): TlsMode {
   return m === undefined ? "off" : m.mutual ? "mutual" : "server";
-}
-
-/**
- * A certificate provider that hands out the material read at start, and never changes it. It
- * answers a new listener on the next microtask, as file-watching providers do: the server registers
- * its own watcher only after adding the listeners, and would miss a synchronous answer.
- */
-function fixedProvider(m: TlsMaterial): grpc.experimental.CertificateProvider {
-  return {
-    addCaCertificateListener: (listener) => queueMicrotask(() => listener(m.ca === undefined ? null : { caCertificate: m.ca })),
-    removeCaCertificateListener: () => {},
-    addIdentityCertificateListener: (listener) => queueMicrotask(() => listener({ certificate: m.cert, privateKey: m.key })),
-    removeIdentityCertificateListener: () => {},
-  };
-}
-
-export function serverCredentials(m: TlsMaterial | undefined): grpc.ServerCredentials {
-  if (m === undefined) return grpc.ServerCredentials.createInsecure();
-  if (!m.mutual) return grpc.ServerCredentials.createSsl(null, [{ cert_chain: m.cert, private_key: m.key }], false);
-  // createSsl(ca, pairs, true) would reject clients without a certificate in the handshake; the
-  // certificate-provider credentials request one (requestCert) without requiring it
-  // (rejectUnauthorized false), and grpc-js then reports a verified chain in the call's auth context.
-  const provider = fixedProvider(m);
-  return grpc.experimental.createCertificateProviderServerCredentials(provider, provider, false);
 }
 
 /** True when the call's connection presented a certificate that verified against the server's CA. */

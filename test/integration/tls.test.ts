@@ -12,7 +12,7 @@ import * as grpc from "@grpc/grpc-js";
 import { GossipClient } from "../../services/gen/deltaset/v1/gossip.ts";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
 import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
-import { isLoopbackHost } from "../../services/node/tls.ts";
+import { isLoopbackHost } from "../../services/node/loopback.ts";
 import { type CertFiles, type TestCa, makeCa, nodeUri } from "../helpers/certs.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";
