@@ -63,7 +63,7 @@ export class PendingRemoves {
     return this.byKey.has(key);
   }
 
-  /** Throws PendingRemovesFullError unless `more` new elements still fit under the limit. */
+  /** Throws PendingRemovesFullError unless the elements not yet pending on key still fit under the limit. */
   checkRoom(key: string, eks: readonly ElementKey[]): void {
     const mine = this.byKey.get(key);
     const fresh = new Set(eks.filter((ek) => mine?.has(ek) !== true)).size;

@@ -705,6 +705,8 @@ export class Store {
    * removed it (gossip/chunking.ts). Transfers of one key from two senders run one after the other.
    */
   async beginTransfer(key: string): Promise<() => void> {
+    // The check and the taking of the hold run with no await between them: two callers waiting on
+    // the same transfer cannot both take the next one.
     while (this.transfers.has(key)) await this.transfers.get(key)!.ended;
     let release!: () => void;
     const ended = new Promise<void>((r) => (release = r));

@@ -24,6 +24,37 @@ function frame(over: Partial<GossipFrame>): GossipFrame {
   return { cluster: "deltaset", from: "fake", frameId: 1n, payloads: [], acks: [], partitions: P, boot: 0n, ...over };
 }
 
+/** Chunk `i` of a key's state stream; the first carries the stream's head and the key's context. */
+function stateChunk(i: number, key: string, ctx: AWSet["ctx"], over: Partial<StateChunk>): StateChunk {
+  return {
+    cluster: i === 0 ? "deltaset" : "",
+    from: i === 0 ? "fake" : "",
+    partitions: i === 0 ? P : 0,
+    partition: partitionOf(key, P),
+    seq: 0n,
+    key,
+    type: ObjectType.AWSET,
+    context: i === 0 ? contextToProto(ctx) : undefined,
+    rangeStart: Buffer.alloc(0),
+    rangeEnd: Buffer.alloc(0),
+    rangeOpen: false,
+    slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(new Map(), AWSet.bottom().ctx))) },
+    keyDone: false,
+    partitionDone: false,
+    boot: 0n,
+    ...over,
+  };
+}
+
+/** Send a whole state stream; resolves with the node's answer. */
+function pushState(chunks: StateChunk[]): Promise<StateReply> {
+  return new Promise<StateReply>((resolve, reject) => {
+    const c = gossip.pushState((err, res) => (err ? reject(err) : resolve(res)));
+    for (const ch of chunks) c.write(ch);
+    c.end();
+  });
+}
+
 function exchange(f: GossipFrame) {
   return new Promise<{ acks: Array<{ partition: number; seq: bigint }> }>((resolve, reject) =>
     gossip.exchange(f, (err, res) => (err ? reject(err) : resolve(res))),
@@ -97,31 +128,18 @@ describe("gossip transport", () => {
       const keys = sorted.slice(start, start + 2);
       const slice = AWSet.fromParts(new Map(keys.map((k) => [k, state.entries.get(k)!])), AWSet.bottom().ctx);
       const last = i === 2;
-      return {
-        cluster: i === 0 ? "deltaset" : "",
-        from: i === 0 ? "fake" : "",
-        partitions: i === 0 ? P : 0,
-        partition: p,
+      return stateChunk(i, key, state.ctx, {
         seq: 3n,
-        key,
-        type: ObjectType.AWSET,
-        context: i === 0 ? contextToProto(state.ctx) : undefined,
         // Ranges tile the element space: each starts just after the previous one's end.
         rangeStart: i === 0 ? Buffer.alloc(0) : Buffer.concat([Buffer.from(sorted[start - 1]!, "latin1"), Buffer.from([0])]),
         rangeEnd: Buffer.from(keys.at(-1)!, "latin1"),
         rangeOpen: last,
         slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(slice)) },
         keyDone: last,
-        partitionDone: false,
-        boot: 0n,
-      };
+      });
     });
     chunks.push({ ...chunks[2]!, key: "", slice: undefined, context: undefined, keyDone: false, partitionDone: true });
-    const reply = await new Promise<StateReply>((resolve, reject) => {
-      const c = gossip.pushState((err, res) => (err ? reject(err) : resolve(res)));
-      for (const ch of chunks) c.write(ch);
-      c.end();
-    });
+    const reply = await pushState(chunks);
     assert.deepEqual(reply.acks, [{ partition: p, seq: 3n }]);
     const r = replicaClient(node.address);
     const q = await call(r, r.query, { key, elements: [], texts: [], pageSize: 10, pageToken: Buffer.alloc(0), withText: true });
@@ -131,36 +149,12 @@ describe("gossip transport", () => {
 
   it("refuses chunks out of protocol order: a gap between ranges, a partition ended mid-key", async () => {
     const key = "gappy";
-    const p = partitionOf(key, P);
     const state = AWSet.bottom().add("fake~1", ["a", "b"].map(b));
-    const chunk = (i: number, over: Partial<StateChunk>): StateChunk => ({
-      cluster: i === 0 ? "deltaset" : "",
-      from: i === 0 ? "fake" : "",
-      partitions: i === 0 ? P : 0,
-      partition: p,
-      seq: 4n,
-      key,
-      type: ObjectType.AWSET,
-      context: i === 0 ? contextToProto(state.ctx) : undefined,
-      rangeStart: Buffer.alloc(0),
-      rangeEnd: Buffer.from("a", "latin1"),
-      rangeOpen: false,
-      slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(new Map(), AWSet.bottom().ctx))) },
-      keyDone: false,
-      partitionDone: false,
-      boot: 0n,
-      ...over,
-    });
-    const push = (chunks: StateChunk[]) =>
-      new Promise<StateReply>((resolve, reject) => {
-        const c = gossip.pushState((err, res) => (err ? reject(err) : resolve(res)));
-        for (const ch of chunks) c.write(ch);
-        c.end();
-      });
+    const chunk = (i: number, over: Partial<StateChunk>) => stateChunk(i, key, state.ctx, { seq: 4n, rangeEnd: Buffer.from("a", "latin1"), ...over });
     // The second range starts at "b", not just after "a": elements in between would be left unchecked.
-    await rejects(push([chunk(0, {}), chunk(1, { rangeStart: Buffer.from("b", "latin1"), rangeOpen: true, keyDone: true })]), grpc.status.INVALID_ARGUMENT, /out of order/);
+    await rejects(pushState([chunk(0, {}), chunk(1, { rangeStart: Buffer.from("b", "latin1"), rangeOpen: true, keyDone: true })]), grpc.status.INVALID_ARGUMENT, /out of order/);
     // The partition's end arrives before the key's last chunk: acking it would claim a state not received.
-    await rejects(push([chunk(0, {}), chunk(1, { key: "", slice: undefined, partitionDone: true })]), grpc.status.INVALID_ARGUMENT, /ended before the last chunk/);
+    await rejects(pushState([chunk(0, {}), chunk(1, { key: "", slice: undefined, partitionDone: true })]), grpc.status.INVALID_ARGUMENT, /ended before the last chunk/);
   });
 
   it("counted and logged every refusal, and still serves", async () => {
