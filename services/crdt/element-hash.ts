@@ -27,20 +27,16 @@ export function hash32(bytes: Uint8Array, seed: number): number {
     h = (h << 13) | (h >>> 19);
     h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  let k = 0;
-  switch (n & 3) {
-    case 3:
-      k ^= bytes[blocks + 2]! << 16;
-    // falls through
-    case 2:
-      k ^= bytes[blocks + 1]! << 8;
-    // falls through
-    case 1:
-      k ^= bytes[blocks]!;
-      k = Math.imul(k, C1);
-      k = (k << 15) | (k >>> 17);
-      k = Math.imul(k, C2);
-      h ^= k;
+  // The 1-3 trailing bytes, little-endian.
+  const tail = n & 3;
+  if (tail > 0) {
+    let k = bytes[blocks]!;
+    if (tail > 1) k |= bytes[blocks + 1]! << 8;
+    if (tail > 2) k |= bytes[blocks + 2]! << 16;
+    k = Math.imul(k, C1);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, C2);
+    h ^= k;
   }
   h ^= n;
   h ^= h >>> 16;
