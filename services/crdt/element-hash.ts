@@ -49,7 +49,7 @@ export function hash32(bytes: Uint8Array, seed: number): number {
 
 /** The two base hashes of an element for double hashing (h2 forced odd, so it never degenerates to 0). */
 export function hashPair(bytes: Uint8Array, seed = 0): [number, number] {
-  return [hash32(bytes, seed ^ 0x9747b28c), hash32(bytes, seed ^ 0x5bd1e995) | 1];
+  return [hash32(bytes, seed ^ 0x9747b28c), (hash32(bytes, seed ^ 0x5bd1e995) | 1) >>> 0];
 }
 
 /** The i-th of a family of indexes in [0, m) from one hash pair: (h1 + i·h2) mod m. */
