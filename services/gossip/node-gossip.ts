@@ -148,7 +148,7 @@ export class NodeGossip {
   // ------------------------------------------------------------ wiring
 
   /** A durable local change. */
-  onLocalDelta(key: string, type: ObjectType, delta: AWSet | PNCounter): void {
+  onLocalDelta(key: string, type: ObjectType, delta: unknown): void {
     const p = partitionOf(key, this.o.partitions);
     this.engine.local(p, new Map<string, KeyedState>([[key, { type, state: delta }]]));
   }
@@ -557,11 +557,11 @@ export class NodeGossip {
                 const parts: Array<AWSet | PNCounter> = [];
                 const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
                 this.spreadSettled(c.key, r.settled);
-                if (r.changed) parts.push(r.newPart);
+                if (r.changed) parts.push(r.newPart as AWSet | PNCounter);
                 if (c.keyDone) {
                   const f = await this.o.store.finishKey(c.key, c.type, ctx);
                   this.spreadSettled(c.key, f.settled);
-                  if (f.changed) parts.push(f.newPart);
+                  if (f.changed) parts.push(f.newPart as AWSet | PNCounter);
                   sequences.delete(c.key);
                   holds.get(c.key)?.();
                   holds.delete(c.key);

@@ -21,7 +21,7 @@ import { checkKey, collectElements, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 
 /** Called after every durable local change, with the delta to spread. */
-export type LocalDeltaListener = (key: string, type: ObjectType, delta: AWSet | PNCounter) => void;
+export type LocalDeltaListener = (key: string, type: ObjectType, delta: unknown) => void;
 
 export interface ReplicaServiceDeps {
   store: Store;
@@ -34,7 +34,7 @@ export interface ReplicaServiceDeps {
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   const { store, limits, log } = deps;
-  const notify = (key: string, type: ObjectType, delta: AWSet | PNCounter) => {
+  const notify = (key: string, type: ObjectType, delta: unknown) => {
     try {
       deps.onLocalDelta?.(key, type, delta);
     } catch (err) {

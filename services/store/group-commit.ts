@@ -3,7 +3,7 @@
 // writes is in LevelDB's log (fsync'd when sync is on), so an acknowledgement always means
 // durable. Until then, the queued values are visible to later reads through an overlay, so an
 // operation on a key sees the effects of the operations queued before it.
-import type { ClassicLevel } from "classic-level";
+import type { StoreDb } from "./db.js";
 
 export type BatchOp = { type: "put"; key: Buffer; value: Buffer } | { type: "del"; key: Buffer };
 
@@ -36,7 +36,7 @@ export class GroupCommit {
   writes = 0;
 
   constructor(
-    private readonly db: ClassicLevel<Buffer, Buffer>,
+    private readonly db: StoreDb,
     private readonly opts: GroupCommitOptions,
   ) {}
 

@@ -7,7 +7,7 @@
 // (META 'M' → its prefix), and a conversion cut by a crash resumes after the last object it
 // finished. An object's old records are held in memory while it is converted (about 100 bytes
 // per element).
-import type { ClassicLevel } from "classic-level";
+import type { StoreDb } from "./db.js";
 import { type Bucket, bucketOf, encodeBucket, offsetOf } from "./dot-index.js";
 import { META, OBJECTS, SUFFIX_DOTS, dotBucketKey, parseObjectKey, readU64, unescapeBytes } from "./keys.js";
 
@@ -20,7 +20,7 @@ export function migrationProgressKey(): Buffer {
  * Convert every object's dot index from version 1 to 2; returns the objects converted.
  * batchRecords: records gathered before a batch of whole objects is written.
  */
-export async function migrateV1ToV2(db: ClassicLevel<Buffer, Buffer>, batchRecords = 10_000): Promise<number> {
+export async function migrateV1ToV2(db: StoreDb, batchRecords = 10_000): Promise<number> {
   const done = await db.get(migrationProgressKey());
   // After the last finished object: prefix + 0xff is above all its records (escaped keys end
   // in 0x00 0x01, so no other object's prefix extends this one).

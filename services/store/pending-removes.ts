@@ -15,7 +15,7 @@
 //   0x00 'R' esc(key) esc(element) → the unseen context (protobuf CausalContext).
 // All of them are also held in memory (their number is bounded by a setting), so a join reads
 // nothing to learn whether its key has any.
-import type { ClassicLevel } from "classic-level";
+import type { StoreDb } from "./db.js";
 import { CausalContext, type Dot, type ElementKey, contextFromProto, contextToProto, elementBytes, elementKey } from "../crdt/index.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { BatchOp } from "./group-commit.js";
@@ -43,7 +43,7 @@ export class PendingRemoves {
   private constructor(private readonly limit: number) {}
 
   /** Load every pending remove of a data directory. */
-  static async load(db: ClassicLevel<Buffer, Buffer>, limit: number): Promise<PendingRemoves> {
+  static async load(db: StoreDb, limit: number): Promise<PendingRemoves> {
     const p = new PendingRemoves(limit);
     const range = { gte: Buffer.from([META, PENDING]), lt: Buffer.from([META, PENDING + 1]) };
     for await (const [k, v] of db.iterator(range)) {

@@ -1,0 +1,143 @@
+// The bigset layout of an add-wins set (seed 004): a header with the context and the live-element
+// count, one record per live element (its dots) and a dot index (dot → element). A join loads
+// only the elements it can touch into an AWSet window (element-window.ts) and runs the set's own
+// join on it (AWSet.joinInPlace): the elements the incoming state carries, and those holding the
+// dots its context removes (found through the dot index, or by one scan of the object when
+// there are many). Then it writes back what changed, and applies the deferred removes the join
+// made applicable (pending-removes.ts).
+import {
+  AWSet,
+  AWSetLattice,
+  type CausalContext,
+  type DotSet,
+  type ElementKey,
+  ObjectType,
+  chunkSliceContext,
+  elementKey,
+  removedDots,
+  sameDot,
+} from "../crdt/index.js";
+import type { JoinResult, ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js";
+import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
+import { decodeDots } from "./records.js";
+import { verifyObject } from "./verify.js";
+import { loadOwners, windowOf, writeBack } from "./element-window.js";
+import { CausalContext as Ctx } from "../crdt/causal-context.js";
+
+async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: boolean): Promise<JoinResult<AWSet>> {
+  await o.view.prefetch([...incoming.entries.keys()]);
+  const removed = removedDots(incoming);
+  if (!removed.isEmpty()) await loadOwners(o, env, removed);
+  const window = windowOf(o);
+  // Δ(incoming, X) must be taken against X as it was before the join.
+  const newPart = wantNewPart ? AWSetLattice.difference(incoming, window) : AWSet.bottom();
+  const changed = window.joinInPlace(incoming);
+  writeBack(o, window);
+  const settled = await settlePending(o, env);
+  return { changed, newPart, settled };
+}
+
+/**
+ * Apply the deferred removes of the key that the join just made applicable (pending-removes.ts):
+ * their dots leave the element. Returns the remove delta this node thereby made (undefined when
+ * none): the caller spreads it as a local delta, this node being its origin.
+ */
+async function settlePending(o: ObjectSlot, env: StoreEnv): Promise<AWSet | undefined> {
+  if (!env.pending.has(o.key)) return undefined;
+  const hits = await env.pending.settle(o.key, (ek) => o.view.dots(ek), o.h.ctx, o.view.otherRecords);
+  if (hits.size === 0) return undefined;
+  const removed = new Ctx();
+  for (const [ek, dots] of hits) {
+    const mine = await o.view.dots(ek);
+    o.view.setDots(ek, mine.filter((d) => !dots.some((x) => sameDot(x, d))), o.h);
+    for (const d of dots) removed.addDot(d);
+  }
+  return AWSet.fromParts(new Map(), removed);
+}
+
+export const elementLayout: ObjectLayout<AWSet> = {
+  lattice: AWSetLattice,
+  emptyBody: () => new Uint8Array(),
+
+  async load(o, _env, elements) {
+    await o.view.loadBytes(elements);
+    return windowOf(o);
+  },
+
+  join,
+
+  async applyChunk(o, env, chunk) {
+    const slice = chunk.slice;
+    // The receiver's elements inside the chunk's range: those the chunk carries, and those it
+    // lacks (listed from the database, then read through the write view with any queued writes).
+    const range = elementRange(o.prefix);
+    const gte = chunk.rangeStart.length > 0 ? elementRecordKey(o.prefix, chunk.rangeStart) : range.gte;
+    const bounds = chunk.rangeOpen ? { gte, lt: range.lt } : { gte, lte: elementRecordKey(o.prefix, chunk.rangeEnd) };
+    const offset = o.prefix.length + 1;
+    const inRange = [...slice.entries.keys()];
+    for await (const k of env.db.keys(bounds)) {
+      const ek = elementKey(unescapeBytes(k, offset).bytes);
+      if (!slice.entries.has(ek)) inRange.push(ek);
+    }
+    await o.view.prefetch(inRange);
+    const sliceCtx = chunkSliceContext(slice.entries.values(), inRange.map((ek) => o.view.loadedDots(ek)), chunk.senderCtx);
+    return join(o, env, AWSet.fromParts(slice.entries, sliceCtx), true);
+  },
+
+  async finishKey(o, env, senderCtx: CausalContext) {
+    // Every element arrived through applyChunk; what is left of the join is the context.
+    const fresh = senderCtx.subtract(o.h.ctx);
+    if (!fresh.isEmpty()) o.h.ctx.joinInPlace(fresh);
+    const settled = await settlePending(o, env);
+    return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh), settled };
+  },
+
+  async *stateChunks(_env, prefix, h, it, maxEntries) {
+    const offset = prefix.length + 1;
+    let start: Buffer = Buffer.alloc(0);
+    let firstChunk = true;
+    while (true) {
+      // nextv may return fewer entries than asked before the end (classic-level bounds each read
+      // by bytes): only an empty read means the end. Treating a short read as the end would mark
+      // this chunk's range open and make the receiver drop every later element.
+      const batch: Array<[Buffer, Buffer]> = [];
+      let ended = false;
+      while (batch.length < maxEntries) {
+        const more = await it.nextv(maxEntries - batch.length);
+        if (more.length === 0) {
+          ended = true;
+          break;
+        }
+        batch.push(...more);
+      }
+      const entries = new Map<ElementKey, DotSet>();
+      let last: Buffer = start;
+      for (const [k, v] of batch) {
+        last = unescapeBytes(k, offset).bytes;
+        entries.set(elementKey(last), decodeDots(v));
+      }
+      yield {
+        type: ObjectType.AWSET,
+        ctx: firstChunk ? h.ctx : undefined,
+        rangeStart: start,
+        rangeEnd: last,
+        rangeOpen: ended,
+        slice: AWSet.fromParts(entries, new Ctx()),
+        keyDone: ended,
+      };
+      if (ended) return;
+      firstChunk = false;
+      // The next range starts just after the last element sent: last + 0x00 is its successor.
+      start = Buffer.concat([last, Buffer.from([0])]);
+    }
+  },
+
+  async readState(env, prefix, h) {
+    const entries = new Map<ElementKey, DotSet>();
+    const offset = prefix.length + 1;
+    for await (const [k, v] of env.db.iterator(elementRange(prefix))) entries.set(elementKey(unescapeBytes(k, offset).bytes), decodeDots(v));
+    return AWSet.fromParts(entries, h.ctx.clone());
+  },
+
+  verify: (h, records) => verifyObject({ size: h.size, ctx: h.ctx, records }),
+};

@@ -1,0 +1,60 @@
+// Reads of a stored set that need no lock: membership by point lookups, and members in element
+// order from one snapshot (pages for Query, chunks for Scan).
+import type { Dot } from "../crdt/index.js";
+import type { StoreDb } from "./db.js";
+import type { GroupCommit } from "./group-commit.js";
+import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
+import { decodeDots } from "./records.js";
+
+/** Which elements are members: one batched read (queued writes included). */
+export async function contains(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[]): Promise<boolean[]> {
+  const found = await commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
+  return found.map((v) => v !== undefined);
+}
+
+/** One page of members after startAfter (exclusive), in element order. */
+export async function page(
+  db: StoreDb,
+  prefix: Buffer,
+  startAfter: Uint8Array | undefined,
+  limit: number,
+): Promise<{ members: Buffer[]; next: Buffer | undefined }> {
+  const out: Buffer[] = [];
+  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1 })) {
+    out.push(...chunk.map((e) => e.element));
+    if (out.length > limit) break;
+  }
+  const more = out.length > limit;
+  const first = out.slice(0, limit);
+  return { members: first, next: more ? first[first.length - 1] : undefined };
+}
+
+/**
+ * The members of a set in element order, in chunks, from one consistent snapshot (committed
+ * writes only). The consumer pulls: nothing is read ahead of demand.
+ */
+export async function* members(
+  db: StoreDb,
+  prefix: Buffer,
+  opts: { startAfter?: Uint8Array; chunkSize: number },
+): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
+  const range = elementRange(prefix);
+  const gt = opts.startAfter !== undefined && opts.startAfter.length > 0 ? elementRecordKey(prefix, opts.startAfter) : undefined;
+  const it = db.iterator(gt !== undefined ? { gt, lt: range.lt } : range);
+  try {
+    let chunk: Array<{ element: Buffer; dots: Dot[] }> = [];
+    const offset = prefix.length + 1;
+    while (true) {
+      const entries = await it.nextv(Math.max(1, opts.chunkSize - chunk.length));
+      if (entries.length === 0) break;
+      for (const [k, v] of entries) chunk.push({ element: unescapeBytes(k, offset).bytes, dots: decodeDots(v) });
+      if (chunk.length >= opts.chunkSize) {
+        yield chunk;
+        chunk = [];
+      }
+    }
+    if (chunk.length > 0) yield chunk;
+  } finally {
+    await it.close();
+  }
+}

@@ -1,0 +1,38 @@
+// The store's typed errors: callers (the replica service, gossip, the CLI) tell them apart by
+// class, never by message text.
+import { ObjectType } from "../crdt/index.js";
+
+export class StoreOpenError extends Error {
+  override readonly name = "StoreOpenError";
+}
+
+/** An operation came after close() (the node is shutting down). */
+export class StoreClosedError extends Error {
+  override readonly name = "StoreClosedError";
+  constructor() {
+    super("store is closed");
+  }
+}
+
+/** The key holds another type than the operation needs. */
+export class TypeMismatchError extends Error {
+  override readonly name = "TypeMismatchError";
+  constructor(
+    readonly key: string,
+    readonly existing: ObjectType,
+    readonly requested: ObjectType,
+  ) {
+    super(
+      `key "${key}" holds a ${ObjectType[existing] ?? existing}, not a ${ObjectType[requested] ?? requested}; ` +
+        `use another key or the matching operation`,
+    );
+  }
+}
+
+/** The key's type has no stored form (not registered in layouts.ts). */
+export class UnstorableTypeError extends Error {
+  override readonly name = "UnstorableTypeError";
+  constructor(readonly type: ObjectType) {
+    super(`type ${ObjectType[type] ?? type} cannot be stored by this node`);
+  }
+}

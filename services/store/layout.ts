@@ -1,0 +1,92 @@
+// How a replicated type lies in the store, behind one interface: the store's generic code (locks,
+// write views, group commit, headers, transfers) calls these and nothing type-specific. Two
+// layouts exist: one record for the whole state (whole-state-layout.ts: counters, and any small
+// lattice), and bigset element records with a dot index (element-layout.ts: add-wins sets).
+// Every layout joins with its lattice's own join (crdt/), applied to the part of the object the
+// join touches, so the in-memory value, the store and chunked transfer share one join per type.
+import type { AWSet, CausalContext, Lattice, ObjectType } from "../crdt/index.js";
+import type { GroupCommit } from "./group-commit.js";
+import type { PendingRemoves } from "./pending-removes.js";
+import type { Header } from "./records.js";
+import type { StoreDb } from "./db.js";
+import type { WriteView } from "./write-view.js";
+
+/** One object being changed, under its key's lock: a working copy of its header and a write view. */
+export interface ObjectSlot {
+  readonly key: string;
+  readonly prefix: Buffer;
+  readonly h: Header;
+  readonly view: WriteView;
+}
+
+/** What a layout may use of the store around it. */
+export interface StoreEnv {
+  readonly db: StoreDb;
+  readonly commit: GroupCommit;
+  readonly pending: PendingRemoves;
+  /** Above this many removed dots in one join, owners are found by scanning the object. */
+  readonly removeLookupLimit: number;
+  /** A join refused because its result would break the type's bounds (counters out of int64). */
+  joinRefused(key: string, reason: string): void;
+}
+
+export interface JoinResult<S> {
+  changed: boolean;
+  /** The part of the joined state that was new here (Δ(incoming, local)), for redundancy removal. */
+  newPart: S;
+  /** Set when the join was refused and nothing changed: why, in words (counters out of int64). */
+  refused?: string;
+  /**
+   * A remove delta this node made during the join by applying deferred removes whose covered adds
+   * just arrived (pending-removes.ts). Spread it as a local delta: this node is its origin.
+   */
+  settled?: AWSet;
+}
+
+/** One chunk of a key's full state, as read from the store for a transfer. */
+export interface StateChunk {
+  type: ObjectType;
+  /** The key's context: on the first chunk of the key only. */
+  ctx?: CausalContext;
+  rangeStart: Buffer;
+  rangeEnd: Buffer;
+  rangeOpen: boolean;
+  /** The state's part in the range (for element layouts); the whole state for one-record types. */
+  slice: unknown;
+  keyDone: boolean;
+}
+
+/** A received chunk, to be joined: its slice is already decoded against the sender's context. */
+export interface ReceivedChunk<S> {
+  senderCtx: CausalContext;
+  rangeStart: Buffer;
+  rangeEnd: Buffer;
+  rangeOpen: boolean;
+  slice: S;
+}
+
+export interface ObjectLayout<S> {
+  readonly lattice: Lattice<S>;
+  /** The header body of a new object. */
+  emptyBody(): Uint8Array;
+  /** The part of the state a mutator naming these elements needs (the whole state for one-record types). */
+  load(o: ObjectSlot, env: StoreEnv, elements: readonly Uint8Array[]): Promise<S>;
+  /** Join a state or delta into the object with the lattice's join; newPart only when asked. */
+  join(o: ObjectSlot, env: StoreEnv, incoming: S, wantNewPart: boolean): Promise<JoinResult<S>>;
+  /** Join one chunk of a sender's full state (gossip/chunking.ts explains the rule). */
+  applyChunk(o: ObjectSlot, env: StoreEnv, chunk: ReceivedChunk<S>): Promise<JoinResult<S>>;
+  /** After a key's last chunk: whatever the chunks could not join safely (the sender's context). */
+  finishKey(o: ObjectSlot, env: StoreEnv, senderCtx: CausalContext): Promise<JoinResult<S>>;
+  /** The key's full state in chunks of at most maxEntries entries, from one snapshot. */
+  stateChunks(env: StoreEnv, prefix: Buffer, h: Header, it: RecordIterator, maxEntries: number): AsyncGenerator<StateChunk>;
+  /** The whole state in memory. */
+  readState(env: StoreEnv, prefix: Buffer, h: Header): Promise<S>;
+  /** Problems of the object's records, in words (empty when consistent). */
+  verify(h: Header, records: AsyncIterable<[suffix: number, rest: Buffer, value: Buffer]>): Promise<string[]>;
+}
+
+/** The records after an object's header, from the snapshot its header was read in. */
+export interface RecordIterator {
+  next(): Promise<[Buffer, Buffer] | undefined>;
+  nextv(n: number): Promise<Array<[Buffer, Buffer]>>;
+}

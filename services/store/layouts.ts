@@ -1,0 +1,27 @@
+// The stored form of each replicated type: ObjectType → layout. A new type needs its lattice in
+// crdt/ and one line here (wholeStateLayout(itsLattice) for a small state); the store, gossip and
+// the replica service then handle it with no code of their own.
+import { CounterLattice, ObjectType, counterRangeProblems } from "../crdt/index.js";
+import { elementLayout } from "./element-layout.js";
+import { UnstorableTypeError } from "./errors.js";
+import type { ObjectLayout } from "./layout.js";
+import { wholeStateLayout } from "./whole-state-layout.js";
+
+const layouts = new Map<ObjectType, ObjectLayout<unknown>>();
+
+export function registerLayout<S>(type: ObjectType, layout: ObjectLayout<S>): void {
+  layouts.set(type, layout as ObjectLayout<unknown>);
+}
+
+export function layoutFor(type: ObjectType): ObjectLayout<unknown> {
+  const l = layouts.get(type);
+  if (l === undefined) throw new UnstorableTypeError(type);
+  return l;
+}
+
+export function storableTypes(): ObjectType[] {
+  return [...layouts.keys()];
+}
+
+registerLayout(ObjectType.AWSET, elementLayout);
+registerLayout(ObjectType.COUNTER, wholeStateLayout(CounterLattice, { problems: counterRangeProblems }));

@@ -1,0 +1,141 @@
+// Opening a data directory: checks that it is a deltaset store of this node and version, creates
+// it on first use (node id, replica id, partition count), and upgrades an older format in place.
+import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync } from "node:fs";
+import { SYNCED, type StoreDb, memoryDb, openLevelDb } from "./db.js";
+import { StoreOpenError } from "./errors.js";
+import { formatKey } from "./keys.js";
+import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
+
+export const STORE_FORMAT = "deltaset-store";
+/** 2: dot index in buckets (dot-index.ts); version 1 had one record per dot. */
+export const STORE_VERSION = 2;
+
+export interface StoreMeta {
+  format: string;
+  version: number;
+  /** Set while an upgrade from this version runs (an older node then refuses the directory). */
+  migratingFrom?: number;
+  nodeId: string;
+  /** Replica id that mints this data directory's dots (see Store.replicaId). */
+  replicaId: string;
+  partitions: number;
+  createdAt: string;
+}
+
+export interface OpenOptions {
+  /** The data directory, or "memory" for an in-memory database (simulations). */
+  dir: string;
+  /** An existing in-memory database to reopen (a simulated node restarting with its "disk"). */
+  db?: StoreDb;
+  nodeId?: string;
+  partitions: number | "stored";
+  writeBufferBytes: number;
+  cacheBytes: number;
+  upgrade: boolean;
+  onUpgrade?: (e: { objects: number; ms: number }) => void;
+  onUpgradeStart?: (e: { fromVersion: number; toVersion: number }) => void;
+}
+
+export interface OpenedDb {
+  db: StoreDb;
+  nodeId: string;
+  replicaId: string;
+  partitions: number;
+}
+
+export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
+  const inMemory = opts.dir === "memory";
+  let db: StoreDb;
+  let fresh: boolean;
+  if (inMemory) {
+    db = opts.db ?? memoryDb();
+    await db.open();
+    fresh = (await db.get(formatKey())) === undefined;
+  } else {
+    // lost+found: a fresh filesystem volume mounted as the data directory is still empty.
+    fresh = !existsSync(opts.dir) || readdirSync(opts.dir).every((f) => f === "lost+found");
+    if (!fresh && !existsSync(`${opts.dir}/CURRENT`)) {
+      throw new StoreOpenError(
+        `data directory ${opts.dir} is not empty and is not a deltaset store (no LevelDB CURRENT file); ` +
+          `point --data-dir at an empty or existing deltaset directory`,
+      );
+    }
+    db = openLevelDb(opts.dir, opts) as unknown as StoreDb;
+    try {
+      await db.open();
+    } catch (err) {
+      const cause = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
+      throw new StoreOpenError(`cannot open data directory ${opts.dir}: ${cause}`);
+    }
+  }
+  if (fresh && opts.partitions === "stored") {
+    await db.close();
+    throw new StoreOpenError(`data directory ${opts.dir} does not exist or is empty`);
+  }
+  try {
+    const meta = await readMeta(db, opts.dir);
+    if (meta === undefined) {
+      if (!fresh) throw new StoreOpenError(`data directory ${opts.dir} holds a LevelDB database that deltaset did not create`);
+      const nodeId = opts.nodeId ?? `n-${randomBytes(6).toString("hex")}`;
+      const record: StoreMeta = {
+        format: STORE_FORMAT,
+        version: STORE_VERSION,
+        nodeId,
+        replicaId: `${nodeId}~${randomBytes(4).toString("hex")}`,
+        partitions: opts.partitions as number,
+        createdAt: new Date().toISOString(),
+      };
+      await db.put(formatKey(), Buffer.from(JSON.stringify(record)), SYNCED);
+      return { db, nodeId, replicaId: record.replicaId, partitions: record.partitions };
+    }
+    if (opts.nodeId !== undefined && opts.nodeId !== meta.nodeId) {
+      throw new StoreOpenError(
+        `data directory ${opts.dir} belongs to node "${meta.nodeId}", not "${opts.nodeId}"; use that node id or another data directory`,
+      );
+    }
+    if (opts.partitions !== "stored" && meta.partitions !== opts.partitions) {
+      throw new StoreOpenError(`data directory ${opts.dir} was created with ${meta.partitions} partitions, not ${opts.partitions}`);
+    }
+    if (meta.version === 1 || meta.migratingFrom === 1) {
+      if (!opts.upgrade) {
+        throw new StoreOpenError(`data directory ${opts.dir} has store version 1; a node of this version upgrades it in place when it starts`);
+      }
+      opts.onUpgradeStart?.({ fromVersion: 1, toVersion: STORE_VERSION });
+      await upgradeFromV1(db, meta, opts.onUpgrade);
+    }
+    return { db, nodeId: meta.nodeId, replicaId: meta.replicaId, partitions: meta.partitions };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}
+
+/** Convert a version 1 directory in place (see migrate.ts); the version changes first and last. */
+async function upgradeFromV1(db: StoreDb, meta: StoreMeta, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
+  const started = performance.now();
+  await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION, migratingFrom: 1 })), SYNCED);
+  const objects = await migrateV1ToV2(db);
+  const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
+  await db.batch().put(formatKey(), Buffer.from(JSON.stringify(upgraded))).del(migrationProgressKey()).write(SYNCED);
+  report?.({ objects, ms: performance.now() - started });
+}
+
+async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined> {
+  const raw = await db.get(formatKey());
+  if (raw === undefined) return undefined;
+  let meta: StoreMeta;
+  try {
+    meta = JSON.parse(raw.toString("utf8")) as StoreMeta;
+  } catch {
+    throw new StoreOpenError(`data directory ${dir}: the store format record is corrupt`);
+  }
+  if (meta.format !== STORE_FORMAT) throw new StoreOpenError(`data directory ${dir} holds "${meta.format}" data, not a deltaset store`);
+  if (typeof meta.replicaId !== "string" || meta.replicaId === "") {
+    throw new StoreOpenError(`data directory ${dir}: the store format record has no replica id`);
+  }
+  if (meta.version !== STORE_VERSION && meta.version !== 1) {
+    throw new StoreOpenError(`data directory ${dir} has store version ${meta.version}; this node reads version ${STORE_VERSION}`);
+  }
+  return meta;
+}

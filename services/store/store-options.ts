@@ -1,0 +1,38 @@
+// The settings of a store (the node's --data-dir, --fsync and storage limits end up here).
+import type { StoreDb } from "./db.js";
+
+export type SyncPolicy = "fsync" | "buffered";
+
+export interface StoreOptions {
+  /** The data directory, or "memory" for an in-memory database (the gossip simulator). */
+  dir: string;
+  /** With dir "memory": a database a previous Store used (a simulated node restarting with its disk). */
+  db?: StoreDb;
+  /** Required node id, or undefined to use the stored one (generated on first open). */
+  nodeId?: string;
+  /** Partitions of a new directory; "stored" opens an existing directory with its own. */
+  partitions: number | "stored";
+  partitionOf: (key: string, partitions: number) => number;
+  /** fsync each group commit (default) or leave it to the OS (survives process crashes only). */
+  sync?: SyncPolicy;
+  /** Most operations folded into one group commit. */
+  maxBatch?: number;
+  /** Headers kept in memory. */
+  headerCacheSize?: number;
+  /** LevelDB write buffer (memtable) bytes; LevelDB's default 4 MiB when unset. */
+  writeBufferBytes?: number;
+  /** LevelDB block cache bytes; LevelDB's default 8 MiB when unset. */
+  cacheBytes?: number;
+  /** Told when Store.open upgraded an older on-disk format (objects converted, time taken). */
+  onUpgrade?: (e: { objects: number; ms: number }) => void;
+  /** Told before an upgrade starts (from which version), so a long one can be announced. */
+  onUpgradeStart?: (e: { fromVersion: number; toVersion: number }) => void;
+  /** false: refuse a directory of an older format instead of upgrading it (read-only tools). */
+  upgrade?: boolean;
+  /** Above this many removed dots in one delta, find them by scanning the object instead. */
+  removeLookupLimit?: number;
+  /** Most elements whose remove waits for adds not yet received here (pending-removes.ts). */
+  maxPendingRemoves?: number;
+  /** Told when a join was refused because its result would break the type's bounds (counters out of int64). */
+  onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
+}
