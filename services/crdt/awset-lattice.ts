@@ -123,6 +123,8 @@ export const AWSetLattice: Lattice<AWSet> = {
   encode: (s) => AWSetState.encode(awsetToProto(s)).finish(),
   encodedSize: awsetEncodedSize,
   decode: (bytes) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState)),
+  decodeSlice: (bytes, senderCtx) => decodeAWSetSlice(bytes, senderCtx),
+  size: (s) => s.size,
 };
 
 registerLattice(AWSetLattice);

@@ -28,6 +28,13 @@ export interface Lattice<S> {
   encodedSize(s: S): number;
   /** Decode and validate; throws DecodeError on malformed or inconsistent input. */
   decode(bytes: Uint8Array): S;
+  /**
+   * Decode one chunk of a chunked full-state transfer, checked against the sender's context (sent
+   * on the key's first chunk). Types that travel whole leave it out: decode is used.
+   */
+  decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext): S;
+  /** How many entries a state holds (elements of a set), for buffer limits; 1 when left out. */
+  size?(s: S): number;
 }
 
 const registry = new Map<ObjectType, Lattice<unknown>>();
@@ -40,6 +47,17 @@ export function latticeFor(type: ObjectType): Lattice<unknown> {
   const l = registry.get(type);
   if (l === undefined) throw new UnknownTypeError(type);
   return l;
+}
+
+/** Decode a state-transfer chunk of a type (decodeSlice, or decode for types that travel whole). */
+export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext): unknown {
+  const l = latticeFor(type);
+  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx) : l.decode(bytes);
+}
+
+/** Entries of a state of a type, for buffer limits. */
+export function sizeOf(type: ObjectType, s: unknown): number {
+  return latticeFor(type).size?.(s) ?? 1;
 }
 
 export { ObjectType };

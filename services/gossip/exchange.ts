@@ -1,0 +1,463 @@
+// The gossip exchange of one node, sans-IO: everything between the anti-entropy engine and the
+// wire except the wire. It builds the frames and state streams a tick asks for, and checks,
+// decodes and joins what arrives (frames and chunked state streams) into the store, with
+// redundancy removal, chunk order checks and the transfer hold, then hands the engine the new
+// parts and returns the reply to send. The node (node-gossip.ts) runs it behind gRPC and a timer;
+// the simulator (simulator.ts) runs the same code over a lossy in-process channel, each node on
+// an in-memory store, so what is simulated is what runs.
+import { status } from "@grpc/grpc-js";
+import {
+  type CausalContext,
+  ObjectType,
+  type AWSet,
+  contextFromProto,
+  contextToProto,
+  decodeSlice,
+  elementKey,
+  latticeFor,
+  sizeOf,
+} from "../crdt/index.js";
+import type { GossipFrame, GossipReply, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
+import type { Store } from "../store/store.js";
+import { TypeMismatchError } from "../store/errors.js";
+import type { Logger } from "../common/logger.js";
+import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
+import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
+import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
+import { ChunkOrderError, KeyChunkSequence } from "./chunking.js";
+import type { PayloadOps } from "./payload.js";
+import { partitionOf } from "./partition.js";
+
+/** Default of ExchangeOptions.maxBufferedStateElements. */
+export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
+
+export interface ExchangeOptions {
+  store: Store;
+  log: Logger;
+  cluster: string;
+  partitions: number;
+  sync: Algorithm1Config | Algorithm2Config;
+  /** Elements per chunk of a full-state stream. */
+  stateChunkEntries: number;
+  /** Largest message; delta frames are cut to half of it, a larger delta ships as full state. */
+  maxMessageBytes: number;
+  /**
+   * A received full state whose new part exceeds this many elements is not held in the delta
+   * buffer; the partition is forwarded to the other neighbours by full state instead.
+   */
+  maxBufferedStateElements?: number;
+  /** This process's boot id (drawn at each start). */
+  boot: bigint;
+  random: () => number;
+  /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
+  ops?: PayloadOps<KeyedStates>;
+}
+
+/** Counters of the transport (the engine keeps its own). */
+export interface TransportCounters {
+  framesRejected: number;
+  chunksApplied: number;
+  chunksRejected: number;
+  rpcErrors: number;
+  typeConflicts: number;
+  busySkips: number;
+  /** Sends dropped on purpose (lossRate). */
+  sendsDropped: number;
+  stateStreamsSent: number;
+  stateStreamsReceived: number;
+  /** Received full states whose new part was too big to buffer (forwarded by full state). */
+  freshPartsNotBuffered: number;
+}
+
+/** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
+export interface Outgoing {
+  to: string;
+  frames: GossipFrame[];
+  /** Partitions to stream in full (stateStream), with the seq each one's end marker acknowledges. */
+  states: Array<{ partition: number; seq: number }>;
+}
+
+/** A refused call: the gRPC status to answer with, and why. Nothing of it was applied. */
+export interface Refusal {
+  code: status;
+  details: string;
+}
+
+export type Answer<T> = { reply: T } | { refused: Refusal };
+
+export class GossipExchange {
+  readonly engine: AntiEntropyEngine<KeyedStates>;
+  readonly counters: TransportCounters = {
+    framesRejected: 0,
+    chunksApplied: 0,
+    chunksRejected: 0,
+    rpcErrors: 0,
+    typeConflicts: 0,
+    busySkips: 0,
+    sendsDropped: 0,
+    stateStreamsSent: 0,
+    stateStreamsReceived: 0,
+    freshPartsNotBuffered: 0,
+  };
+  private frameId = 0n;
+  private readonly rr: boolean;
+  private readonly self: string;
+
+  private constructor(
+    private readonly o: ExchangeOptions,
+    initialSeqs: number[],
+    /** Is this id a member allowed to gossip with us? */
+    private readonly isPeer: (id: string) => boolean,
+  ) {
+    this.self = o.store.nodeId;
+    this.rr = o.sync.algorithm === 2 && o.sync.rr;
+    this.engine = new AntiEntropyEngine<KeyedStates>({
+      self: this.self,
+      ops: o.ops ?? keyedStatesOps,
+      random: o.random,
+      partitions: o.partitions,
+      sync: o.sync.algorithm === 2 ? { ...o.sync, initialSeqs } : o.sync,
+    });
+  }
+
+  /**
+   * An exchange whose Algorithm 2 sequence numbers restart past the durable ones, made durable
+   * before it runs (so every partition ships full state to every neighbour first: durable-seq.ts).
+   */
+  static async create(o: ExchangeOptions, isPeer: (id: string) => boolean): Promise<GossipExchange> {
+    const seqs = await restartSeqs(await o.store.loadSeqs(), o.partitions, o.store);
+    return new GossipExchange(o, seqs, isPeer);
+  }
+
+  get boot(): bigint {
+    return this.o.boot;
+  }
+
+  /** A durable local change of key. */
+  local(key: string, type: ObjectType, delta: unknown): void {
+    this.engine.local(partitionOf(key, this.o.partitions), new Map<string, KeyedState>([[key, { type, state: delta }]]));
+  }
+
+  /**
+   * A remove this node made while joining (deferred removes whose adds just arrived): a local
+   * delta, so it reaches every neighbour, the one that sent the add included (BP holds back only
+   * what came from a neighbour).
+   */
+  private spreadSettled(key: string, settled: AWSet | undefined): void {
+    if (settled !== undefined) this.local(key, ObjectType.AWSET, settled);
+  }
+
+  // ------------------------------------------------------------ sending
+
+  /** One period: persist moved sequence numbers, then what to send to whom. */
+  async tick(now: number): Promise<Outgoing[]> {
+    await persistMovedSeqs(this.engine, this.o.store);
+    const out: Outgoing[] = [];
+    const limit = this.o.maxMessageBytes / 2;
+    for (const f of this.engine.tick(now)) {
+      const states: Outgoing["states"] = [];
+      const frames: GossipFrame[] = [];
+      let batch: GossipFrame["payloads"] = [];
+      let batchBytes = 0;
+      const flush = () => {
+        if (batch.length === 0) return;
+        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot });
+        batch = [];
+        batchBytes = 0;
+      };
+      for (const item of f.items) {
+        if (item.kind === PayloadKind.STATE || item.payload === undefined) {
+          states.push({ partition: item.partition, seq: item.seq });
+          continue;
+        }
+        const keys = keyedToProto(item.payload);
+        const size = keys.reduce((n, k) => n + k.key.length + (k.state?.payload.length ?? 0) + 16, 0);
+        if (size > limit) {
+          // Too big for one message: the partition's full state (which includes it) streams instead.
+          states.push({ partition: item.partition, seq: item.seq });
+          continue;
+        }
+        if (batchBytes + size > limit) flush();
+        batch.push({ partition: item.partition, kind: PayloadKind.DELTA, seq: BigInt(item.seq), keys });
+        batchBytes += size;
+      }
+      flush();
+      out.push({ to: f.to, frames, states });
+    }
+    return out;
+  }
+
+  /**
+   * The chunks of a full-state stream of these partitions, read from the store as they are
+   * pulled: each key in element order, its context on its first chunk; after each partition an
+   * end marker, which the receiver acknowledges (Algorithm 1 wants no ack, so none then).
+   */
+  async *stateStream(parts: ReadonlyArray<{ partition: number; seq: number }>): AsyncGenerator<StateChunk> {
+    this.counters.stateStreamsSent++;
+    let first = true;
+    const head = () => {
+      const h = first
+        ? { cluster: this.o.cluster, from: this.self, partitions: this.o.partitions, boot: this.o.boot }
+        : { cluster: "", from: "", partitions: 0, boot: 0n };
+      first = false;
+      return h;
+    };
+    for (const { partition, seq } of parts) {
+      let bytes = 0;
+      for await (const key of this.o.store.keys(partition)) {
+        for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
+          const payload = Buffer.from(latticeFor(c.type).encode(c.slice));
+          bytes += payload.length;
+          yield {
+            ...head(),
+            partition,
+            seq: BigInt(seq),
+            key,
+            type: c.type,
+            context: c.ctx === undefined ? undefined : contextToProto(c.ctx),
+            rangeStart: c.rangeStart,
+            rangeEnd: c.rangeEnd,
+            rangeOpen: c.rangeOpen,
+            slice: { type: c.type, payload },
+            keyDone: c.keyDone,
+            partitionDone: false,
+          };
+        }
+      }
+      this.engine.recordStateBytesSent(bytes);
+      if (seq === 0) continue;
+      yield {
+        ...head(),
+        partition,
+        seq: BigInt(seq),
+        key: "",
+        type: ObjectType.OBJECT_TYPE_UNSPECIFIED,
+        context: undefined,
+        rangeStart: Buffer.alloc(0),
+        rangeEnd: Buffer.alloc(0),
+        rangeOpen: true,
+        slice: undefined,
+        keyDone: false,
+        partitionDone: true,
+      };
+    }
+  }
+
+  /**
+   * Acks from a peer's reply. A new boot id means the peer restarted and may have lost what it
+   * acked: its acks go back to 0 (full state next) and the acks of this reply, which promise only
+   * what this frame carried, are ignored.
+   */
+  onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>): void {
+    if (this.noticeBoot(from, boot)) return;
+    this.engine.onAcks(from, acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+  }
+
+  /** A peer's boot id, from its reply or its own frame; true when it restarted (acks reset). */
+  private noticeBoot(peer: string, boot: bigint): boolean {
+    if (!this.engine.noticeBoot(peer, boot)) return false;
+    this.o.log.info("peer restarted: it gets full state", { peer });
+    return true;
+  }
+
+  // ------------------------------------------------------------ receiving
+
+  private refuse(code: status, details: string, from: string): { refused: Refusal } {
+    this.counters.framesRejected++;
+    this.o.log.warn("gossip frame refused", { from, reason: details });
+    return { refused: { code, details } };
+  }
+
+  private checkPeer(cluster: string, from: string, partitions: number): { refused: Refusal } | undefined {
+    if (cluster !== this.o.cluster) return this.refuse(status.FAILED_PRECONDITION, `cluster "${cluster}" is not "${this.o.cluster}"`, from);
+    if (partitions !== this.o.partitions) return this.refuse(status.FAILED_PRECONDITION, `partition count ${partitions} differs from ${this.o.partitions}`, from);
+    if (!this.isPeer(from)) return this.refuse(status.PERMISSION_DENIED, `node "${from}" is not a known member`, from);
+    return undefined;
+  }
+
+  /** Join one key's state into the store; returns the part that was new (per the RR contract). */
+  private async joinKey(key: string, ks: KeyedState): Promise<KeyedState | undefined> {
+    try {
+      const r = await this.o.store.merge(key, ks.type, ks.state);
+      this.spreadSettled(key, r.settled);
+      if (!r.changed) return undefined;
+      return { type: ks.type, state: this.rr ? r.newPart : ks.state };
+    } catch (err) {
+      if (err instanceof TypeMismatchError) {
+        this.counters.typeConflicts++;
+        this.o.log.warn("key type conflict between nodes; key skipped", { key, reason: err.message });
+        return undefined;
+      }
+      throw err;
+    }
+  }
+
+  /** A frame of deltas: checked and decoded whole before anything is joined; acked once durable. */
+  async receiveFrame(f: GossipFrame): Promise<Answer<GossipReply>> {
+    const bad = this.checkPeer(f.cluster, f.from, f.partitions);
+    if (bad) return bad;
+    this.noticeBoot(f.from, f.boot);
+    const decoded: Array<{ partition: number; kind: PayloadKind; seq: number; keys: KeyedStates; bytes: number }> = [];
+    for (const p of f.payloads) {
+      if (p.partition >= this.o.partitions || (p.kind !== PayloadKind.DELTA && p.kind !== PayloadKind.STATE) || p.seq > BigInt(Number.MAX_SAFE_INTEGER)) {
+        return this.refuse(status.INVALID_ARGUMENT, `payload for partition ${p.partition} is malformed`, f.from);
+      }
+      for (const k of p.keys) {
+        if (partitionOf(k.key, this.o.partitions) !== p.partition) {
+          return this.refuse(status.INVALID_ARGUMENT, `key "${k.key}" is not in partition ${p.partition}`, f.from);
+        }
+      }
+      try {
+        const keys = keyedFromProto(p.keys);
+        decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: p.keys.reduce((n, k) => n + (k.state?.payload.length ?? 0), 0) });
+      } catch (err) {
+        return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);
+      }
+    }
+    const items: ReceivedItem<KeyedStates>[] = [];
+    for (const d of decoded) {
+      const fresh = new Map<string, KeyedState>();
+      for (const [key, ks] of d.keys) {
+        const part = await this.joinKey(key, ks);
+        if (part !== undefined) fresh.set(key, part);
+      }
+      items.push({ partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes });
+    }
+    const acks = this.engine.onFrame(f.from, items);
+    this.engine.onAcks(f.from, f.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot } };
+  }
+
+  /**
+   * A full-state stream: each key's chunks must follow the protocol (context first, ranges tiling
+   * in order, only the last one open: KeyChunkSequence) and a partition completes only after its
+   * keys did. Other merges into a key wait while its chunks arrive (Store.beginTransfer).
+   */
+  async receiveStateStream(chunks: AsyncIterable<StateChunk>): Promise<Answer<StateReply>> {
+    this.counters.stateStreamsReceived++;
+    let from = "";
+    let count = 0;
+    const acks: Ack[] = [];
+    const sequences = new Map<string, { partition: number; order: KeyChunkSequence }>();
+    const fresh = new Map<number, Map<string, KeyedState>>();
+    const freshElements = new Map<number, number>();
+    const holds = new Map<string, () => void>();
+    const rejectChunk = (details: string) => {
+      this.counters.chunksRejected++;
+      return this.refuse(status.INVALID_ARGUMENT, details, from);
+    };
+    try {
+      for await (const c of chunks) {
+        if (count === 0) {
+          const bad = this.checkPeer(c.cluster, c.from, c.partitions);
+          if (bad) return bad;
+          from = c.from;
+          this.noticeBoot(from, c.boot);
+        }
+        count++;
+        if (c.partition >= this.o.partitions) return this.refuse(status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from);
+        if (c.partitionDone) {
+          const open = [...sequences].find(([, s]) => s.partition === c.partition);
+          if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
+          const item: ReceivedItem<KeyedStates> = {
+            partition: c.partition,
+            kind: PayloadKind.STATE,
+            seq: Number(c.seq),
+            fresh: fresh.get(c.partition),
+            tooLarge: this.tooLargeToBuffer(freshElements.get(c.partition) ?? 0),
+          };
+          acks.push(...this.engine.onFrame(from, [item]));
+          fresh.delete(c.partition);
+          freshElements.delete(c.partition);
+          continue;
+        }
+        if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
+          return rejectChunk(`chunk for key "${c.key}" is malformed`);
+        }
+        let slice: unknown;
+        let ctx: CausalContext;
+        try {
+          let s = sequences.get(c.key);
+          if (s === undefined) sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence() }));
+          ctx = s.order.accept({
+            rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
+            rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
+            rangeOpen: c.rangeOpen,
+            entries: new Map(),
+            context: c.context === undefined ? undefined : contextFromProto(c.context),
+            keyDone: c.keyDone,
+          });
+          if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
+          slice = decodeSlice(c.type, c.slice.payload, ctx);
+        } catch (err) {
+          const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
+          return rejectChunk(`${what}: ${(err as Error).message}`);
+        }
+        try {
+          const parts: unknown[] = [];
+          const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
+          this.spreadSettled(c.key, r.settled);
+          if (r.changed) parts.push(r.newPart);
+          if (c.keyDone) {
+            const f = await this.o.store.finishKey(c.key, c.type, ctx);
+            this.spreadSettled(c.key, f.settled);
+            if (f.changed) parts.push(f.newPart);
+            sequences.delete(c.key);
+            holds.get(c.key)?.();
+            holds.delete(c.key);
+          }
+          this.counters.chunksApplied++;
+          this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);
+        } catch (err) {
+          if (err instanceof TypeMismatchError) {
+            this.counters.typeConflicts++;
+            continue;
+          }
+          throw err;
+        }
+      }
+      return { reply: { from: this.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: this.o.boot } };
+    } finally {
+      for (const release of holds.values()) release();
+    }
+  }
+
+  /** A received state's new part of this many elements is forwarded by full state, not buffered. */
+  private tooLargeToBuffer(elements: number): boolean {
+    return elements > (this.o.maxBufferedStateElements ?? MAX_BUFFERED_STATE_ELEMENTS);
+  }
+
+  /** Gather the new parts of a received full state for the delta buffer, unless they grow too big. */
+  private collectFresh(
+    fresh: Map<number, Map<string, KeyedState>>,
+    counts: Map<number, number>,
+    partition: number,
+    key: string,
+    type: ObjectType,
+    parts: unknown[],
+  ): void {
+    if (parts.length === 0) return;
+    const before = counts.get(partition) ?? 0;
+    const n = before + parts.reduce<number>((s, p) => s + sizeOf(type, p), 0);
+    counts.set(partition, n);
+    if (this.tooLargeToBuffer(n)) {
+      // Too big to hold in memory: the engine forwards this partition by full state instead
+      // (Algorithm 2 is transitive; the others must not depend on the sender surviving).
+      fresh.delete(partition);
+      if (!this.tooLargeToBuffer(before)) this.counters.freshPartsNotBuffered++;
+      return;
+    }
+    const m = fresh.get(partition) ?? new Map<string, KeyedState>();
+    const l = latticeFor(type);
+    const cur = m.get(key);
+    let state = cur === undefined ? l.clone(parts[0]!) : cur.state;
+    for (const p of cur === undefined ? parts.slice(1) : parts) state = l.join(state, p);
+    m.set(key, { type, state });
+    fresh.set(partition, m);
+  }
+}
+
+function ackToProto(a: Ack): { partition: number; seq: bigint } {
+  return { partition: a.partition, seq: BigInt(a.seq) };
+}
