@@ -1,5 +1,5 @@
 // What survives a crash of Algorithm 2's sequence numbers, and how a node restarts from it: the
-// one policy the node (NodeGossip) and the simulator (GossipSimulation) both run.
+// one policy the gossip exchange (exchange.ts) runs, in a node and in the simulator alike.
 //
 // The crash invariant: a node that restarts with data must look behind to every neighbour, so
 // that it ships each partition's full state before it can look caught up. After a restart the
@@ -19,7 +19,7 @@ export function seqsAfterRestart(persisted: ReadonlyMap<number, number>, partiti
   return Array.from({ length: partitions }, (_, p) => (persisted.get(p) ?? 0) + 1);
 }
 
-/** Where a node keeps its seqs: LevelDB in a node, a plain map in the simulator. */
+/** Where a node keeps its seqs: its store (LevelDB in a node, in memory in the simulator). */
 export interface SeqSink {
   /** Durably record these partitions' seqs (all of them or none) before resolving. */
   persistSeqs(seqs: ReadonlyMap<number, number>): Promise<void> | void;
@@ -27,7 +27,7 @@ export interface SeqSink {
 
 /**
  * The engine's moved seqs, persisted before the tick's frames leave (the lazy half of the policy:
- * nothing is persisted on the write path). Synchronous when the sink is.
+ * nothing is persisted on the write path).
  */
 export function persistMovedSeqs(engine: { takeSeqChanges(): Map<number, number> }, sink: SeqSink): Promise<void> | void {
   const moved = engine.takeSeqChanges();

@@ -334,7 +334,7 @@ export class GossipExchange {
    * in order, only the last one open: KeyChunkSequence) and a partition completes only after its
    * keys did. Other merges into a key wait while its chunks arrive (Store.beginTransfer).
    */
-  async receiveStateStream(chunks: AsyncIterable<StateChunk>): Promise<Answer<StateReply>> {
+  async receiveStateStream(chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>): Promise<Answer<StateReply>> {
     this.counters.stateStreamsReceived++;
     let from = "";
     let count = 0;

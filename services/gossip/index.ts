@@ -1,5 +1,6 @@
 // Anti-entropy gossip: the sans-IO engine (Algorithms 1 and 2 with BP and RR), keyed partition
-// payloads, chunked full-state transfer, and the in-process simulator with its lossy channel.
+// payloads, chunked full-state transfer, the exchange core a node and the simulator share, and the
+// in-process simulator with its lossy channel.
 export * from "./payload.js";
 export * from "./partition.js";
 export * from "./keyed-states.js";
@@ -10,6 +11,7 @@ export * from "./engine.js";
 export * from "./durable-seq.js";
 export * from "./peer-boots.js";
 export * from "./chunking.js";
+export * from "./exchange.js";
 export * from "../common/prng.js";
 export * from "./lossy-channel.js";
 export * from "./topology.js";

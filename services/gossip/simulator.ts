@@ -1,32 +1,23 @@
-// In-process simulation of a cluster: real engines, real lattices, real wire encoding
-// (GossipFrame / GossipReply protobufs), over a seeded lossy channel. Time advances in periods;
-// in each period every node ticks once, then every message due before the next period is
-// delivered (replies included, so an ack can return within the period that sent its frame).
-import { AWSet, type ObjectType, latticeFor } from "../crdt/index.js";
+// In-process simulation of a cluster that runs the node's own gossip code: each simulated node is
+// a real Store (on an in-memory database) and a real GossipExchange (exchange.ts), the same receive
+// path a node runs behind gRPC: frame checks, redundancy removal, chunked state transfer, the
+// store's joins, acks after durable writes, durable sequence numbers and restarts. Only the wire
+// differs: encoded GossipFrame / StateChunk / reply protobufs travel over a seeded lossy channel.
+// Time advances in periods; in each period every node ticks once, then every message due before
+// the next period is delivered (replies included, so an ack can return within its period).
+// Deterministic for a seed: the only randomness is seeded, and every await is taken in order.
+import { type AWSet, type ObjectType, latticeFor } from "../crdt/index.js";
 import { ObjectType as OT } from "../gen/deltaset/v1/types.js";
-import { GossipFrame, GossipReply, type PartitionPayload, PayloadKind } from "../gen/deltaset/v1/gossip.js";
-import {
-  type Ack,
-  type Algorithm1Config,
-  type Algorithm2Config,
-  AntiEntropyEngine,
-  type ReceivedItem,
-} from "./engine.js";
-import {
-  type KeyedState,
-  type KeyedStates,
-  joinKeyedInto,
-  keyedFromProto,
-  keyedStatesOps,
-  keyedToProto,
-  protoKeysSize,
-  receivedPart,
-} from "./keyed-states.js";
-import { persistMovedSeqs, seqsAfterRestart } from "./durable-seq.js";
-import { type ChannelFaults, LossyChannel, NO_FAULTS } from "./lossy-channel.js";
-import type { PayloadOps } from "./payload.js";
-import { partitionOf } from "./partition.js";
+import { GossipFrame, GossipReply, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import type { Logger } from "../common/logger.js";
 import { type Random, seededRandom } from "../common/prng.js";
+import { Store } from "../store/store.js";
+import type { StoreDb } from "../store/db.js";
+import type { Algorithm1Config, Algorithm2Config, AntiEntropyEngine } from "./engine.js";
+import { GossipExchange, type TransportCounters } from "./exchange.js";
+import type { KeyedStates } from "./keyed-states.js";
+import { type ChannelFaults, LossyChannel, NO_FAULTS } from "./lossy-channel.js";
+import { partitionOf } from "./partition.js";
 import type { Topology } from "./topology.js";
 
 export interface SimulationOptions {
@@ -38,17 +29,27 @@ export interface SimulationOptions {
   /** Length of a period in the channel's time unit (default 1000). */
   period?: number;
   cluster?: string;
+  /** Elements per chunk of a full-state stream (default 16, so that simulations exercise chunking). */
+  stateChunkEntries?: number;
+  /** Largest message (default 4 MiB, as a node); larger deltas ship as full state. */
+  maxMessageBytes?: number;
 }
 
-export type SimMessage = { kind: "frame"; bytes: Uint8Array } | { kind: "reply"; bytes: Uint8Array };
+export type SimMessage =
+  | { kind: "frame"; bytes: Uint8Array }
+  | { kind: "reply"; bytes: Uint8Array }
+  | { kind: "state"; chunks: Uint8Array[] }
+  | { kind: "state-reply"; bytes: Uint8Array };
 
 /** Bytes put on the wire, counted when sent (lost messages count too). */
 export interface TrafficStats {
+  /** Delta frames and state streams sent. */
   frames: number;
   replies: number;
+  /** Encoded frames and state chunks. */
   frameBytes: number;
   replyBytes: number;
-  /** Encoded payload bytes (the keys of PartitionPayloads) by kind. */
+  /** Encoded payload bytes (the keys of delta frames; the slices of state chunks) by kind. */
   deltaPayloadBytes: number;
   statePayloadBytes: number;
   malformed: number;
@@ -56,15 +57,15 @@ export interface TrafficStats {
 
 interface SimNode {
   id: string;
-  engine: AntiEntropyEngine<KeyedStates>;
-  /** X, per partition: the durable state. */
-  state: Map<string, KeyedState>[];
-  /** The durable seq of each partition, persisted when the node's policy persists it. */
-  durableSeqs: number[];
-  frameId: bigint;
-  /** Drawn at each (re)start, as a node process draws its boot id. */
-  boot: bigint;
+  store: Store;
+  x: GossipExchange;
+  /** The node's "disk": survives a restart, lost with a wipe. */
+  db: StoreDb;
+  /** Incarnation, so a wiped node mints dots under a new replica id as a node with a new volume does. */
+  incarnation: number;
 }
+
+const quiet: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => quiet };
 
 export class GossipSimulation {
   readonly channel: LossyChannel<SimMessage>;
@@ -81,71 +82,56 @@ export class GossipSimulation {
   private readonly ids: string[];
   private readonly random: Random;
   private readonly period: number;
-  private readonly rr: boolean;
-  private readonly cluster: string;
   private now = 0;
   private rounds = 0;
 
-  constructor(private readonly opts: SimulationOptions) {
+  private constructor(private readonly opts: SimulationOptions) {
     this.random = seededRandom(opts.seed);
     this.channel = new LossyChannel(seededRandom(opts.seed ^ 0x5bd1e995), opts.faults ?? NO_FAULTS);
     this.period = opts.period ?? 1000;
-    this.rr = opts.sync.algorithm === 2 && opts.sync.rr;
-    this.cluster = opts.cluster ?? "sim";
     this.ids = [...opts.topology.keys()].sort();
-    for (const id of this.ids) {
-      const durableSeqs = new Array<number>(opts.partitions).fill(0);
-      const n: SimNode = {
-        id,
-        engine: this.newEngine(id, durableSeqs),
-        state: Array.from({ length: opts.partitions }, () => new Map()),
-        durableSeqs,
-        frameId: 0n,
-        boot: this.newBoot(),
-      };
-      this.nodes.set(id, n);
-      this.startEngine(n);
-    }
   }
 
-  // Payloads are immutable, so each one is encoded at most once: the same bytes give the
-  // engine its sizes and the frames their content. Received payloads keep the bytes they came in.
-  private readonly encoded = new WeakMap<KeyedStates, PartitionPayload["keys"]>();
-  private readonly ops: PayloadOps<KeyedStates> = {
-    ...keyedStatesOps,
-    sizeBytes: (p) => protoKeysSize(this.encodedOf(p)),
-  };
-
-  private encodedOf(p: KeyedStates): PartitionPayload["keys"] {
-    let keys = this.encoded.get(p);
-    if (keys === undefined) {
-      keys = keyedToProto(p);
-      this.encoded.set(p, keys);
+  static async create(opts: SimulationOptions): Promise<GossipSimulation> {
+    const sim = new GossipSimulation(opts);
+    for (const id of sim.ids) {
+      const n = await sim.startNode(id, undefined, 0);
+      sim.nodes.set(id, n);
     }
-    return keys;
+    return sim;
+  }
+
+  /** Open a node's store (new, or its surviving database) and start its exchange, as a node process does. */
+  private async startNode(id: string, db: StoreDb | undefined, incarnation: number): Promise<SimNode> {
+    const store = await Store.open({
+      dir: "memory",
+      db,
+      nodeId: id,
+      replicaId: `${id}~${incarnation}`,
+      partitions: this.opts.partitions,
+      partitionOf,
+      sync: "buffered",
+    });
+    const x = await GossipExchange.create(
+      {
+        store,
+        log: quiet,
+        cluster: this.opts.cluster ?? "sim",
+        partitions: this.opts.partitions,
+        sync: this.opts.sync,
+        stateChunkEntries: this.opts.stateChunkEntries ?? 16,
+        maxMessageBytes: this.opts.maxMessageBytes ?? 4 * 1024 * 1024,
+        boot: this.newBoot(),
+        random: seededRandom((this.random() * 2 ** 32) >>> 0),
+      },
+      (peer) => this.nodes.has(peer),
+    );
+    x.engine.setNeighbours(this.opts.topology.get(id) ?? []);
+    return { id, store, x, db: store.db, incarnation };
   }
 
   private newBoot(): bigint {
     return (BigInt(Math.floor(this.random() * 2 ** 32)) << 32n) | BigInt(Math.floor(this.random() * 2 ** 32)) | 1n;
-  }
-
-  /** Start (or restart) a node's engine the way a node process does: past its persisted seqs. */
-  private startEngine(n: SimNode): void {
-    const seqs = seqsAfterRestart(new Map(n.durableSeqs.map((c, p) => [p, c])), this.opts.partitions);
-    n.durableSeqs = seqs.slice();
-    n.engine = this.newEngine(n.id, seqs);
-  }
-
-  private newEngine(id: string, seqs: number[]): AntiEntropyEngine<KeyedStates> {
-    const sync = this.opts.sync.algorithm === 2 ? { ...this.opts.sync, initialSeqs: seqs.slice() } : this.opts.sync;
-    return new AntiEntropyEngine<KeyedStates>({
-      self: id,
-      ops: this.ops,
-      random: seededRandom((this.random() * 2 ** 32) >>> 0),
-      sync,
-      partitions: this.opts.partitions,
-      neighbours: this.opts.topology.get(id) ?? [],
-    });
   }
 
   get nodeIds(): readonly string[] {
@@ -161,7 +147,17 @@ export class GossipSimulation {
   }
 
   engine(id: string): AntiEntropyEngine<KeyedStates> {
-    return this.node(id).engine;
+    return this.node(id).x.engine;
+  }
+
+  /** A node's transport counters (chunks applied, frames refused...), as a node's metrics report them. */
+  transport(id: string): TransportCounters {
+    return this.node(id).x.counters;
+  }
+
+  /** A node's store (to read or check what it holds). */
+  store(id: string): Store {
+    return this.node(id).store;
   }
 
   setFaults(f: ChannelFaults): void {
@@ -169,204 +165,190 @@ export class GossipSimulation {
   }
 
   setNeighbours(id: string, neighbours: readonly string[]): void {
-    this.node(id).engine.setNeighbours(neighbours);
+    this.node(id).x.engine.setNeighbours(neighbours);
+  }
+
+  /** Close every node's store. */
+  async close(): Promise<void> {
+    for (const n of this.nodes.values()) await n.store.close();
   }
 
   // ------------------------------------------------------------------ operations
 
-  /** Apply a delta mutator at a node: X ⊔= d, then hand d to the engine. Returns d. */
-  mutate<S>(id: string, key: string, type: ObjectType, deltaOf: (current: S) => S): S {
+  /** Add at a node, as its Replica service does: the store's add, then the delta to the exchange. */
+  async add(id: string, key: string, elements: readonly Uint8Array[]): Promise<AWSet> {
     const n = this.node(id);
-    const p = partitionOf(key, this.opts.partitions);
-    const cur = (n.state[p]!.get(key)?.state as S | undefined) ?? (latticeFor(type).bottom() as S);
-    const delta = deltaOf(cur);
-    const payload: KeyedStates = new Map([[key, { type, state: delta }]]);
-    joinKeyedInto(n.state[p]!, payload);
-    n.engine.local(p, payload);
+    const r = await n.store.add(key, [...elements]);
+    n.x.local(key, OT.AWSET, r.delta);
+    return r.delta;
+  }
+
+  async remove(id: string, key: string, elements: readonly Uint8Array[]): Promise<AWSet> {
+    const n = this.node(id);
+    const r = await n.store.remove(key, [...elements]);
+    if (!r.delta.ctx.isEmpty()) n.x.local(key, OT.AWSET, r.delta);
+    return r.delta;
+  }
+
+  /** Apply a delta mutator of any type at a node: X ⊔= d in the store, then d to the exchange. Returns d. */
+  async mutate<S>(id: string, key: string, type: ObjectType, deltaOf: (current: S) => S): Promise<S> {
+    const n = this.node(id);
+    const delta = deltaOf(await this.stateOf<S>(id, key, type));
+    await n.store.merge(key, type, delta);
+    n.x.local(key, type, delta);
     return delta;
-  }
-
-  add(id: string, key: string, elements: readonly Uint8Array[]): AWSet {
-    return this.mutate<AWSet>(id, key, OT.AWSET, (s) => s.addDelta(id, elements));
-  }
-
-  remove(id: string, key: string, elements: readonly Uint8Array[]): AWSet {
-    return this.mutate<AWSet>(id, key, OT.AWSET, (s) => s.removeDelta(elements));
   }
 
   // ------------------------------------------------------------------ time
 
   /** One period: every node ticks, then messages due before the next period are delivered. */
-  step(): void {
+  async step(): Promise<void> {
     const t = this.now;
-    for (const id of this.ids) this.tickNode(this.node(id), t);
+    for (const id of this.ids) await this.tickNode(this.node(id), t);
     const end = t + this.period;
     for (let env = this.channel.popBefore(end); env !== undefined; env = this.channel.popBefore(end)) {
       const to = this.nodes.get(env.to);
-      if (to === undefined) continue;
-      if (env.msg.kind === "frame") this.onFrame(to, env.from, env.msg.bytes, env.deliverAt);
-      else this.onReply(to, env.from, env.msg.bytes);
+      if (to !== undefined) await this.deliver(to, env.from, env.msg, env.deliverAt);
     }
     this.now = end;
     this.rounds++;
   }
 
   /** Run periods until every replica holds the same state, at most maxRounds. Returns rounds run, or -1. */
-  runUntilConverged(maxRounds: number): number {
+  async runUntilConverged(maxRounds: number): Promise<number> {
     for (let i = 0; i < maxRounds; i++) {
-      if (this.converged()) return i;
-      this.step();
+      if (await this.converged()) return i;
+      await this.step();
     }
-    return this.converged() ? maxRounds : -1;
+    return (await this.converged()) ? maxRounds : -1;
   }
 
   /**
-   * Crash and restart a node: its durable state (X and the seqs its policy persisted so far)
-   * survives, the engine's volatile buffer and ack map are lost, messages in flight to it are
-   * dropped, and it comes back under a new boot id. With wipe, the data directory is lost too
-   * (the node returns empty under the same id).
+   * Crash and restart a node: what its store made durable survives (every acknowledged write),
+   * the engine's buffer and ack map are lost, messages in flight to it are dropped, and it comes
+   * back under a new boot id with its sequence numbers moved past the durable ones, exactly as a
+   * node process restarts. With wipe, the data is lost too (the node returns empty under the same id).
    */
-  restart(id: string, opts: { wipe?: boolean } = {}): void {
+  async restart(id: string, opts: { wipe?: boolean } = {}): Promise<void> {
     const n = this.node(id);
     this.channel.dropTo(id);
-    if (opts.wipe === true) {
-      n.state = Array.from({ length: this.opts.partitions }, () => new Map());
-      n.durableSeqs = new Array<number>(this.opts.partitions).fill(0);
-    }
-    n.boot = this.newBoot();
-    this.startEngine(n);
+    await n.store.close();
+    const wipe = opts.wipe === true;
+    this.nodes.set(id, await this.startNode(id, wipe ? undefined : n.db, wipe ? n.incarnation + 1 : n.incarnation));
   }
 
-  private tickNode(n: SimNode, t: number): void {
-    // The node's policy: moved seqs are persisted before the tick's frames leave.
-    persistMovedSeqs(n.engine, { persistSeqs: (m) => m.forEach((c, p) => (n.durableSeqs[p] = c)) });
-    const frames = n.engine.tick(t);
-    const stateCache = new Map<number, PartitionPayload["keys"]>();
-    for (const f of frames) {
-      const payloads: PartitionPayload[] = [];
-      for (const item of f.items) {
-        let keys: PartitionPayload["keys"];
-        if (item.kind === PayloadKind.STATE) {
-          // X = ⊥: Algorithm 1 wants no ack, so nothing to ship; Algorithm 2 still ships the
-          // empty state (as a node streams a bare end-of-partition marker) so it gets acked.
-          if (n.state[item.partition]!.size === 0 && item.seq === 0) continue;
-          keys = stateCache.get(item.partition) ?? keyedToProto(n.state[item.partition]!);
-          stateCache.set(item.partition, keys);
-        } else {
-          keys = this.encodedOf(item.payload!);
-        }
-        const bytes = payloadBytes(keys);
-        if (item.kind === PayloadKind.STATE) {
-          this.traffic.statePayloadBytes += bytes;
-          n.engine.recordStateBytesSent(bytes);
-        } else {
-          this.traffic.deltaPayloadBytes += bytes;
-        }
-        payloads.push({ partition: item.partition, kind: item.kind, seq: BigInt(item.seq), keys });
+  private async tickNode(n: SimNode, t: number): Promise<void> {
+    for (const out of await n.x.tick(t)) {
+      for (const frame of out.frames) {
+        const bytes = GossipFrame.encode(frame).finish();
+        this.traffic.frames++;
+        this.traffic.frameBytes += bytes.length;
+        for (const p of frame.payloads) for (const k of p.keys) this.traffic.deltaPayloadBytes += k.state?.payload.length ?? 0;
+        this.channel.send(t, n.id, out.to, { kind: "frame", bytes });
       }
-      if (payloads.length === 0) continue;
-      const frame: GossipFrame = {
-        cluster: this.cluster,
-        from: n.id,
-        frameId: ++n.frameId,
-        payloads,
-        acks: [],
-        partitions: this.opts.partitions,
-        boot: n.boot,
-      };
-      const bytes = GossipFrame.encode(frame).finish();
+      if (out.states.length === 0) continue;
+      const chunks: Uint8Array[] = [];
+      for await (const c of n.x.stateStream(out.states)) {
+        const bytes = StateChunk.encode(c).finish();
+        chunks.push(bytes);
+        this.traffic.frameBytes += bytes.length;
+        this.traffic.statePayloadBytes += c.slice?.payload.length ?? 0;
+      }
+      if (chunks.length === 0) continue;
       this.traffic.frames++;
-      this.traffic.frameBytes += bytes.length;
-      this.channel.send(t, n.id, f.to, { kind: "frame", bytes });
+      this.channel.send(t, n.id, out.to, { kind: "state", chunks });
     }
   }
 
-  private onFrame(n: SimNode, from: string, bytes: Uint8Array, at: number): void {
-    let frame: GossipFrame;
-    const items: ReceivedItem<KeyedStates>[] = [];
-    const decoded: Array<{ partition: number; received: KeyedStates }> = [];
-    try {
-      frame = GossipFrame.decode(bytes);
-      if (frame.partitions !== this.opts.partitions) throw new RangeError("partition count differs");
-      for (const pl of frame.payloads) {
-        if (pl.partition >= this.opts.partitions) throw new RangeError("partition out of range");
-        const received = keyedFromProto(pl.keys);
-        this.encoded.set(received, pl.keys);
-        decoded.push({ partition: pl.partition, received });
+  private async deliver(n: SimNode, from: string, msg: SimMessage, at: number): Promise<void> {
+    switch (msg.kind) {
+      case "frame": {
+        const frame = this.decode(() => GossipFrame.decode(msg.bytes));
+        if (frame === undefined) return;
+        const a = await n.x.receiveFrame(frame);
+        if ("refused" in a) return;
+        this.reply(at, n.id, from, "reply", GossipReply.encode(a.reply).finish());
+        return;
       }
-    } catch {
-      this.traffic.malformed++;
-      return;
-    }
-    n.engine.noticeBoot(from, frame.boot);
-    for (const [i, pl] of frame.payloads.entries()) {
-      const { partition, received } = decoded[i]!;
-      const x = n.state[partition]!;
-      // RR: Δ(d, X) must be computed before the join, against X as it was. Without RR the join's
-      // own "changed" answer tells whether d ⋢ X, which saves an order test.
-      let fresh: KeyedStates | undefined;
-      if (this.rr) {
-        fresh = receivedPart(received, x, true);
-        joinKeyedInto(x, received);
-      } else {
-        fresh = joinKeyedInto(x, received) ? received : undefined;
+      case "state": {
+        const chunks = this.decode(() => msg.chunks.map((b) => StateChunk.decode(b)));
+        if (chunks === undefined) return;
+        const a = await n.x.receiveStateStream(chunks);
+        if ("refused" in a) return;
+        this.reply(at, n.id, from, "state-reply", StateReply.encode(a.reply).finish());
+        return;
       }
-      items.push({ partition, kind: pl.kind as ReceivedItem<KeyedStates>["kind"], seq: Number(pl.seq), fresh, bytes: payloadBytes(pl.keys) });
+      case "reply": {
+        const r = this.decode(() => GossipReply.decode(msg.bytes));
+        if (r !== undefined) n.x.onReply(from, r.boot, r.acks);
+        return;
+      }
+      case "state-reply": {
+        const r = this.decode(() => StateReply.decode(msg.bytes));
+        if (r !== undefined) n.x.onReply(from, r.boot, r.acks);
+        return;
+      }
     }
-    const acks = n.engine.onFrame(from, items);
-    if (acks.length === 0) return;
-    const reply = GossipReply.encode({ from: n.id, acks: acks.map((a) => ({ partition: a.partition, seq: BigInt(a.seq) })), boot: n.boot }).finish();
+  }
+
+  private reply(at: number, from: string, to: string, kind: "reply" | "state-reply", bytes: Uint8Array): void {
     this.traffic.replies++;
-    this.traffic.replyBytes += reply.length;
-    this.channel.send(at, n.id, from, { kind: "reply", bytes: reply });
+    this.traffic.replyBytes += bytes.length;
+    this.channel.send(at, from, to, { kind, bytes });
   }
 
-  private onReply(n: SimNode, from: string, bytes: Uint8Array): void {
-    let reply: GossipReply;
+  private decode<T>(fn: () => T): T | undefined {
     try {
-      reply = GossipReply.decode(bytes);
+      return fn();
     } catch {
       this.traffic.malformed++;
-      return;
+      return undefined;
     }
-    // A reply from a restarted peer promises only what the frame carried: reset, ignore its acks.
-    if (n.engine.noticeBoot(from, reply.boot)) return;
-    const acks: Ack[] = reply.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) }));
-    n.engine.onAcks(from, acks);
   }
 
   // ------------------------------------------------------------------ inspection
 
   /** The state of a key at a node (⊥ when absent). */
-  stateOf<S>(id: string, key: string, type: ObjectType = OT.AWSET): S {
-    const p = partitionOf(key, this.opts.partitions);
-    return (this.node(id).state[p]!.get(key)?.state as S | undefined) ?? (latticeFor(type).bottom() as S);
+  async stateOf<S>(id: string, key: string, type: ObjectType = OT.AWSET): Promise<S> {
+    const s = await this.node(id).store.readState(key);
+    return (s?.state as S | undefined) ?? (latticeFor(type).bottom() as S);
   }
 
   /** Elements of an AWSET key at a node, as latin1 strings, sorted. */
-  elementsOf(id: string, key: string): string[] {
-    return this.stateOf<AWSet>(id, key).sortedKeys();
+  async elementsOf(id: string, key: string): Promise<string[]> {
+    return (await this.stateOf<AWSet>(id, key)).sortedKeys();
   }
 
-  hasElement(id: string, key: string, element: Uint8Array): boolean {
-    return this.stateOf<AWSet>(id, key).has(element);
+  async hasElement(id: string, key: string, element: Uint8Array): Promise<boolean> {
+    return (await this.node(id).store.contains(key, [element]))[0]!;
   }
 
   /** Keys held anywhere. */
-  keys(): string[] {
+  async keys(): Promise<string[]> {
     const out = new Set<string>();
-    for (const n of this.nodes.values()) for (const part of n.state) for (const k of part.keys()) out.add(k);
+    for (const n of this.nodes.values()) {
+      for (let p = 0; p < this.opts.partitions; p++) for await (const k of n.store.keys(p)) out.add(k);
+    }
     return [...out].sort();
   }
 
-  /** Every replica holds the same state for every key. */
-  converged(): boolean {
-    const [first, ...rest] = this.ids.map((id) => this.node(id));
-    if (first === undefined) return true;
-    for (let p = 0; p < this.opts.partitions; p++) {
-      for (const other of rest) if (!samePartition(first.state[p]!, other.state[p]!)) return false;
+  /** Every replica holds the same state (type, elements and context) for every key. */
+  async converged(): Promise<boolean> {
+    for (const key of await this.keys()) {
+      let first: { type: ObjectType; state: unknown } | undefined;
+      for (const id of this.ids) {
+        const s = await this.node(id).store.readState(key);
+        if (s === undefined) return false;
+        if (first === undefined) first = s;
+        else if (s.type !== first.type || !latticeFor(s.type).equals(s.state, first.state)) return false;
+      }
     }
     return true;
+  }
+
+  /** The partition of a key (as every node computes it). */
+  partitionOf(key: string): number {
+    return partitionOf(key, this.opts.partitions);
   }
 
   private node(id: string): SimNode {
@@ -374,20 +356,4 @@ export class GossipSimulation {
     if (n === undefined) throw new RangeError(`no node ${id}`);
     return n;
   }
-}
-
-const payloadBytes = protoKeysSize;
-
-function samePartition(a: Map<string, KeyedState>, b: Map<string, KeyedState>): boolean {
-  const keys = new Set([...a.keys(), ...b.keys()]);
-  for (const k of keys) {
-    const x = a.get(k);
-    const y = b.get(k);
-    const type = (x ?? y)!.type;
-    const l = latticeFor(type);
-    const xs = x?.state ?? l.bottom();
-    const ys = y?.state ?? l.bottom();
-    if ((x !== undefined && y !== undefined && x.type !== y.type) || !l.equals(xs, ys)) return false;
-  }
-  return true;
 }

@@ -29,6 +29,7 @@ export interface OpenOptions {
   /** An existing in-memory database to reopen (a simulated node restarting with its "disk"). */
   db?: StoreDb;
   nodeId?: string;
+  replicaId?: string;
   partitions: number | "stored";
   writeBufferBytes: number;
   cacheBytes: number;
@@ -82,7 +83,7 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
         format: STORE_FORMAT,
         version: STORE_VERSION,
         nodeId,
-        replicaId: `${nodeId}~${randomBytes(4).toString("hex")}`,
+        replicaId: opts.replicaId ?? `${nodeId}~${randomBytes(4).toString("hex")}`,
         partitions: opts.partitions as number,
         createdAt: new Date().toISOString(),
       };

@@ -8,6 +8,8 @@ export interface StoreOptions {
   dir: string;
   /** With dir "memory": a database a previous Store used (a simulated node restarting with its disk). */
   db?: StoreDb;
+  /** The id a new directory mints dots under (default: the node id and a random suffix); simulations fix it. */
+  replicaId?: string;
   /** Required node id, or undefined to use the stored one (generated on first open). */
   nodeId?: string;
   /** Partitions of a new directory; "stored" opens an existing directory with its own. */

@@ -77,12 +77,12 @@ function quantile(sorted: readonly number[], q: number): number {
  * arrives before the next period. A positive maxDelay (in periods) delays each message by a
  * uniform random time up to it, so nodes drift out of step as in a real deployment.
  */
-export function runOne(overlay: Overlay, protocol: Protocol, updatePeriods: number, seed: number, maxDelay = 0): SyncSimRun {
+export async function runOne(overlay: Overlay, protocol: Protocol, updatePeriods: number, seed: number, maxDelay = 0): Promise<SyncSimRun> {
   const started = performance.now();
   const ids = Array.from({ length: NODES }, (_, i) => `node${String(i).padStart(2, "0")}`);
   const topology = overlay === "partialmesh" ? enesPartialMesh(ids) : enesTree(ids);
   const faults = { drop: 0, duplicate: 0, minDelay: 0, maxDelay: maxDelay * PERIOD };
-  const sim = new GossipSimulation({ topology, sync: syncConfig(protocol), partitions: 1, seed, period: PERIOD, faults });
+  const sim = await GossipSimulation.create({ topology, sync: syncConfig(protocol), partitions: 1, seed, period: PERIOD, faults });
   const pending = new Map<string, { addedAt: number; missing: Set<string> }>();
   const lags: number[] = [];
   let bufferSum = 0;
@@ -92,14 +92,14 @@ export function runOne(overlay: Overlay, protocol: Protocol, updatePeriods: numb
     if (period < updatePeriods) {
       for (const id of ids) {
         const element = `${id}:${period}`;
-        sim.add(id, KEY, [Buffer.from(element)]);
+        await sim.add(id, KEY, [Buffer.from(element)]);
         pending.set(element, { addedAt: period, missing: new Set(ids.filter((x) => x !== id)) });
       }
     }
-    sim.step();
+    await sim.step();
     for (const id of ids) bufferSum += sim.engine(id).partitionStats(0).bufferBytes;
     for (const [element, p] of pending) {
-      for (const id of p.missing) if (sim.hasElement(id, KEY, Buffer.from(element))) p.missing.delete(id);
+      for (const id of p.missing) if (await sim.hasElement(id, KEY, Buffer.from(element))) p.missing.delete(id);
       if (p.missing.size === 0) {
         lags.push(period - p.addedAt + 1);
         pending.delete(element);
@@ -114,6 +114,7 @@ export function runOne(overlay: Overlay, protocol: Protocol, updatePeriods: numb
   const updates = NODES * updatePeriods;
   let fallbacks = 0;
   for (const id of ids) fallbacks += sim.engine(id).counters.stateFallbacks;
+  await sim.close();
   return {
     overlay,
     protocol,
@@ -129,14 +130,14 @@ export function runOne(overlay: Overlay, protocol: Protocol, updatePeriods: numb
   };
 }
 
-export function runSyncSim(opts: SyncSimOptions = {}): SyncSimResult {
+export async function runSyncSim(opts: SyncSimOptions = {}): Promise<SyncSimResult> {
   const quick = opts.quick ?? false;
   const updatePeriods = opts.periods ?? (quick ? 25 : 100);
   const overlays = [...(opts.overlays ?? (["partialmesh", "tree"] as const))];
   const protocols = [...(opts.protocols ?? PROTOCOLS)];
   const seed = opts.seed ?? 1;
   const runs: SyncSimRun[] = [];
-  for (const overlay of overlays) for (const protocol of protocols) runs.push(runOne(overlay, protocol, updatePeriods, seed));
+  for (const overlay of overlays) for (const protocol of protocols) runs.push(await runOne(overlay, protocol, updatePeriods, seed));
   const ratios: Record<string, Record<string, number>> = {};
   for (const overlay of overlays) {
     const base = runs.find((r) => r.overlay === overlay && r.protocol === "state");
@@ -151,8 +152,8 @@ export function runSyncSim(opts: SyncSimOptions = {}): SyncSimResult {
   // odd cycles (i+1+1+1+1-4 = i), so it is unaffected. Measured here rather than assumed.
   let outOfStep: SyncSimResult["outOfStep"];
   if (overlays.includes("tree") && protocols.includes("state") && protocols.includes("delta")) {
-    const state = runOne("tree", "state", updatePeriods, seed, 2);
-    const delta = runOne("tree", "delta", updatePeriods, seed, 2);
+    const state = await runOne("tree", "state", updatePeriods, seed, 2);
+    const delta = await runOne("tree", "delta", updatePeriods, seed, 2);
     outOfStep = { overlay: "tree", maxDelayPeriods: 2, state, delta, ratio: delta.bytes.total / state.bytes.total };
   }
   return { params: { nodes: NODES, updatePeriods, overlays, protocols, seed, quick }, runs, ratios, outOfStep };

@@ -18,7 +18,7 @@ const PUBLISHED = {
 async function main(): Promise<void> {
   const quick = isQuick();
   const command = commandLine("bench:sync", quick);
-  const sim = runSyncSim({ quick });
+  const sim = await runSyncSim({ quick });
   const real = await runRealClusterSync({ quick });
   const targets = [
     ...syncSimTargets(sim, command),

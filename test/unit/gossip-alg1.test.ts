@@ -78,34 +78,34 @@ describe("Algorithm 1 on a partial mesh", () => {
     ["b", ["a", "c"]],
     ["c", ["b"]],
   ]);
-  const run = (choose: "delta" | "delta+periodic-state", transitive: boolean) => {
-    const sim = new GossipSimulation({
+  const run = async (choose: "delta" | "delta+periodic-state", transitive: boolean) => {
+    const sim = await GossipSimulation.create({
       topology: line,
       sync: { algorithm: 1, transitive, choose, statePeriod: 4 },
       partitions: 1,
       seed: 3,
     });
-    sim.add("a", "k", [Buffer.from("x")]);
-    for (let i = 0; i < 12; i++) sim.step();
+    await sim.add("a", "k", [Buffer.from("x")]);
+    for (let i = 0; i < 12; i++) await sim.step();
     return sim;
   };
 
-  it("non-transitive with deltas only never reaches a non-neighbour", () => {
-    const sim = run("delta", false);
-    assert.deepEqual(sim.elementsOf("b", "k"), ["x"]);
-    assert.deepEqual(sim.elementsOf("c", "k"), []);
-    assert.equal(sim.converged(), false);
+  it("non-transitive with deltas only never reaches a non-neighbour", async () => {
+    const sim = await run("delta", false);
+    assert.deepEqual(await sim.elementsOf("b", "k"), ["x"]);
+    assert.deepEqual(await sim.elementsOf("c", "k"), []);
+    assert.equal(await sim.converged(), false);
   });
 
-  it("non-transitive with periodic state converges", () => {
-    const sim = run("delta+periodic-state", false);
-    assert.deepEqual(sim.elementsOf("c", "k"), ["x"]);
-    assert.ok(sim.converged());
+  it("non-transitive with periodic state converges", async () => {
+    const sim = await run("delta+periodic-state", false);
+    assert.deepEqual(await sim.elementsOf("c", "k"), ["x"]);
+    assert.ok(await sim.converged());
   });
 
-  it("transitive with deltas only converges on a perfect network", () => {
-    const sim = run("delta", true);
-    assert.deepEqual(sim.elementsOf("c", "k"), ["x"]);
-    assert.ok(sim.converged());
+  it("transitive with deltas only converges on a perfect network", async () => {
+    const sim = await run("delta", true);
+    assert.deepEqual(await sim.elementsOf("c", "k"), ["x"]);
+    assert.ok(await sim.converged());
   });
 });

@@ -23,31 +23,33 @@ describe("crash invariant (simulation, the node's persistence policy)", () => {
     assert.deepEqual(seqsAfterRestart(new Map([[1, 7]]), 3), [1, 8, 1]);
   });
 
-  it("an add acknowledged just before a crash (no tick in between) reaches every node", () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 ** 31 }), fc.integer({ min: 0, max: 20 }), fc.constantFrom("a", "b", "c"), (seed, warm, victim) => {
-        const sim = new GossipSimulation({ topology: ring3, sync: alg2, partitions: 8, seed, faults: NO_FAULTS });
-        for (let i = 0; i < warm; i++) sim.step();
+  it("an add acknowledged just before a crash (no tick in between) reaches every node", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 2 ** 31 }), fc.integer({ min: 0, max: 20 }), fc.constantFrom("a", "b", "c"), async (seed, warm, victim) => {
+        const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 8, seed, faults: NO_FAULTS });
+        for (let i = 0; i < warm; i++) await sim.step();
         // A key of a partition that never held anything: its persisted seq is still 0.
-        sim.add(victim, `fresh-${seed}`, [b("x")]);
-        sim.restart(victim);
-        assert.notEqual(sim.runUntilConverged(50), -1, "did not converge");
-        for (const id of sim.nodeIds) assert.deepEqual(sim.elementsOf(id, `fresh-${seed}`), ["x"], `${id} lacks the add`);
+        await sim.add(victim, `fresh-${seed}`, [b("x")]);
+        await sim.restart(victim);
+        assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+        for (const id of sim.nodeIds) assert.deepEqual(await sim.elementsOf(id, `fresh-${seed}`), ["x"], `${id} lacks the add`);
+        await sim.close();
       }),
       { numRuns: 60 },
     );
   });
 
-  it("a node back with a wiped data directory before anyone noticed receives everything again", () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 ** 31 }), fc.constantFrom("a", "b", "c"), (seed, victim) => {
-        const sim = new GossipSimulation({ topology: ring3, sync: alg2, partitions: 8, seed, faults: NO_FAULTS });
-        for (let k = 0; k < 6; k++) sim.add(["a", "b", "c"][k % 3]!, `k${k}`, [b(`v${k}`)]);
-        assert.notEqual(sim.runUntilConverged(50), -1);
-        for (let i = 0; i < 5; i++) sim.step(); // every ack has come back: the peers look caught up
-        sim.restart(victim, { wipe: true });
-        assert.notEqual(sim.runUntilConverged(50), -1, "did not converge");
-        for (let k = 0; k < 6; k++) assert.deepEqual(sim.elementsOf(victim, `k${k}`), [`v${k}`]);
+  it("a node back with a wiped data directory before anyone noticed receives everything again", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 2 ** 31 }), fc.constantFrom("a", "b", "c"), async (seed, victim) => {
+        const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 8, seed, faults: NO_FAULTS });
+        for (let k = 0; k < 6; k++) await sim.add(["a", "b", "c"][k % 3]!, `k${k}`, [b(`v${k}`)]);
+        assert.notEqual(await sim.runUntilConverged(50), -1);
+        for (let i = 0; i < 5; i++) await sim.step(); // every ack has come back: the peers look caught up
+        await sim.restart(victim, { wipe: true });
+        assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+        for (let k = 0; k < 6; k++) assert.deepEqual(await sim.elementsOf(victim, `k${k}`), [`v${k}`]);
+        await sim.close();
       }),
       { numRuns: 40 },
     );
@@ -109,5 +111,47 @@ describe("large catch-ups and restarted peers (engine)", () => {
       assert.deepEqual(kinds, transitive ? [[PayloadKind.STATE], [PayloadKind.STATE]] : [], `transitive=${transitive}`);
       assert.deepEqual(e.tick(1), [], "only once");
     }
+  });
+});
+
+describe("the simulator runs the node's receive path", () => {
+  it("a wiped node gets a large key back as a chunked state stream, joined chunk by chunk in its store", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 5, faults: NO_FAULTS, stateChunkEntries: 16 });
+    const elements = Array.from({ length: 100 }, (_, i) => b(`e${String(i).padStart(3, "0")}`));
+    await sim.add("a", "big", elements);
+    await sim.remove("a", "big", elements.slice(0, 10));
+    assert.notEqual(await sim.runUntilConverged(50), -1);
+    for (let i = 0; i < 5; i++) await sim.step();
+    await sim.restart("c", { wipe: true });
+    assert.equal(sim.transport("c").chunksApplied, 0, "a restarted node's counters start at 0");
+    assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+    assert.equal((await sim.elementsOf("c", "big")).length, 90);
+    // 90 live elements in chunks of 16: at least 6 chunks from one sender, applied by the store.
+    assert.ok(sim.transport("c").chunksApplied >= 6, `chunks applied: ${sim.transport("c").chunksApplied}`);
+    assert.deepEqual(await sim.store("c").verify("big"), [], "the store's records agree after the chunked join");
+    await sim.close();
+  });
+
+  it("a malformed frame is refused by the exchange and changes nothing", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 6, faults: NO_FAULTS });
+    await sim.add("a", "k", [b("x")]);
+    // A frame naming a key in the wrong partition, as a node's Gossip service would get it.
+    sim.channel.send(sim.time, "b", "c", {
+      kind: "frame",
+      bytes: (await import("../../services/gen/deltaset/v1/gossip.js")).GossipFrame.encode({
+        cluster: "sim",
+        from: "b",
+        frameId: 1n,
+        payloads: [{ partition: 1 - sim.partitionOf("k"), kind: 1, seq: 1n, keys: [{ key: "k", state: undefined }] }],
+        acks: [],
+        partitions: 2,
+        boot: 1n,
+      }).finish(),
+    });
+    await sim.step();
+    assert.equal(sim.transport("c").framesRejected, 1);
+    assert.notEqual(await sim.runUntilConverged(20), -1);
+    assert.deepEqual(await sim.elementsOf("c", "k"), ["x"]);
+    await sim.close();
   });
 });

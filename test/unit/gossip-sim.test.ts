@@ -69,12 +69,12 @@ interface Scenario {
   rewires?: number;
 }
 
-function simulate(s: Scenario) {
+async function simulate(s: Scenario) {
   const random = seededRandom(s.seed);
   const ids = Array.from({ length: NODES }, (_, i) => `n${String(i).padStart(2, "0")}`);
   const topology = new Map(randomConnectedTopology(random, ids, 4));
   assert.ok(isConnected(topology));
-  const sim = new GossipSimulation({ topology, sync: s.sync, partitions: 4, seed: s.seed, faults: FAULTS, period: 1000 });
+  const sim = await GossipSimulation.create({ topology, sync: s.sync, partitions: 4, seed: s.seed, faults: FAULTS, period: 1000 });
   const ref = new Reference();
   const restartAt = new Set(Array.from({ length: s.restarts ?? 0 }, () => randomInt(random, OP_ROUNDS)));
   const rewireAt = new Set(Array.from({ length: s.rewires ?? 0 }, () => randomInt(random, OP_ROUNDS)));
@@ -84,14 +84,14 @@ function simulate(s: Scenario) {
       const id = pick(random, ids);
       const key = pick(random, KEYS);
       const el = Buffer.from(pick(random, ELEMENTS));
-      ref.record(key, random() < 0.65 ? sim.add(id, key, [el]) : sim.remove(id, key, [el]));
+      ref.record(key, random() < 0.65 ? await sim.add(id, key, [el]) : await sim.remove(id, key, [el]));
     }
-    if (restartAt.has(round)) sim.restart(pick(random, ids));
+    if (restartAt.has(round)) await sim.restart(pick(random, ids));
     if (rewireAt.has(round)) rewire(topology, sim, random);
-    sim.step();
+    await sim.step();
   }
   sim.setFaults(NO_FAULTS);
-  const quietRounds = sim.runUntilConverged(MAX_QUIET_ROUNDS);
+  const quietRounds = await sim.runUntilConverged(MAX_QUIET_ROUNDS);
   return { sim, ref, quietRounds, ids };
 }
 
@@ -116,13 +116,13 @@ function rewire(topology: Map<string, readonly string[]>, sim: GossipSimulation,
   }
 }
 
-function assertConverged(r: ReturnType<typeof simulate>): void {
+async function assertConverged(r: Awaited<ReturnType<typeof simulate>>): Promise<void> {
   const { sim, ref, quietRounds, ids } = r;
   assert.notEqual(quietRounds, -1, `not converged after ${MAX_QUIET_ROUNDS} fault-free periods`);
-  assert.ok(sim.converged());
+  assert.ok(await sim.converged());
   for (const key of KEYS) {
     const expected = ref.elements(key);
-    for (const id of ids) assert.deepEqual(sim.elementsOf(id, key), expected, `${id} ${key}`);
+    for (const id of ids) assert.deepEqual(await sim.elementsOf(id, key), expected, `${id} ${key}`);
   }
   assert.ok(sim.channel.stats.dropped > 0 && sim.channel.stats.duplicated > 0, "faults happened");
   // Removes mattered: some added elements are gone, some are present.
@@ -152,9 +152,9 @@ const scenarios: Scenario[] = [
 
 describe("simulation: 50 replicas, 30% loss, duplication, reordering", () => {
   for (const s of scenarios) {
-    it(`${s.name} converges to the add-wins result`, () => {
-      const r = simulate(s);
-      assertConverged(r);
+    it(`${s.name} converges to the add-wins result`, async () => {
+      const r = await simulate(s);
+      await assertConverged(r);
       if (s.sync.algorithm === 2 && s.sync.maxBufferBytes !== undefined) {
         let drops = 0;
         let fallbacks = 0;
@@ -167,9 +167,9 @@ describe("simulation: 50 replicas, 30% loss, duplication, reordering", () => {
     });
   }
 
-  it("a run is deterministic for its seed", () => {
-    const a = simulate(scenarios[5]!);
-    const b = simulate(scenarios[5]!);
+  it("a run is deterministic for its seed", async () => {
+    const a = await simulate(scenarios[5]!);
+    const b = await simulate(scenarios[5]!);
     assert.equal(a.quietRounds, b.quietRounds);
     assert.deepEqual(a.sim.traffic, b.sim.traffic);
   });
