@@ -16,6 +16,7 @@ import {
   validateDots,
 } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
+import { type ChunkRange, inChunkRange } from "./chunk-slice.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
 export function awsetToProto(s: AWSet): AWSetState {
@@ -123,7 +124,7 @@ export const AWSetLattice: Lattice<AWSet> = {
   encode: (s) => AWSetState.encode(awsetToProto(s)).finish(),
   encodedSize: awsetEncodedSize,
   decode: (bytes) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState)),
-  decodeSlice: (bytes, senderCtx) => decodeAWSetSlice(bytes, senderCtx),
+  decodeSlice: (bytes, senderCtx, range) => decodeAWSetSlice(bytes, senderCtx, range),
   size: (s) => s.size,
 };
 
@@ -131,13 +132,17 @@ registerLattice(AWSetLattice);
 
 /**
  * Decode one chunk of a chunked full-state transfer: an AWSetState with entries and no context,
- * whose dots must be covered by the sender's context (sent on the key's first chunk).
+ * every element inside the chunk's range, whose dots must be covered by the sender's context
+ * (sent on the key's first chunk).
  */
-export function decodeAWSetSlice(bytes: Uint8Array, senderCtx: CausalContext): AWSet {
+export function decodeAWSetSlice(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange): AWSet {
   const msg = decodeCanonical("AWSetState slice", bytes, AWSetState);
   if (msg.context !== undefined && (msg.context.vv.length > 0 || msg.context.cloud.length > 0)) {
     throw new DecodeError("a state chunk carries its key's context on the first chunk only, not in the slice");
   }
   const s = awsetFromProto({ entries: msg.entries, context: contextToProto(senderCtx) });
+  for (const k of s.entries.keys()) {
+    if (!inChunkRange(range, k)) throw new DecodeError("a state chunk carries an element outside its range");
+  }
   return AWSet.fromParts(s.entries, new CausalContext());
 }

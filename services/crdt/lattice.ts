@@ -1,6 +1,7 @@
 // The interface every replicated type implements, and the registry keyed by proto ObjectType.
 // The gossip engine and the store work through this interface only; they know nothing of sets.
 import type { CausalContext } from "./causal-context.js";
+import type { ChunkRange } from "./chunk-slice.js";
 import { UnknownTypeError } from "./errors.js";
 import { ObjectType } from "../gen/deltaset/v1/types.js";
 
@@ -32,7 +33,7 @@ export interface Lattice<S> {
    * Decode one chunk of a chunked full-state transfer, checked against the sender's context (sent
    * on the key's first chunk). Types that travel whole leave it out: decode is used.
    */
-  decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext): S;
+  decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange): S;
   /** How many entries a state holds (elements of a set), for buffer limits; 1 when left out. */
   size?(s: S): number;
 }
@@ -50,9 +51,9 @@ export function latticeFor(type: ObjectType): Lattice<unknown> {
 }
 
 /** Decode a state-transfer chunk of a type (decodeSlice, or decode for types that travel whole). */
-export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext): unknown {
+export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange): unknown {
   const l = latticeFor(type);
-  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx) : l.decode(bytes);
+  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range) : l.decode(bytes);
 }
 
 /** Entries of a state of a type, for buffer limits. */

@@ -25,7 +25,7 @@ import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
-import { ChunkOrderError, KeyChunkSequence } from "./chunking.js";
+import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 
@@ -380,16 +380,16 @@ export class GossipExchange {
         try {
           let s = sequences.get(c.key);
           if (s === undefined) sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence() }));
-          ctx = s.order.accept({
+          const header = {
             rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
             rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
             rangeOpen: c.rangeOpen,
-            entries: new Map(),
             context: c.context === undefined ? undefined : contextFromProto(c.context),
             keyDone: c.keyDone,
-          });
+          };
+          ctx = s.order.accept(header);
           if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
-          slice = decodeSlice(c.type, c.slice.payload, ctx);
+          slice = decodeSlice(c.type, c.slice.payload, ctx, header);
         } catch (err) {
           const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
           return rejectChunk(`${what}: ${(err as Error).message}`);

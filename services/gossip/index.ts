@@ -10,7 +10,7 @@ export * from "./metrics.js";
 export * from "./engine.js";
 export * from "./durable-seq.js";
 export * from "./peer-boots.js";
-export * from "./chunking.js";
+export * from "./chunk-order.js";
 export * from "./exchange.js";
 export * from "../common/prng.js";
 export * from "./lossy-channel.js";

@@ -73,7 +73,7 @@ export interface ObjectLayout<S> {
   load(o: ObjectSlot, env: StoreEnv, elements: readonly Uint8Array[]): Promise<S>;
   /** Join a state or delta into the object with the lattice's join; newPart only when asked. */
   join(o: ObjectSlot, env: StoreEnv, incoming: S, wantNewPart: boolean): Promise<JoinResult<S>>;
-  /** Join one chunk of a sender's full state (gossip/chunking.ts explains the rule). */
+  /** Join one chunk of a sender's full state (gossip/chunk-order.ts explains the rule). */
   applyChunk(o: ObjectSlot, env: StoreEnv, chunk: ReceivedChunk<S>): Promise<JoinResult<S>>;
   /** After a key's last chunk: whatever the chunks could not join safely (the sender's context). */
   finishKey(o: ObjectSlot, env: StoreEnv, senderCtx: CausalContext): Promise<JoinResult<S>>;

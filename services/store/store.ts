@@ -252,7 +252,7 @@ export class Store {
   }
 
   /**
-   * Apply one chunk of a peer's full state (gossip/chunking.ts): the layout joins only what the
+   * Apply one chunk of a peer's full state (gossip/chunk-order.ts): the layout joins only what the
    * chunk's range covers; finishKey completes the key after its last chunk.
    */
   async applyChunk(

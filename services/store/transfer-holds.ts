@@ -1,7 +1,7 @@
 // Keys with a chunked state transfer in progress. From a key's first chunk until its release
 // (after finishKey, or when the stream ends), merges into the key wait: a dot a merge brought into
 // a range already applied would otherwise survive finishKey even when the sender had removed it
-// (gossip/chunking.ts). Transfers of one key from two senders run one after the other.
+// (gossip/chunk-order.ts). Transfers of one key from two senders run one after the other.
 export class TransferHolds {
   private readonly holds = new Map<string, { ended: Promise<void> }>();
 
