@@ -163,11 +163,12 @@ export class AWSet {
   // ------------------------------------------------------------ join
 
   /**
-   * Join other into this state in place. Returns true when this state changed.
+   * Join other into this state in place. Returns true when this state changed. othersRemovals:
+   * removedDots(other), when the caller has computed it already.
    * Cost: O(|other|) plus, for the dots other's context removes, an index lookup each (or one
    * scan of this state when that is cheaper).
    */
-  joinInPlace(other: AWSet): boolean {
+  joinInPlace(other: AWSet, othersRemovals?: CausalContext): boolean {
     const ctxGrows = !other.ctx.leq(this.ctx);
     let storeChanged = false;
     // 1. Elements other holds: the DotSet join under both contexts.
@@ -180,7 +181,7 @@ export class AWSet {
       }
     }
     // 2. Elements other does not hold: drop our dots that other's context has seen.
-    const removed = removedDots(other);
+    const removed = othersRemovals ?? removedDots(other);
     if (!removed.isEmpty()) {
       const hits = this.dotsCoveredBy(removed);
       for (const d of hits) {
@@ -210,13 +211,16 @@ export class AWSet {
   }
 
   private setDots(k: ElementKey, dots: DotSet): void {
-    for (const d of this.entries.get(k) ?? []) this.owner.delete(dotKey(d));
+    // The index is derived: kept in step once built, and built from the entries when first needed,
+    // so that joins that never look a dot up (adds of new elements) never pay for it.
+    const index = this.ownerIndex;
+    if (index !== undefined) for (const d of this.entries.get(k) ?? []) index.delete(dotKey(d));
     if (dots.length === 0) {
       this.entries.delete(k);
       return;
     }
     this.entries.set(k, dots);
-    for (const d of dots) this.owner.set(dotKey(d), k);
+    if (index !== undefined) for (const d of dots) index.set(dotKey(d), k);
   }
 
   /** Dots of this store that the context covers (index lookups or one scan, whichever is cheaper). */
@@ -249,5 +253,8 @@ export function removedDots(s: AWSet): CausalContext {
   if (s.entries.size === 0) return s.ctx;
   const live: Dot[] = [];
   for (const dots of s.entries.values()) for (const d of dots) live.push(d);
+  // Every live dot is in the context: as many dots as live ones means none was removed (an add
+  // delta of new elements), which spares building and subtracting a context.
+  if (live.length === s.ctx.dotCount()) return new CausalContext();
   return s.ctx.subtract(CausalContext.of(live));
 }

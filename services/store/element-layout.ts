@@ -21,19 +21,22 @@ import type { JoinResult, ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 import { verifyObject } from "./verify.js";
-import { loadOwners, windowOf, writeBack } from "./element-window.js";
+import { heldByLoaded, loadOwners, windowOf, writeBack } from "./element-window.js";
 import { CausalContext as Ctx } from "../crdt/causal-context.js";
 
 async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: boolean): Promise<JoinResult<AWSet>> {
-  await o.view.prefetch([...incoming.entries.keys()]);
+  // The awaits are skipped when there is nothing to read (a local add or remove has read its
+  // elements already): each costs a turn of the event loop on the write path.
+  const unread = [...incoming.entries.keys()].filter((ek) => !o.view.isLoaded(ek));
+  if (unread.length > 0) await o.view.prefetch(unread);
   const removed = removedDots(incoming);
-  if (!removed.isEmpty()) await loadOwners(o, env, removed);
+  if (!removed.isEmpty() && !heldByLoaded(o, removed)) await loadOwners(o, env, removed);
   const window = windowOf(o);
   // Δ(incoming, X) must be taken against X as it was before the join.
   const newPart = wantNewPart ? AWSetLattice.difference(incoming, window) : AWSet.bottom();
-  const changed = window.joinInPlace(incoming);
+  const changed = window.joinInPlace(incoming, removed);
   writeBack(o, window);
-  const settled = await settlePending(o, env);
+  const settled = env.pending.has(o.key) ? await settlePending(o, env) : undefined;
   return { changed, newPart, settled };
 }
 

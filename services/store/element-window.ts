@@ -29,10 +29,19 @@ export function writeBack(o: ObjectSlot, window: AWSet): void {
  * the window holds all the join can drop. Dots of elements already read need no lookup; the rest
  * are found through the dot index, or, past the lookup limit, by one scan of the object.
  */
+/** Whether every dot of c is held by an element the view has read (nothing to look up). */
+export function heldByLoaded(o: ObjectSlot, c: CausalContext): boolean {
+  const n = c.dotCount();
+  let found = 0;
+  for (const [, dots] of o.view.loadedElements()) for (const d of dots) if (c.containsDot(d)) found++;
+  return found === n;
+}
+
 export async function loadOwners(o: ObjectSlot, env: StoreEnv, c: CausalContext): Promise<void> {
   let rest = c;
   const found: Dot[] = [];
   for (const [, dots] of o.view.loadedElements()) for (const d of dots) if (c.containsDot(d)) found.push(d);
+  if (found.length === c.dotCount()) return; // all held by elements already read (a re-add, a remove)
   if (found.length > 0) rest = c.subtract(CausalContext.of(found));
   const owners = new Set<ElementKey>();
   if (rest.dotCount() <= env.removeLookupLimit) {

@@ -8,10 +8,11 @@ import { layoutFor } from "./layouts.js";
 export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
   const layout = layoutFor(ObjectType.AWSET);
   const s = (await layout.load(o, env, elements)) as AWSet;
-  const added = new Set(elements.filter((e) => !s.has(e)).map(elementKey)).size;
+  const eks = elements.map(elementKey);
+  const added = new Set(eks.filter((ek) => !s.entries.has(ek))).size;
   const delta = s.addDelta(replicaId, elements);
   await layout.join(o, env, delta, false);
-  return { dots: elements.map((e) => delta.dotsOf(e)[0]!), added, delta };
+  return { dots: eks.map((ek) => delta.entries.get(ek)![0]!), added, delta };
 }
 
 /**
