@@ -15,7 +15,7 @@ import {
   dotToProto,
   validateDots,
 } from "./codec.js";
-import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
+import { type Lattice, ObjectType, registerLattice, joinIntoCopy } from "./lattice.js";
 import { type ChunkRange, inChunkRange } from "./chunk-slice.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
@@ -87,11 +87,7 @@ export const AWSetLattice: Lattice<AWSet> = {
   bottom: () => AWSet.bottom(),
   isBottom: (s) => s.isBottom(),
   clone: (s) => s.clone(),
-  join(a, b) {
-    const out = a.clone();
-    out.joinInPlace(b);
-    return out;
-  },
+  join: joinIntoCopy((s) => s.clone(), (t, o) => t.joinInPlace(o)),
   joinInPlace: (t, o) => t.joinInPlace(o),
   leq(a, b) {
     if (!a.ctx.leq(b.ctx)) return false;

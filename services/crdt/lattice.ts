@@ -38,6 +38,15 @@ export interface Lattice<S> {
   size?(s: S): number;
 }
 
+/** The pure join of a type whose join is in place: join into a copy of a. */
+export function joinIntoCopy<S>(clone: (s: S) => S, joinInPlace: (target: S, other: S) => boolean): (a: S, b: S) => S {
+  return (a, b) => {
+    const out = clone(a);
+    joinInPlace(out, b);
+    return out;
+  };
+}
+
 const registry = new Map<ObjectType, Lattice<unknown>>();
 
 export function registerLattice<S>(l: Lattice<S>): void {

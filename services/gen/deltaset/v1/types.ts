@@ -24,12 +24,18 @@ export enum ObjectType {
   COUNTER = 2,
   /** AWSET_PROB - Add-wins set whose causal context is an Age-Partitioned Bloom Filter (reserved). */
   AWSET_PROB = 3,
-  /** GBF - Grow-only Bloom filter (reserved). */
+  /** GBF - Grow-only Bloom filter: add and "maybe present" queries; never forgets, never removes. */
   GBF = 4,
-  /** GCF - Grow-only cuckoo filter (reserved). */
+  /** GCF - Grow-only cuckoo filter: like GBF, in less space at low false-positive rates; can fill up. */
   GCF = 5,
-  /** ORCF - Observed-remove cuckoo filter (reserved). */
+  /** ORCF - Observed-remove cuckoo filter: add, remove (observed adds only; a concurrent add wins), query. */
   ORCF = 6,
+  /** SCGBF - Scalable series of grow-only Bloom filters: a new, tighter sub-filter when one fills. */
+  SCGBF = 7,
+  /** SCGCF - Scalable series of grow-only cuckoo filters. */
+  SCGCF = 8,
+  /** SCORCF - Scalable series of observed-remove cuckoo filters. */
+  SCORCF = 9,
   UNRECOGNIZED = -1,
 }
 
@@ -56,6 +62,15 @@ export function objectTypeFromJSON(object: any): ObjectType {
     case 6:
     case "ORCF":
       return ObjectType.ORCF;
+    case 7:
+    case "SCGBF":
+      return ObjectType.SCGBF;
+    case 8:
+    case "SCGCF":
+      return ObjectType.SCGCF;
+    case 9:
+    case "SCORCF":
+      return ObjectType.SCORCF;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -79,6 +94,12 @@ export function objectTypeToJSON(object: ObjectType): string {
       return "GCF";
     case ObjectType.ORCF:
       return "ORCF";
+    case ObjectType.SCGBF:
+      return "SCGBF";
+    case ObjectType.SCGCF:
+      return "SCGCF";
+    case ObjectType.SCORCF:
+      return "SCORCF";
     case ObjectType.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

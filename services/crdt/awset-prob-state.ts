@@ -1,0 +1,237 @@
+// AWSetProb: the seed's probabilistic add-wins set (seed 000 §4.4-§4.5.3, digest 3.4, 5.4), a
+// tombstone OR-Set whose tombstones live in an Age-Partitioned Bloom Filter.
+//
+//   state   = (store: element → set of live dots, tombstones: APBF of removed dots)
+//   add^δ(e, d)  = ({e ↦ {d}}, APBF{dots of e})      old dots of e become tombstones
+//   remove^δ(e)  = ({}, APBF{dots of e})
+//   clear^δ()    = ({}, APBF{all live dots})
+//   elements     = dom store
+//
+// Dots are anonymous random 64-bit ids. The caller draws them (the kernel never draws randomness)
+// and passes them as a bigint or 8 bytes; isFreshDot tells whether the filter would swallow one.
+// Only removed dots enter the filter ("resurrection of the tombstones", seed §4.5.3): live dots
+// are known from the store, so the filter sees fewer, later insertions and forgets the oldest
+// removals, a blind garbage collection of tombstones.
+//
+// Join (the seed's tombstone method, digest 5.4, with two changes marked *):
+//   (a) a local dot the remote does not hold* and the remote's tombstones report is removed, and
+//       inserted into the local tombstones on its own (the filter union is lossy);
+//   (b) a remote dot the local store lacks is added unless the local tombstones report it;
+//   (c) local tombstones ⊔= remote tombstones, by the filters' union strategy.
+//   * a dot both stores hold is kept even if a filter reports it (the DotSet rule; without it a
+//     false positive on a replica's own live dot would make x ⊔ x differ from x);
+//   * every filter answer is taken before anything changes, so insertions of (a) cannot shift a
+//     generation out from under the checks of (b), and the resulting store is the same both ways.
+//
+// What holds exactly, for every union strategy (test/property/awset-prob.test.ts):
+//   - x ⊔ x = x;
+//   - the store of a ⊔ b equals the store of b ⊔ a (the filters in general differ: apbf-union.ts);
+//   - a dot held by both sides survives; a dot is dropped only on a positive answer of the other
+//     side's filter, so an add concurrent with everything is lost only by a false positive;
+//   - a remove is not undone by a stale replica while the remover's filter still holds the dot
+//     (no false negatives inside the window: fewer than l+1 shifts since the remove).
+// What is probabilistic: lost adds (false positives, rate ≈ the filter's estimatedFp) and
+// resurrected removes (forgotten tombstones, once the window has moved on).
+import { Apbf, checkCompatible } from "./apbf.js";
+import { unionInPlace } from "./apbf-union.js";
+import type { ApbfParams } from "./apbf-params.js";
+import { type ElementKey, elementBytes, elementKey } from "./awset.js";
+
+export type { ElementKey } from "./awset.js";
+
+/** An anonymous dot: an unsigned 64-bit random id. */
+export type ProbDot = bigint;
+/** A dot as callers may pass it: a bigint in [0, 2^64) or 8 bytes (little-endian). */
+export type DotInput = bigint | Uint8Array;
+
+const DOT_LIMIT = 1n << 64n;
+
+export function toDot(x: DotInput): ProbDot {
+  if (typeof x === "bigint") {
+    if (x < 0n || x >= DOT_LIMIT) throw new RangeError(`a dot must be in [0, 2^64), got ${x}`);
+    return x;
+  }
+  if (x.length !== 8) throw new RangeError(`a dot must be 8 bytes, got ${x.length}`);
+  return new DataView(x.buffer, x.byteOffset, 8).getBigUint64(0, true);
+}
+
+/** The 8 little-endian bytes a dot is hashed (and encoded) as. */
+export function dotBytes(d: ProbDot): Uint8Array {
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, d, true);
+  return out;
+}
+
+export class AWSetProb {
+  /** The dot store: element key → live dots (non-empty). */
+  readonly entries: Map<ElementKey, Set<ProbDot>>;
+  /** The removed dots. */
+  readonly tombstones: Apbf;
+  /** dot → element key for every live dot; built on first use. */
+  private ownerIndex: Map<ProbDot, ElementKey> | undefined;
+
+  private constructor(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf) {
+    this.entries = entries;
+    this.tombstones = tombstones;
+  }
+
+  static bottom(params: ApbfParams): AWSetProb {
+    return new AWSetProb(new Map(), Apbf.create(params));
+  }
+
+  /** Build from parts (the caller guarantees: non-empty dot sets, no dot under two elements). */
+  static fromParts(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf): AWSetProb {
+    return new AWSetProb(entries, tombstones);
+  }
+
+  clone(): AWSetProb {
+    const entries = new Map<ElementKey, Set<ProbDot>>();
+    for (const [k, dots] of this.entries) entries.set(k, new Set(dots));
+    return new AWSetProb(entries, this.tombstones.clone());
+  }
+
+  get params(): ApbfParams {
+    return this.tombstones.params;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  has(element: Uint8Array): boolean {
+    return this.entries.has(elementKey(element));
+  }
+
+  /** Elements in byte order. */
+  elements(): Buffer[] {
+    return [...this.entries.keys()].sort().map(elementBytes);
+  }
+
+  /** Live dots of an element, ascending. */
+  dotsOf(element: Uint8Array): ProbDot[] {
+    return sortedDots(this.entries.get(elementKey(element)));
+  }
+
+  /** Does the store hold this dot? */
+  holds(d: ProbDot): boolean {
+    return this.owner.has(d);
+  }
+
+  dotCount(): number {
+    return this.owner.size;
+  }
+
+  /** No element and no tombstone (filters with no bit set count as empty whatever their alignment). */
+  isBottom(): boolean {
+    return this.entries.size === 0 && this.tombstones.isEmpty();
+  }
+
+  /**
+   * Can this dot be used for a new add? Not if the store holds it or the tombstone filter reports
+   * it (a reuse, or a false positive that would make the add vanish on the join). Draw another.
+   */
+  isFreshDot(dot: DotInput): boolean {
+    const d = toDot(dot);
+    return !this.owner.has(d) && !this.tombstones.query(dotBytes(d));
+  }
+
+  // ------------------------------------------------------------ delta mutators (pure)
+
+  /** add^δ(e, d): e with the new dot, and e's current dots as tombstones. */
+  addDelta(element: Uint8Array, dot: DotInput): AWSetProb {
+    const d = toDot(dot);
+    const k = elementKey(element);
+    const delta = this.tombstoneDelta(this.entries.get(k) ?? []);
+    delta.entries.set(k, new Set([d]));
+    return delta;
+  }
+
+  /** remove^δ(e): e's current dots as tombstones. */
+  removeDelta(element: Uint8Array): AWSetProb {
+    return this.tombstoneDelta(this.entries.get(elementKey(element)) ?? []);
+  }
+
+  /** clear^δ(): every live dot as a tombstone. */
+  clearDelta(): AWSetProb {
+    const all: ProbDot[] = [];
+    for (const dots of this.entries.values()) for (const d of dots) all.push(d);
+    return this.tombstoneDelta(all);
+  }
+
+  /** A delta with no entries whose filter (same shape as ours) holds the given dots. */
+  private tombstoneDelta(dots: Iterable<ProbDot>): AWSetProb {
+    const filter = Apbf.create(this.params);
+    for (const d of sortedDots(dots)) filter.insert(dotBytes(d));
+    return new AWSetProb(new Map(), filter);
+  }
+
+  // ------------------------------------------------------------ join
+
+  /** Join other into this state in place (see the header); true when this state changed. */
+  joinInPlace(other: AWSetProb): boolean {
+    checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
+    const drop: ProbDot[] = [];
+    for (const dots of this.entries.values()) {
+      for (const d of dots) if (!other.owner.has(d) && other.tombstones.query(dotBytes(d))) drop.push(d);
+    }
+    const adopt: [ProbDot, ElementKey][] = [];
+    for (const [k, dots] of other.entries) {
+      for (const d of dots) if (!this.owner.has(d) && !this.tombstones.query(dotBytes(d))) adopt.push([d, k]);
+    }
+    drop.sort(compareDots); // insertion order decides where a generation ends: keep it canonical
+    for (const d of drop) {
+      this.deleteDot(d);
+      this.tombstones.insert(dotBytes(d));
+    }
+    for (const [d, k] of adopt) this.addDot(k, d);
+    const filterChanged = unionInPlace(this.tombstones, other.tombstones).changed;
+    return drop.length > 0 || adopt.length > 0 || filterChanged;
+  }
+
+  /** Same store and the same filter state. */
+  equals(o: AWSetProb): boolean {
+    if (this.entries.size !== o.entries.size || !this.tombstones.equals(o.tombstones)) return false;
+    for (const [k, dots] of this.entries) {
+      const theirs = o.entries.get(k);
+      if (theirs === undefined || theirs.size !== dots.size) return false;
+      for (const d of dots) if (!theirs.has(d)) return false;
+    }
+    return true;
+  }
+
+  private get owner(): Map<ProbDot, ElementKey> {
+    if (this.ownerIndex === undefined) {
+      const index = new Map<ProbDot, ElementKey>();
+      for (const [k, dots] of this.entries) for (const d of dots) index.set(d, k);
+      this.ownerIndex = index;
+    }
+    return this.ownerIndex;
+  }
+
+  private addDot(k: ElementKey, d: ProbDot): void {
+    let dots = this.entries.get(k);
+    if (dots === undefined) {
+      dots = new Set();
+      this.entries.set(k, dots);
+    }
+    dots.add(d);
+    this.owner.set(d, k);
+  }
+
+  private deleteDot(d: ProbDot): void {
+    const k = this.owner.get(d);
+    if (k === undefined) return;
+    this.owner.delete(d);
+    const dots = this.entries.get(k)!;
+    dots.delete(d);
+    if (dots.size === 0) this.entries.delete(k);
+  }
+}
+
+export function compareDots(a: ProbDot, b: ProbDot): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function sortedDots(dots: Iterable<ProbDot> | undefined): ProbDot[] {
+  return dots === undefined ? [] : [...dots].sort(compareDots);
+}

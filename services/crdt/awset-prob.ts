@@ -1,0 +1,93 @@
+// AWSET_PROB: the Lattice implementation of the probabilistic add-wins set (awset-prob-state.ts)
+// with its codec (awset-prob-codec.ts). Not registered here: registration is wired elsewhere.
+//
+// The seed's default configuration is used: APBF error 2, capacity 4096, level 5, Current
+// Generation (seed 000 §5.3.3 and digest 6.1); makeAWSetProbLattice builds one for other shapes.
+// Notes on the Lattice contract for a structure that forgets and has false positives:
+//   - join is x ⊔ y from x's side; it is idempotent, its store is commutative, its filter is not
+//     (awset-prob-state.ts header, apbf-union.ts header). leq(a, b) means "b ⊔ a = b".
+//   - context(s) is an empty CausalContext: the set keeps no exact causal context (its removed
+//     dots sit in a filter that cannot list them), so there is nothing exact to report.
+//   - decompose(s): one state per live dot (empty filter) plus one state holding the whole filter;
+//     these join back to s exactly unless the filter reports one of s's own live dots (a false
+//     positive), in which case [s] is returned, which also joins back to s.
+//   - difference(a, b) is a conservative over-approximation: the live dots of a that b neither
+//     holds nor has tombstoned, plus a's whole filter when joining it would change b.
+import { CausalContext } from "./causal-context.js";
+import { type ApbfParams, UnionStrategy, paramsFor, sameParams } from "./apbf-params.js";
+import { AWSetProb, type ElementKey, type ProbDot, dotBytes } from "./awset-prob-state.js";
+import { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb } from "./awset-prob-codec.js";
+import { DecodeError } from "./errors.js";
+import { type Lattice, ObjectType } from "./lattice.js";
+import { Apbf } from "./apbf.js";
+
+export { AWSetProb, type DotInput, type ProbDot, dotBytes, toDot } from "./awset-prob-state.js";
+export { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb } from "./awset-prob-codec.js";
+
+/** The seed's default tombstone filter: error 2, capacity 4096, level 5, Current Generation. */
+export const DEFAULT_AWSET_PROB_PARAMS: ApbfParams = paramsFor(2, 4096, 5, UnionStrategy.CurrentGeneration);
+
+/** Does the filter report one of the state's own live dots? */
+function hasSelfFalsePositive(s: AWSetProb): boolean {
+  for (const dots of s.entries.values()) for (const d of dots) if (s.tombstones.query(dotBytes(d))) return true;
+  return false;
+}
+
+function liveDotState(params: ApbfParams, k: ElementKey, dots: Iterable<ProbDot>): AWSetProb {
+  return AWSetProb.fromParts(new Map([[k, new Set(dots)]]), Apbf.create(params));
+}
+
+export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
+  const L: Lattice<AWSetProb> = {
+    type: ObjectType.AWSET_PROB,
+    name: "AWSET_PROB",
+    bottom: () => AWSetProb.bottom(params),
+    isBottom: (s) => s.isBottom(),
+    clone: (s) => s.clone(),
+    join(a, b) {
+      const out = a.clone();
+      out.joinInPlace(b);
+      return out;
+    },
+    joinInPlace: (t, o) => t.joinInPlace(o),
+    leq: (a, b) => !b.clone().joinInPlace(a),
+    equals: (a, b) => a.equals(b),
+    decompose(s) {
+      if (s.isBottom()) return [];
+      if (hasSelfFalsePositive(s)) return [s.clone()];
+      const out: AWSetProb[] = [];
+      for (const [k, dots] of s.entries) for (const d of dots) out.push(liveDotState(s.params, k, [d]));
+      if (!s.tombstones.isEmpty()) out.push(AWSetProb.fromParts(new Map(), s.tombstones.clone()));
+      return out;
+    },
+    difference(a, b) {
+      if (hasSelfFalsePositive(a)) return L.leq(a, b) ? L.bottom() : a.clone();
+      const entries = new Map<ElementKey, Set<ProbDot>>();
+      for (const [k, dots] of a.entries) {
+        const fresh = [...dots].filter((d) => !b.holds(d) && !b.tombstones.query(dotBytes(d)));
+        if (fresh.length > 0) entries.set(k, new Set(fresh));
+      }
+      // a's filter is new to b if its union would change b's filter or it removes a dot b holds.
+      const probe = b.clone();
+      const filterIsNew = probe.joinInPlace(AWSetProb.fromParts(new Map(), a.tombstones));
+      const filter = filterIsNew ? a.tombstones.clone() : Apbf.create(a.params);
+      return AWSetProb.fromParts(entries, filter);
+    },
+    context: () => new CausalContext(),
+    encode: encodeAWSetProb,
+    encodedSize: awsetProbEncodedSize,
+    decode(bytes) {
+      const s = decodeAWSetProb(bytes);
+      if (!sameParams(s.params, params)) {
+        const p = s.params;
+        throw new DecodeError(`AWSET_PROB: tombstone filter (k ${p.k}, l ${p.l}, m ${p.m}, strategy ${p.strategy}) differs from this node's (k ${params.k}, l ${params.l}, m ${params.m}, strategy ${params.strategy})`);
+      }
+      return s;
+    },
+    size: (s) => s.size,
+  };
+  return L;
+}
+
+/** The AWSET_PROB lattice with the seed's default filter. Not registered (see the header). */
+export const AWSetProbLattice: Lattice<AWSetProb> = makeAWSetProbLattice(DEFAULT_AWSET_PROB_PARAMS);

@@ -1,0 +1,190 @@
+// Unit tests of AWSET_PROB: mutator semantics, the forgetting window, dots, the codec's validation
+// and the Lattice object's configuration checks.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { Apbf, ApbfMismatchError, UnionStrategy } from "../../services/crdt/apbf.js";
+import { paramsFor } from "../../services/crdt/apbf-params.js";
+import {
+  AWSetProb,
+  AWSetProbLattice as L,
+  DEFAULT_AWSET_PROB_PARAMS,
+  decodeAWSetProb,
+  dotBytes,
+  encodeAWSetProb,
+  makeAWSetProbLattice,
+  toDot,
+} from "../../services/crdt/awset-prob.js";
+import { DecodeError } from "../../services/crdt/errors.js";
+import { ObjectType } from "../../services/crdt/lattice.js";
+import { SplitMix64 } from "../helpers/splitmix64.js";
+
+const el = (n: number): Uint8Array => Uint8Array.of(n);
+
+function apply(s: AWSetProb, delta: AWSetProb): AWSetProb {
+  s.joinInPlace(delta);
+  return s;
+}
+
+describe("AWSET_PROB mutators", () => {
+  it("adds, removes and re-adds; an add retires the element's older dots", () => {
+    const s = L.bottom();
+    apply(s, s.addDelta(el(1), 10n));
+    assert.ok(s.has(el(1)));
+    assert.deepEqual(s.dotsOf(el(1)), [10n]);
+    apply(s, s.addDelta(el(1), 11n));
+    assert.deepEqual(s.dotsOf(el(1)), [11n], "the old dot became a tombstone");
+    assert.ok(s.tombstones.query(dotBytes(10n)));
+    assert.ok(!s.tombstones.query(dotBytes(11n)), "live dots stay out of the filter");
+    apply(s, s.removeDelta(el(1)));
+    assert.ok(!s.has(el(1)));
+    apply(s, s.addDelta(el(1), 12n));
+    assert.deepEqual(s.elements(), [Buffer.from([1])]);
+    apply(s, s.addDelta(el(2), 13n));
+    apply(s, s.clearDelta());
+    assert.equal(s.size, 0);
+    assert.ok(!s.isBottom(), "the removals are remembered");
+  });
+
+  it("add wins over a concurrent remove, both ways", () => {
+    const a = L.bottom();
+    apply(a, a.addDelta(el(7), 1n));
+    const b = L.clone(a);
+    apply(a, a.removeDelta(el(7)));
+    apply(b, b.addDelta(el(7), 2n)); // concurrent re-add at b
+    for (const x of [L.join(a, b), L.join(b, a)]) {
+      assert.ok(x.has(el(7)));
+      assert.deepEqual(x.dotsOf(el(7)), [2n]);
+    }
+  });
+
+  it("a replica that never held a removed dot learns the removal through the filter union", () => {
+    const [a, b, c] = [L.bottom(), L.bottom(), L.bottom()];
+    apply(a, a.addDelta(el(1), 5n));
+    b.joinInPlace(a);
+    apply(a, a.removeDelta(el(1)));
+    c.joinInPlace(a); // c never held dot 5
+    c.joinInPlace(b); // b still does
+    assert.ok(!c.has(el(1)));
+  });
+
+  it("takes dots as bigints or 8 bytes and tells which are fresh", () => {
+    const bytes = Uint8Array.of(1, 0, 0, 0, 0, 0, 0, 0x80);
+    assert.equal(toDot(bytes), (1n << 63n) + 1n);
+    assert.deepEqual(dotBytes(toDot(bytes)), bytes);
+    assert.throws(() => toDot(-1n), RangeError);
+    assert.throws(() => toDot(1n << 64n), RangeError);
+    assert.throws(() => toDot(new Uint8Array(7)), RangeError);
+    const s = L.bottom();
+    apply(s, s.addDelta(el(1), 1n));
+    apply(s, s.addDelta(el(1), 2n));
+    assert.equal(s.isFreshDot(2n), false, "live");
+    assert.equal(s.isFreshDot(1n), false, "tombstoned");
+    assert.equal(s.isFreshDot(3n), true);
+  });
+
+  it("refuses to join states whose filters differ in shape", () => {
+    const other = AWSetProb.bottom(paramsFor(3, 4096, 5, UnionStrategy.CurrentGeneration));
+    apply(other, other.addDelta(el(1), 1n));
+    const s = L.bottom();
+    assert.throws(() => s.joinInPlace(other), ApbfMismatchError);
+    assert.ok(s.isBottom(), "nothing changed");
+  });
+});
+
+describe("AWSET_PROB forgetting window", () => {
+  it("a stale replica cannot undo a remove inside the window, and can once it is forgotten", () => {
+    const P = { k: 3, l: 4, m: 512, strategy: UnionStrategy.CurrentGeneration } as const; // g = 118
+    const Ls = makeAWSetProbLattice(P);
+    const rng = new SplitMix64(77);
+    const r = Ls.bottom();
+    const N = 50;
+    for (let i = 0; i < N; i++) apply(r, r.addDelta(Uint8Array.of(1, i), rng.next()));
+    const stale = Ls.clone(r);
+    for (let i = 0; i < N; i++) apply(r, r.removeDelta(Uint8Array.of(1, i)));
+    const g = r.tombstones.g;
+    // Churn on other elements: each add+remove puts one dot in the filter.
+    const churn = (times: number) => {
+      for (let i = 0; i < times; i++) {
+        const e = Uint8Array.of(2, i & 0xff, i >> 8);
+        apply(r, r.addDelta(e, rng.next()));
+        apply(r, r.removeDelta(e));
+      }
+    };
+    // The N removals plus this churn stay within l·g - 1 insertions: at most l shifts.
+    churn(P.l * g - 1 - N);
+    assert.equal(Ls.join(r, stale).size, 0, "no removed element comes back inside the window");
+    assert.equal(Ls.join(stale, r).size, 0);
+    // k more generations push every slice the removals used out of the filter.
+    churn(P.k * g + 1);
+    const back = Ls.join(r, stale).size;
+    const fp = r.tombstones.estimatedFp();
+    assert.ok(back >= N * (1 - fp) - 4 * Math.sqrt(N * fp) - 1, `${back} of ${N} forgotten removals undone (FP ${fp})`);
+  });
+});
+
+describe("AWSET_PROB codec and Lattice object", () => {
+  function sample(): AWSetProb {
+    const s = L.bottom();
+    apply(s, s.addDelta(el(3), 30n));
+    apply(s, s.addDelta(el(1), 10n));
+    apply(s, s.addDelta(el(1), 11n));
+    apply(s, s.addDelta(el(2), 20n));
+    return L.join(s, (() => { const t = L.clone(s); apply(t, t.addDelta(el(2), 21n)); return t; })());
+  }
+
+  it("has the AWSET_PROB type, the seed's default filter and an empty causal context", () => {
+    assert.equal(L.type, ObjectType.AWSET_PROB);
+    assert.deepEqual(DEFAULT_AWSET_PROB_PARAMS, { k: 12, l: 88, m: 832, strategy: UnionStrategy.CurrentGeneration });
+    assert.ok(L.context(sample()).isEmpty());
+    assert.equal(L.size!(sample()), 3);
+  });
+
+  it("orders states: a state with an element the other never saw is not below it", () => {
+    const a = sample();
+    const b = L.bottom();
+    assert.ok(!L.leq(a, b));
+    assert.ok(L.leq(b, a));
+  });
+
+  it("round-trips canonically and rejects malformed input", () => {
+    const s = sample();
+    const bytes = encodeAWSetProb(s);
+    assert.ok(decodeAWSetProb(bytes).equals(s));
+    assert.deepEqual(encodeAWSetProb(decodeAWSetProb(bytes)), bytes);
+    const filterEnd = 1 + 16 + 100 + 11_648;
+    // Entries start after the filter: count, then (len, element, dot count, dots) per element.
+    const entries = (list: [number[], bigint[]][]): Uint8Array => {
+      const parts: number[] = [...bytes.subarray(0, filterEnd)];
+      const u32 = (n: number) => parts.push(n & 0xff, (n >> 8) & 0xff, (n >> 16) & 0xff, n >>> 24);
+      u32(list.length);
+      for (const [e, dots] of list) {
+        u32(e.length);
+        parts.push(...e);
+        u32(dots.length);
+        for (const d of dots) parts.push(...dotBytes(d));
+      }
+      return Uint8Array.from(parts);
+    };
+    assert.ok(decodeAWSetProb(entries([[[1], [1n]], [[2], [2n, 3n]]])).size === 2, "a hand-built encoding decodes");
+    const bad: [string, Uint8Array][] = [
+      ["empty", new Uint8Array(0)],
+      ["version", Uint8Array.from([9, ...bytes.subarray(1)])],
+      ["truncated", bytes.subarray(0, bytes.length - 3)],
+      ["trailing", Uint8Array.from([...bytes, 0])],
+      ["unsorted elements", entries([[[2], [1n]], [[1], [2n]]])],
+      ["duplicate element", entries([[[1], [1n]], [[1], [2n]]])],
+      ["no dots", entries([[[1], []]])],
+      ["unsorted dots", entries([[[1], [3n, 2n]]])],
+      ["dot under two elements", entries([[[1], [5n]], [[2], [5n]]])],
+      ["bad filter", Uint8Array.from([1, 1, 1, 0, ...bytes.subarray(4)])],
+    ];
+    for (const [what, b] of bad) assert.throws(() => decodeAWSetProb(b), DecodeError, what);
+  });
+
+  it("the lattice's decode refuses a filter configured differently from this node's", () => {
+    const other = AWSetProb.bottom(paramsFor(2, 4096, 5, UnionStrategy.ActiveSlices));
+    assert.throws(() => L.decode(encodeAWSetProb(other)), DecodeError);
+    assert.ok(L.decode(L.encode(L.bottom())).isBottom());
+    assert.ok(Apbf.create(DEFAULT_AWSET_PROB_PARAMS).byteSize() === 11_648);
+  });
+});
