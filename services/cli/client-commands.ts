@@ -4,7 +4,7 @@ import { parseArgs } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
-import { contextFromProto } from "../crdt/index.js";
+import { ObjectType, contextFromProto } from "../crdt/index.js";
 import { bar, createOutput, showElement } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
 import { TokenError, resolveToken } from "./token.js";
@@ -80,15 +80,57 @@ function needKey(positionals: string[], usage: string): string {
   return key;
 }
 
+/** Types an Add may create, as --type takes them. */
+const ADD_TYPES: Record<string, ObjectType> = {
+  awset: ObjectType.AWSET,
+  gbf: ObjectType.GBF,
+  gcf: ObjectType.GCF,
+  orcf: ObjectType.ORCF,
+  scgbf: ObjectType.SCGBF,
+  scgcf: ObjectType.SCGCF,
+  scorcf: ObjectType.SCORCF,
+};
+
+/** A non-negative number flag (0 when absent: the node's default). */
+function numberFlag(values: Values, name: string): number {
+  const raw = values[name] as string | undefined;
+  if (raw === undefined) return 0;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new UsageError(`--${name} ${raw} is not a non-negative number`);
+  return n;
+}
+
 export async function addCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args);
+  const { values, positionals } = parse(args, {
+    type: { type: "string" },
+    capacity: { type: "string" },
+    fpr: { type: "string" },
+    hashes: { type: "string" },
+    bits: { type: "string" },
+    "fingerprint-bits": { type: "string" },
+    "bucket-size": { type: "string" },
+  });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset add KEY ELEMENT... [--addr HOST:PORT] [--hex] [--json]");
+  const key = needKey(
+    positionals,
+    "deltaset add KEY ELEMENT... [--type awset|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--addr HOST:PORT] [--hex] [--json]",
+  );
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
+  const typeName = values.type as string | undefined;
+  const type = typeName === undefined ? undefined : ADD_TYPES[typeName.toLowerCase()];
+  if (typeName !== undefined && type === undefined) throw new UsageError(`--type ${typeName}: one of ${Object.keys(ADD_TYPES).join(", ")}`);
+  const params = {
+    capacity: BigInt(Math.floor(numberFlag(values, "capacity"))),
+    falsePositiveRate: numberFlag(values, "fpr"),
+    hashes: numberFlag(values, "hashes"),
+    bits: BigInt(Math.floor(numberFlag(values, "bits"))),
+    fingerprintBits: numberFlag(values, "fingerprint-bits"),
+    bucketSize: numberFlag(values, "bucket-size"),
+  };
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.add, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const res = await call(client, client.add, { key, elements, texts: [], type, params }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
       { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })) },
@@ -125,10 +167,11 @@ export async function queryCommand(args: string[]): Promise<void> {
     const timeoutMs = Number(values.timeout);
     if (elements.length > 0) {
       const res = await call(client, client.query, { key, elements, texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs, metadata: conn.metadata() });
-      out.result(
-        { key, presence: res.presence.map((p) => ({ element: showElement(p.element), present: p.present })) },
-        res.presence.map((p) => `${p.present ? "present" : "absent "}  ${showElement(p.element)}`).join("\n"),
-      );
+      const present = res.probabilistic ? "maybe present" : "present";
+      const filter = res.filter === undefined ? undefined : { ...res.filter, estimatedCount: Number(res.filter.estimatedCount), parameters: JSON.parse(res.filter.parameters || "null") };
+      const lines = res.presence.map((p) => `${p.present ? present : "absent".padEnd(present.length)}  ${showElement(p.element)}`);
+      if (filter !== undefined) lines.push(`(${ObjectType[res.type]}: about ${filter.estimatedCount} elements, estimated false-positive rate ${(filter.estimatedFalsePositiveRate * 100).toPrecision(3)}%)`);
+      out.result({ key, type: ObjectType[res.type], presence: res.presence.map((p) => ({ element: showElement(p.element), present: p.present })), probabilistic: res.probabilistic, filter }, lines.join("\n"));
       return;
     }
     let token: Buffer = Buffer.alloc(0);

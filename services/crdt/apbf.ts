@@ -21,6 +21,7 @@
 // budget expressed in insertions (a slice at logical i may hold fewer than (i+1)·g).
 //
 // Pure and deterministic: no clock, no randomness; hashing is element-hash.ts's seeded hash32.
+import { JoinConflictError } from "./errors.js";
 import { HASH_FAMILY, hash32 } from "./element-hash.js";
 import { runProbability } from "./apbf-fp.js";
 import {
@@ -249,7 +250,7 @@ export class Apbf {
 }
 
 /** A union (or a join carrying a union) of filters whose shapes or hash families differ. */
-export class ApbfMismatchError extends Error {
+export class ApbfMismatchError extends JoinConflictError {
   override readonly name = "ApbfMismatchError";
   constructor(readonly field: string, readonly local: number, readonly remote: number) {
     super(`cannot union APBFs with different ${field}: local ${local}, remote ${remote}`);

@@ -15,3 +15,12 @@ export class UnknownTypeError extends Error {
     super(`object type ${type} has no implementation on this node`);
   }
 }
+
+/**
+ * Two valid states of one key that cannot be joined: built with different parameters (filter
+ * sizes, hash families). Nothing was changed. Gossip skips such a key (and counts it) instead of
+ * refusing the whole frame; Merge answers FAILED_PRECONDITION.
+ */
+export class JoinConflictError extends Error {
+  override readonly name: string = "JoinConflictError";
+}

@@ -5,14 +5,14 @@
 // The filters follow seed 001 (conflict-free replicated probabilistic filters, chapter 3). They
 // are pure: no clock, no I/O, no Math.random. Cuckoo insertion needs random choices; callers pass
 // a Random (Math.random fits; common/prng.ts seededRandom gives a reproducible stream for tests).
-import { DecodeError } from "./errors.js";
+import { DecodeError, JoinConflictError } from "./errors.js";
 import { writeVarint, varintSize } from "../common/varint.js";
 
 // The injected randomness is the project's one seeded source (common/prng.ts).
 export { type Random, randomInt, seededRandom } from "../common/prng.js";
 
 /** Two filters (or a filter and a delta) built with different parameters cannot be joined. */
-export class FilterMismatchError extends Error {
+export class FilterMismatchError extends JoinConflictError {
   override readonly name = "FilterMismatchError";
   constructor(kind: string, a: unknown, b: unknown) {
     super(`cannot join ${kind} filters with different parameters: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`);

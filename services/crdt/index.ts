@@ -18,5 +18,7 @@ export * from "./gcf.js";
 export * from "./orcf.js";
 export * from "./scalable-filter.js";
 export * from "./filters.js";
+export * from "./operations.js";
+export * from "./filter-operations.js";
 export * from "./fbf.js";
 export * from "./fbf-resize.js";

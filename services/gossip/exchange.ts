@@ -10,6 +10,7 @@ import {
   type CausalContext,
   ObjectType,
   type AWSet,
+  JoinConflictError,
   contextFromProto,
   contextToProto,
   decodeSlice,
@@ -284,9 +285,9 @@ export class GossipExchange {
       if (!r.changed) return undefined;
       return { type: ks.type, state: this.rr ? r.newPart : ks.state };
     } catch (err) {
-      if (err instanceof TypeMismatchError) {
+      if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
         this.counters.typeConflicts++;
-        this.o.log.warn("key type conflict between nodes; key skipped", { key, reason: err.message });
+        this.o.log.warn("key type or parameter conflict between nodes; key skipped", { key, reason: err.message });
         return undefined;
       }
       throw err;
@@ -410,7 +411,7 @@ export class GossipExchange {
           this.counters.chunksApplied++;
           this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);
         } catch (err) {
-          if (err instanceof TypeMismatchError) {
+          if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
             this.counters.typeConflicts++;
             continue;
           }

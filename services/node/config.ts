@@ -139,6 +139,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxPageSize: 10_000,
     defaultScanChunk: 1000,
     maxScanChunk: 10_000,
+    maxFilterBytes: 16 * 1024 * 1024,
   },
   gossip: {
     intervalMs: 200,

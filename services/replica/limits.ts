@@ -15,4 +15,6 @@ export interface Limits {
   /** Members per Scan chunk when the request names none, and the most it may ask for. */
   defaultScanChunk: number;
   maxScanChunk: number;
+  /** Largest filter key (GBF, GCF, ORCF and the first sub-filter of a series) an Add may create, in bytes. */
+  maxFilterBytes: number;
 }

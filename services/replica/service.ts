@@ -17,6 +17,8 @@ import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
+import { wholeTypeCalls } from "./whole-type-calls.js";
+import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 
@@ -60,10 +62,32 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     };
   }
 
+  const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
+
+  /**
+   * The type an Add writes: the one asked for, else the key's, else AWSET. A key of another type
+   * than asked answers FAILED_PRECONDITION; counters take Increment.
+   */
+  async function typeForAdd(key: string, asked: ObjectType | undefined): Promise<ObjectType> {
+    const existing = await store.typeOf(key);
+    const requested = asked === undefined || asked === ObjectType.OBJECT_TYPE_UNSPECIFIED ? undefined : asked;
+    if (requested !== undefined && existing !== undefined && existing !== requested) throw new TypeMismatchError(key, existing, requested);
+    const type = requested ?? existing ?? ObjectType.AWSET;
+    if (type === ObjectType.COUNTER) {
+      throw new RpcError(
+        status.FAILED_PRECONDITION,
+        existing === undefined ? `a COUNTER key is created by Increment, not Add ("${key}")` : `key "${key}" holds a COUNTER: use Increment`,
+      );
+    }
+    return type;
+  }
+
   return {
     add: unary("Add", async (req) => {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
+      const type = await typeForAdd(req.key, req.type);
+      if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params);
       const r = await store.add(req.key, elements);
       notify(req.key, ObjectType.AWSET, r.delta);
       return { added: r.added, replica: store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };
@@ -72,6 +96,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     remove: unary("Remove", async (req) => {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
+      const type = await store.typeOf(req.key);
+      if (type !== undefined && type !== ObjectType.AWSET && type !== ObjectType.COUNTER) return whole.remove(req.key, type, typeName(type), elements);
       const observed = req.context === undefined ? undefined : contextFromProto(req.context);
       // Adds the context covers that have not arrived here yet are removed when they arrive
       // (deferred removes, store/pending-removes.ts): the answer says how many elements wait.
@@ -92,6 +118,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         size: BigInt(info?.size ?? 0),
         counterValue: 0n,
         pendingRemoves: store.pendingRemoves(req.key),
+        filter: undefined,
+        probabilistic: false,
       };
       if (info?.type === ObjectType.COUNTER) {
         const value = (await store.counter(req.key))!.value();
@@ -100,6 +128,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         return { ...base, counterValue: value };
       }
       const elements = collectElements(req.elements, req.texts, limits, { required: false });
+      if (info !== undefined && info.type !== ObjectType.AWSET) return { ...base, ...(await whole.query(req.key, typeName(info.type), elements)) };
       if (elements.length > 0) {
         const present = await store.contains(req.key, elements);
         return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]! })) };
@@ -170,7 +199,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     merge: unary("Merge", async (req) => {
       checkKey(req.key, limits);
       if (req.state === undefined) throw invalid("state is required: {type, payload}");
-      if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET or COUNTER)");
+      if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET, COUNTER or a filter type)");
       const lattice = latticeFor(req.state.type);
       const state = lattice.decode(req.state.payload) as AWSet | PNCounter;
       if (req.state.type === ObjectType.AWSET) {
@@ -206,4 +235,9 @@ function startOfPage(key: string, token: Buffer, limits: Limits): Buffer | undef
     throw invalid(`page_token is not a next_page_token issued for key "${key}": pass it back unchanged, or leave it empty to start from the first member`);
   }
   return element;
+}
+
+/** A type's name as the proto spells it (GBF, ORCF...). */
+function typeName(t: ObjectType): string {
+  return ObjectType[t] ?? String(t);
 }

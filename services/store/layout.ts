@@ -71,6 +71,11 @@ export interface ObjectLayout<S> {
   emptyBody(): Uint8Array;
   /** The part of the state a mutator naming these elements needs (the whole state for one-record types). */
   load(o: ObjectSlot, env: StoreEnv, elements: readonly Uint8Array[]): Promise<S>;
+  /**
+   * One-record layouts: store a state a client operation changed in place (crdt/operations.ts).
+   * Element layouts have none: their operations are the store's own (mutations.ts).
+   */
+  write?(o: ObjectSlot, state: S): void;
   /** Join a state or delta into the object with the lattice's join; newPart only when asked. */
   join(o: ObjectSlot, env: StoreEnv, incoming: S, wantNewPart: boolean): Promise<JoinResult<S>>;
   /** Join one chunk of a sender's full state (gossip/chunk-order.ts explains the rule). */

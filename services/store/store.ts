@@ -179,7 +179,35 @@ export class Store {
     return this.mutate(key, ObjectType.COUNTER, (o) => incrementCounter(o, this.env, this.replicaId, amount));
   }
 
+  /**
+   * A client operation on a key of a type stored whole (crdt/operations.ts): fn gets the key's
+   * state (⊥ for a new key) and returns the state to store, the delta to spread (none when nothing
+   * changed) and its result. Durable before it resolves; nothing is written when fn throws.
+   * mustExist: a key that does not exist is not created (fn still runs, on ⊥).
+   */
+  update<R>(
+    key: string,
+    type: ObjectType,
+    fn: (state: unknown) => { state: unknown; delta?: unknown; result: R },
+    opts: { mustExist?: boolean } = {},
+  ): Promise<{ delta?: unknown; result: R }> {
+    return this.mutate(key, type, async (o) => {
+      const layout = layoutFor(type);
+      if (layout.write === undefined) throw new TypeMismatchError(key, type, type);
+      const out = fn(await layout.load(o, this.env, []));
+      if (out.delta !== undefined) layout.write(o, out.state);
+      return { delta: out.delta, result: out.result };
+    }, opts);
+  }
+
   // ------------------------------------------------------------ reads
+
+  /** The state of a key stored whole (one record: read without the key's lock), or undefined. */
+  async wholeState(key: string): Promise<{ type: ObjectType; state: unknown } | undefined> {
+    const h = await this.loadHeader(key);
+    if (h === undefined) return undefined;
+    return { type: h.type, state: await layoutFor(h.type).readState(this.env, Buffer.alloc(0), h) };
+  }
 
   async contains(key: string, elements: Uint8Array[]): Promise<boolean[]> {
     const h = await this.loadHeader(key);

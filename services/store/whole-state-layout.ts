@@ -37,6 +37,10 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     lattice,
     emptyBody: () => lattice.encode(lattice.bottom()),
     load: async (o) => lattice.decode(o.h.body),
+    write(o, state) {
+      o.h.body = lattice.encode(state);
+      o.h.ctx = lattice.context(state).clone();
+    },
     join,
     applyChunk: (o, env, chunk) => join(o, env, chunk.slice, true),
     finishKey: async () => ({ changed: false, newPart: lattice.bottom() }),

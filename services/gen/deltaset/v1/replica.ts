@@ -20,7 +20,16 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { CausalContext, Dot, EncodedState, ObjectType, objectTypeFromJSON, objectTypeToJSON } from "./types.js";
+import {
+  CausalContext,
+  Dot,
+  EncodedState,
+  FilterInfo,
+  FilterParams,
+  ObjectType,
+  objectTypeFromJSON,
+  objectTypeToJSON,
+} from "./types.js";
 
 export const protobufPackage = "deltaset.v1";
 
@@ -34,6 +43,15 @@ export interface AddRequest {
   elements: Buffer[];
   /** Elements to add given as UTF-8 text (a convenience for grpcurl); joined to elements. */
   texts: string[];
+  /**
+   * The key's type when this Add creates it: AWSET (the default when unset), or a filter type
+   * (GBF, GCF, ORCF, SCGBF, SCGCF, SCORCF). A key of another type answers FAILED_PRECONDITION.
+   */
+  type?:
+    | ObjectType
+    | undefined;
+  /** Filter keys: parameters, used by the Add that creates the key. */
+  params?: FilterParams | undefined;
 }
 
 /** The outcome of an Add. */
@@ -138,6 +156,15 @@ export interface QueryResponse {
   counterValue: bigint;
   /** Elements of this set whose remove waits here for adds not yet received (see RemoveResponse). */
   pendingRemoves: number;
+  /** For a filter key: its fill and estimated false-positive rate. */
+  filter?:
+    | FilterInfo
+    | undefined;
+  /**
+   * True for filter keys: present means "maybe present" (it may be a false positive), absent is
+   * certain for the grow-only filters.
+   */
+  probabilistic: boolean;
 }
 
 /** Stream all members of a set. */
@@ -206,7 +233,7 @@ export interface IncrementResponse {
 }
 
 function createBaseAddRequest(): AddRequest {
-  return { key: "", elements: [], texts: [] };
+  return { key: "", elements: [], texts: [], type: undefined, params: undefined };
 }
 
 export const AddRequest: MessageFns<AddRequest> = {
@@ -219,6 +246,12 @@ export const AddRequest: MessageFns<AddRequest> = {
     }
     for (const v of message.texts) {
       writer.uint32(26).string(v!);
+    }
+    if (message.type !== undefined) {
+      writer.uint32(32).int32(message.type);
+    }
+    if (message.params !== undefined) {
+      FilterParams.encode(message.params, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -260,6 +293,22 @@ export const AddRequest: MessageFns<AddRequest> = {
             message.texts.push(reader.string());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.params = FilterParams.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -279,6 +328,8 @@ export const AddRequest: MessageFns<AddRequest> = {
         ? object.elements.map((e: any) => Buffer.from(bytesFromBase64(e)))
         : [],
       texts: globalThis.Array.isArray(object?.texts) ? object.texts.map((e: any) => globalThis.String(e)) : [],
+      type: isSet(object.type) ? objectTypeFromJSON(object.type) : undefined,
+      params: isSet(object.params) ? FilterParams.fromJSON(object.params) : undefined,
     };
   },
 
@@ -293,6 +344,12 @@ export const AddRequest: MessageFns<AddRequest> = {
     if (message.texts?.length) {
       obj.texts = message.texts;
     }
+    if (message.type !== undefined) {
+      obj.type = objectTypeToJSON(message.type);
+    }
+    if (message.params !== undefined) {
+      obj.params = FilterParams.toJSON(message.params);
+    }
     return obj;
   },
 
@@ -304,6 +361,10 @@ export const AddRequest: MessageFns<AddRequest> = {
     message.key = object.key ?? "";
     message.elements = object.elements?.map((e) => e) || [];
     message.texts = object.texts?.map((e) => e) || [];
+    message.type = object.type ?? undefined;
+    message.params = (object.params !== undefined && object.params !== null)
+      ? FilterParams.fromPartial(object.params)
+      : undefined;
     return message;
   },
 };
@@ -1000,6 +1061,8 @@ function createBaseQueryResponse(): QueryResponse {
     size: 0n,
     counterValue: 0n,
     pendingRemoves: 0,
+    filter: undefined,
+    probabilistic: false,
   };
 }
 
@@ -1034,6 +1097,12 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     }
     if (message.pendingRemoves !== 0) {
       writer.uint32(64).uint32(message.pendingRemoves);
+    }
+    if (message.filter !== undefined) {
+      FilterInfo.encode(message.filter, writer.uint32(74).fork()).join();
+    }
+    if (message.probabilistic !== false) {
+      writer.uint32(80).bool(message.probabilistic);
     }
     return writer;
   },
@@ -1115,6 +1184,22 @@ export const QueryResponse: MessageFns<QueryResponse> = {
             message.pendingRemoves = reader.uint32();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.filter = FilterInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.probabilistic = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1151,6 +1236,8 @@ export const QueryResponse: MessageFns<QueryResponse> = {
         : isSet(object.pending_removes)
         ? globalThis.Number(object.pending_removes)
         : 0,
+      filter: isSet(object.filter) ? FilterInfo.fromJSON(object.filter) : undefined,
+      probabilistic: isSet(object.probabilistic) ? globalThis.Boolean(object.probabilistic) : false,
     };
   },
 
@@ -1180,6 +1267,12 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     if (message.pendingRemoves !== 0) {
       obj.pendingRemoves = Math.round(message.pendingRemoves);
     }
+    if (message.filter !== undefined) {
+      obj.filter = FilterInfo.toJSON(message.filter);
+    }
+    if (message.probabilistic !== false) {
+      obj.probabilistic = message.probabilistic;
+    }
     return obj;
   },
 
@@ -1200,6 +1293,10 @@ export const QueryResponse: MessageFns<QueryResponse> = {
       ? BigInt(object.counterValue)
       : 0n;
     message.pendingRemoves = object.pendingRemoves ?? 0;
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? FilterInfo.fromPartial(object.filter)
+      : undefined;
+    message.probabilistic = object.probabilistic ?? false;
     return message;
   },
 };
@@ -1856,7 +1953,9 @@ export type ReplicaService = typeof ReplicaService;
 export const ReplicaService = {
   /**
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
-   * repeating the call adds no new elements, only refreshes their dots.
+   * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
+   * elements into the filter at key (created on first use with the given parameters); a cuckoo
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing.
    */
   add: {
     path: "/deltaset.v1.Replica/Add" as const,
@@ -1869,7 +1968,8 @@ export const ReplicaService = {
   },
   /**
    * Remove elements from the set at key: the dots this node has observed, or only the dots
-   * covered by the supplied context (what the client had read).
+   * covered by the supplied context (what the client had read). For an ORCF or SCORCF key, remove
+   * the adds of the elements this node has observed; other filter types answer FAILED_PRECONDITION.
    */
   remove: {
     path: "/deltaset.v1.Replica/Remove" as const,
@@ -1882,7 +1982,8 @@ export const ReplicaService = {
   },
   /**
    * Membership of given elements, or one page of the members in element order, together with
-   * the key's causal context for a later Remove. For a COUNTER key, its value; a counter outside
+   * the key's causal context for a later Remove. For a filter key, "maybe present" or absent per
+   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its value; a counter outside
    * int64 (only a data directory written before the range checks can hold one) answers
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */
@@ -1939,17 +2040,21 @@ export const ReplicaService = {
 export interface ReplicaServer extends UntypedServiceImplementation {
   /**
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
-   * repeating the call adds no new elements, only refreshes their dots.
+   * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
+   * elements into the filter at key (created on first use with the given parameters); a cuckoo
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing.
    */
   add: handleUnaryCall<AddRequest, AddResponse>;
   /**
    * Remove elements from the set at key: the dots this node has observed, or only the dots
-   * covered by the supplied context (what the client had read).
+   * covered by the supplied context (what the client had read). For an ORCF or SCORCF key, remove
+   * the adds of the elements this node has observed; other filter types answer FAILED_PRECONDITION.
    */
   remove: handleUnaryCall<RemoveRequest, RemoveResponse>;
   /**
    * Membership of given elements, or one page of the members in element order, together with
-   * the key's causal context for a later Remove. For a COUNTER key, its value; a counter outside
+   * the key's causal context for a later Remove. For a filter key, "maybe present" or absent per
+   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its value; a counter outside
    * int64 (only a data directory written before the range checks can hold one) answers
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */
@@ -1974,7 +2079,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
 export interface ReplicaClient extends Client {
   /**
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
-   * repeating the call adds no new elements, only refreshes their dots.
+   * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
+   * elements into the filter at key (created on first use with the given parameters); a cuckoo
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing.
    */
   add(request: AddRequest, callback: (error: ServiceError | null, response: AddResponse) => void): ClientUnaryCall;
   add(
@@ -1990,7 +2097,8 @@ export interface ReplicaClient extends Client {
   ): ClientUnaryCall;
   /**
    * Remove elements from the set at key: the dots this node has observed, or only the dots
-   * covered by the supplied context (what the client had read).
+   * covered by the supplied context (what the client had read). For an ORCF or SCORCF key, remove
+   * the adds of the elements this node has observed; other filter types answer FAILED_PRECONDITION.
    */
   remove(
     request: RemoveRequest,
@@ -2009,7 +2117,8 @@ export interface ReplicaClient extends Client {
   ): ClientUnaryCall;
   /**
    * Membership of given elements, or one page of the members in element order, together with
-   * the key's causal context for a later Remove. For a COUNTER key, its value; a counter outside
+   * the key's causal context for a later Remove. For a filter key, "maybe present" or absent per
+   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its value; a counter outside
    * int64 (only a data directory written before the range checks can hold one) answers
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */

@@ -204,6 +204,40 @@ export interface EncodedState {
   payload: Buffer;
 }
 
+/**
+ * Parameters of a probabilistic filter key (GBF, GCF, ORCF and their scalable series), fixed by the
+ * Add that creates the key and ignored by later Adds. A zero field takes the node's default.
+ */
+export interface FilterParams {
+  /** Elements the filter is sized for (default 10000). A scalable series grows past it. */
+  capacity: bigint;
+  /** Target false-positive rate at capacity, in (0, 0.5) (default 0.01). */
+  falsePositiveRate: number;
+  /** Bloom filters: hash functions k; with bits, these replace capacity and false_positive_rate. */
+  hashes: number;
+  /** Bloom filters: filter size m in bits. */
+  bits: bigint;
+  /** Cuckoo filters: fingerprint size in bits (default from false_positive_rate). */
+  fingerprintBits: number;
+  /** Cuckoo filters: entries per bucket (default 4). */
+  bucketSize: number;
+}
+
+/** What a Query reports about a filter key. */
+export interface FilterInfo {
+  /**
+   * The false-positive rate the filter's present fill gives (the chance that an element never
+   * added is reported present).
+   */
+  estimatedFalsePositiveRate: number;
+  /** Cuckoo filters: entries over slots (above 1 only after merges filled overflow buckets). */
+  loadFactor: number;
+  /** Elements the filter holds: exact for cuckoo filters, estimated from the bits for Bloom filters. */
+  estimatedCount: bigint;
+  /** The key's parameters, as JSON (sizes, hashes, fingerprint bits, sub-filters). */
+  parameters: string;
+}
+
 function createBaseDot(): Dot {
   return { replica: "", counter: 0n };
 }
@@ -1094,12 +1128,317 @@ export const EncodedState: MessageFns<EncodedState> = {
   },
 };
 
+function createBaseFilterParams(): FilterParams {
+  return { capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0 };
+}
+
+export const FilterParams: MessageFns<FilterParams> = {
+  encode(message: FilterParams, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.capacity !== 0n) {
+      if (BigInt.asUintN(64, message.capacity) !== message.capacity) {
+        throw new globalThis.Error("value provided for field message.capacity of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.capacity);
+    }
+    if (message.falsePositiveRate !== 0) {
+      writer.uint32(17).double(message.falsePositiveRate);
+    }
+    if (message.hashes !== 0) {
+      writer.uint32(24).uint32(message.hashes);
+    }
+    if (message.bits !== 0n) {
+      if (BigInt.asUintN(64, message.bits) !== message.bits) {
+        throw new globalThis.Error("value provided for field message.bits of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.bits);
+    }
+    if (message.fingerprintBits !== 0) {
+      writer.uint32(40).uint32(message.fingerprintBits);
+    }
+    if (message.bucketSize !== 0) {
+      writer.uint32(48).uint32(message.bucketSize);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FilterParams {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFilterParams();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.capacity = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.falsePositiveRate = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.hashes = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.bits = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.fingerprintBits = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.bucketSize = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FilterParams {
+    return {
+      capacity: isSet(object.capacity) ? BigInt(object.capacity) : 0n,
+      falsePositiveRate: isSet(object.falsePositiveRate)
+        ? globalThis.Number(object.falsePositiveRate)
+        : isSet(object.false_positive_rate)
+        ? globalThis.Number(object.false_positive_rate)
+        : 0,
+      hashes: isSet(object.hashes) ? globalThis.Number(object.hashes) : 0,
+      bits: isSet(object.bits) ? BigInt(object.bits) : 0n,
+      fingerprintBits: isSet(object.fingerprintBits)
+        ? globalThis.Number(object.fingerprintBits)
+        : isSet(object.fingerprint_bits)
+        ? globalThis.Number(object.fingerprint_bits)
+        : 0,
+      bucketSize: isSet(object.bucketSize)
+        ? globalThis.Number(object.bucketSize)
+        : isSet(object.bucket_size)
+        ? globalThis.Number(object.bucket_size)
+        : 0,
+    };
+  },
+
+  toJSON(message: FilterParams): unknown {
+    const obj: any = {};
+    if (message.capacity !== 0n) {
+      obj.capacity = message.capacity.toString();
+    }
+    if (message.falsePositiveRate !== 0) {
+      obj.falsePositiveRate = floatToJson(message.falsePositiveRate);
+    }
+    if (message.hashes !== 0) {
+      obj.hashes = Math.round(message.hashes);
+    }
+    if (message.bits !== 0n) {
+      obj.bits = message.bits.toString();
+    }
+    if (message.fingerprintBits !== 0) {
+      obj.fingerprintBits = Math.round(message.fingerprintBits);
+    }
+    if (message.bucketSize !== 0) {
+      obj.bucketSize = Math.round(message.bucketSize);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FilterParams>, I>>(base?: I): FilterParams {
+    return FilterParams.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FilterParams>, I>>(object: I): FilterParams {
+    const message = createBaseFilterParams();
+    message.capacity = (object.capacity !== undefined && object.capacity !== null) ? BigInt(object.capacity) : 0n;
+    message.falsePositiveRate = object.falsePositiveRate ?? 0;
+    message.hashes = object.hashes ?? 0;
+    message.bits = (object.bits !== undefined && object.bits !== null) ? BigInt(object.bits) : 0n;
+    message.fingerprintBits = object.fingerprintBits ?? 0;
+    message.bucketSize = object.bucketSize ?? 0;
+    return message;
+  },
+};
+
+function createBaseFilterInfo(): FilterInfo {
+  return { estimatedFalsePositiveRate: 0, loadFactor: 0, estimatedCount: 0n, parameters: "" };
+}
+
+export const FilterInfo: MessageFns<FilterInfo> = {
+  encode(message: FilterInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.estimatedFalsePositiveRate !== 0) {
+      writer.uint32(9).double(message.estimatedFalsePositiveRate);
+    }
+    if (message.loadFactor !== 0) {
+      writer.uint32(17).double(message.loadFactor);
+    }
+    if (message.estimatedCount !== 0n) {
+      if (BigInt.asUintN(64, message.estimatedCount) !== message.estimatedCount) {
+        throw new globalThis.Error("value provided for field message.estimatedCount of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.estimatedCount);
+    }
+    if (message.parameters !== "") {
+      writer.uint32(34).string(message.parameters);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FilterInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFilterInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 9) {
+              break;
+            }
+
+            message.estimatedFalsePositiveRate = reader.double();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.loadFactor = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.estimatedCount = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.parameters = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FilterInfo {
+    return {
+      estimatedFalsePositiveRate: isSet(object.estimatedFalsePositiveRate)
+        ? globalThis.Number(object.estimatedFalsePositiveRate)
+        : isSet(object.estimated_false_positive_rate)
+        ? globalThis.Number(object.estimated_false_positive_rate)
+        : 0,
+      loadFactor: isSet(object.loadFactor)
+        ? globalThis.Number(object.loadFactor)
+        : isSet(object.load_factor)
+        ? globalThis.Number(object.load_factor)
+        : 0,
+      estimatedCount: isSet(object.estimatedCount)
+        ? BigInt(object.estimatedCount)
+        : isSet(object.estimated_count)
+        ? BigInt(object.estimated_count)
+        : 0n,
+      parameters: isSet(object.parameters) ? globalThis.String(object.parameters) : "",
+    };
+  },
+
+  toJSON(message: FilterInfo): unknown {
+    const obj: any = {};
+    if (message.estimatedFalsePositiveRate !== 0) {
+      obj.estimatedFalsePositiveRate = floatToJson(message.estimatedFalsePositiveRate);
+    }
+    if (message.loadFactor !== 0) {
+      obj.loadFactor = floatToJson(message.loadFactor);
+    }
+    if (message.estimatedCount !== 0n) {
+      obj.estimatedCount = message.estimatedCount.toString();
+    }
+    if (message.parameters !== "") {
+      obj.parameters = message.parameters;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FilterInfo>, I>>(base?: I): FilterInfo {
+    return FilterInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FilterInfo>, I>>(object: I): FilterInfo {
+    const message = createBaseFilterInfo();
+    message.estimatedFalsePositiveRate = object.estimatedFalsePositiveRate ?? 0;
+    message.loadFactor = object.loadFactor ?? 0;
+    message.estimatedCount = (object.estimatedCount !== undefined && object.estimatedCount !== null)
+      ? BigInt(object.estimatedCount)
+      : 0n;
+    message.parameters = object.parameters ?? "";
+    return message;
+  },
+};
+
 function bytesFromBase64(b64: string): Uint8Array {
   return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
 }
 
 function base64FromBytes(arr: Uint8Array): string {
   return globalThis.Buffer.from(arr).toString("base64");
+}
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
 }
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;

@@ -1,0 +1,114 @@
+// Add, Remove and Query on keys of the types stored whole, through each type's client operations
+// (crdt/operations.ts): the filters of seed 001 today. Nothing here names a type: a new type of
+// this kind is served once its operations are registered.
+import { status } from "@grpc/grpc-js";
+import { type CreateParams, type ObjectType, operationsFor } from "../crdt/index.js";
+import type { FilterParams } from "../gen/deltaset/v1/types.js";
+import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
+import type { Store } from "../store/store.js";
+import type { Limits } from "./limits.js";
+import { RpcError, tooLarge } from "./errors.js";
+
+export interface WholeTypeDeps {
+  store: Store;
+  limits: Limits;
+  notify: (key: string, type: ObjectType, delta: unknown) => void;
+  /** Random choices of the mutators (cuckoo kicks). */
+  random: () => number;
+}
+
+
+function operations(type: ObjectType, name: string) {
+  const ops = operationsFor(type);
+  if (ops === undefined) throw new RpcError(status.FAILED_PRECONDITION, `type ${name} is not served by Add, Remove and Query`);
+  return ops;
+}
+
+function createParams(p: FilterParams | undefined): CreateParams {
+  if (p === undefined) return {};
+  return {
+    capacity: Number(p.capacity),
+    falsePositiveRate: p.falsePositiveRate,
+    hashes: p.hashes,
+    bits: Number(p.bits),
+    fingerprintBits: p.fingerprintBits,
+    bucketSize: p.bucketSize,
+  };
+}
+
+const distinct = (elements: readonly Uint8Array[]) => [...new Map(elements.map((e) => [Buffer.from(e).toString("latin1"), e])).values()];
+
+export function wholeTypeCalls(deps: WholeTypeDeps) {
+  const { store, limits } = deps;
+  const env = () => ({ replica: store.replicaId, random: deps.random });
+
+  return {
+    /** Insert elements; a new key is created with the request's parameters. */
+    async add(key: string, type: ObjectType, name: string, elements: Uint8Array[], params: FilterParams | undefined) {
+      const ops = operations(type, name);
+      const create = createParams(params);
+      const r = await store.update(key, type, (current) => {
+        let state = current;
+        if (ops.isUnset(state)) {
+          const bytes = ops.sizeOf(create);
+          if (bytes > limits.maxFilterBytes) {
+            throw tooLarge(`these parameters make a ${name} of ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ask for a smaller capacity or a higher false_positive_rate, or use a scalable type`);
+          }
+          state = ops.create(create);
+        }
+        const fresh = distinct(elements);
+        const before = ops.contains(state, fresh);
+        const delta = ops.add(state, elements, env());
+        return { state, delta, result: before.filter((p) => !p).length };
+      });
+      deps.notify(key, type, r.delta);
+      return { added: r.result, replica: store.replicaId, counters: [] };
+    },
+
+    /** Remove elements (types that can: FAILED_PRECONDITION for the others). */
+    async remove(key: string, type: ObjectType, name: string, elements: Uint8Array[]) {
+      const ops = operations(type, name);
+      const remove = ops.remove;
+      if (remove === undefined) {
+        throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot remove elements (it only grows); use an ORCF or SCORCF key for removals`);
+      }
+      const r = await store.update(
+        key,
+        type,
+        (state) => {
+          if (ops.isUnset(state)) return { state, result: 0 };
+          const fresh = distinct(elements);
+          const before = ops.contains(state, fresh);
+          const delta = remove(state, elements, env());
+          const after = ops.contains(state, fresh);
+          return { state, delta, result: before.filter((p, i) => p && !after[i]).length };
+        },
+        { mustExist: true },
+      );
+      if (r.delta !== undefined) deps.notify(key, type, r.delta);
+      return { removed: r.result, pending: 0, unseenAdds: 0n };
+    },
+
+    /** "Maybe present" or absent per element, and the filter's fill. */
+    async query(key: string, name: string, elements: Uint8Array[]): Promise<Pick<QueryResponse, "presence" | "filter" | "probabilistic">> {
+      const w = await store.wholeState(key);
+      if (w === undefined) return { presence: elements.map((element) => ({ element: Buffer.from(element), present: false })), filter: undefined, probabilistic: false };
+      const ops = operations(w.type, name);
+      if (elements.length === 0) {
+        throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; ask about given elements`);
+      }
+      const present = ops.contains(w.state, elements);
+      const f = ops.describe(w.state);
+      return {
+        presence: elements.map((element, i) => ({ element: Buffer.from(element), present: present[i]! })),
+        filter: {
+          estimatedFalsePositiveRate: f.estimatedFalsePositiveRate,
+          loadFactor: f.loadFactor,
+          estimatedCount: BigInt(f.estimatedCount),
+          parameters: JSON.stringify(f.parameters),
+        },
+        probabilistic: ops.probabilistic,
+      };
+    },
+  };
+}

@@ -1,0 +1,126 @@
+// Filter keys (seed 001's GBF, GCF, ORCF and scalable series) on real nodes: created by their first
+// Add with parameters, queried as "maybe present" or absent with their fill, replicated by gossip
+// to every node, and refused clearly where a type lacks an operation or runs out of room.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { status } from "@grpc/grpc-js";
+import { TestCluster } from "../helpers/test-cluster.ts";
+import { eventually } from "../helpers/eventually.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
+import { GbfLattice, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
+import type { FilterParams } from "../../services/gen/deltaset/v1/types.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-filters-"));
+const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.0.19${i}:769${i}`), ["--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-interval-ms", "100"], "f");
+before(() => c.startAll());
+after(async () => {
+  await c.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const b = (s: string) => Buffer.from(s);
+const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ...p });
+
+async function client<T>(i: number, fn: (r: ReturnType<typeof replicaClient>) => Promise<T>): Promise<T> {
+  const r = replicaClient(c.addresses[i]!);
+  try {
+    return await fn(r);
+  } finally {
+    r.close();
+  }
+}
+
+const add = (i: number, key: string, elements: string[], type?: ObjectType, p?: FilterParams) =>
+  client(i, (r) => call(r, r.add, { key, elements: elements.map(b), texts: [], type, params: p }));
+const query = (i: number, key: string, elements: string[]) =>
+  client(i, (r) => call(r, r.query, { key, elements: elements.map(b), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
+const remove = (i: number, key: string, elements: string[]) => client(i, (r) => call(r, r.remove, { key, elements: elements.map(b), texts: [] }));
+
+async function refused(p: Promise<unknown>, code: status, text: RegExp): Promise<void> {
+  await assert.rejects(p, (e: { code?: number; details?: string }) => {
+    assert.equal(e.code, code, e.details);
+    assert.match(e.details ?? "", text);
+    return true;
+  });
+}
+
+describe("filter keys on a 3-node cluster", () => {
+  it("a GBF is created by its first Add, answers maybe-present or absent with its fill, and reaches every node", async () => {
+    const elements = Array.from({ length: 200 }, (_, i) => `e${i}`);
+    const r = await add(0, "seen", elements, ObjectType.GBF, params({ capacity: 1000n, falsePositiveRate: 0.01 }));
+    assert.equal(r.added, 200);
+    const again = await add(0, "seen", ["e0", "new-one"]);
+    assert.equal(again.added, 1, "e0 was already (maybe) present; the key keeps its type without --type");
+    for (const i of [0, 1, 2]) {
+      const q = await eventually(`node ${i} has the filter`, () => query(i, "seen", ["e0", "e199", "new-one"]), (q) => q.presence.every((p) => p.present), 15_000);
+      assert.equal(q.type, ObjectType.GBF);
+      assert.equal(q.probabilistic, true);
+      assert.ok(q.filter !== undefined);
+      assert.ok(Math.abs(Number(q.filter.estimatedCount) - 201) < 20, `estimated count ${q.filter.estimatedCount}`);
+      assert.ok(q.filter.estimatedFalsePositiveRate > 0 && q.filter.estimatedFalsePositiveRate < 0.01);
+      assert.ok(JSON.parse(q.filter.parameters).bits > 0);
+    }
+    // Elements never added: absent, but for false positives near the estimated rate.
+    const probes = Array.from({ length: 2000 }, (_, i) => `never-${i}`);
+    const q = await query(1, "seen", probes);
+    const fp = q.presence.filter((p) => p.present).length / probes.length;
+    assert.ok(fp < 0.02, `false-positive rate ${fp}`);
+  });
+
+  it("refuses what a type lacks: Remove on a GBF, listing a filter, another type on the key, a counter via Add", async () => {
+    await add(0, "grow", ["x"], ObjectType.GBF);
+    await refused(remove(0, "grow", ["x"]), status.FAILED_PRECONDITION, /GBF, which cannot remove.*ORCF/);
+    await refused(query(0, "grow", []), status.FAILED_PRECONDITION, /cannot list its elements/);
+    await refused(add(0, "grow", ["y"], ObjectType.ORCF), status.FAILED_PRECONDITION, /holds a GBF, not a ORCF/);
+    await refused(add(0, "grow", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /GBF/);
+    await refused(add(0, "fresh-counter", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /created by Increment/);
+    await refused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 10_000_000_000n })), status.RESOURCE_EXHAUSTED, /--max-filter-bytes/);
+    await refused(add(0, "bad", ["y"], ObjectType.GBF, params({ falsePositiveRate: 0.7 })), status.INVALID_ARGUMENT, /false_positive_rate/);
+    assert.deepEqual((await query(0, "grow", ["x"])).presence.map((p) => p.present), [true], "the key is unchanged");
+  });
+
+  it("an ORCF removes observed adds, on every node", async () => {
+    await add(0, "o", ["a", "b"], ObjectType.ORCF, params({ capacity: 100n }));
+    await eventually("node 2 has a", () => query(2, "o", ["a"]), (q) => q.presence[0]!.present, 15_000);
+    const r = await remove(2, "o", ["a"]);
+    assert.equal(r.removed, 1);
+    for (const i of [0, 1, 2]) {
+      await eventually(`a removed on node ${i}`, () => query(i, "o", ["a", "b"]), (q) => !q.presence[0]!.present && q.presence[1]!.present, 15_000);
+    }
+  });
+
+  it("a full cuckoo filter answers RESOURCE_EXHAUSTED and changes nothing; its scalable series grows instead", async () => {
+    const many = Array.from({ length: 400 }, (_, i) => `v${i}`);
+    await add(0, "small", ["first"], ObjectType.GCF, params({ capacity: 8n, bucketSize: 2 }));
+    await refused(add(0, "small", many), status.RESOURCE_EXHAUSTED, /full.*larger capacity.*ScGCF/);
+    const q = await query(0, "small", ["first", "v399"]);
+    assert.deepEqual(q.presence.map((p) => p.present), [true, false], "nothing of the refused Add was kept");
+    assert.equal(Number(q.filter!.estimatedCount), 1);
+    const s = await add(0, "series", many, ObjectType.SCGCF, params({ capacity: 64n }));
+    assert.equal(s.added, 400);
+    const qs = await query(0, "series", ["v0", "v399"]);
+    assert.ok(qs.presence.every((p) => p.present));
+    assert.ok(JSON.parse(qs.filter!.parameters).capacity === 64);
+  });
+
+  it("Merge takes an encoded filter of the key's parameters and refuses one of other parameters", async () => {
+    await add(0, "m", ["local"], ObjectType.GBF, params({ bits: 4096n, hashes: 4 }));
+    const same = Gbf.empty(gbfParams(4096, 4));
+    same.addInPlace(b("merged"));
+    const r = await client(1, (c1) => call(c1, c1.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(same)) } }));
+    assert.equal(r.changed, true);
+    for (const i of [0, 1, 2]) {
+      await eventually(`node ${i} has both`, () => query(i, "m", ["local", "merged"]), (q) => q.presence.every((p) => p.present), 15_000);
+    }
+    const other = Gbf.empty(gbfParams(8192, 4));
+    other.addInPlace(b("x"));
+    await refused(
+      client(0, (c0) => call(c0, c0.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(other)) } })),
+      status.FAILED_PRECONDITION,
+      /different parameters/,
+    );
+  });
+});
