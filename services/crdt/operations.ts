@@ -58,3 +58,44 @@ export function registerOperations<S>(type: ObjectType, ops: ClientOperations<S>
 export function operationsFor(type: ObjectType): ClientOperations<unknown> | undefined {
   return table.get(type);
 }
+
+/** The outcome of a client operation on a state: the state to store, the delta to spread, and how many elements changed. */
+export interface OperationOutcome {
+  state: unknown;
+  delta?: unknown;
+  /** Add: elements that were not (maybe) present before. Remove: elements present before and absent after. */
+  changed: number;
+}
+
+const distinct = (elements: readonly Uint8Array[]) => [...new Map(elements.map((e) => [Buffer.from(e).toString("latin1"), e])).values()];
+
+/**
+ * Run an Add or Remove of a type stored whole on its current state (⊥ for a new key, which an Add
+ * creates with params). The one place this is written: the Replica service and the gossip
+ * simulator both call it. Throws the type's errors (FilterParamError, FilterFullError...) with
+ * nothing to store.
+ */
+export function runOperation(
+  ops: ClientOperations<unknown>,
+  current: unknown,
+  op: { kind: "add"; elements: readonly Uint8Array[]; params: CreateParams; checkSize?: (bytes: number) => void } | { kind: "remove"; elements: readonly Uint8Array[] },
+  env: MutatorEnv,
+): OperationOutcome {
+  const fresh = distinct(op.elements);
+  if (op.kind === "add") {
+    let state = current;
+    if (ops.isUnset(state)) {
+      op.checkSize?.(ops.sizeOf(op.params));
+      state = ops.create(op.params);
+    }
+    const before = ops.contains(state, fresh);
+    const delta = ops.add(state, op.elements, env);
+    return { state, delta, changed: before.filter((p) => !p).length };
+  }
+  if (ops.remove === undefined) throw new RangeError("this type cannot remove");
+  if (ops.isUnset(current)) return { state: current, changed: 0 };
+  const before = ops.contains(current, fresh);
+  const delta = ops.remove(current, op.elements, env);
+  const after = ops.contains(current, fresh);
+  return { state: current, delta, changed: before.filter((p, i) => p && !after[i]).length };
+}

@@ -6,7 +6,7 @@
 // Time advances in periods; in each period every node ticks once, then every message due before
 // the next period is delivered (replies included, so an ack can return within its period).
 // Deterministic for a seed: the only randomness is seeded, and every await is taken in order.
-import { type AWSet, type ObjectType, latticeFor } from "../crdt/index.js";
+import { type AWSet, type CreateParams, type ObjectType, latticeFor, operationsFor, runOperation } from "../crdt/index.js";
 import { ObjectType as OT } from "../gen/deltaset/v1/types.js";
 import { GossipFrame, GossipReply, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import type { Logger } from "../common/logger.js";
@@ -197,6 +197,33 @@ export class GossipSimulation {
     await n.store.merge(key, type, delta);
     n.x.local(key, type, delta);
     return delta;
+  }
+
+  /**
+   * An Add or Remove on a key of a type stored whole (a filter), as the Replica service runs it
+   * (crdt/operations.ts runOperation); the delta goes to the exchange. Returns how many elements changed.
+   */
+  async operate(
+    id: string,
+    key: string,
+    type: ObjectType,
+    op: { kind: "add"; elements: readonly Uint8Array[]; params?: CreateParams } | { kind: "remove"; elements: readonly Uint8Array[] },
+  ): Promise<number> {
+    const n = this.node(id);
+    const ops = operationsFor(type);
+    if (ops === undefined) throw new RangeError(`type ${type} has no client operations`);
+    const env = { replica: n.store.replicaId, random: this.random };
+    const r = await n.store.update(
+      key,
+      type,
+      (current) => {
+        const o = runOperation(ops, current, op.kind === "add" ? { ...op, params: op.params ?? {} } : op, env);
+        return { state: o.state, delta: o.delta, result: o.changed };
+      },
+      { mustExist: op.kind === "remove" },
+    );
+    if (r.delta !== undefined) n.x.local(key, type, r.delta);
+    return r.result;
   }
 
   // ------------------------------------------------------------------ time

@@ -2,7 +2,7 @@
 // (crdt/operations.ts): the filters of seed 001 today. Nothing here names a type: a new type of
 // this kind is served once its operations are registered.
 import { status } from "@grpc/grpc-js";
-import { type CreateParams, type ObjectType, operationsFor } from "../crdt/index.js";
+import { type CreateParams, type ObjectType, operationsFor, runOperation } from "../crdt/index.js";
 import type { FilterParams } from "../gen/deltaset/v1/types.js";
 import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
@@ -36,8 +36,6 @@ function createParams(p: FilterParams | undefined): CreateParams {
   };
 }
 
-const distinct = (elements: readonly Uint8Array[]) => [...new Map(elements.map((e) => [Buffer.from(e).toString("latin1"), e])).values()];
-
 export function wholeTypeCalls(deps: WholeTypeDeps) {
   const { store, limits } = deps;
   const env = () => ({ replica: store.replicaId, random: deps.random });
@@ -47,19 +45,14 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
     async add(key: string, type: ObjectType, name: string, elements: Uint8Array[], params: FilterParams | undefined) {
       const ops = operations(type, name);
       const create = createParams(params);
-      const r = await store.update(key, type, (current) => {
-        let state = current;
-        if (ops.isUnset(state)) {
-          const bytes = ops.sizeOf(create);
-          if (bytes > limits.maxFilterBytes) {
-            throw tooLarge(`these parameters make a ${name} of ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ask for a smaller capacity or a higher false_positive_rate, or use a scalable type`);
-          }
-          state = ops.create(create);
+      const checkSize = (bytes: number) => {
+        if (bytes > limits.maxFilterBytes) {
+          throw tooLarge(`these parameters make a ${name} of ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ask for a smaller capacity or a higher false_positive_rate, or use a scalable type`);
         }
-        const fresh = distinct(elements);
-        const before = ops.contains(state, fresh);
-        const delta = ops.add(state, elements, env());
-        return { state, delta, result: before.filter((p) => !p).length };
+      };
+      const r = await store.update(key, type, (current) => {
+        const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize }, env());
+        return { state: o.state, delta: o.delta, result: o.changed };
       });
       deps.notify(key, type, r.delta);
       return { added: r.result, replica: store.replicaId, counters: [] };
@@ -68,20 +61,15 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
     /** Remove elements (types that can: FAILED_PRECONDITION for the others). */
     async remove(key: string, type: ObjectType, name: string, elements: Uint8Array[]) {
       const ops = operations(type, name);
-      const remove = ops.remove;
-      if (remove === undefined) {
+      if (ops.remove === undefined) {
         throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot remove elements (it only grows); use an ORCF or SCORCF key for removals`);
       }
       const r = await store.update(
         key,
         type,
-        (state) => {
-          if (ops.isUnset(state)) return { state, result: 0 };
-          const fresh = distinct(elements);
-          const before = ops.contains(state, fresh);
-          const delta = remove(state, elements, env());
-          const after = ops.contains(state, fresh);
-          return { state, delta, result: before.filter((p, i) => p && !after[i]).length };
+        (current) => {
+          const o = runOperation(ops, current, { kind: "remove", elements }, env());
+          return { state: o.state, delta: o.delta, result: o.changed };
         },
         { mustExist: true },
       );

@@ -4,7 +4,7 @@
 // number of periods, to the add-wins result computed independently from the operations.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
-import { type AWSet, dotKey } from "../../services/crdt/index.js";
+import { type AWSet, ObjectType, dotKey } from "../../services/crdt/index.js";
 import {
   type Algorithm1Config,
   type Algorithm2Config,
@@ -172,5 +172,49 @@ describe("simulation: 50 replicas, 30% loss, duplication, reordering", () => {
     const b = await simulate(scenarios[5]!);
     assert.equal(a.quietRounds, b.quietRounds);
     assert.deepEqual(a.sim.traffic, b.sim.traffic);
+  });
+});
+
+describe("simulation: filter keys over the same lossy network", () => {
+  it("GBF, ORCF and SCGCF keys converge on 20 replicas, every add present, ORCF removes applied", async () => {
+    const random = seededRandom(41);
+    const ids = Array.from({ length: 20 }, (_, i) => `n${String(i).padStart(2, "0")}`);
+    const topology = new Map(randomConnectedTopology(random, ids, 4));
+    const sim = await GossipSimulation.create({ topology, sync: { algorithm: 2, bp: true, rr: true }, partitions: 4, seed: 41, faults: FAULTS });
+    const added = new Map<string, Set<string>>([["bloom", new Set()], ["cuckoo", new Set()], ["series", new Set()]]);
+    const removed = new Set<string>();
+    const types = { bloom: ObjectType.GBF, cuckoo: ObjectType.ORCF, series: ObjectType.SCGCF } as const;
+    const params = { capacity: 500 };
+    for (let round = 0; round < 20; round++) {
+      for (let i = 0; i < 6; i++) {
+        const key = pick(random, ["bloom", "cuckoo", "series"] as const);
+        const el = `x${randomInt(random, 40)}`;
+        await sim.operate(pick(random, ids), key, types[key], { kind: "add", elements: [Buffer.from(el)], params });
+        added.get(key)!.add(el);
+        if (key === "cuckoo") removed.delete(el); // added again after its remove: present (deterministic run)
+      }
+      if (round === 10) {
+        // Remove on the node that has every cuckoo add so far, once it has them (observed-remove).
+        assert.notEqual(await sim.runUntilConverged(300), -1);
+        for (const el of [...added.get("cuckoo")!].slice(0, 3)) {
+          assert.equal(await sim.operate(ids[0]!, "cuckoo", ObjectType.ORCF, { kind: "remove", elements: [Buffer.from(el)] }), 1);
+          removed.add(el);
+        }
+      }
+      await sim.step();
+    }
+    sim.setFaults(NO_FAULTS);
+    assert.notEqual(await sim.runUntilConverged(MAX_QUIET_ROUNDS), -1, "filters did not converge");
+    for (const id of ids) {
+      for (const [key, els] of added) {
+        const present = (await sim.store(id).wholeState(key))!.state as { contains(e: Uint8Array): boolean };
+        for (const el of els) {
+          const gone = key === "cuckoo" && removed.has(el);
+          assert.equal(present.contains(Buffer.from(el)), !gone, `${id} ${key} ${el} should be ${gone ? "removed" : "present"}`);
+        }
+      }
+    }
+    assert.ok(sim.channel.stats.dropped > 0, "faults happened");
+    await sim.close();
   });
 });
