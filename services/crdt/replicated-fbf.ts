@@ -16,87 +16,44 @@
 // and difference are the lattice of the powerset of (epoch, bit) pairs. joinAt(a, b, now) ignores
 // epochs the receiver has already forgotten instead of resurrecting them.
 //
-// Clock skew: nodes' clocks are assumed within B of each other, with B much smaller than P. Then an
-// id inserted on any node at t is found on every node that has its delta for all t' in
-// [t, t + (N+1)·P - B) of local time. skewReport flags deltas whose epochs put the sender further
-// than B from the local clock (the node turns that into a metric and a log line).
+// Retention and clock skew. B bounds how far apart any two nodes' clocks read at the same instant
+// (if each clock is within B' of true time, B = 2·B'), with B < P. Let t and t' be instants of
+// reference time. An id inserted on any node at t is found on every node that has its delta at
+// every t' in [t, t + (N+1)·P - B). Why: the inserter's clock reads s at t, with I = floor(s/P),
+// and the id's bits are in epochs I and I+1. A checker at local epoch e finds them for
+// I-1 <= e <= I+N+1, that is for local times in [(I-1)·P, (I+N+2)·P), and (I+N+2)·P > s + (N+1)·P.
+// At t' its clock reads at most s + (t' - t) + B, below s + (N+1)·P inside the window (and at least
+// s - B >= (I-1)·P, since B < P). The edge is tight to the millisecond: with s = (I+1)·P - 1 and a
+// checker B ahead, the id is gone at t' = t + (N+1)·P - B + 1. On one clock (B = 0) this is
+// retentionMs = (N+1)·P. skewReport (replicated-fbf-skew.ts) flags deltas whose epochs put the
+// sender further than B from the local clock.
 //
 // The state travels inside a counter key, not as an object type of its own: the lattice has type
 // OBJECT_TYPE_UNSPECIFIED and is not registered.
+//
+// Files: replicated-fbf-params.ts (parameters, epochs, bit helpers), replicated-fbf-codec.ts (the
+// bytes), replicated-fbf-skew.ts (skew reports); this file holds the state and the lattice and
+// re-exports the public names of the others.
 import { CausalContext } from "./causal-context.js";
-import { bloomIndexes, HASH_FAMILY } from "./element-hash.js";
-import { DecodeError } from "./errors.js";
+import { bloomIndexes } from "./element-hash.js";
 import { type FbfId, eq43, idBytes } from "./fbf.js";
 import { type Lattice, ObjectType } from "./lattice.js";
+import { decodeReplicatedFbf, encodedSizeReplicatedFbf, encodeReplicatedFbf } from "./replicated-fbf-codec.js";
+import {
+  type ReplicatedFbfParams,
+  FbfParamsMismatchError,
+  checkNow,
+  epochOf,
+  hasBit,
+  isZero,
+  paramsProblem,
+  popcount,
+  sameParams,
+} from "./replicated-fbf-params.js";
 
-export interface ReplicatedFbfParams {
-  /** Bits per epoch filter. */
-  m: number;
-  /** Hash functions per filter. */
-  k: number;
-  /** The element-hash family (HASH_FAMILY). */
-  hashFamily: number;
-  /** Epoch period P in ms. */
-  periodMs: number;
-  /** Past epochs retained (the seed's N >= 1). */
-  pastEpochs: number;
-}
-
-/** Joining states built with different parameters: their bits mean different things. */
-export class FbfParamsMismatchError extends Error {
-  override readonly name = "FbfParamsMismatchError";
-  constructor(
-    readonly a: ReplicatedFbfParams,
-    readonly b: ReplicatedFbfParams,
-  ) {
-    super(`cannot join forgetful Bloom filters with different parameters: ${fmt(a)} vs ${fmt(b)}`);
-  }
-}
-
-const fmt = (p: ReplicatedFbfParams) =>
-  `(m=${p.m}, k=${p.k}, hash=${p.hashFamily}, P=${p.periodMs}ms, N=${p.pastEpochs})`;
-
-const LIMITS = { m: [8, 1 << 24], k: [1, 64], periodMs: [1, 2 ** 40], pastEpochs: [1, 1 << 12] } as const;
-
-/** Why params are invalid, or undefined when they are valid. */
-function paramsProblem(p: ReplicatedFbfParams): string | undefined {
-  for (const [name, [lo, hi]] of Object.entries(LIMITS)) {
-    const v = p[name as keyof typeof LIMITS];
-    if (!Number.isInteger(v) || v < lo || v > hi) return `${name} must be an integer in [${lo}, ${hi}], got ${v}`;
-  }
-  if (p.hashFamily !== HASH_FAMILY) return `unknown hash family ${p.hashFamily} (this node has ${HASH_FAMILY})`;
-  return undefined;
-}
-
-export function sameParams(a: ReplicatedFbfParams, b: ReplicatedFbfParams): boolean {
-  return (
-    a.m === b.m && a.k === b.k && a.hashFamily === b.hashFamily && a.periodMs === b.periodMs && a.pastEpochs === b.pastEpochs
-  );
-}
-
-export function epochOf(now: number, periodMs: number): number {
-  return Math.floor(now / periodMs);
-}
-
-/** Guaranteed retention (N+1)·P: an id stays present at least this long after its insert. */
-export function retentionMs(p: ReplicatedFbfParams): number {
-  return (p.pastEpochs + 1) * p.periodMs;
-}
-
-function checkNow(now: number): void {
-  if (!Number.isSafeInteger(now) || now < 0) throw new RangeError(`now must be a non-negative integer (ms), got ${now}`);
-}
-
-const hasBit = (bits: Uint8Array, i: number) => (bits[i >>> 3]! & (1 << (i & 7))) !== 0;
-const isZero = (bits: Uint8Array) => bits.every((b) => b === 0);
-
-function popcount(bits: Uint8Array): number {
-  let n = 0;
-  for (let b of bits) {
-    for (; b !== 0; b &= b - 1) n++;
-  }
-  return n;
-}
+export { type ReplicatedFbfParams, FbfParamsMismatchError, epochOf, retentionMs, sameParams } from "./replicated-fbf-params.js";
+export { FBF_CODEC_VERSION } from "./replicated-fbf-codec.js";
+export { type SkewReport, skewReport } from "./replicated-fbf-skew.js";
 
 /**
  * A replicated FBF state (or delta). params is null only in the bottom of the lattice, which joins
@@ -229,35 +186,6 @@ export function joinInPlaceAt(target: ReplicatedFbf, other: ReplicatedFbf, now: 
   return dropped || changed;
 }
 
-export interface SkewReport {
-  /** ahead: the sender's clock is later than ours; behind: earlier (or the delta was delayed). */
-  direction: "ahead" | "behind";
-  senderEpoch: number;
-  localEpoch: number;
-  /** The least skew (ms) consistent with the delta; more than boundMs. */
-  minSkewMs: number;
-}
-
-/**
- * Compare a received delta's epochs with the local clock. An insert at the sender's time s puts
- * bits in epochs floor(s/P) and floor(s/P)+1, so the sender's present epoch is the highest epoch
- * minus one and s lies in [senderEpoch·P, (senderEpoch+1)·P). "ahead" is conclusive: the delta
- * cannot have been sent before now. "behind" is a lower bound that includes the delivery delay, so
- * it is meaningful only for fresh insert deltas (not for resends or full-state transfers).
- */
-export function skewReport(epochs: Iterable<number>, now: number, periodMs: number, boundMs: number): SkewReport | null {
-  let max = -Infinity;
-  for (const e of epochs) if (e > max) max = e;
-  if (max === -Infinity) return null;
-  const senderEpoch = max - 1;
-  const localEpoch = epochOf(now, periodMs);
-  const ahead = senderEpoch * periodMs - now;
-  if (ahead > boundMs) return { direction: "ahead", senderEpoch, localEpoch, minSkewMs: ahead };
-  const behind = now - (senderEpoch + 1) * periodMs;
-  if (behind > boundMs) return { direction: "behind", senderEpoch, localEpoch, minSkewMs: behind };
-  return null;
-}
-
 // ---- lattice operations at a fixed now -------------------------------------------------------
 
 /** The parameters of a join, or a thrown FbfParamsMismatchError. */
@@ -360,183 +288,11 @@ export const ReplicatedFbfLattice: Lattice<ReplicatedFbf> = {
     return epochs.size === 0 ? new ReplicatedFbf(null) : new ReplicatedFbf(a.params, epochs);
   },
   context: () => new CausalContext(),
-  encode: (s) => encode(s),
-  encodedSize: (s) => encodedSize(s),
-  decode: (bytes) => decode(bytes),
+  encode: (s) => encodeReplicatedFbf(s),
+  encodedSize: (s) => encodedSizeReplicatedFbf(s),
+  decode: (bytes) => {
+    const { params, epochs } = decodeReplicatedFbf(bytes);
+    return new ReplicatedFbf(params, epochs);
+  },
   size: (s) => Math.max(1, s.epochs.size),
 };
-
-// ---- codec --------------------------------------------------------------------------------------
-//
-// Version 1, all integers unsigned LEB128 varints (minimal, at most 2^53 - 1):
-//   u8 version = 1 | u8 flags (bit 0: parameters follow; other bits zero)
-//   [hashFamily, m, k, periodMs, pastEpochs]            when flag bit 0
-//   count of epochs (0 without parameters), then per epoch in ascending order:
-//     epoch (the first absolute, then the gap minus one to the previous)
-//     u8 form: 0 = sparse: count of set bits, then bit indexes (first absolute, then gap minus one)
-//              1 = dense: ceil(m/8) bytes, bit i in byte i>>3 at position i&7, bits >= m zero
-// The encoder picks the smaller form per epoch (sparse on a tie), and decode accepts only that
-// choice, so equal states have equal bytes. An insert delta costs about 2·(k+3) bytes plus the
-// parameters, whatever m is.
-
-export const FBF_CODEC_VERSION = 1;
-const FORM_SPARSE = 0;
-const FORM_DENSE = 1;
-
-function varintSize(v: number): number {
-  let n = 1;
-  while (v >= 128) {
-    v = Math.floor(v / 128);
-    n++;
-  }
-  return n;
-}
-
-function setBits(bits: Uint8Array, m: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < m; i++) if (hasBit(bits, i)) out.push(i);
-  return out;
-}
-
-function sparseSize(idx: readonly number[]): number {
-  let n = varintSize(idx.length);
-  for (let j = 0; j < idx.length; j++) n += varintSize(j === 0 ? idx[0]! : idx[j]! - idx[j - 1]! - 1);
-  return n;
-}
-
-function paramList(p: ReplicatedFbfParams): number[] {
-  return [p.hashFamily, p.m, p.k, p.periodMs, p.pastEpochs];
-}
-
-/** Per-epoch layout, shared by encode and encodedSize. */
-function layout(s: ReplicatedFbf): { epoch: number; gap: number; idx: number[]; dense: boolean }[] {
-  const m = s.params?.m ?? 0;
-  const sorted = [...s.epochs.keys()].sort((x, y) => x - y);
-  return sorted.map((epoch, j) => {
-    const idx = setBits(s.epochs.get(epoch)!, m);
-    return { epoch, gap: j === 0 ? epoch : epoch - sorted[j - 1]! - 1, idx, dense: Math.ceil(m / 8) < sparseSize(idx) };
-  });
-}
-
-function encodedSize(s: ReplicatedFbf): number {
-  let n = 2;
-  if (s.params !== null) for (const v of paramList(s.params)) n += varintSize(v);
-  const rows = layout(s);
-  n += varintSize(rows.length);
-  for (const r of rows) n += varintSize(r.gap) + 1 + (r.dense ? Math.ceil(s.params!.m / 8) : sparseSize(r.idx));
-  return n;
-}
-
-function encode(s: ReplicatedFbf): Uint8Array {
-  const out: number[] = [FBF_CODEC_VERSION, s.params === null ? 0 : 1];
-  const put = (v: number) => {
-    if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`cannot encode ${v} as a varint`);
-    while (v >= 128) {
-      out.push((v % 128) | 128);
-      v = Math.floor(v / 128);
-    }
-    out.push(v);
-  };
-  if (s.params !== null) for (const v of paramList(s.params)) put(v);
-  const rows = layout(s);
-  put(rows.length);
-  for (const r of rows) {
-    put(r.gap);
-    if (r.dense) {
-      out.push(FORM_DENSE);
-      for (const b of s.epochs.get(r.epoch)!) out.push(b);
-    } else {
-      out.push(FORM_SPARSE);
-      put(r.idx.length);
-      r.idx.forEach((v, j) => put(j === 0 ? v : v - r.idx[j - 1]! - 1));
-    }
-  }
-  return Uint8Array.from(out);
-}
-
-class Reader {
-  pos = 0;
-  constructor(private readonly b: Uint8Array) {}
-  get left(): number {
-    return this.b.length - this.pos;
-  }
-  byte(what: string): number {
-    if (this.pos >= this.b.length) throw new DecodeError(`forgetful Bloom filter: truncated at ${what}`);
-    return this.b[this.pos++]!;
-  }
-  varint(what: string): number {
-    let v = 0;
-    for (let i = 0; ; i++) {
-      const x = this.byte(what);
-      if (i === 7 && x > 0x0f) throw new DecodeError(`forgetful Bloom filter: ${what} exceeds 2^53 - 1`);
-      v += (x & 0x7f) * 2 ** (7 * i);
-      if ((x & 0x80) === 0) {
-        if (x === 0 && i > 0) throw new DecodeError(`forgetful Bloom filter: ${what} is not a minimal varint`);
-        return v;
-      }
-    }
-  }
-}
-
-function decode(bytes: Uint8Array): ReplicatedFbf {
-  const r = new Reader(bytes);
-  const version = r.byte("version");
-  if (version !== FBF_CODEC_VERSION) throw new DecodeError(`forgetful Bloom filter: unknown codec version ${version}`);
-  const flags = r.byte("flags");
-  if (flags > 1) throw new DecodeError(`forgetful Bloom filter: unknown flags ${flags}`);
-  let params: ReplicatedFbfParams | null = null;
-  if (flags === 1) {
-    const [hashFamily, m, k, periodMs, pastEpochs] = ["hash family", "m", "k", "period", "past epochs"].map((w) =>
-      r.varint(w),
-    ) as [number, number, number, number, number];
-    params = { m, k, hashFamily, periodMs, pastEpochs };
-    const why = paramsProblem(params);
-    if (why !== undefined) throw new DecodeError(`forgetful Bloom filter: ${why}`);
-  }
-  const count = r.varint("epoch count");
-  if (params === null && count > 0) throw new DecodeError("forgetful Bloom filter: epochs without parameters");
-  // Each epoch takes at least 3 bytes: refuse counts the input cannot hold before allocating.
-  if (count * 3 > r.left) throw new DecodeError(`forgetful Bloom filter: ${count} epochs in ${r.left} bytes`);
-  const epochs = new Map<number, Uint8Array>();
-  let epoch = -1;
-  for (let j = 0; j < count; j++) {
-    const what = `epoch[${j}]`;
-    epoch = j === 0 ? r.varint(what) : epoch + 1 + r.varint(what);
-    if (!Number.isSafeInteger(epoch)) throw new DecodeError(`forgetful Bloom filter: ${what} out of range`);
-    const m = params!.m;
-    const denseLen = Math.ceil(m / 8);
-    const form = r.byte(`${what} form`);
-    let bits: Uint8Array;
-    let idx: number[];
-    if (form === FORM_DENSE) {
-      if (r.left < denseLen) throw new DecodeError(`forgetful Bloom filter: truncated at ${what} bits`);
-      bits = bytes.slice(r.pos, r.pos + denseLen);
-      r.pos += denseLen;
-      if (m % 8 !== 0 && bits[denseLen - 1]! >>> (m % 8) !== 0) {
-        throw new DecodeError(`forgetful Bloom filter: ${what} has bits at or beyond m = ${m}`);
-      }
-      idx = setBits(bits, m);
-    } else if (form === FORM_SPARSE) {
-      const n = r.varint(`${what} bit count`);
-      if (n === 0 || n > m || n > r.left) throw new DecodeError(`forgetful Bloom filter: ${what} bit count ${n} invalid`);
-      bits = new Uint8Array(denseLen);
-      idx = [];
-      let i = -1;
-      for (let q = 0; q < n; q++) {
-        i = q === 0 ? r.varint(`${what} bit`) : i + 1 + r.varint(`${what} bit`);
-        if (i >= m) throw new DecodeError(`forgetful Bloom filter: ${what} bit ${i} is not below m = ${m}`);
-        bits[i >>> 3]! |= 1 << (i & 7);
-        idx.push(i);
-      }
-    } else {
-      throw new DecodeError(`forgetful Bloom filter: ${what} has unknown form ${form}`);
-    }
-    if (idx.length === 0) throw new DecodeError(`forgetful Bloom filter: ${what} is empty`);
-    if ((form === FORM_DENSE) !== denseLen < sparseSize(idx)) {
-      throw new DecodeError(`forgetful Bloom filter: ${what} is not in its canonical (smaller) form`);
-    }
-    epochs.set(epoch, bits);
-  }
-  if (r.left !== 0) throw new DecodeError(`forgetful Bloom filter: ${r.left} trailing bytes`);
-  return new ReplicatedFbf(params, epochs);
-}

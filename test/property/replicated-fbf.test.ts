@@ -201,47 +201,108 @@ describe("replicated FBF: convergence of three replicas", () => {
 
 describe("replicated FBF: no false negatives inside the retention window", () => {
   const params = (N: number): ReplicatedFbfParams => ({ m: 256, k: 4, hashFamily: HASH_FAMILY, periodMs: P, pastEpochs: N });
-  const B = P / 10; // clock skew bound, B << P
+  // The skew bound of the header of replicated-fbf.ts: any two nodes' clocks differ by at most B.
+  const B = P / 10;
+  // Integers in [lo, hi], half of them at an end: the window's edge needs several ends at once.
+  const edgy = (lo: number, hi: number) => fc.oneof(fc.integer({ min: lo, max: hi }), fc.constantFrom(lo, hi));
+
+  /**
+   * The retry property. Times t, t' are reference time; node r's clock reads time + skews[r].
+   * `spread` bounds how far apart two clocks may be, and the id must be found for
+   * t <= t' < t + (N+1)·P - spread at the inserter and at every replica holding its delta.
+   */
+  const retained = (skewsArb: fc.Arbitrary<number[]>, spread: number) =>
+    fc.property(
+      fc.record({
+        N: fc.integer({ min: 1, max: 4 }),
+        origin: fc.nat(2),
+        // The inserter's clock reads epoch·P + phase at t; the phases next to an epoch end are the
+        // ones that reach the edge of the window.
+        epoch: fc.integer({ min: 1, max: 20 }),
+        phase: edgy(0, P - 1),
+        // where in the window t' falls, in thousandths from t to its last ms
+        at: edgy(0, 1000),
+        skews: skewsArb,
+        receivers: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
+        // receive and prune times, each in thousandths of [t, t']
+        recvAt: fc.array(fc.integer({ min: 0, max: 1000 }), { minLength: 3, maxLength: 3 }),
+        other: fc.array(fc.record({ replica: fc.nat(2), id: fc.nat(50), dt: fc.integer({ min: -3 * P, max: 6 * P }) }), {
+          maxLength: 10,
+        }),
+      }),
+      ({ N, origin, epoch, phase, at, skews, receivers, recvAt, other }) => {
+        assert.ok(Math.max(...skews) - Math.min(...skews) <= spread, "the generator keeps the clocks within the bound");
+        const p = params(N);
+        const local = (r: number, time: number) => Math.max(0, time + skews[r]!);
+        const t = epoch * P + phase - skews[origin]!; // > 0: epoch >= 1 and skews >= -B
+        const window = retentionMs(p) - spread;
+        const tPrime = t + Math.round((at * (window - 1)) / 1000);
+        const reps = [0, 1, 2].map(() => ReplicatedFbf.empty(p));
+        for (const o of other) reps[o.replica]!.insert(`other-${o.id}`, local(o.replica, Math.max(0, t + o.dt)));
+        const delta = reps[origin]!.insert("the-op", local(origin, t));
+        const wire = L.decode(L.encode(delta));
+        for (const r of [0, 1, 2]) {
+          if (r === origin || !receivers[r]) continue;
+          const when = t + Math.round((recvAt[r]! * (tPrime - t)) / 1000);
+          joinInPlaceAt(reps[r]!, wire, local(r, when));
+          pruneInPlace(reps[r]!, local(r, when));
+        }
+        pruneInPlace(reps[origin]!, local(origin, tPrime));
+        for (const r of [0, 1, 2]) {
+          if (r !== origin && !receivers[r]) continue;
+          assert.ok(reps[r]!.contains("the-op", local(r, tPrime)), `replica ${r} at ${tPrime} (t = ${t})`);
+        }
+      },
+    );
 
   it("an id inserted at t is present at every replica that received its delta, for t <= t' < t + (N+1)·P - B", () =>
     run(
-      fc.property(
-        fc.record({
-          N: fc.integer({ min: 1, max: 4 }),
-          origin: fc.nat(2),
-          t: fc.nat(20 * P),
-          // where in the window t' falls, as a fraction of (N+1)·P - B
-          at: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
-          skews: fc.array(fc.integer({ min: -B, max: B }), { minLength: 3, maxLength: 3 }),
-          receivers: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
-          // receive and prune times, each as a fraction of [t, t']
-          recvAt: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 3, maxLength: 3 }),
-          other: fc.array(fc.record({ replica: fc.nat(2), id: fc.nat(50), dt: fc.integer({ min: -3 * P, max: 6 * P }) }), {
-            maxLength: 10,
-          }),
-        }),
-        ({ N, origin, t, at, skews, receivers, recvAt, other }) => {
-          const p = params(N);
-          const local = (r: number, time: number) => Math.max(0, time + skews[r]!);
-          const tPrime = t + Math.floor(at * (retentionMs(p) - B));
-          const reps = [0, 1, 2].map(() => ReplicatedFbf.empty(p));
-          for (const o of other) reps[o.replica]!.insert(`other-${o.id}`, local(o.replica, Math.max(0, t + o.dt)));
-          const delta = reps[origin]!.insert("the-op", local(origin, t));
-          const wire = L.decode(L.encode(delta));
-          for (const r of [0, 1, 2]) {
-            if (r === origin || !receivers[r]) continue;
-            const when = t + Math.floor(recvAt[r]! * (tPrime - t));
-            joinInPlaceAt(reps[r]!, wire, local(r, when));
-            pruneInPlace(reps[r]!, local(r, when));
-          }
-          pruneInPlace(reps[origin]!, local(origin, tPrime));
-          for (const r of [0, 1, 2]) {
-            if (r !== origin && !receivers[r]) continue;
-            assert.ok(reps[r]!.contains("the-op", local(r, tPrime)), `replica ${r} at ${tPrime} (t = ${t})`);
-          }
-        },
+      retained(
+        // A common offset plus each node's own in [0, B]: any two clocks at most B apart.
+        fc
+          .tuple(fc.integer({ min: -B, max: B }), fc.array(edgy(0, B), { minLength: 3, maxLength: 3 }))
+          .map(([shift, own]) => own.map((o) => shift + o)),
+        B,
       ),
     ));
+
+  it("with every clock within B of reference time (so 2B apart), the window is t + (N+1)·P - 2B", () =>
+    fc.assert(retained(fc.array(edgy(-B, B), { minLength: 3, maxLength: 3 }), 2 * B), {
+      numRuns: RUNS,
+      // Clocks 102 ms apart: outside the first property's assumption, which once drew it (seed 706530460).
+      examples: [
+        [
+          {
+            N: 1,
+            origin: 0,
+            epoch: 0,
+            phase: 999,
+            at: 1000,
+            skews: [-15, 0, 87],
+            receivers: [false, false, true],
+            recvAt: [0, 0, 0],
+            other: [],
+          },
+        ],
+      ],
+    }));
+
+  it("the window is tight: a checker B ahead of the inserter may lose the id 1 ms after it", () => {
+    for (const N of [1, 2, 4]) {
+      const p = params(N);
+      const t = 8 * P - 1; // the inserter's clock reads t: the last ms of its epoch
+      const origin = ReplicatedFbf.empty(p);
+      const checker = ReplicatedFbf.empty(p);
+      joinInPlaceAt(checker, origin.insert("x", t), t + B);
+      const end = t + retentionMs(p) - B; // the first instant after [t, t + (N+1)·P - B)
+      // The checker's clock reads reference time + B.
+      assert.ok(checker.contains("x", end - 1 + B), `N = ${N}: found inside the window`);
+      assert.ok(checker.contains("x", end + B), `N = ${N}: still found at the edge`);
+      assert.equal(checker.contains("x", end + 1 + B), false, `N = ${N}: gone 1 ms later`);
+      // The inserter's own clock keeps it for (N+1)·P.
+      assert.ok(origin.contains("x", t + retentionMs(p)));
+    }
+  });
 
   it("after the window the id is forgotten and pruning drops its epochs; a late join does not resurrect them", () =>
     run(
