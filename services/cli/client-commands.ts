@@ -83,6 +83,7 @@ function needKey(positionals: string[], usage: string): string {
 /** Types an Add may create, as --type takes them. */
 const ADD_TYPES: Record<string, ObjectType> = {
   awset: ObjectType.AWSET,
+  "awset-prob": ObjectType.AWSET_PROB,
   gbf: ObjectType.GBF,
   gcf: ObjectType.GCF,
   orcf: ObjectType.ORCF,
@@ -113,7 +114,7 @@ export async function addCommand(args: string[]): Promise<void> {
   const conn = connection(values);
   const key = needKey(
     positionals,
-    "deltaset add KEY ELEMENT... [--type awset|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--addr HOST:PORT] [--hex] [--json]",
+    "deltaset add KEY ELEMENT... [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--addr HOST:PORT] [--hex] [--json]",
   );
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");

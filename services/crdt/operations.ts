@@ -19,6 +19,8 @@ export interface CreateParams {
 export interface MutatorEnv {
   replica: string;
   random: () => number;
+  /** A fresh 64-bit id from a cryptographic source at the node (anonymous dots); seeded in simulations. */
+  randomId: () => bigint;
 }
 
 /** Figures a Query reports about a probabilistic key. */
@@ -41,6 +43,8 @@ export interface ClientOperations<S> {
   remove?(s: S, elements: readonly Uint8Array[], env: MutatorEnv): S;
   /** Membership per element (for filters: "maybe present"). */
   contains(s: S, elements: readonly Uint8Array[]): boolean[];
+  /** Members in element order, for types that can list them (a set); absent for filters. */
+  members?(s: S): Buffer[];
   /** Whether present means "maybe present" (false positives possible). */
   readonly probabilistic: boolean;
   describe(s: S): StateFigures;

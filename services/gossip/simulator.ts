@@ -212,7 +212,7 @@ export class GossipSimulation {
     const n = this.node(id);
     const ops = operationsFor(type);
     if (ops === undefined) throw new RangeError(`type ${type} has no client operations`);
-    const env = { replica: n.store.replicaId, random: this.random };
+    const env = { replica: n.store.replicaId, random: this.random, randomId: () => (BigInt(Math.floor(this.random() * 2 ** 32)) << 32n) | BigInt(Math.floor(this.random() * 2 ** 32)) };
     const r = await n.store.update(
       key,
       type,

@@ -128,7 +128,16 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         return { ...base, counterValue: value };
       }
       const elements = collectElements(req.elements, req.texts, limits, { required: false });
-      if (info !== undefined && info.type !== ObjectType.AWSET) return { ...base, ...(await whole.query(req.key, typeName(info.type), elements)) };
+      if (info !== undefined && info.type !== ObjectType.AWSET) {
+        const size = req.pageSize === 0 ? limits.defaultPageSize : Math.min(req.pageSize, limits.maxPageSize);
+        const { next, members, ...rest } = await whole.query(req.key, typeName(info.type), elements, { startAfter: startOfPage(req.key, req.pageToken, limits), size });
+        return {
+          ...base,
+          ...rest,
+          members: members.map((m) => withText(m.element, req.withText)),
+          nextPageToken: next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, next),
+        };
+      }
       if (elements.length > 0) {
         const present = await store.contains(req.key, elements);
         return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]! })) };
@@ -157,14 +166,13 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         }
         if (req.startAfter.length > limits.maxElementBytes) throw invalid(`start_after is longer than an element may be (${limits.maxElementBytes} bytes)`);
         const info = await store.describe(req.key);
-        if (info !== undefined && info.type !== ObjectType.AWSET) {
-          throw new RpcError(status.FAILED_PRECONDITION, `key "${req.key}" holds a ${ObjectType[info.type]}; Scan reads sets; use Query for counters`);
-        }
+        const listed = info !== undefined && info.type !== ObjectType.AWSET ? await whole.list(req.key, typeName(info.type), req.startAfter) : undefined;
         const chunkSize = req.chunkSize === 0 ? limits.defaultScanChunk : req.chunkSize;
-        const total = BigInt(info?.size ?? 0);
+        const total = BigInt(listed?.total ?? info?.size ?? 0);
         let sent = 0n;
         let first = true;
-        for await (const chunk of store.members(req.key, { startAfter: req.startAfter, chunkSize })) {
+        const chunks = listed !== undefined ? inChunks(listed.members, chunkSize) : store.members(req.key, { startAfter: req.startAfter, chunkSize });
+        for await (const chunk of chunks) {
           if (cancelled) break;
           sent += BigInt(chunk.length);
           const ok = call.write({
@@ -240,4 +248,9 @@ function startOfPage(key: string, token: Buffer, limits: Limits): Buffer | undef
 /** A type's name as the proto spells it (GBF, ORCF...). */
 function typeName(t: ObjectType): string {
   return ObjectType[t] ?? String(t);
+}
+
+/** A list of members in chunks of at most size. */
+async function* inChunks(members: Buffer[], size: number): AsyncGenerator<Array<{ element: Buffer }>> {
+  for (let i = 0; i < members.length; i += size) yield members.slice(i, i + size).map((element) => ({ element }));
 }

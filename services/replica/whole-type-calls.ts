@@ -1,6 +1,7 @@
 // Add, Remove and Query on keys of the types stored whole, through each type's client operations
 // (crdt/operations.ts): the filters of seed 001 today. Nothing here names a type: a new type of
 // this kind is served once its operations are registered.
+import { randomBytes } from "node:crypto";
 import { status } from "@grpc/grpc-js";
 import { type CreateParams, type ObjectType, operationsFor, runOperation } from "../crdt/index.js";
 import type { FilterParams } from "../gen/deltaset/v1/types.js";
@@ -38,7 +39,7 @@ function createParams(p: FilterParams | undefined): CreateParams {
 
 export function wholeTypeCalls(deps: WholeTypeDeps) {
   const { store, limits } = deps;
-  const env = () => ({ replica: store.replicaId, random: deps.random });
+  const env = () => ({ replica: store.replicaId, random: deps.random, randomId: () => randomBytes(8).readBigUInt64BE(0) });
 
   return {
     /** Insert elements; a new key is created with the request's parameters. */
@@ -77,24 +78,61 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       return { removed: r.result, pending: 0, unseenAdds: 0n };
     },
 
-    /** "Maybe present" or absent per element, and the filter's fill. */
-    async query(key: string, name: string, elements: Uint8Array[]): Promise<Pick<QueryResponse, "presence" | "filter" | "probabilistic">> {
+    /** Every member after startAfter, in element order (Scan), for a type that can list them. */
+    async list(key: string, name: string, startAfter: Buffer): Promise<{ members: Buffer[]; total: number }> {
       const w = await store.wholeState(key);
-      if (w === undefined) return { presence: elements.map((element) => ({ element: Buffer.from(element), present: false })), filter: undefined, probabilistic: false };
+      if (w === undefined) return { members: [], total: 0 };
+      const members = operationsFor(w.type)?.members;
+      if (members === undefined) {
+        throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; Scan reads sets (AWSET, AWSET_PROB)`);
+      }
+      const all = members(w.state).sort(Buffer.compare);
+      return { members: startAfter.length === 0 ? all : all.filter((m) => Buffer.compare(m, startAfter) > 0), total: all.length };
+    },
+
+    /**
+     * "Maybe present" or absent per element (or, for a type that can list, one page of members
+     * after startAfter), with the state's figures (fill, estimated false-positive rate).
+     */
+    async query(
+      key: string,
+      name: string,
+      elements: Uint8Array[],
+      page: { startAfter: Buffer | undefined; size: number },
+    ): Promise<Pick<QueryResponse, "presence" | "filter" | "probabilistic" | "members" | "size"> & { next?: Buffer }> {
+      const w = await store.wholeState(key);
+      if (w === undefined) return { presence: elements.map((element) => ({ element: Buffer.from(element), present: false })), filter: undefined, probabilistic: false, members: [], size: 0n };
       const ops = operations(w.type, name);
+      const f = ops.describe(w.state);
+      const figures = {
+        estimatedFalsePositiveRate: f.estimatedFalsePositiveRate,
+        loadFactor: f.loadFactor,
+        estimatedCount: BigInt(f.estimatedCount),
+        parameters: JSON.stringify(f.parameters),
+      };
       if (elements.length === 0) {
-        throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; ask about given elements`);
+        if (ops.members === undefined) {
+          throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; ask about given elements`);
+        }
+        const all = ops.members(w.state).sort(Buffer.compare);
+        const from = page.startAfter === undefined ? 0 : all.findIndex((m) => Buffer.compare(m, page.startAfter!) > 0);
+        const slice = from < 0 ? [] : all.slice(from, from + page.size);
+        const more = from >= 0 && from + page.size < all.length;
+        return {
+          presence: [],
+          members: slice.map((element) => ({ element, text: "" })),
+          next: more ? slice[slice.length - 1] : undefined,
+          size: BigInt(all.length),
+          filter: figures,
+          probabilistic: ops.probabilistic,
+        };
       }
       const present = ops.contains(w.state, elements);
-      const f = ops.describe(w.state);
       return {
+        members: [],
+        size: BigInt(f.estimatedCount),
         presence: elements.map((element, i) => ({ element: Buffer.from(element), present: present[i]! })),
-        filter: {
-          estimatedFalsePositiveRate: f.estimatedFalsePositiveRate,
-          loadFactor: f.loadFactor,
-          estimatedCount: BigInt(f.estimatedCount),
-          parameters: JSON.stringify(f.parameters),
-        },
+        filter: figures,
         probabilistic: ops.probabilistic,
       };
     },

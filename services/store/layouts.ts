@@ -1,7 +1,7 @@
 // The stored form of each replicated type: ObjectType → layout. A new type needs its lattice in
 // crdt/ and one line here (wholeStateLayout(itsLattice) for a small state); the store, gossip and
 // the replica service then handle it with no code of their own.
-import { CounterLattice, FILTER_LATTICES, ObjectType, counterRangeProblems } from "../crdt/index.js";
+import { AWSetProbLattice, CounterLattice, FILTER_LATTICES, ObjectType, counterRangeProblems } from "../crdt/index.js";
 import { elementLayout } from "./element-layout.js";
 import { UnstorableTypeError } from "./errors.js";
 import type { ObjectLayout } from "./layout.js";
@@ -27,3 +27,5 @@ registerLayout(ObjectType.AWSET, elementLayout);
 registerLayout(ObjectType.COUNTER, wholeStateLayout(CounterLattice, { problems: counterRangeProblems }));
 // The filters of seed 001 are fixed-size states: one record each.
 for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never));
+// The probabilistic add-wins set: its live dots and its tombstone filter, one record.
+registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice));

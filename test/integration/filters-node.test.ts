@@ -10,7 +10,7 @@ import { status } from "@grpc/grpc-js";
 import { TestCluster } from "../helpers/test-cluster.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
-import { GbfLattice, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
+import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS, GbfLattice, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
 import type { FilterParams } from "../../services/gen/deltaset/v1/types.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-filters-"));
@@ -122,5 +122,35 @@ describe("filter keys on a 3-node cluster", () => {
       status.FAILED_PRECONDITION,
       /different parameters/,
     );
+  });
+});
+
+describe("AWSET_PROB keys on a 3-node cluster", () => {
+  it("add, list, scan, remove and merge, replicated to every node", async () => {
+    const r = await add(0, "prob", ["apple", "pear", "kiwi"], ObjectType.AWSET_PROB);
+    assert.equal(r.added, 3);
+    const list = (i: number) => client(i, (c1) => call(c1, c1.query, { key: "prob", elements: [], texts: [], pageSize: 2, pageToken: Buffer.alloc(0), withText: true }));
+    for (const i of [0, 1, 2]) {
+      const q = await eventually(`node ${i} lists prob`, () => list(i), (q) => q.size === 3n, 15_000);
+      assert.equal(q.type, ObjectType.AWSET_PROB);
+      assert.deepEqual(q.members.map((m) => m.text), ["apple", "kiwi"], "first page of 2, in element order");
+      assert.ok(q.nextPageToken.length > 0);
+      assert.ok(q.filter !== undefined && JSON.parse(q.filter.parameters).k > 0);
+    }
+    const removed = await remove(1, "prob", ["pear"]);
+    assert.equal(removed.removed, 1);
+    for (const i of [0, 1, 2]) await eventually(`pear gone on node ${i}`, () => query(i, "prob", ["pear", "apple"]), (q) => !q.presence[0]!.present && q.presence[1]!.present, 15_000);
+    // Scan streams the members like a set's.
+    const scanned: string[] = [];
+    await client(2, async (c2) => {
+      for await (const ch of c2.scan({ key: "prob", chunkSize: 1, startAfter: Buffer.alloc(0), withText: true }) as AsyncIterable<{ members: Array<{ text: string }> }>) scanned.push(...ch.members.map((m) => m.text));
+    });
+    assert.deepEqual(scanned, ["apple", "kiwi"]);
+    // Merge joins a state made elsewhere (another cluster, an offline client) with its own random dot.
+    const outside = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+    outside.joinInPlace(outside.addDelta(b("plum"), 0x1234_5678_9abc_def0n));
+    const m = await client(0, (c0) => call(c0, c0.merge, { key: "prob", state: { type: ObjectType.AWSET_PROB, payload: Buffer.from(AWSetProbLattice.encode(outside)) } }));
+    assert.equal(m.changed, true);
+    for (const i of [0, 1, 2]) await eventually(`plum on node ${i}`, () => query(i, "prob", ["plum", "apple"]), (q) => q.presence.every((p) => p.present), 15_000);
   });
 });

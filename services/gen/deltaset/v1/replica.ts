@@ -44,8 +44,8 @@ export interface AddRequest {
   /** Elements to add given as UTF-8 text (a convenience for grpcurl); joined to elements. */
   texts: string[];
   /**
-   * The key's type when this Add creates it: AWSET (the default when unset), or a filter type
-   * (GBF, GCF, ORCF, SCGBF, SCGCF, SCORCF). A key of another type answers FAILED_PRECONDITION.
+   * The key's type when this Add creates it: AWSET (the default when unset), AWSET_PROB, or a
+   * filter type (GBF, GCF, ORCF, SCGBF, SCGCF, SCORCF). A key of another type answers FAILED_PRECONDITION.
    */
   type?:
     | ObjectType

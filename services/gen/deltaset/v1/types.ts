@@ -22,7 +22,12 @@ export enum ObjectType {
   AWSET = 1,
   /** COUNTER - PN-counter: increments and decrements per replica, joined by the causal kernel. */
   COUNTER = 2,
-  /** AWSET_PROB - Add-wins set whose causal context is an Age-Partitioned Bloom Filter (reserved). */
+  /**
+   * AWSET_PROB - Add-wins set with anonymous random 64-bit dots, whose removed dots are kept in an
+   * Age-Partitioned Bloom Filter instead of a causal context: its metadata does not grow with the
+   * number of replicas, at the price of rare lost adds (filter false positives) and of forgetting
+   * removes older than the filter's window. Removes take no context.
+   */
   AWSET_PROB = 3,
   /** GBF - Grow-only Bloom filter: add and "maybe present" queries; never forgets, never removes. */
   GBF = 4,
