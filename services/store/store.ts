@@ -21,10 +21,12 @@ import type { JoinResult, ObjectSlot, StateChunk, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { openStoreDb } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
-import { OBJECTS, elementRange, headerKey, objectPrefix, objectRange, parseObjectKey, partitionRange, seqKey, seqKeyRange } from "./keys.js";
+import { OBJECTS, elementRange, headerKey, objectPrefix } from "./keys.js";
 import { type Header, decodeHeader, encodeHeader } from "./records.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
+import { loadSeqs, persistSeqs } from "./seq-records.js";
+import { partitionKeys, verifyStored } from "./object-records.js";
 import { contains, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, removeElements } from "./mutations.js";
 
@@ -246,25 +248,7 @@ export class Store {
   /** Problems of a key's records, in words (empty when consistent), from one snapshot after queued writes land. */
   async verify(key: string): Promise<string[]> {
     await this.commit.drain();
-    const prefix = objectPrefix(this.partitionOf(key), key);
-    const it = this.db.iterator(objectRange(prefix));
-    try {
-      const first = await it.next();
-      if (first === undefined) return [];
-      if (Buffer.compare(first[0], headerKey(prefix)) !== 0) return ["records without a header"];
-      const h = decodeHeader(first[1]);
-      const at = prefix.length;
-      async function* records(): AsyncGenerator<[number, Buffer, Buffer]> {
-        for (;;) {
-          const next = await it.next();
-          if (next === undefined) return;
-          yield [next[0][at]!, next[0].subarray(at + 1), next[1]];
-        }
-      }
-      return await layoutFor(h.type).verify(h, records());
-    } finally {
-      await it.close();
-    }
+    return verifyStored(this.db, objectPrefix(this.partitionOf(key), key));
   }
 
   // ------------------------------------------------------------ joins (Merge, gossip, state transfers)
@@ -307,18 +291,8 @@ export class Store {
   // ------------------------------------------------------------ partitions and chunked full state
 
   /** Keys of one partition, in key order. */
-  async *keys(partition: number): AsyncGenerator<string> {
-    const range = partitionRange(partition);
-    let gte = range.gte;
-    while (true) {
-      // Find the next header record; then jump past the whole object.
-      const it = this.db.keys({ gte, lt: range.lt, limit: 1 });
-      const k = (await it.all())[0];
-      if (k === undefined) return;
-      const parsed = parseObjectKey(k);
-      yield parsed.key;
-      gte = Buffer.concat([objectPrefix(partition, parsed.key), Buffer.from([0xff])]);
-    }
+  keys(partition: number): AsyncGenerator<string> {
+    return partitionKeys(this.db, partition);
   }
 
   /**
@@ -343,20 +317,13 @@ export class Store {
 
   // ------------------------------------------------------------ sequence numbers (Algorithm 2)
 
-  async loadSeqs(): Promise<Map<number, number>> {
-    const out = new Map<number, number>();
-    for await (const [k, v] of this.db.iterator(seqKeyRange())) out.set(k.readUInt32BE(2), Number(v.readBigUInt64BE(0)));
-    return out;
+  loadSeqs(): Promise<Map<number, number>> {
+    return loadSeqs(this.db);
   }
 
   /** Durably record the sequence numbers of these partitions, in one atomic batch. */
-  async persistSeqs(seqs: ReadonlyMap<number, number>): Promise<void> {
-    const ops = [...seqs].map(([partition, value]) => {
-      const v = Buffer.alloc(8);
-      v.writeBigUInt64BE(BigInt(value));
-      return { type: "put" as const, key: seqKey(partition), value: v };
-    });
-    if (ops.length > 0) await this.commit.write(ops);
+  persistSeqs(seqs: ReadonlyMap<number, number>): Promise<void> {
+    return persistSeqs(this.commit, seqs);
   }
 
   // ------------------------------------------------------------ the write path
