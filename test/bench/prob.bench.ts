@@ -1,0 +1,470 @@
+// npm run bench:prob [-- --quick] [-- --jobs N]
+// Reproduction of seed 000's evaluation (§5.2-§5.3; shared/notes/seed-000.md section 6): the
+// probabilistic add-wins set (APBF tombstones) against a deterministic shadow (exact AWSet) in the
+// seed's simulator setup (prob-sim.ts): 16 replicas, full-state unidirectional pull over a complete
+// graph, intermediate churn 1% (replaced by new identities), 20 000 iterations, 3 rounds, uniform
+// and Zipf 1.03 origins, APBF error 2 and 5 (capacity 4096, level 5), sync shares 80% and 40%, for
+// each union strategy. Metric: % of syncs creating new inconsistencies, split into false-positive
+// (classic exclusive) and forgotten-dot (probabilistic exclusive) causes.
+// Also: APBF byte sizes and the crossover against version-vector contexts (prob-memory.ts), and
+// the trends of §5.3.3 for Current Generation, error 2: dynamicity, churn rate, load, fixed number
+// of syncs (2 000).
+//
+// Full run: writes docs/results/prob.json and docs/results/prob-{table,causes,memory,trends}.svg.
+// --quick (5 000 iterations, 1 round, 3 sync shares in the trends; a smoke run): writes the same
+// files under $TMPDIR/deltaset-prob-quick/ only, so the committed results stay those of a full run
+// (the crash-loop bench's convention: quick never overwrites docs/results).
+// Runs are spread over child processes (--jobs, default min(2, CPUs)); every run is bounded by
+// its iteration count.
+import { type ChildProcess, fork } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { barChart, lineChart, panels, renderSvg } from "./lib/plot.js";
+import { type Target, commandLine, isQuick, printTargets, repoRoot, resultsDir, target } from "./lib/results.js";
+import { writeResultFile } from "../../services/common/result-file.js";
+import { type Dynamicity, type Load, SEED_SETUP, type SimConfig, type SimResult, UnionStrategy, runSim, strategyName } from "./prob-sim.js";
+import { mapBytes, memoryFigures, vectorBytes } from "./prob-memory.js";
+
+// ------------------------------------------------------------------ paper figures
+
+const SOURCE = "seed 000 §5.3.2, Figs 5.3 (80% syncs) and 5.4 (40% syncs), as read in shared/notes/seed-000.md section 6.3";
+const STRATEGIES = [UnionStrategy.WholeFilter, UnionStrategy.ActiveSlices, UnionStrategy.CurrentGeneration] as const;
+const LABEL: Record<number, string> = { 0: "Whole Filter", 1: "Active Slices", 2: "Current Generation" };
+/** % of syncs creating new inconsistencies, uniform load: PAPER[syncShare%][error][strategy]. */
+const PAPER: Record<number, Record<number, [number, number, number]>> = {
+  80: { 2: [2.1, 2.4, 1.9], 5: [2, 3, 2.3] },
+  40: { 2: [58, 18.2, 19.3], 5: [37.5, 18.4, 18.7] },
+};
+/** Share of Whole Filter's bad syncs caused by false positives at 40% syncs (same source). */
+const PAPER_WF_FP_SHARE: Record<number, number> = { 2: 0.92, 5: 0.61 };
+const TOLERANCE = 0.25;
+
+// ------------------------------------------------------------------ jobs
+
+interface Job {
+  id: number;
+  group: string;
+  config: SimConfig;
+}
+
+function seedFor(round: number, syncShare: number, load: Load, salt: number): number {
+  // Same seed for every strategy and error of a cell: the operation sequence is then identical
+  // (common random numbers), only the probabilistic halves differ.
+  return (0x5eed + round * 1_000_003 + Math.round(syncShare * 1000) * 7 + (load === "zipf" ? 50_021 : 0) + salt * 91_019) >>> 0;
+}
+
+function tableGroup(strategy: number, share: number, error: number, load: Load): string {
+  return `table|${load}|${share}|${error}|${strategy}`;
+}
+
+function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: number; trendShares: number[] } {
+  const rounds = quick ? 1 : 3;
+  const iterations = quick ? 5_000 : SEED_SETUP.iterations;
+  const trendShares = quick ? [0.2, 0.4, 0.8] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+  const jobs: Job[] = [];
+  const add = (group: string, config: SimConfig) => jobs.push({ id: jobs.length, group, config });
+  const base = { ...SEED_SETUP, iterations };
+  for (let round = 0; round < rounds; round++) {
+    for (const load of ["uniform", "zipf"] as const) {
+      for (const share of [0.8, 0.4]) {
+        for (const error of [2, 5]) {
+          for (const strategy of STRATEGIES) {
+            add(tableGroup(strategy, share, error, load), { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) });
+          }
+        }
+      }
+    }
+    // Trends (§5.3.3): Current Generation, error 2.
+    const cg = { ...base, error: 2, strategy: UnionStrategy.CurrentGeneration };
+    const dyns: Array<[string, Dynamicity]> = [
+      ["static", { kind: "static" }],
+      ["churn 0.1%", { kind: "intermediate", churn: 0.001 }],
+      ["churn 1%", { kind: "intermediate", churn: 0.01 }],
+      ["churn 10%", { kind: "intermediate", churn: 0.1 }],
+      ["dynamic 10/80/10", { kind: "dynamic", leave: 0.1, join: 0.1 }],
+    ];
+    for (const share of trendShares) {
+      for (const [name, dynamicity] of dyns) {
+        add(`dyn|${name}|${share}`, { ...cg, syncShare: share, load: "uniform", dynamicity, seed: seedFor(round, share, "uniform", 1) });
+      }
+      add(`dyn|zipf churn 1%|${share}`, { ...cg, syncShare: share, load: "zipf", seed: seedFor(round, share, "zipf", 1) });
+      // Fixed number of syncs (Fig 5.9): stop after SYNC_COUNT syncs; the cap leaves room for
+      // the sync draws to fall short of their expectation.
+      const syncCount = quick ? 500 : 2_000;
+      add(`fixed|${share}`, { ...cg, syncShare: share, load: "uniform", syncCount, iterations: Math.ceil((2 * syncCount) / share), seed: seedFor(round, share, "uniform", 2) });
+    }
+  }
+  return { jobs, rounds, iterations, trendShares };
+}
+
+// ------------------------------------------------------------------ pool
+
+async function runJobs(jobs: Job[], workers: number): Promise<Map<number, SimResult>> {
+  const results = new Map<number, SimResult>();
+  const queue = [...jobs].sort((a, b) => cost(b.config) - cost(a.config)); // longest first
+  const self = fileURLToPath(import.meta.url);
+  const children: ChildProcess[] = [];
+  const t0 = Date.now();
+  try {
+    await Promise.all(
+      Array.from({ length: Math.max(1, Math.min(workers, queue.length)) }, () =>
+        new Promise<void>((resolve, reject) => {
+          const child = fork(self, ["--child"], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+          children.push(child);
+          const next = () => {
+            const job = queue.shift();
+            if (job === undefined) {
+              resolve();
+              return;
+            }
+            child.send({ id: job.id, config: job.config });
+          };
+          child.on("message", (msg: { id: number; result?: SimResult; error?: string }) => {
+            if (msg.error !== undefined) {
+              reject(new Error(`job ${msg.id}: ${msg.error}`));
+              return;
+            }
+            results.set(msg.id, msg.result!);
+            if (results.size % 10 === 0 || results.size === jobs.length) {
+              console.log(`  ${results.size}/${jobs.length} runs done (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+            }
+            next();
+          });
+          child.on("error", reject);
+          child.on("exit", (code) => {
+            if (queue.length > 0 || code !== 0) reject(new Error(`simulation child exited with code ${code}`));
+          });
+          next();
+        }),
+      ),
+    );
+  } finally {
+    for (const c of children) if (c.connected) c.disconnect();
+  }
+  return results;
+}
+
+/** Rough relative cost of a run (for scheduling only): iterations, more for lower sync shares. */
+function cost(c: SimConfig): number {
+  return c.iterations * (1.5 - c.syncShare);
+}
+
+// ------------------------------------------------------------------ aggregation
+
+interface Cell {
+  rounds: number;
+  syncs: number;
+  badSyncPct: number;
+  fpSyncPct: number;
+  forgottenSyncPct: number;
+  /** Share of bad syncs with a new classic exclusive (false-positive cause). */
+  fpShareOfBad: number;
+  badSyncPctPerRound: number[];
+  newInconsistencies: number;
+  newOutsideSyncs: number;
+  probExclusiveStatePct: number;
+  classicExclusiveStatePct: number;
+  meanStoreSize: number;
+  meanEstimatedFp: number;
+  dotRedraws: number;
+  identities: number;
+  iterations: number;
+  seconds: number;
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const round4 = (x: number) => (Number.isFinite(x) ? Number(x.toPrecision(4)) : x);
+
+function aggregate(rs: SimResult[]): Cell {
+  const bad = rs.reduce((a, r) => a + r.badSyncs, 0);
+  const fp = rs.reduce((a, r) => a + r.fpSyncs, 0);
+  return {
+    rounds: rs.length,
+    syncs: round4(mean(rs.map((r) => r.syncs))),
+    badSyncPct: round4(mean(rs.map((r) => r.badSyncPct))),
+    fpSyncPct: round4(mean(rs.map((r) => r.fpSyncPct))),
+    forgottenSyncPct: round4(mean(rs.map((r) => r.forgottenSyncPct))),
+    fpShareOfBad: round4(bad > 0 ? fp / bad : 0),
+    badSyncPctPerRound: rs.map((r) => round4(r.badSyncPct)),
+    newInconsistencies: round4(mean(rs.map((r) => r.newClassicExclusives + r.newProbExclusives))),
+    newOutsideSyncs: rs.reduce((a, r) => a + r.newOutsideSyncs, 0),
+    probExclusiveStatePct: round4(mean(rs.map((r) => r.probExclusiveStatePct))),
+    classicExclusiveStatePct: round4(mean(rs.map((r) => r.classicExclusiveStatePct))),
+    meanStoreSize: round4(mean(rs.map((r) => r.meanStoreSize))),
+    meanEstimatedFp: round4(mean(rs.map((r) => r.meanEstimatedFp))),
+    dotRedraws: rs.reduce((a, r) => a + r.dotRedraws, 0),
+    identities: round4(mean(rs.map((r) => r.identities))),
+    iterations: round4(mean(rs.map((r) => r.iterations))),
+    seconds: round4(rs.reduce((a, r) => a + r.seconds, 0)),
+  };
+}
+
+// ------------------------------------------------------------------ main
+
+async function main(): Promise<void> {
+  const quick = isQuick();
+  const command = commandLine("bench:prob", quick);
+  const jobsArg = process.argv.indexOf("--jobs");
+  const workers = jobsArg > 0 ? Math.max(1, Number(process.argv[jobsArg + 1]) || 1) : Math.max(1, Math.min(2, os.cpus().length));
+  const t0 = Date.now();
+  const { jobs, rounds, iterations, trendShares } = buildJobs(quick);
+  console.log(`bench:prob${quick ? " --quick" : ""}: ${jobs.length} simulation runs on ${workers} processes`);
+  const byId = await runJobs(jobs, workers);
+  const groups = new Map<string, SimResult[]>();
+  for (const j of jobs) {
+    const list = groups.get(j.group) ?? [];
+    list.push(byId.get(j.id)!);
+    groups.set(j.group, list);
+  }
+  const cell = (g: string) => aggregate(groups.get(g)!);
+
+  // The tables.
+  const table: Array<Record<string, unknown>> = [];
+  for (const load of ["uniform", "zipf"] as const) {
+    for (const share of [0.8, 0.4]) {
+      for (const error of [2, 5]) {
+        for (const strategy of STRATEGIES) {
+          const pct = Math.round(share * 100);
+          table.push({
+            load, syncSharePct: pct, error, strategy: strategyName(strategy),
+            paperBadSyncPct: load === "uniform" ? PAPER[pct]![error]![strategy] : null,
+            ...cell(tableGroup(strategy, share, error, load)),
+          });
+        }
+      }
+    }
+  }
+  const row = (load: Load, pct: number, error: number, strategy: number) =>
+    table.find((r) => r.load === load && r.syncSharePct === pct && r.error === error && r.strategy === strategyName(strategy as UnionStrategy)) as unknown as Cell & { paperBadSyncPct: number | null };
+
+  // Trends.
+  const dynNames = ["static", "churn 0.1%", "churn 1%", "churn 10%", "dynamic 10/80/10", "zipf churn 1%"];
+  const trends = {
+    note: "Current Generation, error 2, capacity 4096, level 5; uniform load unless named; paper values are plot-only (seed Figs 5.7-5.11), trends only",
+    syncSharesPct: trendShares.map((s) => Math.round(s * 100)),
+    byDynamicity: Object.fromEntries(dynNames.map((n) => [n, trendShares.map((s) => ({ syncSharePct: Math.round(s * 100), ...cell(`dyn|${n}|${s}`) }))])),
+    fixedSyncCount: { syncs: quick ? 500 : 2_000, points: trendShares.map((s) => ({ syncSharePct: Math.round(s * 100), ...cell(`fixed|${s}`) })) },
+  };
+
+  // Memory.
+  const memory = memoryFigures();
+
+  // Targets.
+  const targets: Target[] = [];
+  const within = (paper: number) => (m: number) => Math.abs(m - paper) <= TOLERANCE * paper;
+  const band = (paper: number) => `${paper} ±25% (${(paper * (1 - TOLERANCE)).toPrecision(3)}–${(paper * (1 + TOLERANCE)).toPrecision(3)})`;
+  for (const pct of [80, 40]) {
+    for (const error of [2, 5]) {
+      for (const strategy of STRATEGIES) {
+        const r = row("uniform", pct, error, strategy);
+        const paper = PAPER[pct]![error]![strategy]!;
+        targets.push(target(`uniform, ${pct}% syncs, error ${error}, ${LABEL[strategy]}: % of syncs creating new inconsistencies`, `${band(paper)} % (paper)`, r.badSyncPct, within(paper), command));
+      }
+    }
+  }
+  for (const error of [2, 5]) {
+    const r = row("uniform", 40, error, UnionStrategy.WholeFilter);
+    const paper = PAPER_WF_FP_SHARE[error]!;
+    targets.push(target(`uniform, 40% syncs, error ${error}, Whole Filter: share of bad syncs caused by false positives`, band(paper), r.fpShareOfBad, within(paper), command));
+  }
+  for (const error of [2, 5]) {
+    for (const strategy of [UnionStrategy.ActiveSlices, UnionStrategy.CurrentGeneration]) {
+      const r = row("uniform", 40, error, strategy);
+      targets.push(target(`uniform, 40% syncs, error ${error}, ${LABEL[strategy]}: probabilistic-exclusive entries, % of store (mean of probes)`, "< 1 % (seed §5.3.2)", r.probExclusiveStatePct, (m) => m < 1, command));
+    }
+  }
+  for (const pct of [80, 40]) {
+    for (const error of [2, 5]) {
+      const cg = row("zipf", pct, error, UnionStrategy.CurrentGeneration).badSyncPct;
+      const others = [row("zipf", pct, error, UnionStrategy.WholeFilter).badSyncPct, row("zipf", pct, error, UnionStrategy.ActiveSlices).badSyncPct];
+      targets.push(target(`Zipf 1.03, ${pct}% syncs, error ${error}: Current Generation has the fewest bad syncs`, "true (seed Figs 5.5/5.6, plot only)", cg <= Math.min(...others), (m) => m === true, command));
+    }
+  }
+  const expectedBytes: Record<string, number> = {
+    "error 2, capacity 4096, level 5, Current Generation": 11_648,
+    "error 3, capacity 4096, level 5, no shadows": 13_528,
+    "error 5, capacity 4096, level 5, no shadows": 20_592,
+  };
+  for (const c of memory.configs) {
+    const exp = expectedBytes[c.name];
+    if (exp === undefined) continue;
+    targets.push(target(`APBF bytes, ${c.name} (measured allocation)`, `= ${exp} B (seed §5.3.2)`, c.measuredBytes, (m) => m === exp && c.formulaBytes === exp, command));
+  }
+  const x4096 = memory.crossovers.find((c) => c.capacity === 4096)!;
+  const x2048 = memory.crossovers.find((c) => c.capacity === 2048)!;
+  targets.push(target("crossover vs vector of u64 counters, capacity 4096 (replica ids)", "about 1,400 (seed: >1,400) ±25%", x4096.vectorCrossover, (m) => m !== null && within(1400)(m) && m >= 1400, command));
+  targets.push(target("crossover vs UUID→u64 hash map, capacity 4096 (replica ids)", "about 250 ±25%", x4096.mapCrossover, (m) => m !== null && within(250)(m), command));
+  targets.push(target("crossover vs vector of u64 counters, capacity 2048 (replica ids)", "about 750 ±25%", x2048.vectorCrossover, (m) => m !== null && within(750)(m), command));
+  targets.push(target("crossover vs UUID→u64 hash map, capacity 2048 (replica ids)", "about 125 ±25%", x2048.mapCrossover, (m) => m !== null && within(125)(m), command));
+  const outside = table.reduce((a, r) => a + (r.newOutsideSyncs as number), 0);
+  targets.push(target("new inconsistencies created by adds or removes (seed: only syncs create them)", "= 0", outside, (m) => m === 0, command));
+
+  const wallSeconds = Math.round((Date.now() - t0) / 1000);
+  const results = {
+    params: {
+      quick,
+      quickNote: quick ? "smoke run: 5 000 iterations, 1 round, trends at 20/40/80% syncs and 500 fixed syncs; not comparable with the paper; not written to docs/results" : undefined,
+      replicas: SEED_SETUP.replicas,
+      iterations,
+      rounds,
+      topology: "complete graph, full-state unidirectional pull (origin joins a uniformly drawn other active replica)",
+      dynamicity: "intermediate, churn 1% per iteration (a uniformly drawn replica leaves for good, a new identity takes its place)",
+      loads: ["uniform", "zipf 1.03"],
+      syncSharesPct: [80, 40],
+      opMix: "sync share X%, add and remove (100-X)/2% each",
+      apbf: { capacity: SEED_SETUP.capacity, level: SEED_SETUP.level, errors: [2, 5], strategies: STRATEGIES.map((s) => strategyName(s)) },
+      removeFrom: SEED_SETUP.removeFrom,
+      values: "random 64-bit values; probabilistic dots random 64-bit, redrawn while the local filter reports them",
+      probeEvery: SEED_SETUP.probeEvery,
+      metric: "% of syncs after which the origin has a value in its classic-exclusive (false positive) or probabilistic-exclusive (forgotten dot) set that was not there before; mean over rounds",
+      tolerance: "±25% relative to the paper's figure",
+      paperSource: SOURCE,
+      implementation: "services/crdt/awset-prob-state.ts (AWSetProb.joinInPlace), apbf.ts, apbf-union.ts; shadow services/crdt/awset.ts",
+      knownDifferences: [
+        "join: services/crdt/awset-prob-state.ts keeps a dot both stores hold even when the remote filter reports it; the seed's simulator (tombstone method, digest 5.4) drops a local dot whenever the remote filter reports it, so false positives on shared live dots cause fewer errors here",
+        "union into an empty filter adopts the remote filter whole (apbf-union.ts rule 2): a churned-in replica learns the remote's whole window, not only what its strategy would merge",
+        "generations: a shift after g = floor(m ln2 / k) insertions, and a union fill check in insertions (apbf.ts, apbf-union.ts); the seed's code compares set bits with insertion limits (looser, digest 5.3)",
+        "hashing: element-hash.ts hash32 per slice hash index (the seed: t1ha)",
+        "probabilistic dots are redrawn while the local filter reports them (AWSetProb.isFreshDot contract); the seed keeps such a dot",
+        "the exclusive-share probe averages over all active replicas every 100 iterations (the seed's code samples the origin only)",
+      ],
+      workers,
+    },
+    metrics: { table, trends, memory, wallSeconds },
+    targets,
+  };
+
+  const outDir = quick ? join(os.tmpdir(), "deltaset-prob-quick") : resultsDir;
+  mkdirSync(outDir, { recursive: true });
+  const jsonPath = writeResultFile(join(outDir, "prob.json"), results);
+  const svgs = await drawCharts(outDir, table, trends, memory, quick);
+
+  // Console summary.
+  console.log("\n% of syncs creating new inconsistencies (FP-caused / forgotten-caused), mean of rounds; paper in []");
+  for (const load of ["uniform", "zipf"] as const) {
+    for (const pct of [80, 40]) {
+      for (const error of [2, 5]) {
+        const cells = STRATEGIES.map((s) => {
+          const r = row(load, pct, error, s);
+          return `${LABEL[s]} ${r.badSyncPct.toFixed(2)} (${r.fpSyncPct.toFixed(2)}/${r.forgottenSyncPct.toFixed(2)})${r.paperBadSyncPct === null ? "" : ` [${r.paperBadSyncPct}]`}`;
+        });
+        console.log(`  ${load.padEnd(7)} ${pct}% e${error}: ${cells.join("  ")}`);
+      }
+    }
+  }
+  printTargets(targets);
+  console.log(`wall time ${wallSeconds} s`);
+  console.log(`wrote ${[jsonPath, ...svgs].map((p) => (quick ? p : relative(repoRoot, p))).join(", ")}`);
+}
+
+// ------------------------------------------------------------------ charts
+
+async function drawCharts(
+  dir: string,
+  table: Array<Record<string, unknown>>,
+  trends: { byDynamicity: Record<string, Array<Cell & { syncSharePct: number }>>; fixedSyncCount: { syncs: number; points: Array<Cell & { syncSharePct: number }> } },
+  memory: ReturnType<typeof memoryFigures>,
+  quick: boolean,
+): Promise<string[]> {
+  const suffix = quick ? " (QUICK smoke run)" : "";
+  const rows = table as unknown as Array<Cell & { load: string; syncSharePct: number; error: number; strategy: string; paperBadSyncPct: number | null }>;
+  const names = STRATEGIES.map((s) => LABEL[s]!);
+  const pick = (load: string, pct: number, error: number) => STRATEGIES.map((s) => rows.find((r) => r.load === load && r.syncSharePct === pct && r.error === error && r.strategy === strategyName(s))!);
+  const tableCharts = [];
+  for (const load of ["uniform", "zipf"]) {
+    for (const pct of [80, 40]) {
+      for (const error of [2, 5]) {
+        const cells = pick(load, pct, error);
+        const series = [{ name: "measured", values: cells.map((c) => c.badSyncPct) }];
+        if (load === "uniform") series.push({ name: "paper (seed Figs 5.3/5.4)", values: cells.map((c) => c.paperBadSyncPct) as number[] });
+        tableCharts.push(barChart({ title: `${load === "uniform" ? "Uniform" : "Zipf 1.03"}, ${pct}% syncs, error ${error}`, categories: names, series, yLabel: "% of syncs with new inconsistencies", width: 360, height: 220 }));
+      }
+    }
+  }
+  const causeCats: string[] = [];
+  const fpVals: number[] = [];
+  const fgVals: number[] = [];
+  for (const pct of [80, 40]) {
+    for (const error of [2, 5]) {
+      for (const c of pick("uniform", pct, error)) {
+        causeCats.push(`${c.strategy.replace(/[a-z]/g, "")} ${pct}% e${error}`);
+        fpVals.push(c.fpSyncPct);
+        fgVals.push(c.forgottenSyncPct);
+      }
+    }
+  }
+  const causes = barChart({
+    title: `Causes, uniform load: % of syncs creating a new classic exclusive (false positive) or probabilistic exclusive (forgotten dot)${suffix}`,
+    categories: causeCats,
+    series: [{ name: "false positive", values: fpVals }, { name: "forgotten dot", values: fgVals }],
+    yLabel: "% of syncs",
+    width: 900,
+  });
+  const ns = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+  const apbf = (cap: number) => memory.crossovers.find((c) => c.capacity === cap)!.apbfBytes;
+  const mem = lineChart({
+    title: `Causal context bytes vs replica ids (APBF error 2, level 5, Current Generation)${suffix}`,
+    xLabel: "replica ids (log)",
+    yLabel: "bytes (log)",
+    logX: true,
+    logY: true,
+    series: [
+      { name: "APBF capacity 4096", points: ns.map((n) => [n, apbf(4096)]) },
+      { name: "APBF capacity 2048", points: ns.map((n) => [n, apbf(2048)]) },
+      { name: "vector of u64", points: ns.map((n) => [n, vectorBytes(n)]) },
+      { name: "map UUID→u64 (hashbrown)", points: ns.map((n) => [n, mapBytes(n)]) },
+    ],
+  });
+  const line = (title: string, names: string[], y: (c: Cell) => number, yLabel: string) =>
+    lineChart({
+      title: title + suffix,
+      xLabel: "sync share (%)",
+      yLabel,
+      series: names.map((n) => ({ name: n, points: trends.byDynamicity[n]!.map((p) => [p.syncSharePct, y(p)] as [number, number]) })),
+      width: 420,
+    });
+  const trendCharts = [
+    line("Dynamicity (Fig 5.7)", ["static", "churn 1%", "dynamic 10/80/10"], (c) => c.badSyncPct, "% of syncs with new inconsistencies"),
+    line("Churn rate (Fig 5.8)", ["static", "churn 0.1%", "churn 1%", "churn 10%"], (c) => c.badSyncPct, "% of syncs with new inconsistencies"),
+    lineChart({
+      title: `Fixed number of syncs, ${trends.fixedSyncCount.syncs} (Fig 5.9)${suffix}`,
+      xLabel: "sync share (%)",
+      yLabel: "% of syncs with new inconsistencies",
+      series: [{ name: "churn 1%, uniform", points: trends.fixedSyncCount.points.map((p) => [p.syncSharePct, p.badSyncPct]) }],
+      width: 420,
+    }),
+    line("Load, churn 1% (Fig 5.10)", ["churn 1%", "zipf churn 1%"], (c) => c.badSyncPct, "% of syncs with new inconsistencies"),
+    line("Load, churn 1%: total new inconsistencies (Fig 5.11)", ["churn 1%", "zipf churn 1%"], (c) => c.newInconsistencies, "new inconsistent values per run"),
+    line("Mean store size", ["static", "churn 1%", "churn 10%", "dynamic 10/80/10"], (c) => c.meanStoreSize, "values per replica"),
+  ];
+  const files: Array<[string, Record<string, unknown>]> = [
+    ["prob-table.svg", panels(tableCharts, { columns: 2, title: `% of syncs creating new inconsistencies: 16 replicas, churn 1%, capacity 4096, level 5${suffix}` })],
+    ["prob-causes.svg", causes],
+    ["prob-memory.svg", mem],
+    ["prob-trends.svg", panels(trendCharts, { columns: 2, title: `Network trends, Current Generation, error 2${suffix}` })],
+  ];
+  const out: string[] = [];
+  for (const [name, chart] of files) {
+    const p = join(dir, name);
+    writeFileSync(p, await renderSvg(chart));
+    out.push(p);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ entry (child mode: run the configurations the parent sends)
+
+if (process.argv.includes("--child")) {
+  process.on("message", (msg: { id: number; config: SimConfig }) => {
+    try {
+      process.send!({ id: msg.id, result: runSim(msg.config) });
+    } catch (e) {
+      process.send!({ id: msg.id, error: String(e instanceof Error ? e.stack : e) });
+    }
+  });
+  process.on("disconnect", () => process.exit(0));
+} else {
+  await main();
+}
