@@ -28,3 +28,5 @@ export * from "./awset-prob.js";
 export * from "./awset-prob-operations.js";
 export * from "./fbf.js";
 export * from "./fbf-resize.js";
+export * from "./product.js";
+export * from "./retry-filter.js";

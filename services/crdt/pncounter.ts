@@ -4,6 +4,12 @@
 // with the new totals and its delta's context covers all the replica's earlier dots (one range
 // 1..n), so older entries are superseded wherever the delta arrives, in any order, and a state
 // never holds two entries of one replica. value = Σ positive − Σ negative.
+//
+// A COUNTER key's state is the product (product.ts) of that PN-counter and the retry filter of the
+// request ids its Increments carried (retry-filter.ts, issue 17): retryIncrementDelta checks the id
+// and increments in one delta holding both parts, so one stored record, one gossip delta and one
+// Merge carry both. The filter is bottom (absent) for a counter never incremented with an id, and
+// its encoding is then exactly the plain CounterState of earlier versions.
 import { CausalContext } from "./causal-context.js";
 import { type Dot, dotKey } from "./dot.js";
 import { type DotFun, type DotFunEntry, dotFunStore } from "./dot-store.js";
@@ -12,6 +18,9 @@ import { contextFromProto, contextToProto, decodeCanonical, dotFromProto, dotToP
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
 import { type Totals, addToTotals, checkIncrement } from "./counter-range.js";
 import { CounterState } from "../gen/deltaset/v1/types.js";
+import { productOps } from "./product.js";
+import { type ReplicatedFbfParams, ReplicatedFbf, RetryFilterConflictError, RetryFilterLattice, prune } from "./retry-filter.js";
+import { sameParams } from "./replicated-fbf.js";
 
 export type { Totals };
 
@@ -28,6 +37,8 @@ export class PNCounter {
   constructor(
     readonly entries: DotFun<Totals>,
     readonly ctx: CausalContext,
+    /** The retry filter (bottom when the counter never saw a request id). */
+    public filter: ReplicatedFbf = RetryFilterLattice.bottom(),
   ) {}
 
   static bottom(): PNCounter {
@@ -75,7 +86,39 @@ export class PNCounter {
     entries.set(dotKey(d), { dot: d, value: addToTotals(cur, amount) });
     const ctx = this.ctx.clone();
     ctx.addRange(replica, 1, d.counter);
-    return new PNCounter(entries, ctx);
+    return new PNCounter(entries, ctx, this.filter);
+  }
+
+  /**
+   * Increment with a request id at now (ms, the node's clock): a retry, when the filter holds id
+   * (nothing to apply, delta null); otherwise the delta of the increment and of the id's insert,
+   * one state holding both. A counter without a filter gets one of params (the caller's choice or
+   * defaults). explicit: params were named by the client, so a filter of other parameters is a
+   * RetryFilterConflictError rather than silently kept. Range errors as incrementDelta.
+   */
+  retryIncrementDelta(
+    replica: string,
+    amount: bigint,
+    id: string,
+    now: number,
+    params: ReplicatedFbfParams,
+    explicit: boolean,
+  ): { duplicate: boolean; delta: PNCounter | null } {
+    const held = this.filter.params;
+    if (held !== null && explicit && !sameParams(held, params)) {
+      throw new RetryFilterConflictError(
+        `the counter's retry filter has other parameters (m=${held.m}, k=${held.k}, period_ms=${held.periodMs}, past_epochs=${held.pastEpochs}) than asked (m=${params.m}, k=${params.k}, period_ms=${params.periodMs}, past_epochs=${params.pastEpochs}); leave retry_filter unset to use the key's`,
+      );
+    }
+    const filter = held === null ? ReplicatedFbf.empty(params) : this.filter;
+    if (filter.contains(id, now)) return { duplicate: true, delta: null };
+    const c = this.incrementDelta(replica, amount);
+    return { duplicate: false, delta: new PNCounter(c.entries, c.ctx, filter.insertDelta(id, now)) };
+  }
+
+  /** This state with its filter's epochs older than the retention window at now dropped. */
+  pruned(now: number): PNCounter {
+    return new PNCounter(this.entries, this.ctx, prune(this.filter, now));
   }
 }
 
@@ -93,23 +136,24 @@ function removedOf(c: PNCounter): CausalContext {
   return c.ctx.subtract(CausalContext.of([...c.entries.values()].map((e) => e.dot)));
 }
 
-export const CounterLattice: Lattice<PNCounter> = {
+/** The PN-counter part alone (a state's filter is ignored, and bottom in what it returns). */
+const PNPart: Lattice<PNCounter> = {
   type: ObjectType.COUNTER,
-  name: "COUNTER",
+  name: "PN_COUNTER",
   bottom: () => PNCounter.bottom(),
   isBottom: (s) => s.entries.size === 0 && s.ctx.isEmpty(),
   clone: (s) => new PNCounter(new Map(s.entries), s.ctx.clone()),
   join: counterJoin,
   joinInPlace(t, o) {
     const j = counterJoin(t, o);
-    if (CounterLattice.equals(j, t)) return false;
+    if (PNPart.equals(j, t)) return false;
     const m = t.entries as Map<string, DotFunEntry<Totals>>;
     m.clear();
     for (const [k, e] of j.entries) m.set(k, e);
     t.ctx.joinInPlace(o.ctx);
     return true;
   },
-  leq: (a, b) => CounterLattice.equals(counterJoin(a, b), b),
+  leq: (a, b) => PNPart.equals(counterJoin(a, b), b),
   equals: (a, b) => store.equals(a.entries, b.entries) && a.ctx.equals(b.ctx),
   decompose(s) {
     const out: PNCounter[] = [];
@@ -131,6 +175,32 @@ export const CounterLattice: Lattice<PNCounter> = {
     return new PNCounter(entries, ctx);
   },
   context: (s) => s.ctx,
+  encode: () => {
+    throw new Error("the PN part is encoded with its counter");
+  },
+  encodedSize: () => 0,
+  decode: () => {
+    throw new Error("the PN part is decoded with its counter");
+  },
+};
+
+const product = productOps<PNCounter, PNCounter, ReplicatedFbf>({
+  first: PNPart,
+  second: RetryFilterLattice,
+  split: (p) => [p, p.filter],
+  make: (a, b) => new PNCounter(a.entries, a.ctx, b),
+  assign(t, j) {
+    PNPart.joinInPlace(t, j);
+    t.filter = j.filter;
+  },
+});
+
+/** The COUNTER lattice: PN-counter × retry filter (product.ts, retry-filter.ts). */
+export const CounterLattice: Lattice<PNCounter> = {
+  type: ObjectType.COUNTER,
+  name: "COUNTER",
+  ...product,
+  context: (s) => s.ctx,
   encode: (s) =>
     CounterState.encode({
       entries: sortedEntries(s).map((e) => ({
@@ -139,6 +209,7 @@ export const CounterLattice: Lattice<PNCounter> = {
         negative: e.value.negative,
       })),
       context: contextToProto(s.ctx),
+      retryFilter: RetryFilterLattice.isBottom(s.filter) ? undefined : Buffer.from(RetryFilterLattice.encode(s.filter)),
     }).finish(),
   // A counter's state is one small entry per replica: encoding it is the simplest exact measure.
   encodedSize: (s) => CounterLattice.encode(s).length,
@@ -159,7 +230,13 @@ export const CounterLattice: Lattice<PNCounter> = {
       prev = d;
       entries.set(dotKey(d), { dot: d, value: { positive: e.positive, negative: e.negative } });
     }
-    return new PNCounter(entries, ctx);
+    // Absent in every counter never incremented with a request id, and in all earlier versions.
+    let filter = RetryFilterLattice.bottom();
+    if (msg.retryFilter !== undefined) {
+      filter = RetryFilterLattice.decode(msg.retryFilter);
+      if (RetryFilterLattice.isBottom(filter)) throw new DecodeError("retry_filter: present but empty; a counter without a filter leaves the field out");
+    }
+    return new PNCounter(entries, ctx, filter);
   },
 };
 

@@ -95,6 +95,11 @@ export interface NodeConfig {
    * context answers RESOURCE_EXHAUSTED.
    */
   maxPendingRemoves: number;
+  /**
+   * B: the most any two nodes' clocks are assumed to differ (ms). Counters' retry filters remember
+   * request ids for (N+1)·P - B; a received filter that puts its sender further away is reported.
+   */
+  maxClockSkewMs: number;
   limits: Limits;
   gossip: GossipSettings;
   membership: MembershipSettings;
@@ -130,6 +135,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tracing: "off",
   drainTimeoutMs: 20_000,
   maxPendingRemoves: 10_000,
+  maxClockSkewMs: 2000,
   limits: {
     maxKeyBytes: 1024,
     maxElementBytes: 64 * 1024,
@@ -140,6 +146,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     defaultScanChunk: 1000,
     maxScanChunk: 10_000,
     maxFilterBytes: 16 * 1024 * 1024,
+    maxRequestIdBytes: 128,
   },
   gossip: {
     intervalMs: 200,
@@ -283,6 +290,7 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
 }
 
 export function validateConfig(c: NodeConfig): void {
+  if (!(Number.isInteger(c.maxClockSkewMs) && c.maxClockSkewMs >= 0)) throw new ConfigError("maxClockSkewMs (--max-clock-skew-ms) must be a non-negative integer");
   const hostPort = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
   if (!hostPort.test(c.listen)) throw new ConfigError(`listen "${c.listen}" is not host:port`);
   if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise "${c.advertise}" is not host:port`);

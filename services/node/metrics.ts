@@ -102,16 +102,25 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const refusedJoins = meter.createObservableCounter("deltaset_counter_joins_refused", {
     description: "Counter joins (Merge, gossip) refused because the result would leave int64",
   });
+  const retriesAbsorbed = meter.createObservableCounter("deltaset_counter_retries_absorbed", {
+    description: "Increments with a request_id recognised as retries and acknowledged without being applied again",
+  });
+  const skewReports = meter.createObservableCounter("deltaset_clock_skew_reports", {
+    description: "Received counter retry filters whose epochs put the sender's clock further than --max-clock-skew-ms from this node's (direction: ahead or behind)",
+  });
   meter.addBatchObservableCallback(
     (r) => {
       const s = store.stats();
+      r.observe(retriesAbsorbed, s.retriesAbsorbed);
+      r.observe(skewReports, s.clockSkewReports.ahead, { direction: "ahead" });
+      r.observe(skewReports, s.clockSkewReports.behind, { direction: "behind" });
       r.observe(batches, s.batches);
       r.observe(writes, s.writes);
       r.observe(headers, s.cachedHeaders);
       r.observe(refusedJoins, s.counterJoinsRefused);
       r.observe(pendingRemoves, s.pendingRemoves);
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves],
+    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports],
   );
 }
 

@@ -76,6 +76,7 @@ export async function startNode(
   }
   prepareDataDir(config.dataDir, log);
   const refusedJoins = logThrottle(60_000);
+  const skewWarnings = logThrottle(60_000);
   const store = await Store.open({
     dir: config.dataDir,
     nodeId: config.nodeId,
@@ -90,6 +91,18 @@ export async function startNode(
     onCounterJoinRefused: (e) => {
       const admitted = refusedJoins.admit(e.key);
       if (admitted !== undefined) log.warn("counter join refused: it would leave int64; the key keeps its state here", { ...e, ...admitted });
+    },
+    clockSkewBoundMs: config.maxClockSkewMs,
+    onClockSkew: (e) => {
+      const admitted = skewWarnings.admit(e.report.direction);
+      if (admitted !== undefined) {
+        log.warn(
+          e.report.direction === "ahead"
+            ? "a peer's counter retry filter shows its clock ahead of this node's by more than --max-clock-skew-ms (or this clock is behind): retries may be recognised for less than the reported retention"
+            : "a peer's counter retry filter shows its clock behind this node's by more than --max-clock-skew-ms (or its delta arrived late): retries may be recognised for less than the reported retention",
+          { key: e.key, ...e.report, boundMs: config.maxClockSkewMs, ...admitted },
+        );
+      }
     },
   });
   const nodeLog = log.child({ node: store.nodeId });
@@ -119,6 +132,8 @@ export async function startNode(
           for (const e of exts) e.onLocalDelta?.(key, type, delta);
         },
         onCall: telemetry?.onCall,
+        now: Date.now,
+        clockSkewBoundMs: config.maxClockSkewMs,
       }),
     );
     for (const e of exts) e.register?.(server);

@@ -115,7 +115,12 @@ export const LIMITS_SETTINGS: SettingGroup = {
     { flag: "max-page-size", env: "DELTASET_MAX_PAGE_SIZE", path: "limits.maxPageSize", kind: "int", description: "most members a Query page may ask for" },
     { flag: "default-scan-chunk", env: "DELTASET_DEFAULT_SCAN_CHUNK", path: "limits.defaultScanChunk", kind: "int", description: "members per Scan chunk when the request names none" },
     { flag: "max-scan-chunk", env: "DELTASET_MAX_SCAN_CHUNK", path: "limits.maxScanChunk", kind: "int", description: "most members a Scan chunk may ask for" },
-    { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes" },
+    { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter" },
+    { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers INVALID_ARGUMENT" },
+    {
+      flag: "max-clock-skew-ms", env: "DELTASET_MAX_CLOCK_SKEW_MS", path: "maxClockSkewMs", kind: "int", readme: true,
+      description: "the most any two nodes' clocks may differ (ms); counters remember request ids for (N+1)·P minus this, and a node that sees a peer's clock further off logs it and counts it in deltaset_clock_skew_reports",
+    },
     {
       flag: "max-pending-removes", env: "DELTASET_MAX_PENDING_REMOVES", path: "maxPendingRemoves", kind: "int", readme: true,
       description: "elements whose Remove waits here for adds its context covers that have not arrived yet (deferred removes); past it such a Remove answers RESOURCE_EXHAUSTED",

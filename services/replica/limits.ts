@@ -17,4 +17,6 @@ export interface Limits {
   maxScanChunk: number;
   /** Largest filter key (GBF, GCF, ORCF and the first sub-filter of a series) an Add may create, in bytes. */
   maxFilterBytes: number;
+  /** Most bytes (UTF-8) in an Increment's request_id. */
+  maxRequestIdBytes: number;
 }

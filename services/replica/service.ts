@@ -8,10 +8,16 @@ import {
   type PNCounter,
   contextFromProto,
   contextToProto,
+  DEFAULT_RETRY_FILTER,
+  RetryFilterParamError,
   dotToProto,
   inInt64,
   latticeFor,
+  retentionMs,
+  retryFilterBytes,
+  retryFilterParams,
 } from "../crdt/index.js";
+import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
@@ -32,10 +38,16 @@ export interface ReplicaServiceDeps {
   onLocalDelta?: LocalDeltaListener;
   /** Observes every call's method, status code and duration (metrics). */
   onCall?: (method: string, code: number, ms: number) => void;
+  /** The node's clock (ms), handed to the retry filters of counters; default Date.now. */
+  now?: () => number;
+  /** B: the most the nodes' clocks are assumed to differ (ms); default 2000 (--max-clock-skew-ms). */
+  clockSkewBoundMs?: number;
 }
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   const { store, limits, log } = deps;
+  const now = deps.now ?? Date.now;
+  const skewBound = deps.clockSkewBoundMs ?? 2000;
   const notify = (key: string, type: ObjectType, delta: unknown) => {
     try {
       deps.onLocalDelta?.(key, type, delta);
@@ -62,6 +74,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     };
   }
 
+  const retryParams = (p: RetryFilterParams | undefined) => retryParamsFor(p, skewBound, limits);
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
 
   /**
@@ -122,10 +135,24 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         probabilistic: false,
       };
       if (info?.type === ObjectType.COUNTER) {
-        const value = (await store.counter(req.key))!.value();
+        const counter = (await store.counter(req.key))!;
+        const value = counter.value();
         // Only a data directory written before the range checks can hold such a value.
         if (!inInt64(value)) throw outOfRange(`counter "${req.key}" holds ${value}, outside the int64 range counter_value carries; decrement it back into range (deltaset verify lists such keys)`);
-        return { ...base, counterValue: value };
+        const p = counter.filter.params;
+        const retryFilter =
+          p === null
+            ? undefined
+            : {
+                retentionMs: BigInt(Math.max(0, retentionMs(p) - skewBound)),
+                clockSkewBoundMs: BigInt(skewBound),
+                periodMs: BigInt(p.periodMs),
+                pastEpochs: p.pastEpochs,
+                bits: BigInt(p.m),
+                hashes: p.k,
+                estimatedFalsePositiveRate: counter.filter.fppEstimate(now()),
+              };
+        return { ...base, counterValue: value, retryFilter };
       }
       const elements = collectElements(req.elements, req.texts, limits, { required: false });
       if (info !== undefined && info.type !== ObjectType.AWSET) {
@@ -228,11 +255,52 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     increment: unary("Increment", async (req) => {
       checkKey(req.key, limits);
       if (req.amount === 0n) throw invalid("amount must not be zero");
-      const r = await store.increment(req.key, req.amount);
-      notify(req.key, ObjectType.COUNTER, r.delta);
-      return { value: r.value, dot: dotToProto(r.dot) };
+      if (req.requestId === "") {
+        if (req.retryFilter !== undefined) throw invalid("retry_filter is used only with a request_id: set request_id, or leave retry_filter unset");
+        const r = await store.increment(req.key, req.amount);
+        notify(req.key, ObjectType.COUNTER, r.delta);
+        return { value: r.value, dot: dotToProto(r.dot), duplicate: false };
+      }
+      const idBytes = Buffer.byteLength(req.requestId, "utf8");
+      if (idBytes > limits.maxRequestIdBytes) {
+        throw invalid(`request_id has ${idBytes} bytes; the limit is ${limits.maxRequestIdBytes} (--max-request-id-bytes): use a shorter id, such as a client id and a sequence number`);
+      }
+      const params = retryParams(req.retryFilter);
+      const r = await store.incrementOnce(req.key, req.amount, { id: req.requestId, now: now(), params, explicit: req.retryFilter !== undefined });
+      if (r.delta !== undefined) notify(req.key, ObjectType.COUNTER, r.delta);
+      return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate };
     }),
   };
+}
+
+/**
+ * The retry-filter parameters of a request (defaults for unset fields), checked: INVALID_ARGUMENT
+ * for impossible ones or a period not above the clock-skew bound, RESOURCE_EXHAUSTED above
+ * --max-filter-bytes.
+ */
+function retryParamsFor(p: RetryFilterParams | undefined, skewBound: number, limits: Limits) {
+  const d = DEFAULT_RETRY_FILTER;
+  const choice = {
+    idsPerPeriod: p === undefined || p.idsPerPeriod === 0n ? d.idsPerPeriod : Number(p.idsPerPeriod),
+    falsePositiveRate: p === undefined || p.falsePositiveRate === 0 ? d.falsePositiveRate : p.falsePositiveRate,
+    periodMs: p === undefined || p.periodMs === 0n ? d.periodMs : Number(p.periodMs),
+    pastEpochs: p === undefined || p.pastEpochs === 0 ? d.pastEpochs : p.pastEpochs,
+  };
+  let params;
+  try {
+    params = retryFilterParams(choice);
+  } catch (err) {
+    if (err instanceof RetryFilterParamError) throw invalid(`retry_filter: ${err.message}`);
+    throw err;
+  }
+  if (params.periodMs <= skewBound) {
+    throw invalid(`retry_filter: period_ms ${params.periodMs} must exceed this node's clock-skew bound of ${skewBound} ms (--max-clock-skew-ms)`);
+  }
+  const bytes = retryFilterBytes(params);
+  if (bytes > limits.maxFilterBytes) {
+    throw tooLarge(`retry_filter: these parameters make a filter of up to ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ask for fewer ids_per_period, fewer past_epochs or a higher false_positive_rate`);
+  }
+  return params;
 }
 
 /** Where a page starts: after the element a page token names (checked), or at the first member. */

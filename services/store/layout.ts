@@ -4,7 +4,7 @@
 // lattice), and bigset element records with a dot index (element-layout.ts: add-wins sets).
 // Every layout joins with its lattice's own join (crdt/), applied to the part of the object the
 // join touches, so the in-memory value, the store and chunked transfer share one join per type.
-import type { AWSet, CausalContext, Lattice, ObjectType } from "../crdt/index.js";
+import type { AWSet, CausalContext, Lattice, ObjectType, SkewReport } from "../crdt/index.js";
 import type { GroupCommit } from "./group-commit.js";
 import type { PendingRemoves } from "./pending-removes.js";
 import type { Header } from "./records.js";
@@ -28,6 +28,12 @@ export interface StoreEnv {
   readonly removeLookupLimit: number;
   /** A join refused because its result would break the type's bounds (counters out of int64). */
   joinRefused(key: string, reason: string): void;
+  /** The node's clock (ms since the epoch): what a received retry filter is compared with. */
+  now(): number;
+  /** B: how far apart the nodes' clocks are assumed to be at most (ms). */
+  readonly clockSkewBoundMs: number;
+  /** A received retry filter puts its sender's clock further than B from ours. */
+  clockSkew(key: string, report: SkewReport): void;
 }
 
 export interface JoinResult<S> {

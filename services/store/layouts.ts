@@ -1,7 +1,8 @@
 // The stored form of each replicated type: ObjectType → layout. A new type needs its lattice in
 // crdt/ and one line here (wholeStateLayout(itsLattice) for a small state); the store, gossip and
 // the replica service then handle it with no code of their own.
-import { AWSetProbLattice, CounterLattice, FILTER_LATTICES, ObjectType, counterRangeProblems } from "../crdt/index.js";
+import { AWSetProbLattice, FILTER_LATTICES, ObjectType } from "../crdt/index.js";
+import { counterLayout } from "./counter-layout.js";
 import { elementLayout } from "./element-layout.js";
 import { UnstorableTypeError } from "./errors.js";
 import type { ObjectLayout } from "./layout.js";
@@ -24,7 +25,8 @@ export function storableTypes(): ObjectType[] {
 }
 
 registerLayout(ObjectType.AWSET, elementLayout);
-registerLayout(ObjectType.COUNTER, wholeStateLayout(CounterLattice, { problems: counterRangeProblems }));
+// A counter and the retry filter of its request ids: one record (counter-layout.ts).
+registerLayout(ObjectType.COUNTER, counterLayout());
 // The filters of seed 001 are fixed-size states: one record each.
 for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never));
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record.

@@ -1,7 +1,7 @@
 // The local operations of the stored types, each the type's delta mutator (crdt/) run on the part
 // of the object it names, then joined through the layout like any delta from elsewhere. They run
 // inside Store.mutate, under the key's lock.
-import { type AWSet, type CausalContext, CounterRangeError, type Dot, ObjectType, type PNCounter, elementKey } from "../crdt/index.js";
+import { type AWSet, type CausalContext, CounterLattice, CounterRangeError, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams, elementKey } from "../crdt/index.js";
 import type { ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 
@@ -56,4 +56,32 @@ export async function incrementCounter(o: ObjectSlot, env: StoreEnv, replicaId: 
   }
   await layout.join(o, env, delta, false);
   return { value: s.value() + amount, dot: [...delta.entries.values()][0]!.dot, delta };
+}
+
+/**
+ * Increment with a request id (PNCounter.retryIncrementDelta): the check of the id, its insert and
+ * the increment are one new state of the key's one record, written under the key's lock. A
+ * duplicate changes nothing. The stored filter forgets its epochs older than the window at now.
+ */
+export async function incrementCounterOnce(
+  o: ObjectSlot,
+  env: StoreEnv,
+  replicaId: string,
+  amount: bigint,
+  retry: { id: string; now: number; params: ReplicatedFbfParams; explicit: boolean },
+): Promise<{ duplicate: boolean; value: bigint; dot?: Dot; delta?: PNCounter }> {
+  const layout = layoutFor(ObjectType.COUNTER);
+  const s = (await layout.load(o, env, [])) as PNCounter;
+  let r: ReturnType<PNCounter["retryIncrementDelta"]>;
+  try {
+    r = s.retryIncrementDelta(replicaId, amount, retry.id, retry.now, retry.params, retry.explicit);
+  } catch (err) {
+    if (err instanceof CounterRangeError) throw new CounterRangeError(`counter "${o.key}": ${err.message}; nothing was changed`);
+    throw err;
+  }
+  if (r.delta === null) return { duplicate: true, value: s.value() };
+  const next = s.pruned(retry.now);
+  CounterLattice.joinInPlace(next, r.delta);
+  layout.write!(o, next);
+  return { duplicate: false, value: next.value(), dot: [...r.delta.entries.values()][0]!.dot, delta: r.delta };
 }

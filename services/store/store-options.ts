@@ -1,5 +1,6 @@
 // The settings of a store (the node's --data-dir, --fsync and storage limits end up here).
 import type { StoreDb } from "./db.js";
+import type { SkewReport } from "../crdt/index.js";
 
 export type SyncPolicy = "fsync" | "buffered";
 
@@ -37,4 +38,10 @@ export interface StoreOptions {
   maxPendingRemoves?: number;
   /** Told when a join was refused because its result would break the type's bounds (counters out of int64). */
   onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
+  /** The clock received retry filters are compared with (default Date.now; simulations pass theirs). */
+  clock?: () => number;
+  /** B, the most the nodes' clocks are assumed to differ (ms); default 2000. */
+  clockSkewBoundMs?: number;
+  /** Told when a received retry filter puts its sender's clock further than B from ours. */
+  onClockSkew?: (e: { key: string; report: SkewReport }) => void;
 }

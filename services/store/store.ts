@@ -12,6 +12,7 @@ import {
   type Dot,
   ObjectType,
   type PNCounter,
+  type ReplicatedFbfParams,
 } from "../crdt/index.js";
 import { approximateBytes, type StoreDb } from "./db.js";
 import { StoreClosedError, TypeMismatchError } from "./errors.js";
@@ -28,7 +29,7 @@ import { WriteView } from "./write-view.js";
 import { loadSeqs, persistSeqs } from "./seq-records.js";
 import { partitionKeys, verifyStored } from "./object-records.js";
 import { contains, members, page } from "./element-reads.js";
-import { addElements, incrementCounter, removeElements } from "./mutations.js";
+import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 
 export { STORE_FORMAT, STORE_VERSION } from "./open-store.js";
 export { StoreClosedError, StoreOpenError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
@@ -44,6 +45,8 @@ export class Store {
   private readonly env: StoreEnv;
   private closed = false;
   private joinsRefused = 0;
+  private retriesAbsorbed = 0;
+  private readonly skewReports = { ahead: 0, behind: 0 };
   private readonly transfers = new TransferHolds();
 
   private constructor(
@@ -58,7 +61,10 @@ export class Store {
      */
     readonly replicaId: string,
     readonly partitions: number,
-    private readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; removeLookupLimit: number } & Pick<StoreOptions, "onCounterJoinRefused" | "partitionOf">,
+    private readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
+      StoreOptions,
+      "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
+    >,
     pending: PendingRemoves,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
@@ -70,6 +76,12 @@ export class Store {
       joinRefused: (key, reason) => {
         this.joinsRefused++;
         this.opts.onCounterJoinRefused?.({ key, reason });
+      },
+      now: () => this.opts.clock(),
+      clockSkewBoundMs: opts.clockSkewBoundMs,
+      clockSkew: (key, report) => {
+        this.skewReports[report.direction]++;
+        this.opts.onClockSkew?.({ key, report });
       },
     };
   }
@@ -84,6 +96,8 @@ export class Store {
       writeBufferBytes: 4 * 1024 * 1024,
       cacheBytes: 8 * 1024 * 1024,
       upgrade: true,
+      clock: Date.now,
+      clockSkewBoundMs: 2000,
       ...options,
     };
     const opened = await openStoreDb(opts);
@@ -112,7 +126,18 @@ export class Store {
     return this.commit.drain();
   }
 
-  stats(): { batches: number; writes: number; cachedHeaders: number; busyKeys: number; counterJoinsRefused: number; pendingRemoves: number } {
+  stats(): {
+    batches: number;
+    writes: number;
+    cachedHeaders: number;
+    busyKeys: number;
+    counterJoinsRefused: number;
+    pendingRemoves: number;
+    /** Increments with a request id answered as retries, not applied again. */
+    retriesAbsorbed: number;
+    /** Received retry filters that put their sender's clock beyond the skew bound, by direction. */
+    clockSkewReports: { ahead: number; behind: number };
+  } {
     return {
       batches: this.commit.batches,
       writes: this.commit.writes,
@@ -120,6 +145,8 @@ export class Store {
       busyKeys: this.lock.busy,
       counterJoinsRefused: this.joinsRefused,
       pendingRemoves: this.env.pending.size(),
+      retriesAbsorbed: this.retriesAbsorbed,
+      clockSkewReports: { ...this.skewReports },
     };
   }
 
@@ -179,6 +206,28 @@ export class Store {
   /** Throws CounterRangeError, naming the key, when the counter would leave int64; nothing changes then. */
   increment(key: string, amount: bigint): Promise<{ value: bigint; dot: Dot; delta: PNCounter }> {
     return this.mutate(key, ObjectType.COUNTER, (o) => incrementCounter(o, this.env, this.replicaId, amount));
+  }
+
+  /**
+   * Increment with a request id, at now (the node's clock, ms): a retry of an increment already
+   * in the key's retry filter (applied here or on any node whose delta arrived) is answered with
+   * duplicate and the current value, changing nothing; otherwise the id's insert and the increment
+   * are one write of the key's record. A duplicate is answered only once every write queued before
+   * it is durable, so it never acknowledges an increment a crash could still lose. params: the
+   * filter a counter without one gets; explicit: the client named them (RetryFilterConflictError
+   * when the key's filter differs). Range errors as increment.
+   */
+  async incrementOnce(
+    key: string,
+    amount: bigint,
+    retry: { id: string; now: number; params: ReplicatedFbfParams; explicit: boolean },
+  ): Promise<{ duplicate: boolean; value: bigint; dot?: Dot; delta?: PNCounter }> {
+    const r = await this.mutate(key, ObjectType.COUNTER, (o) => incrementCounterOnce(o, this.env, this.replicaId, amount, retry));
+    if (r.duplicate) {
+      this.retriesAbsorbed++;
+      await this.commit.drain();
+    }
+    return r;
   }
 
   /**

@@ -165,6 +165,8 @@ export interface QueryResponse {
    * certain for the grow-only filters.
    */
   probabilistic: boolean;
+  /** For a COUNTER key incremented with request ids: its retry filter (unset otherwise). */
+  retryFilter?: RetryFilterInfo | undefined;
 }
 
 /** Stream all members of a set. */
@@ -220,16 +222,71 @@ export interface IncrementRequest {
    * stay within int64 (see Increment), so INT64_MIN itself is always refused.
    */
   amount: bigint;
-  /** Optional client request id, reserved for retry-safe counters that drop duplicates. */
+  /**
+   * Optional client request id, unique per logical increment and reused unchanged by every retry
+   * of it (for example a client id and a sequence number). A retry with the same id within the
+   * key's retention window (QueryResponse.retry_filter.retention_ms) is acknowledged and applied
+   * once, whichever node it reaches. Ids are remembered in a probabilistic filter: a fresh id
+   * wrongly taken for a retry (about the filter's false-positive rate) is not applied, and a retry
+   * after the window may be applied again. At most the node's --max-request-id-bytes bytes of
+   * UTF-8; empty: no retry detection (every call is applied).
+   */
   requestId: string;
+  /**
+   * The retry filter's parameters, used by the first Increment with a request_id on the key (which
+   * creates the filter); unset fields take their defaults. A later call naming other parameters
+   * than the key's answers FAILED_PRECONDITION.
+   */
+  retryFilter?: RetryFilterParams | undefined;
+}
+
+/** How a counter's retry filter is sized and how long it remembers request ids. */
+export interface RetryFilterParams {
+  /** Request ids per period the filter is sized for (default 1000). */
+  idsPerPeriod: bigint;
+  /**
+   * Target false-positive rate at that load, in (0, 0.5) (default 0.001): about the fraction of
+   * fresh ids that would be taken for retries and not applied.
+   */
+  falsePositiveRate: number;
+  /** Epoch period P in milliseconds (default 60000); must exceed the node's clock-skew bound. */
+  periodMs: bigint;
+  /** Past epochs kept, N (default 4): ids are remembered for (N+1)·P minus the clock-skew bound. */
+  pastEpochs: number;
+}
+
+/** What a Query reports about a counter's retry filter. */
+export interface RetryFilterInfo {
+  /**
+   * A retry within this many milliseconds of the first attempt is recognised on every node whose
+   * clock is within clock_skew_bound_ms of the others: (past_epochs + 1)·period_ms - that bound.
+   */
+  retentionMs: bigint;
+  /** The node's clock-skew bound B (--max-clock-skew-ms) the retention assumes. */
+  clockSkewBoundMs: bigint;
+  /** The filter's epoch period P and past epochs N. */
+  periodMs: bigint;
+  pastEpochs: number;
+  /** Bits per epoch filter (m) and hash functions (k). */
+  bits: bigint;
+  hashes: number;
+  /** The chance, at the filter's present fill, that a fresh request id is taken for a retry. */
+  estimatedFalsePositiveRate: number;
 }
 
 /** The outcome of an Increment. */
 export interface IncrementResponse {
   /** The counter's value on this node after the increment. */
   value: bigint;
-  /** The dot of this increment. */
-  dot?: Dot | undefined;
+  /** The dot of this increment (unset when duplicate). */
+  dot?:
+    | Dot
+    | undefined;
+  /**
+   * True when request_id was recognised as a retry of an Increment already applied (here or on
+   * another node): nothing was applied again, and value is the counter's current value here.
+   */
+  duplicate: boolean;
 }
 
 function createBaseAddRequest(): AddRequest {
@@ -1063,6 +1120,7 @@ function createBaseQueryResponse(): QueryResponse {
     pendingRemoves: 0,
     filter: undefined,
     probabilistic: false,
+    retryFilter: undefined,
   };
 }
 
@@ -1103,6 +1161,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     }
     if (message.probabilistic !== false) {
       writer.uint32(80).bool(message.probabilistic);
+    }
+    if (message.retryFilter !== undefined) {
+      RetryFilterInfo.encode(message.retryFilter, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -1200,6 +1261,14 @@ export const QueryResponse: MessageFns<QueryResponse> = {
             message.probabilistic = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.retryFilter = RetryFilterInfo.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1238,6 +1307,11 @@ export const QueryResponse: MessageFns<QueryResponse> = {
         : 0,
       filter: isSet(object.filter) ? FilterInfo.fromJSON(object.filter) : undefined,
       probabilistic: isSet(object.probabilistic) ? globalThis.Boolean(object.probabilistic) : false,
+      retryFilter: isSet(object.retryFilter)
+        ? RetryFilterInfo.fromJSON(object.retryFilter)
+        : isSet(object.retry_filter)
+        ? RetryFilterInfo.fromJSON(object.retry_filter)
+        : undefined,
     };
   },
 
@@ -1273,6 +1347,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     if (message.probabilistic !== false) {
       obj.probabilistic = message.probabilistic;
     }
+    if (message.retryFilter !== undefined) {
+      obj.retryFilter = RetryFilterInfo.toJSON(message.retryFilter);
+    }
     return obj;
   },
 
@@ -1297,6 +1374,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
       ? FilterInfo.fromPartial(object.filter)
       : undefined;
     message.probabilistic = object.probabilistic ?? false;
+    message.retryFilter = (object.retryFilter !== undefined && object.retryFilter !== null)
+      ? RetryFilterInfo.fromPartial(object.retryFilter)
+      : undefined;
     return message;
   },
 };
@@ -1747,7 +1827,7 @@ export const MergeResponse: MessageFns<MergeResponse> = {
 };
 
 function createBaseIncrementRequest(): IncrementRequest {
-  return { key: "", amount: 0n, requestId: "" };
+  return { key: "", amount: 0n, requestId: "", retryFilter: undefined };
 }
 
 export const IncrementRequest: MessageFns<IncrementRequest> = {
@@ -1763,6 +1843,9 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
     }
     if (message.requestId !== "") {
       writer.uint32(26).string(message.requestId);
+    }
+    if (message.retryFilter !== undefined) {
+      RetryFilterParams.encode(message.retryFilter, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -1804,6 +1887,14 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
             message.requestId = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.retryFilter = RetryFilterParams.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1825,6 +1916,11 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
         : isSet(object.request_id)
         ? globalThis.String(object.request_id)
         : "",
+      retryFilter: isSet(object.retryFilter)
+        ? RetryFilterParams.fromJSON(object.retryFilter)
+        : isSet(object.retry_filter)
+        ? RetryFilterParams.fromJSON(object.retry_filter)
+        : undefined,
     };
   },
 
@@ -1839,6 +1935,9 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
     if (message.requestId !== "") {
       obj.requestId = message.requestId;
     }
+    if (message.retryFilter !== undefined) {
+      obj.retryFilter = RetryFilterParams.toJSON(message.retryFilter);
+    }
     return obj;
   },
 
@@ -1850,12 +1949,365 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
     message.key = object.key ?? "";
     message.amount = (object.amount !== undefined && object.amount !== null) ? BigInt(object.amount) : 0n;
     message.requestId = object.requestId ?? "";
+    message.retryFilter = (object.retryFilter !== undefined && object.retryFilter !== null)
+      ? RetryFilterParams.fromPartial(object.retryFilter)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRetryFilterParams(): RetryFilterParams {
+  return { idsPerPeriod: 0n, falsePositiveRate: 0, periodMs: 0n, pastEpochs: 0 };
+}
+
+export const RetryFilterParams: MessageFns<RetryFilterParams> = {
+  encode(message: RetryFilterParams, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.idsPerPeriod !== 0n) {
+      if (BigInt.asUintN(64, message.idsPerPeriod) !== message.idsPerPeriod) {
+        throw new globalThis.Error("value provided for field message.idsPerPeriod of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.idsPerPeriod);
+    }
+    if (message.falsePositiveRate !== 0) {
+      writer.uint32(17).double(message.falsePositiveRate);
+    }
+    if (message.periodMs !== 0n) {
+      if (BigInt.asUintN(64, message.periodMs) !== message.periodMs) {
+        throw new globalThis.Error("value provided for field message.periodMs of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.periodMs);
+    }
+    if (message.pastEpochs !== 0) {
+      writer.uint32(32).uint32(message.pastEpochs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryFilterParams {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryFilterParams();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.idsPerPeriod = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.falsePositiveRate = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.periodMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pastEpochs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryFilterParams {
+    return {
+      idsPerPeriod: isSet(object.idsPerPeriod)
+        ? BigInt(object.idsPerPeriod)
+        : isSet(object.ids_per_period)
+        ? BigInt(object.ids_per_period)
+        : 0n,
+      falsePositiveRate: isSet(object.falsePositiveRate)
+        ? globalThis.Number(object.falsePositiveRate)
+        : isSet(object.false_positive_rate)
+        ? globalThis.Number(object.false_positive_rate)
+        : 0,
+      periodMs: isSet(object.periodMs)
+        ? BigInt(object.periodMs)
+        : isSet(object.period_ms)
+        ? BigInt(object.period_ms)
+        : 0n,
+      pastEpochs: isSet(object.pastEpochs)
+        ? globalThis.Number(object.pastEpochs)
+        : isSet(object.past_epochs)
+        ? globalThis.Number(object.past_epochs)
+        : 0,
+    };
+  },
+
+  toJSON(message: RetryFilterParams): unknown {
+    const obj: any = {};
+    if (message.idsPerPeriod !== 0n) {
+      obj.idsPerPeriod = message.idsPerPeriod.toString();
+    }
+    if (message.falsePositiveRate !== 0) {
+      obj.falsePositiveRate = floatToJson(message.falsePositiveRate);
+    }
+    if (message.periodMs !== 0n) {
+      obj.periodMs = message.periodMs.toString();
+    }
+    if (message.pastEpochs !== 0) {
+      obj.pastEpochs = Math.round(message.pastEpochs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryFilterParams>, I>>(base?: I): RetryFilterParams {
+    return RetryFilterParams.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryFilterParams>, I>>(object: I): RetryFilterParams {
+    const message = createBaseRetryFilterParams();
+    message.idsPerPeriod = (object.idsPerPeriod !== undefined && object.idsPerPeriod !== null)
+      ? BigInt(object.idsPerPeriod)
+      : 0n;
+    message.falsePositiveRate = object.falsePositiveRate ?? 0;
+    message.periodMs = (object.periodMs !== undefined && object.periodMs !== null) ? BigInt(object.periodMs) : 0n;
+    message.pastEpochs = object.pastEpochs ?? 0;
+    return message;
+  },
+};
+
+function createBaseRetryFilterInfo(): RetryFilterInfo {
+  return {
+    retentionMs: 0n,
+    clockSkewBoundMs: 0n,
+    periodMs: 0n,
+    pastEpochs: 0,
+    bits: 0n,
+    hashes: 0,
+    estimatedFalsePositiveRate: 0,
+  };
+}
+
+export const RetryFilterInfo: MessageFns<RetryFilterInfo> = {
+  encode(message: RetryFilterInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.retentionMs !== 0n) {
+      if (BigInt.asUintN(64, message.retentionMs) !== message.retentionMs) {
+        throw new globalThis.Error("value provided for field message.retentionMs of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.retentionMs);
+    }
+    if (message.clockSkewBoundMs !== 0n) {
+      if (BigInt.asUintN(64, message.clockSkewBoundMs) !== message.clockSkewBoundMs) {
+        throw new globalThis.Error("value provided for field message.clockSkewBoundMs of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.clockSkewBoundMs);
+    }
+    if (message.periodMs !== 0n) {
+      if (BigInt.asUintN(64, message.periodMs) !== message.periodMs) {
+        throw new globalThis.Error("value provided for field message.periodMs of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.periodMs);
+    }
+    if (message.pastEpochs !== 0) {
+      writer.uint32(32).uint32(message.pastEpochs);
+    }
+    if (message.bits !== 0n) {
+      if (BigInt.asUintN(64, message.bits) !== message.bits) {
+        throw new globalThis.Error("value provided for field message.bits of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.bits);
+    }
+    if (message.hashes !== 0) {
+      writer.uint32(48).uint32(message.hashes);
+    }
+    if (message.estimatedFalsePositiveRate !== 0) {
+      writer.uint32(57).double(message.estimatedFalsePositiveRate);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryFilterInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryFilterInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.retentionMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.clockSkewBoundMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.periodMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pastEpochs = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.bits = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.hashes = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.estimatedFalsePositiveRate = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryFilterInfo {
+    return {
+      retentionMs: isSet(object.retentionMs)
+        ? BigInt(object.retentionMs)
+        : isSet(object.retention_ms)
+        ? BigInt(object.retention_ms)
+        : 0n,
+      clockSkewBoundMs: isSet(object.clockSkewBoundMs)
+        ? BigInt(object.clockSkewBoundMs)
+        : isSet(object.clock_skew_bound_ms)
+        ? BigInt(object.clock_skew_bound_ms)
+        : 0n,
+      periodMs: isSet(object.periodMs)
+        ? BigInt(object.periodMs)
+        : isSet(object.period_ms)
+        ? BigInt(object.period_ms)
+        : 0n,
+      pastEpochs: isSet(object.pastEpochs)
+        ? globalThis.Number(object.pastEpochs)
+        : isSet(object.past_epochs)
+        ? globalThis.Number(object.past_epochs)
+        : 0,
+      bits: isSet(object.bits) ? BigInt(object.bits) : 0n,
+      hashes: isSet(object.hashes) ? globalThis.Number(object.hashes) : 0,
+      estimatedFalsePositiveRate: isSet(object.estimatedFalsePositiveRate)
+        ? globalThis.Number(object.estimatedFalsePositiveRate)
+        : isSet(object.estimated_false_positive_rate)
+        ? globalThis.Number(object.estimated_false_positive_rate)
+        : 0,
+    };
+  },
+
+  toJSON(message: RetryFilterInfo): unknown {
+    const obj: any = {};
+    if (message.retentionMs !== 0n) {
+      obj.retentionMs = message.retentionMs.toString();
+    }
+    if (message.clockSkewBoundMs !== 0n) {
+      obj.clockSkewBoundMs = message.clockSkewBoundMs.toString();
+    }
+    if (message.periodMs !== 0n) {
+      obj.periodMs = message.periodMs.toString();
+    }
+    if (message.pastEpochs !== 0) {
+      obj.pastEpochs = Math.round(message.pastEpochs);
+    }
+    if (message.bits !== 0n) {
+      obj.bits = message.bits.toString();
+    }
+    if (message.hashes !== 0) {
+      obj.hashes = Math.round(message.hashes);
+    }
+    if (message.estimatedFalsePositiveRate !== 0) {
+      obj.estimatedFalsePositiveRate = floatToJson(message.estimatedFalsePositiveRate);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryFilterInfo>, I>>(base?: I): RetryFilterInfo {
+    return RetryFilterInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryFilterInfo>, I>>(object: I): RetryFilterInfo {
+    const message = createBaseRetryFilterInfo();
+    message.retentionMs = (object.retentionMs !== undefined && object.retentionMs !== null)
+      ? BigInt(object.retentionMs)
+      : 0n;
+    message.clockSkewBoundMs = (object.clockSkewBoundMs !== undefined && object.clockSkewBoundMs !== null)
+      ? BigInt(object.clockSkewBoundMs)
+      : 0n;
+    message.periodMs = (object.periodMs !== undefined && object.periodMs !== null) ? BigInt(object.periodMs) : 0n;
+    message.pastEpochs = object.pastEpochs ?? 0;
+    message.bits = (object.bits !== undefined && object.bits !== null) ? BigInt(object.bits) : 0n;
+    message.hashes = object.hashes ?? 0;
+    message.estimatedFalsePositiveRate = object.estimatedFalsePositiveRate ?? 0;
     return message;
   },
 };
 
 function createBaseIncrementResponse(): IncrementResponse {
-  return { value: 0n, dot: undefined };
+  return { value: 0n, dot: undefined, duplicate: false };
 }
 
 export const IncrementResponse: MessageFns<IncrementResponse> = {
@@ -1868,6 +2320,9 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     }
     if (message.dot !== undefined) {
       Dot.encode(message.dot, writer.uint32(18).fork()).join();
+    }
+    if (message.duplicate !== false) {
+      writer.uint32(24).bool(message.duplicate);
     }
     return writer;
   },
@@ -1901,6 +2356,14 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
             message.dot = Dot.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.duplicate = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1917,6 +2380,7 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     return {
       value: isSet(object.value) ? BigInt(object.value) : 0n,
       dot: isSet(object.dot) ? Dot.fromJSON(object.dot) : undefined,
+      duplicate: isSet(object.duplicate) ? globalThis.Boolean(object.duplicate) : false,
     };
   },
 
@@ -1928,6 +2392,9 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     if (message.dot !== undefined) {
       obj.dot = Dot.toJSON(message.dot);
     }
+    if (message.duplicate !== false) {
+      obj.duplicate = message.duplicate;
+    }
     return obj;
   },
 
@@ -1938,6 +2405,7 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     const message = createBaseIncrementResponse();
     message.value = (object.value !== undefined && object.value !== null) ? BigInt(object.value) : 0n;
     message.dot = (object.dot !== undefined && object.dot !== null) ? Dot.fromPartial(object.dot) : undefined;
+    message.duplicate = object.duplicate ?? false;
     return message;
   },
 };
@@ -2024,7 +2492,9 @@ export const ReplicaService = {
   /**
    * Add a (possibly negative) amount to the COUNTER at key (created on first use). Refused with
    * OUT_OF_RANGE, changing nothing, when the value or this node's running total of increments
-   * (or of decrements) would leave int64.
+   * (or of decrements) would leave int64. With a request_id, a retry of an Increment already
+   * applied on any node within the key's retention window is acknowledged without being applied
+   * again (IncrementResponse.duplicate).
    */
   increment: {
     path: "/deltaset.v1.Replica/Increment" as const,
@@ -2071,7 +2541,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
   /**
    * Add a (possibly negative) amount to the COUNTER at key (created on first use). Refused with
    * OUT_OF_RANGE, changing nothing, when the value or this node's running total of increments
-   * (or of decrements) would leave int64.
+   * (or of decrements) would leave int64. With a request_id, a retry of an Increment already
+   * applied on any node within the key's retention window is acknowledged without being applied
+   * again (IncrementResponse.duplicate).
    */
   increment: handleUnaryCall<IncrementRequest, IncrementResponse>;
 }
@@ -2164,7 +2636,9 @@ export interface ReplicaClient extends Client {
   /**
    * Add a (possibly negative) amount to the COUNTER at key (created on first use). Refused with
    * OUT_OF_RANGE, changing nothing, when the value or this node's running total of increments
-   * (or of decrements) would leave int64.
+   * (or of decrements) would leave int64. With a request_id, a retry of an Increment already
+   * applied on any node within the key's retention window is acknowledged without being applied
+   * again (IncrementResponse.duplicate).
    */
   increment(
     request: IncrementRequest,
@@ -2195,6 +2669,10 @@ function bytesFromBase64(b64: string): Uint8Array {
 
 function base64FromBytes(arr: Uint8Array): string {
   return globalThis.Buffer.from(arr).toString("base64");
+}
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
 }
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;

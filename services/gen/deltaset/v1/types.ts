@@ -195,7 +195,15 @@ export interface CounterState {
   /** At most one entry per replica, sorted by replica id. */
   entries: CounterEntry[];
   /** The causal context of the state or delta. */
-  context?: CausalContext | undefined;
+  context?:
+    | CausalContext
+    | undefined;
+  /**
+   * The counter's retry filter (a replicated Forgetful Bloom Filter of the request ids of its
+   * Increments, in the byte codec of crdt/replicated-fbf-codec.ts); empty for a counter never
+   * incremented with a request_id, so such a counter encodes exactly as before the filter existed.
+   */
+  retryFilter?: Buffer | undefined;
 }
 
 /** An encoded replicated state or delta of any type, as carried by Merge and by gossip. */
@@ -960,7 +968,7 @@ export const CounterEntry: MessageFns<CounterEntry> = {
 };
 
 function createBaseCounterState(): CounterState {
-  return { entries: [], context: undefined };
+  return { entries: [], context: undefined, retryFilter: undefined };
 }
 
 export const CounterState: MessageFns<CounterState> = {
@@ -970,6 +978,9 @@ export const CounterState: MessageFns<CounterState> = {
     }
     if (message.context !== undefined) {
       CausalContext.encode(message.context, writer.uint32(18).fork()).join();
+    }
+    if (message.retryFilter !== undefined) {
+      writer.uint32(26).bytes(message.retryFilter);
     }
     return writer;
   },
@@ -1003,6 +1014,14 @@ export const CounterState: MessageFns<CounterState> = {
             message.context = CausalContext.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.retryFilter = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1021,6 +1040,11 @@ export const CounterState: MessageFns<CounterState> = {
         ? object.entries.map((e: any) => CounterEntry.fromJSON(e))
         : [],
       context: isSet(object.context) ? CausalContext.fromJSON(object.context) : undefined,
+      retryFilter: isSet(object.retryFilter)
+        ? Buffer.from(bytesFromBase64(object.retryFilter))
+        : isSet(object.retry_filter)
+        ? Buffer.from(bytesFromBase64(object.retry_filter))
+        : undefined,
     };
   },
 
@@ -1031,6 +1055,9 @@ export const CounterState: MessageFns<CounterState> = {
     }
     if (message.context !== undefined) {
       obj.context = CausalContext.toJSON(message.context);
+    }
+    if (message.retryFilter !== undefined) {
+      obj.retryFilter = base64FromBytes(message.retryFilter);
     }
     return obj;
   },
@@ -1044,6 +1071,7 @@ export const CounterState: MessageFns<CounterState> = {
     message.context = (object.context !== undefined && object.context !== null)
       ? CausalContext.fromPartial(object.context)
       : undefined;
+    message.retryFilter = object.retryFilter ?? undefined;
     return message;
   },
 };
