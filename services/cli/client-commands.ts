@@ -233,15 +233,20 @@ export async function scanCommand(args: string[]): Promise<void> {
 }
 
 export async function incrCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args);
+  const { values, positionals } = parse(args, { "request-id": { type: "string" } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset incr KEY AMOUNT [--addr HOST:PORT] [--json]");
+  const key = needKey(positionals, "deltaset incr KEY AMOUNT [--request-id ID] [--addr HOST:PORT] [--json]");
   const raw = positionals[1] ?? "1";
   if (!/^-?\d+$/.test(raw)) throw new UsageError(`amount "${raw}" is not an integer`);
+  // The same id on a retry (to any node) is applied once within the key's retention window.
+  const requestId = (values["request-id"] as string | undefined) ?? "";
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId: "" }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
-    createOutput(values.json as boolean).result({ key, value: res.value }, `${key} = ${res.value}`);
+    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    createOutput(values.json as boolean).result(
+      { key, value: res.value, duplicate: res.duplicate },
+      res.duplicate ? `${key} = ${res.value} (request ${requestId} was applied before: not counted again)` : `${key} = ${res.value}`,
+    );
   } finally {
     client.close();
   }
