@@ -93,11 +93,17 @@ export class AWSet {
 
   /** add^δ for each element (duplicates in the call are added once); dots are minted in order. */
   addDelta(replica: string, elements: Iterable<Uint8Array>): AWSet {
+    const keys: ElementKey[] = [];
+    for (const el of elements) keys.push(elementKey(el));
+    return this.addDeltaOfKeys(replica, keys);
+  }
+
+  /** addDelta for elements given by their keys (callers that have computed them already). */
+  addDeltaOfKeys(replica: string, keys: Iterable<ElementKey>): AWSet {
     const entries = new Map<ElementKey, DotSet>();
     const seen: Dot[] = [];
     let next = this.ctx.max(replica);
-    for (const el of elements) {
-      const k = elementKey(el);
+    for (const k of keys) {
       if (entries.has(k)) continue;
       const d: Dot = { replica, counter: ++next };
       entries.set(k, [d]);

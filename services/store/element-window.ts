@@ -10,17 +10,19 @@ import { decodeDots } from "./records.js";
 /** An AWSet of every element the view has read (live ones), over the header's context. */
 export function windowOf(o: ObjectSlot): AWSet {
   const entries = new Map<ElementKey, DotSet>();
-  for (const [ek, dots] of o.view.loadedElements()) if (dots.length > 0) entries.set(ek, dots);
+  o.view.forEachLoaded((ek, dots) => {
+    if (dots.length > 0) entries.set(ek, dots);
+  });
   return AWSet.fromParts(entries, o.h.ctx);
 }
 
 /** Write the window's elements that changed back through the view. */
 export function writeBack(o: ObjectSlot, window: AWSet): void {
   const changed: Array<[ElementKey, DotSet]> = [];
-  for (const [ek, dots] of o.view.loadedElements()) {
+  o.view.forEachLoaded((ek, dots) => {
     const after = window.entries.get(ek) ?? [];
     if (!sameDots(dots, after)) changed.push([ek, after]);
-  }
+  });
   for (const [ek, after] of changed) o.view.setDots(ek, after, o.h);
 }
 
@@ -33,14 +35,18 @@ export function writeBack(o: ObjectSlot, window: AWSet): void {
 export function heldByLoaded(o: ObjectSlot, c: CausalContext): boolean {
   const n = c.dotCount();
   let found = 0;
-  for (const [, dots] of o.view.loadedElements()) for (const d of dots) if (c.containsDot(d)) found++;
+  o.view.forEachLoaded((_, dots) => {
+    for (const d of dots) if (c.containsDot(d)) found++;
+  });
   return found === n;
 }
 
 export async function loadOwners(o: ObjectSlot, env: StoreEnv, c: CausalContext): Promise<void> {
   let rest = c;
   const found: Dot[] = [];
-  for (const [, dots] of o.view.loadedElements()) for (const d of dots) if (c.containsDot(d)) found.push(d);
+  o.view.forEachLoaded((_, dots) => {
+    for (const d of dots) if (c.containsDot(d)) found.push(d);
+  });
   if (found.length === c.dotCount()) return; // all held by elements already read (a re-add, a remove)
   if (found.length > 0) rest = c.subtract(CausalContext.of(found));
   const owners = new Set<ElementKey>();

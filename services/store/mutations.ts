@@ -10,7 +10,7 @@ export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: strin
   const s = (await layout.load(o, env, elements)) as AWSet;
   const eks = elements.map(elementKey);
   const added = new Set(eks.filter((ek) => !s.entries.has(ek))).size;
-  const delta = s.addDelta(replicaId, elements);
+  const delta = s.addDeltaOfKeys(replicaId, eks);
   await layout.join(o, env, delta, false);
   return { dots: eks.map((ek) => delta.entries.get(ek)![0]!), added, delta };
 }

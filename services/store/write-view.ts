@@ -80,8 +80,8 @@ export class WriteView {
   }
 
   /** Every element read or changed so far, with its current dots. */
-  *loadedElements(): Generator<[ElementKey, Dot[]]> {
-    for (const [ek, s] of this.elements) yield [ek, s.dots];
+  forEachLoaded(fn: (ek: ElementKey, dots: Dot[]) => void): void {
+    for (const [ek, s] of this.elements) fn(ek, s.dots);
   }
 
   /** Dots of an element already loaded by loadBytes or prefetch. */
