@@ -191,7 +191,7 @@ export async function queryCommand(args: string[]): Promise<void> {
       first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
     }
     out.done();
-    const typeName = ["none", "AWSET", "COUNTER"][type] ?? String(type);
+    const typeName = type === ObjectType.OBJECT_TYPE_UNSPECIFIED ? "none" : (ObjectType[type] ?? String(type));
     if (typeName === "COUNTER") {
       out.result({ key, type: typeName, value: counter }, `${key} (COUNTER) = ${counter}`);
       return;
