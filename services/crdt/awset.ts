@@ -101,16 +101,17 @@ export class AWSet {
   /** addDelta for elements given by their keys (callers that have computed them already). */
   addDeltaOfKeys(replica: string, keys: Iterable<ElementKey>): AWSet {
     const entries = new Map<ElementKey, DotSet>();
-    const seen: Dot[] = [];
-    let next = this.ctx.max(replica);
+    const ctx = new CausalContext();
+    const first = this.ctx.max(replica) + 1;
+    let next = first - 1;
     for (const k of keys) {
       if (entries.has(k)) continue;
-      const d: Dot = { replica, counter: ++next };
-      entries.set(k, [d]);
-      seen.push(d);
-      for (const old of this.entries.get(k) ?? []) seen.push(old);
+      entries.set(k, [{ replica, counter: ++next }]);
+      for (const old of this.entries.get(k) ?? []) ctx.addDot(old);
     }
-    return new AWSet(entries, CausalContext.of(seen));
+    // The new dots are consecutive: one range, not one insertion each.
+    if (next >= first) ctx.addRange(replica, first, next);
+    return new AWSet(entries, ctx);
   }
 
   /** remove^δ: the observed dots of each element, or only those the given context covers. */
@@ -179,7 +180,16 @@ export class AWSet {
     let storeChanged = false;
     // 1. Elements other holds: the DotSet join under both contexts.
     for (const [k, theirs] of other.entries) {
-      const mine = this.entries.get(k) ?? [];
+      const mine = this.entries.get(k);
+      if (mine === undefined) {
+        // A new element here (an add's usual case): their dots this context has not seen.
+        const fresh = theirs.filter((d) => !this.ctx.containsDot(d));
+        if (fresh.length > 0) {
+          this.setDots(k, fresh.length === theirs.length ? theirs : fresh);
+          storeChanged = true;
+        }
+        continue;
+      }
       const joined = joinDotSets(mine, this.ctx, theirs, other.ctx);
       if (!DotSetStore.equals(mine, joined)) {
         this.setDots(k, joined);
