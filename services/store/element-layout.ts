@@ -21,7 +21,7 @@ import type { JoinResult, ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 import { verifyObject } from "./verify.js";
-import { heldByLoaded, loadOwners, windowOf, writeBack } from "./element-window.js";
+import { loadOwners, unheldDots, windowOf, writeBack } from "./element-window.js";
 import { CausalContext as Ctx } from "../crdt/causal-context.js";
 
 async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: boolean): Promise<JoinResult<AWSet>> {
@@ -30,7 +30,8 @@ async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: 
   const unread = [...incoming.entries.keys()].filter((ek) => !o.view.isLoaded(ek));
   if (unread.length > 0) await o.view.prefetch(unread);
   const removed = removedDots(incoming);
-  if (!removed.isEmpty() && !heldByLoaded(o, removed)) await loadOwners(o, env, removed);
+  const unheld = removed.isEmpty() ? undefined : unheldDots(o, removed);
+  if (unheld !== undefined) await loadOwners(o, env, unheld);
   const window = windowOf(o);
   // Δ(incoming, X) must be taken against X as it was before the join.
   const newPart = wantNewPart ? AWSetLattice.difference(incoming, window) : AWSet.bottom();

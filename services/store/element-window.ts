@@ -27,28 +27,23 @@ export function writeBack(o: ObjectSlot, window: AWSet): void {
 }
 
 /**
- * Read into the view every element holding a dot of c (the dots an incoming context removes), so
- * the window holds all the join can drop. Dots of elements already read need no lookup; the rest
- * are found through the dot index, or, past the lookup limit, by one scan of the object.
+ * The dots of c (the dots an incoming context removes) that no element the view has read holds,
+ * or undefined when there are none: only those need a lookup (none, for a local re-add or remove).
  */
-/** Whether every dot of c is held by an element the view has read (nothing to look up). */
-export function heldByLoaded(o: ObjectSlot, c: CausalContext): boolean {
-  const n = c.dotCount();
-  let found = 0;
-  o.view.forEachLoaded((_, dots) => {
-    for (const d of dots) if (c.containsDot(d)) found++;
-  });
-  return found === n;
-}
-
-export async function loadOwners(o: ObjectSlot, env: StoreEnv, c: CausalContext): Promise<void> {
-  let rest = c;
+export function unheldDots(o: ObjectSlot, c: CausalContext): CausalContext | undefined {
   const found: Dot[] = [];
   o.view.forEachLoaded((_, dots) => {
     for (const d of dots) if (c.containsDot(d)) found.push(d);
   });
-  if (found.length === c.dotCount()) return; // all held by elements already read (a re-add, a remove)
-  if (found.length > 0) rest = c.subtract(CausalContext.of(found));
+  if (found.length === c.dotCount()) return undefined;
+  return found.length > 0 ? c.subtract(CausalContext.of(found)) : c;
+}
+
+/**
+ * Read into the view every element holding a dot of rest (from unheldDots), so the window holds
+ * all the join can drop: through the dot index, or, past the lookup limit, by one scan of the object.
+ */
+export async function loadOwners(o: ObjectSlot, env: StoreEnv, rest: CausalContext): Promise<void> {
   const owners = new Set<ElementKey>();
   if (rest.dotCount() <= env.removeLookupLimit) {
     await o.view.loadOwners(rest.dots());
