@@ -18,7 +18,7 @@ import { type ApbfParams, UnionStrategy, paramsFor, sameParams } from "./apbf-pa
 import { AWSetProb, type ElementKey, type ProbDot, dotBytes } from "./awset-prob-state.js";
 import { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb } from "./awset-prob-codec.js";
 import { DecodeError } from "./errors.js";
-import { type Lattice, ObjectType } from "./lattice.js";
+import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 import { Apbf } from "./apbf.js";
 
 export { AWSetProb, type DotInput, type ProbDot, dotBytes, toDot } from "./awset-prob-state.js";
@@ -44,11 +44,7 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
     bottom: () => AWSetProb.bottom(params),
     isBottom: (s) => s.isBottom(),
     clone: (s) => s.clone(),
-    join(a, b) {
-      const out = a.clone();
-      out.joinInPlace(b);
-      return out;
-    },
+    join: joinIntoCopy((s) => s.clone(), (t, o) => t.joinInPlace(o)),
     joinInPlace: (t, o) => t.joinInPlace(o),
     leq: (a, b) => !b.clone().joinInPlace(a),
     equals: (a, b) => a.equals(b),

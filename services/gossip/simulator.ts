@@ -130,8 +130,13 @@ export class GossipSimulation {
     return { id, store, x, db: store.db, incarnation };
   }
 
+  /** A seeded 64-bit draw (boot ids; the anonymous dots of operate()). */
+  private random64(): bigint {
+    return (BigInt(Math.floor(this.random() * 2 ** 32)) << 32n) | BigInt(Math.floor(this.random() * 2 ** 32));
+  }
+
   private newBoot(): bigint {
-    return (BigInt(Math.floor(this.random() * 2 ** 32)) << 32n) | BigInt(Math.floor(this.random() * 2 ** 32)) | 1n;
+    return this.random64() | 1n;
   }
 
   get nodeIds(): readonly string[] {
@@ -212,7 +217,7 @@ export class GossipSimulation {
     const n = this.node(id);
     const ops = operationsFor(type);
     if (ops === undefined) throw new RangeError(`type ${type} has no client operations`);
-    const env = { replica: n.store.replicaId, random: this.random, randomId: () => (BigInt(Math.floor(this.random() * 2 ** 32)) << 32n) | BigInt(Math.floor(this.random() * 2 ** 32)) };
+    const env = { replica: n.store.replicaId, random: this.random, randomId: () => this.random64() };
     const r = await n.store.update(
       key,
       type,

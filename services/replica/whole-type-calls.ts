@@ -37,6 +37,13 @@ function createParams(p: FilterParams | undefined): CreateParams {
   };
 }
 
+/** The members after startAfter (all when empty or undefined), in element order, and how many there are in all. */
+function membersAfter(all: Buffer[], startAfter: Buffer | undefined): { members: Buffer[]; total: number } {
+  all.sort(Buffer.compare);
+  const after = startAfter === undefined || startAfter.length === 0 ? all : all.filter((m) => Buffer.compare(m, startAfter) > 0);
+  return { members: after, total: all.length };
+}
+
 export function wholeTypeCalls(deps: WholeTypeDeps) {
   const { store, limits } = deps;
   const env = () => ({ replica: store.replicaId, random: deps.random, randomId: () => randomBytes(8).readBigUInt64BE(0) });
@@ -86,8 +93,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       if (members === undefined) {
         throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; Scan reads sets (AWSET, AWSET_PROB)`);
       }
-      const all = members(w.state).sort(Buffer.compare);
-      return { members: startAfter.length === 0 ? all : all.filter((m) => Buffer.compare(m, startAfter) > 0), total: all.length };
+      return membersAfter(members(w.state), startAfter);
     },
 
     /**
@@ -114,15 +120,13 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
         if (ops.members === undefined) {
           throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; ask about given elements`);
         }
-        const all = ops.members(w.state).sort(Buffer.compare);
-        const from = page.startAfter === undefined ? 0 : all.findIndex((m) => Buffer.compare(m, page.startAfter!) > 0);
-        const slice = from < 0 ? [] : all.slice(from, from + page.size);
-        const more = from >= 0 && from + page.size < all.length;
+        const { members, total } = membersAfter(ops.members(w.state), page.startAfter);
+        const slice = members.slice(0, page.size);
         return {
           presence: [],
           members: slice.map((element) => ({ element, text: "" })),
-          next: more ? slice[slice.length - 1] : undefined,
-          size: BigInt(all.length),
+          next: members.length > page.size ? slice[slice.length - 1] : undefined,
+          size: BigInt(total),
           filter: figures,
           probabilistic: ops.probabilistic,
         };

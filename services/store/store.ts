@@ -15,7 +15,7 @@ import {
   type ReplicatedFbfParams,
 } from "../crdt/index.js";
 import { approximateBytes, type StoreDb } from "./db.js";
-import { StoreClosedError, TypeMismatchError } from "./errors.js";
+import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
 import type { JoinResult, ObjectSlot, StateChunk, StoreEnv } from "./layout.js";
@@ -244,7 +244,8 @@ export class Store {
   ): Promise<{ delta?: unknown; result: R }> {
     return this.mutate(key, type, async (o) => {
       const layout = layoutFor(type);
-      if (layout.write === undefined) throw new TypeMismatchError(key, type, type);
+      // Element layouts have no write: their operations are the store's own (add, remove).
+      if (layout.write === undefined) throw new UnstorableTypeError(type);
       const out = fn(await layout.load(o, this.env, []));
       if (out.delta !== undefined) layout.write(o, out.state);
       return { delta: out.delta, result: out.result };
@@ -278,10 +279,10 @@ export class Store {
   }
 
   async counter(key: string): Promise<PNCounter | undefined> {
-    const h = await this.loadHeader(key);
-    if (h === undefined) return undefined;
-    if (h.type !== ObjectType.COUNTER) throw new TypeMismatchError(key, h.type, ObjectType.COUNTER);
-    return layoutFor(h.type).readState(this.env, Buffer.alloc(0), h) as Promise<PNCounter>;
+    const w = await this.wholeState(key);
+    if (w === undefined) return undefined;
+    if (w.type !== ObjectType.COUNTER) throw new TypeMismatchError(key, w.type, ObjectType.COUNTER);
+    return w.state as PNCounter;
   }
 
   /** The whole state of a key, in memory (small keys, tests, and whole-state gossip of small keys). */
