@@ -54,56 +54,49 @@ export class TestCluster {
     await Promise.all([...this.nodes.keys()].map((i) => this.kill(i)));
   }
 
-  async add(i: number, key: string, elements: string[]): Promise<void> {
+  /** Run fn with a Replica client of node i, closed afterwards. */
+  async replica<T>(i: number, fn: (c: ReturnType<typeof replicaClient>) => Promise<T>): Promise<T> {
     const c = replicaClient(this.addresses[i]!);
     try {
-      await call(c, c.add, { key, elements: elements.map((e) => Buffer.from(e)), texts: [] }, { timeoutMs: 10_000 });
+      return await fn(c);
     } finally {
       c.close();
     }
+  }
+
+  async add(i: number, key: string, elements: string[]): Promise<void> {
+    return this.replica(i, async (c) => {
+      await call(c, c.add, { key, elements: elements.map((e) => Buffer.from(e)), texts: [] }, { timeoutMs: 10_000 });
+    });
   }
 
   /** The key's context as node i reads it (for a Remove elsewhere). */
   async context(i: number, key: string): Promise<CausalContext | undefined> {
-    const c = replicaClient(this.addresses[i]!);
-    try {
+    return this.replica(i, async (c) => {
       const q = await call(c, c.query, { key, elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false });
       return q.context;
-    } finally {
-      c.close();
-    }
+    });
   }
 
   async remove(i: number, key: string, elements: string[], context?: CausalContext): Promise<{ removed: number; pending: number }> {
-    const c = replicaClient(this.addresses[i]!);
-    try {
-      return await call(c, c.remove, { key, elements: elements.map((e) => Buffer.from(e)), texts: [], context });
-    } finally {
-      c.close();
-    }
+    return this.replica(i, (c) => call(c, c.remove, { key, elements: elements.map((e) => Buffer.from(e)), texts: [], context }));
   }
 
   async size(i: number, key: string): Promise<number> {
-    const c = replicaClient(this.addresses[i]!);
-    try {
+    return this.replica(i, async (c) => {
       const q = await call(c, c.query, { key, elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 3000 });
       return Number(q.size);
-    } finally {
-      c.close();
-    }
+    });
   }
 
   async read(i: number, key: string): Promise<string[]> {
-    const c = replicaClient(this.addresses[i]!);
-    try {
+    return this.replica(i, async (c) => {
       const out: string[] = [];
       for await (const ch of c.scan({ key, chunkSize: 5000, startAfter: Buffer.alloc(0), withText: false }) as AsyncIterable<ScanChunk>) {
         out.push(...ch.members.map((m) => m.element.toString()));
       }
       return out;
-    } finally {
-      c.close();
-    }
+    });
   }
 
   /** Wait until nodes `on` read the same members of key (and `expected`, when given). */

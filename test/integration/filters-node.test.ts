@@ -8,8 +8,9 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { expectRefused } from "../helpers/grpc-status.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
+import { call } from "../../services/client/rpc.ts";
 import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS, GbfLattice, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
 import type { FilterParams } from "../../services/gen/deltaset/v1/types.ts";
 
@@ -24,28 +25,13 @@ after(async () => {
 const b = (s: string) => Buffer.from(s);
 const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ...p });
 
-async function client<T>(i: number, fn: (r: ReturnType<typeof replicaClient>) => Promise<T>): Promise<T> {
-  const r = replicaClient(c.addresses[i]!);
-  try {
-    return await fn(r);
-  } finally {
-    r.close();
-  }
-}
 
 const add = (i: number, key: string, elements: string[], type?: ObjectType, p?: FilterParams) =>
-  client(i, (r) => call(r, r.add, { key, elements: elements.map(b), texts: [], type, params: p }));
+  c.replica(i, (r) => call(r, r.add, { key, elements: elements.map(b), texts: [], type, params: p }));
 const query = (i: number, key: string, elements: string[]) =>
-  client(i, (r) => call(r, r.query, { key, elements: elements.map(b), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
-const remove = (i: number, key: string, elements: string[]) => client(i, (r) => call(r, r.remove, { key, elements: elements.map(b), texts: [] }));
+  c.replica(i, (r) => call(r, r.query, { key, elements: elements.map(b), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
+const remove = (i: number, key: string, elements: string[]) => c.replica(i, (r) => call(r, r.remove, { key, elements: elements.map(b), texts: [] }));
 
-async function refused(p: Promise<unknown>, code: status, text: RegExp): Promise<void> {
-  await assert.rejects(p, (e: { code?: number; details?: string }) => {
-    assert.equal(e.code, code, e.details);
-    assert.match(e.details ?? "", text);
-    return true;
-  });
-}
 
 describe("filter keys on a 3-node cluster", () => {
   it("a GBF is created by its first Add, answers maybe-present or absent with its fill, and reaches every node", async () => {
@@ -72,13 +58,13 @@ describe("filter keys on a 3-node cluster", () => {
 
   it("refuses what a type lacks: Remove on a GBF, listing a filter, another type on the key, a counter via Add", async () => {
     await add(0, "grow", ["x"], ObjectType.GBF);
-    await refused(remove(0, "grow", ["x"]), status.FAILED_PRECONDITION, /GBF, which cannot remove.*ORCF/);
-    await refused(query(0, "grow", []), status.FAILED_PRECONDITION, /cannot list its elements/);
-    await refused(add(0, "grow", ["y"], ObjectType.ORCF), status.FAILED_PRECONDITION, /holds a GBF, not a ORCF/);
-    await refused(add(0, "grow", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /GBF/);
-    await refused(add(0, "fresh-counter", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /created by Increment/);
-    await refused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 10_000_000_000n })), status.RESOURCE_EXHAUSTED, /--max-filter-bytes/);
-    await refused(add(0, "bad", ["y"], ObjectType.GBF, params({ falsePositiveRate: 0.7 })), status.INVALID_ARGUMENT, /false_positive_rate/);
+    await expectRefused(remove(0, "grow", ["x"]), status.FAILED_PRECONDITION, /GBF, which cannot remove.*ORCF/);
+    await expectRefused(query(0, "grow", []), status.FAILED_PRECONDITION, /cannot list its elements/);
+    await expectRefused(add(0, "grow", ["y"], ObjectType.ORCF), status.FAILED_PRECONDITION, /holds a GBF, not a ORCF/);
+    await expectRefused(add(0, "grow", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /GBF/);
+    await expectRefused(add(0, "fresh-counter", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /created by Increment/);
+    await expectRefused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 10_000_000_000n })), status.RESOURCE_EXHAUSTED, /--max-filter-bytes/);
+    await expectRefused(add(0, "bad", ["y"], ObjectType.GBF, params({ falsePositiveRate: 0.7 })), status.INVALID_ARGUMENT, /false_positive_rate/);
     assert.deepEqual((await query(0, "grow", ["x"])).presence.map((p) => p.present), [true], "the key is unchanged");
   });
 
@@ -95,7 +81,7 @@ describe("filter keys on a 3-node cluster", () => {
   it("a full cuckoo filter answers RESOURCE_EXHAUSTED and changes nothing; its scalable series grows instead", async () => {
     const many = Array.from({ length: 400 }, (_, i) => `v${i}`);
     await add(0, "small", ["first"], ObjectType.GCF, params({ capacity: 8n, bucketSize: 2 }));
-    await refused(add(0, "small", many), status.RESOURCE_EXHAUSTED, /full.*larger capacity.*ScGCF/);
+    await expectRefused(add(0, "small", many), status.RESOURCE_EXHAUSTED, /full.*larger capacity.*ScGCF/);
     const q = await query(0, "small", ["first", "v399"]);
     assert.deepEqual(q.presence.map((p) => p.present), [true, false], "nothing of the refused Add was kept");
     assert.equal(Number(q.filter!.estimatedCount), 1);
@@ -110,15 +96,15 @@ describe("filter keys on a 3-node cluster", () => {
     await add(0, "m", ["local"], ObjectType.GBF, params({ bits: 4096n, hashes: 4 }));
     const same = Gbf.empty(gbfParams(4096, 4));
     same.addInPlace(b("merged"));
-    const r = await client(1, (c1) => call(c1, c1.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(same)) } }));
+    const r = await c.replica(1, (c1) => call(c1, c1.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(same)) } }));
     assert.equal(r.changed, true);
     for (const i of [0, 1, 2]) {
       await eventually(`node ${i} has both`, () => query(i, "m", ["local", "merged"]), (q) => q.presence.every((p) => p.present), 15_000);
     }
     const other = Gbf.empty(gbfParams(8192, 4));
     other.addInPlace(b("x"));
-    await refused(
-      client(0, (c0) => call(c0, c0.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(other)) } })),
+    await expectRefused(
+      c.replica(0, (c0) => call(c0, c0.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(other)) } })),
       status.FAILED_PRECONDITION,
       /different parameters/,
     );
@@ -129,7 +115,7 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
   it("add, list, scan, remove and merge, replicated to every node", async () => {
     const r = await add(0, "prob", ["apple", "pear", "kiwi"], ObjectType.AWSET_PROB);
     assert.equal(r.added, 3);
-    const list = (i: number) => client(i, (c1) => call(c1, c1.query, { key: "prob", elements: [], texts: [], pageSize: 2, pageToken: Buffer.alloc(0), withText: true }));
+    const list = (i: number) => c.replica(i, (c1) => call(c1, c1.query, { key: "prob", elements: [], texts: [], pageSize: 2, pageToken: Buffer.alloc(0), withText: true }));
     for (const i of [0, 1, 2]) {
       const q = await eventually(`node ${i} lists prob`, () => list(i), (q) => q.size === 3n, 15_000);
       assert.equal(q.type, ObjectType.AWSET_PROB);
@@ -142,14 +128,14 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
     for (const i of [0, 1, 2]) await eventually(`pear gone on node ${i}`, () => query(i, "prob", ["pear", "apple"]), (q) => !q.presence[0]!.present && q.presence[1]!.present, 15_000);
     // Scan streams the members like a set's.
     const scanned: string[] = [];
-    await client(2, async (c2) => {
+    await c.replica(2, async (c2) => {
       for await (const ch of c2.scan({ key: "prob", chunkSize: 1, startAfter: Buffer.alloc(0), withText: true }) as AsyncIterable<{ members: Array<{ text: string }> }>) scanned.push(...ch.members.map((m) => m.text));
     });
     assert.deepEqual(scanned, ["apple", "kiwi"]);
     // Merge joins a state made elsewhere (another cluster, an offline client) with its own random dot.
     const outside = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
     outside.joinInPlace(outside.addDelta(b("plum"), 0x1234_5678_9abc_def0n));
-    const m = await client(0, (c0) => call(c0, c0.merge, { key: "prob", state: { type: ObjectType.AWSET_PROB, payload: Buffer.from(AWSetProbLattice.encode(outside)) } }));
+    const m = await c.replica(0, (c0) => call(c0, c0.merge, { key: "prob", state: { type: ObjectType.AWSET_PROB, payload: Buffer.from(AWSetProbLattice.encode(outside)) } }));
     assert.equal(m.changed, true);
     for (const i of [0, 1, 2]) await eventually(`plum on node ${i}`, () => query(i, "prob", ["plum", "apple"]), (q) => q.presence.every((p) => p.present), 15_000);
   });

@@ -10,8 +10,9 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { expectRefused } from "../helpers/grpc-status.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
+import { call } from "../../services/client/rpc.ts";
 import type { IncrementRequest } from "../../services/gen/deltaset/v1/replica.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-retry-counter-"));
@@ -22,27 +23,12 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function client<T>(i: number, fn: (r: ReturnType<typeof replicaClient>) => Promise<T>): Promise<T> {
-  const r = replicaClient(c.addresses[i]!);
-  try {
-    return await fn(r);
-  } finally {
-    r.close();
-  }
-}
 const incr = (i: number, key: string, amount: bigint, requestId = "", extra: Partial<IncrementRequest> = {}) =>
-  client(i, (r) => call(r, r.increment, { key, amount, requestId, ...extra }, { timeoutMs: 10_000 }));
+  c.replica(i, (r) => call(r, r.increment, { key, amount, requestId, ...extra }, { timeoutMs: 10_000 }));
 const query = (i: number, key: string) =>
-  client(i, (r) => call(r, r.query, { key, elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
+  c.replica(i, (r) => call(r, r.query, { key, elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
 const valueOn = async (i: number, key: string) => (await query(i, key)).counterValue;
 
-async function refused(p: Promise<unknown>, code: grpc.status, text: RegExp): Promise<void> {
-  await assert.rejects(p, (e: { code?: number; details?: string }) => {
-    assert.equal(e.code, code, e.details);
-    assert.match(e.details ?? "", text);
-    return true;
-  });
-}
 
 describe("retry-safe counters on a 2-node cluster", () => {
   it("a retry on the other node after gossip, and on the same node after a SIGKILL restart, is applied once", async () => {
@@ -79,14 +65,14 @@ describe("retry-safe counters on a 2-node cluster", () => {
   });
 
   it("refuses a too long request id, bad filter parameters and parameters other than the key's", async () => {
-    await refused(incr(0, "bad", 1n, "x".repeat(129)), grpc.status.INVALID_ARGUMENT, /request_id has 129 bytes; the limit is 128/);
+    await expectRefused(incr(0, "bad", 1n, "x".repeat(129)), grpc.status.INVALID_ARGUMENT, /request_id has 129 bytes; the limit is 128/);
     const p = { idsPerPeriod: 0n, falsePositiveRate: 0, periodMs: 0n, pastEpochs: 0 };
-    await refused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, falsePositiveRate: 0.7 } }), grpc.status.INVALID_ARGUMENT, /false_positive_rate/);
-    await refused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, periodMs: 1000n } }), grpc.status.INVALID_ARGUMENT, /clock-skew bound/);
-    await refused(incr(0, "bad", 1n, "", { retryFilter: p }), grpc.status.INVALID_ARGUMENT, /only with a request_id/);
-    await refused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, idsPerPeriod: 100_000_000n } }), grpc.status.INVALID_ARGUMENT, /bits per epoch/);
+    await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, falsePositiveRate: 0.7 } }), grpc.status.INVALID_ARGUMENT, /false_positive_rate/);
+    await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, periodMs: 1000n } }), grpc.status.INVALID_ARGUMENT, /clock-skew bound/);
+    await expectRefused(incr(0, "bad", 1n, "", { retryFilter: p }), grpc.status.INVALID_ARGUMENT, /only with a request_id/);
+    await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, idsPerPeriod: 100_000_000n } }), grpc.status.INVALID_ARGUMENT, /bits per epoch/);
     await incr(0, "sized", 1n, "a", { retryFilter: { ...p, periodMs: 30_000n } });
-    await refused(incr(0, "sized", 1n, "b", { retryFilter: { ...p, periodMs: 45_000n } }), grpc.status.FAILED_PRECONDITION, /other parameters/);
+    await expectRefused(incr(0, "sized", 1n, "b", { retryFilter: { ...p, periodMs: 45_000n } }), grpc.status.FAILED_PRECONDITION, /other parameters/);
     assert.equal((await incr(0, "sized", 1n, "b")).value, 2n, "without parameters the key's filter is used");
     assert.equal((await query(0, "sized")).retryFilter!.periodMs, 30_000n);
   });
