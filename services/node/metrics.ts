@@ -36,6 +36,8 @@ export interface RpcRecorder {
   onCall(method: string, code: number, ms: number): void;
   /** Calls refused before any handler (missing token or peer certificate). */
   onRefused(service: string, reason: Refusal): void;
+  /** A TLS handshake with this node failed (reason: OpenSSL's code). */
+  onTlsHandshakeFailure(reason: string): void;
 }
 
 /** Client API calls: count by method and status, errors, and a latency histogram. */
@@ -48,6 +50,7 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
     advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
   });
   const refused = meter.createCounter("deltaset_auth_refused", { description: "Calls refused for lack of a valid token or peer certificate" });
+  const handshakes = meter.createCounter("deltaset_tls_handshake_failures", { description: "Incoming TLS handshakes that failed, by OpenSSL reason" });
   // Attribute objects are reused: one per method/status seen, not one per call.
   const attrs = new Map<string, Attributes>();
   const attrsOf = (method: string, code: number): Attributes => {
@@ -68,6 +71,9 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
     },
     onRefused(service, reason) {
       refused.add(1, { service, reason });
+    },
+    onTlsHandshakeFailure(reason) {
+      handshakes.add(1, { reason });
     },
   };
 }

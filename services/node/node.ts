@@ -17,6 +17,7 @@ import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
+import { watchTlsHandshakes } from "./tls-handshake-log.js";
 import { isLoopbackHost } from "./loopback.js";
 import { tlsMode } from "./tls.js";
 
@@ -152,6 +153,7 @@ export async function startNode(
       nodeLog.info("security", security);
     }
     const port = await bind(server, config.listen, creds.serverCredentials());
+    watchTlsHandshakes(server, nodeLog, (f) => telemetry?.onTlsHandshakeFailure?.(f.reason));
     const host = config.listen.slice(0, config.listen.lastIndexOf(":"));
     const address = `${host}:${port}`;
     if (advertise.endsWith(":0")) advertise = `${advertise.slice(0, -2)}:${port}`;

@@ -26,6 +26,8 @@ export interface NodeTelemetry {
   readonly onCall?: RpcRecorder["onCall"];
   /** Calls refused by the access interceptor (metrics on). */
   readonly onRefused?: RpcRecorder["onRefused"];
+  /** Failed incoming TLS handshakes (metrics on). */
+  readonly onTlsHandshakeFailure?: RpcRecorder["onTlsHandshakeFailure"];
   /** Manual spans (tracing on). */
   readonly span?: SpanRunner;
   /** Export the anti-entropy and membership figures once those parts run. */
@@ -216,6 +218,7 @@ export async function startTelemetry(
     metricsAddress: metrics?.address,
     onCall: rpc?.onCall,
     onRefused: rpc?.onRefused,
+    onTlsHandshakeFailure: rpc?.onTlsHandshakeFailure,
     span,
     observeCluster(s) {
       sources = s;

@@ -54,6 +54,12 @@ async function read(address: string, key: string): Promise<string[]> {
   }
 }
 
+async function scrape(n: NodeProcess): Promise<string> {
+  const endpoint = /"endpoint":"(http:[^"]+)"/.exec(n.logs())?.[1];
+  assert.ok(endpoint, `${n.nodeId} logs no metrics endpoint`);
+  return (await fetch(endpoint)).text();
+}
+
 const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n });
 
 before(async () => {
@@ -70,7 +76,7 @@ before(async () => {
     nodes.push(
       await startNodeProcess([
         "--listen", `${HOSTS[i - 1]}:0`, "--node-id", `t${i}`, "--data-dir", join(dir, `t${i}`), "--seeds", first.address,
-        ...tlsArgs(certs.get(`t${i}`)!, clusterCa.ca), ...FAST,
+        ...tlsArgs(certs.get(`t${i}`)!, clusterCa.ca), ...FAST, ...(i === 2 ? ["--metrics-listen", "127.0.0.1:0"] : []),
       ]),
     );
   }
@@ -107,6 +113,29 @@ describe("three nodes with mutual TLS", () => {
     } finally {
       c.close();
     }
+    await eventually("the plaintext attempt logged on the node", async () => nodes[0]!.logs(), (l) =>
+      /"msg":"a TLS handshake with this node failed".*"reason":"ERR_SSL_WRONG_VERSION_NUMBER","detail":"the client does not speak TLS/.test(l),
+    );
+  });
+
+  it("log and count, on the receiving node, a handshake a client broke off (it does not trust the node's CA)", async () => {
+    const target = nodes[1]!;
+    const c = replicaClient(target.address, grpc.credentials.createSsl(readFileSync(otherCa.ca)));
+    try {
+      const r = await statusOf(call(c, c.add, { key: "x", elements: [Buffer.from("x")], texts: [] }, { timeoutMs: 3000 }));
+      assert.equal(r.code, grpc.status.UNAVAILABLE);
+    } finally {
+      c.close();
+    }
+    // Node's TLS client hangs up without an alert; the node says what that probably means.
+    const line = await eventually("the handshake failure logged on the node", async () => target.logs(), (l) => /a TLS handshake with this node failed/.test(l));
+    const entry = line.split("\n").find((l) => l.includes("a TLS handshake with this node failed"))!;
+    assert.match(entry, /"level":"warn"/);
+    assert.match(entry, /"reason":"ECONNRESET"/);
+    assert.match(entry, /does not trust this node's certificate/);
+    assert.match(entry, /"remote":"127\.0\.0\.1:\d+"/);
+    const metrics = await eventually("the failure counted", () => scrape(target), (m) => /deltaset_tls_handshake_failures_total\{reason="ECONNRESET"\} [1-9]/.test(m));
+    assert.ok(metrics.length > 0);
   });
 
   it("serve the CLI with --tls-ca", async () => {
