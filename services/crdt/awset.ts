@@ -183,9 +183,10 @@ export class AWSet {
       const mine = this.entries.get(k);
       if (mine === undefined) {
         // A new element here (an add's usual case): their dots this context has not seen.
-        const fresh = theirs.filter((d) => !this.ctx.containsDot(d));
+        // Their dots are usually all fresh: the array is copied only when one is not.
+        const fresh = theirs.some((d) => this.ctx.containsDot(d)) ? theirs.filter((d) => !this.ctx.containsDot(d)) : theirs;
         if (fresh.length > 0) {
-          this.setDots(k, fresh.length === theirs.length ? theirs : fresh);
+          this.setDots(k, fresh);
           storeChanged = true;
         }
         continue;
@@ -267,10 +268,12 @@ export class AWSet {
 /** The dots a state's context has seen but its store no longer holds (its removals). */
 export function removedDots(s: AWSet): CausalContext {
   if (s.entries.size === 0) return s.ctx;
-  const live: Dot[] = [];
-  for (const dots of s.entries.values()) for (const d of dots) live.push(d);
   // Every live dot is in the context: as many dots as live ones means none was removed (an add
   // delta of new elements), which spares building and subtracting a context.
-  if (live.length === s.ctx.dotCount()) return new CausalContext();
+  let liveCount = 0;
+  for (const dots of s.entries.values()) liveCount += dots.length;
+  if (liveCount === s.ctx.dotCount()) return new CausalContext();
+  const live: Dot[] = [];
+  for (const dots of s.entries.values()) for (const d of dots) live.push(d);
   return s.ctx.subtract(CausalContext.of(live));
 }

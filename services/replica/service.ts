@@ -82,7 +82,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
    * than asked answers FAILED_PRECONDITION; counters take Increment.
    */
   async function typeForAdd(key: string, asked: ObjectType | undefined): Promise<ObjectType> {
-    const existing = await store.typeOf(key);
+    // The cached header spares a turn of the event loop on every Add to a key in use.
+    const existing = store.cachedTypeOf(key) ?? (await store.typeOf(key));
     const requested = asked === undefined || asked === ObjectType.OBJECT_TYPE_UNSPECIFIED ? undefined : asked;
     if (requested !== undefined && existing !== undefined && existing !== requested) throw new TypeMismatchError(key, existing, requested);
     const type = requested ?? existing ?? ObjectType.AWSET;

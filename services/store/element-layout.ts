@@ -21,7 +21,7 @@ import type { JoinResult, ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 import { verifyObject } from "./verify.js";
-import { loadOwners, unheldDots, windowOf, writeBack } from "./element-window.js";
+import { loadOwners, sameDots, unheldDots, windowOf, writeBack } from "./element-window.js";
 import { CausalContext as Ctx } from "../crdt/causal-context.js";
 
 async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: boolean): Promise<JoinResult<AWSet>> {
@@ -39,6 +39,24 @@ async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: 
   writeBack(o, window);
   const settled = env.pending.has(o.key) ? await settlePending(o, env) : undefined;
   return { changed, newPart, settled };
+}
+
+/**
+ * Join a delta this node's own mutator made from window (the set as load() read it, over the
+ * header's context). Everything the general join would look up is in the window already: the
+ * delta names only elements load() read, and the dots its context removes are theirs. So nothing
+ * is read, and only the elements it names (touched) are written back. Same join
+ * (AWSet.joinInPlace), same result as join(); the deferred removes it makes applicable are
+ * returned as settled, like join() does.
+ */
+export async function joinOwnDelta(o: ObjectSlot, env: StoreEnv, window: AWSet, delta: AWSet, touched: Iterable<ElementKey>): Promise<{ changed: boolean; settled?: AWSet }> {
+  const changed = window.joinInPlace(delta);
+  for (const ek of touched) {
+    const after = window.entries.get(ek) ?? [];
+    if (!sameDots(o.view.loadedDots(ek), after)) o.view.setDots(ek, after, o.h);
+  }
+  const settled = env.pending.has(o.key) ? await settlePending(o, env) : undefined;
+  return { changed, settled };
 }
 
 /**

@@ -64,6 +64,6 @@ export async function loadOwners(o: ObjectSlot, env: StoreEnv, rest: CausalConte
   await o.view.prefetch([...owners]);
 }
 
-function sameDots(a: readonly Dot[], b: readonly Dot[]): boolean {
+export function sameDots(a: readonly Dot[], b: readonly Dot[]): boolean {
   return a.length === b.length && a.every((d, i) => sameDot(d, b[i]!));
 }

@@ -1,18 +1,22 @@
 // The local operations of the stored types, each the type's delta mutator (crdt/) run on the part
-// of the object it names, then joined through the layout like any delta from elsewhere. They run
-// inside Store.mutate, under the key's lock.
-import { type AWSet, type CausalContext, CounterLattice, CounterRangeError, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams, elementKey } from "../crdt/index.js";
+// of the object it names, then joined by the type's own join: for the add-wins set through
+// joinOwnDelta (the part the mutator read holds everything the join touches), for the others
+// through their layout. They run inside Store.mutate, under the key's lock.
+import { type AWSet, AWSetLattice, type CausalContext, CounterLattice, CounterRangeError, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams } from "../crdt/index.js";
 import type { ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
+import { joinOwnDelta } from "./element-layout.js";
+import { windowOf } from "./element-window.js";
 
 export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
-  const layout = layoutFor(ObjectType.AWSET);
-  const s = (await layout.load(o, env, elements)) as AWSet;
-  const eks = elements.map(elementKey);
-  const added = new Set(eks.filter((ek) => !s.entries.has(ek))).size;
-  const delta = s.addDeltaOfKeys(replicaId, eks);
-  await layout.join(o, env, delta, false);
-  return { dots: eks.map((ek) => delta.entries.get(ek)![0]!), added, delta };
+  const eks = await o.view.loadBytes(elements);
+  const window = windowOf(o);
+  const delta = window.addDeltaOfKeys(replicaId, eks);
+  let added = 0;
+  for (const ek of delta.entries.keys()) if (!window.entries.has(ek)) added++;
+  const dots = eks.map((ek) => delta.entries.get(ek)![0]!);
+  const { settled } = await joinOwnDelta(o, env, window, delta, delta.entries.keys());
+  return { dots, added, delta: withSettled(delta, settled) };
 }
 
 /**
@@ -27,21 +31,26 @@ export async function removeElements(
   elements: Uint8Array[],
   observed: CausalContext | undefined,
 ): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
-  const layout = layoutFor(ObjectType.AWSET);
-  const s = (await layout.load(o, env, elements)) as AWSet;
-  const delta = s.removeDelta(elements, observed);
-  const targets = [...new Set(elements.map(elementKey))];
+  const targets = [...new Set(await o.view.loadBytes(elements))];
+  const window = windowOf(o);
+  const delta = window.removeDelta(elements, observed);
   const removed = targets.filter((ek) => {
-    const dots = s.entries.get(ek) ?? [];
+    const dots = window.entries.get(ek) ?? [];
     return dots.length > 0 && dots.every((d) => delta.ctx.containsDot(d));
   }).length;
   const unseen = observed?.subtract(o.h.ctx);
   const defer = unseen !== undefined && !unseen.isEmpty();
   if (defer) env.pending.checkRoom(o.key, targets);
-  await layout.join(o, env, delta, false);
-  if (!defer) return { removed, delta, pending: 0, unseenDots: 0 };
+  const { settled } = await joinOwnDelta(o, env, window, delta, targets);
+  const out = withSettled(delta, settled);
+  if (!defer) return { removed, delta: out, pending: 0, unseenDots: 0 };
   for (const ek of targets) env.pending.defer(o.key, ek, unseen, o.view.otherRecords);
-  return { removed, delta, pending: targets.length, unseenDots: unseen.dotCount() };
+  return { removed, delta: out, pending: targets.length, unseenDots: unseen.dotCount() };
+}
+
+/** The delta to spread: the operation's, and the deferred removes it made applicable here. */
+function withSettled(delta: AWSet, settled: AWSet | undefined): AWSet {
+  return settled === undefined ? delta : AWSetLattice.join(delta, settled);
 }
 
 export async function incrementCounter(o: ObjectSlot, env: StoreEnv, replicaId: string, amount: bigint): Promise<{ value: bigint; dot: Dot; delta: PNCounter }> {

@@ -185,6 +185,11 @@ export class Store {
     return (await this.loadHeader(key))?.type;
   }
 
+  /** The key's type when its header is cached (no read, no await), else undefined: ask typeOf. */
+  cachedTypeOf(key: string): ObjectType | undefined {
+    return this.headers.get(key)?.type;
+  }
+
   /** Type, context and size of a key (undefined when the key does not exist). */
   async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number } | undefined> {
     const h = await this.loadHeader(key);
