@@ -9,6 +9,7 @@ import { after, afterEach, before, describe, it } from "node:test";
 import { Toxiproxy, type Proxy } from "toxiproxy-node-client";
 
 import { runProxyServerCli, startToxiproxyServer, type ToxiproxyServer } from "../../services/chaos/proxy/index.ts";
+import { RECEIVED_BYTES_METRIC, SENT_BYTES_METRIC, bytesByProxy } from "../../services/chaos/proxy/byte-counts.ts";
 
 const TEST = { timeout: 10_000 };
 /** Timers may fire up to a millisecond or so early relative to performance.now(). */
@@ -167,6 +168,39 @@ describe("data path", () => {
     const outcome = await readFrom(socket, 1, 5000);
     assert.equal(outcome.data.length, 0);
     assert.ok(outcome.elapsed < 5000, "closed rather than left hanging");
+  });
+});
+
+describe("byte counters on /metrics (Toxiproxy's -proxy-metrics names)", () => {
+  it("counts what each direction received and what it sent on after the toxics", TEST, async () => {
+    const proxy = await newProxy();
+    const payload = randomBytes(10_000);
+    const out = await echoRoundTrip(proxy.listen, payload);
+    assert.equal(out.data.length, payload.length);
+    const counted = async () => {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const sample = (metric: string, direction: string) => {
+        const line = text.split("\n").find((l) => l.startsWith(`${metric}{direction="${direction}"`) && l.includes(`proxy="${proxy.name}"`));
+        assert.ok(line, `${metric} ${direction} for ${proxy.name} in:\n${text}`);
+        return Number(line.slice(line.lastIndexOf(" ") + 1));
+      };
+      return {
+        receivedUp: sample(RECEIVED_BYTES_METRIC, "upstream"),
+        sentUp: sample(SENT_BYTES_METRIC, "upstream"),
+        receivedDown: sample(RECEIVED_BYTES_METRIC, "downstream"),
+        sentDown: sample(SENT_BYTES_METRIC, "downstream"),
+        byProxy: bytesByProxy(text).get(proxy.name),
+      };
+    };
+    assert.deepEqual(await counted(), { receivedUp: 10_000, sentUp: 10_000, receivedDown: 10_000, sentDown: 10_000, byProxy: 20_000 });
+    // A limit_data toxic cuts the downstream after 1 000 bytes: received still counts what came,
+    // sent only what went on.
+    await addToxic(proxy, "limit_data", { bytes: 1000 });
+    const cut = await echoRoundTrip(proxy.listen, payload, 2000);
+    assert.ok(cut.data.length <= 1000);
+    const after = await counted();
+    assert.equal(after.sentDown, 10_000 + cut.data.length);
+    assert.ok(after.receivedUp > 10_000);
   });
 });
 

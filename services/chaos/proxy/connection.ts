@@ -6,6 +6,7 @@
 import net from "node:net";
 
 import { parseHostPort } from "./address.js";
+import type { ByteCounts } from "./byte-counts.js";
 import { Link, type LinkSink } from "./link.js";
 import type { LinkClock } from "./stage.js";
 import type { Direction, ToxicSpec } from "./toxic-spec.js";
@@ -30,6 +31,8 @@ export class ProxiedConnection {
     private readonly toxicsNow: () => ToxicSnapshot,
     private readonly clock: LinkClock,
     private readonly onGone: (connection: ProxiedConnection) => void,
+    /** The proxy's counters, shared by its connections. */
+    private readonly bytes?: ByteCounts,
   ) {}
 
   start(): void {
@@ -71,16 +74,19 @@ export class ProxiedConnection {
     const toxics = this.toxicsNow();
     const release = () => this.adjustFlow();
     const links: Record<Direction, Link> = {
-      upstream: new Link(toxics.upstream, this.sinkFor(upstream), this.clock, release),
-      downstream: new Link(toxics.downstream, this.sinkFor(client), this.clock, release),
+      upstream: new Link(toxics.upstream, this.sinkFor(upstream, "upstream"), this.clock, release),
+      downstream: new Link(toxics.downstream, this.sinkFor(client, "downstream"), this.clock, release),
     };
     this.links = links;
+    const bytes = this.bytes;
     client.on("data", (chunk: Buffer) => {
+      if (bytes) bytes.received.upstream += chunk.length;
       links.upstream.write(chunk);
       this.adjustFlow();
     });
     client.on("end", () => links.upstream.end());
     upstream.on("data", (chunk: Buffer) => {
+      if (bytes) bytes.received.downstream += chunk.length;
       links.downstream.write(chunk);
       this.adjustFlow();
     });
@@ -90,10 +96,13 @@ export class ProxiedConnection {
     client.resume(); // accepted paused, so nothing was read before the upstream side existed
   }
 
-  private sinkFor(dest: net.Socket): LinkSink {
+  private sinkFor(dest: net.Socket, direction: Direction): LinkSink {
     return {
       write: (data) => {
-        if (!dest.destroyed && dest.writable) dest.write(data);
+        if (!dest.destroyed && dest.writable) {
+          if (this.bytes) this.bytes.sent[direction] += data.length;
+          dest.write(data);
+        }
       },
       end: () => {
         if (!dest.destroyed && dest.writable) dest.end();

@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { ApiError, ErrBadRequestBody, internalError } from "./api-error.js";
 import type { JsonBody, ProxyCollection } from "./proxy-collection.js";
 import { toxicJson } from "./toxic-spec.js";
+import { byteMetricsText } from "./byte-counts.js";
 
 const MAX_BODY_BYTES = 1 << 20;
 
@@ -38,6 +39,16 @@ function routes(collection: ProxyCollection, version: string): Route[] {
         GET: () => ({
           status: 200,
           raw: { text: `{"version": ${JSON.stringify(version)}}\n`, contentType: "application/json;charset=utf-8" },
+        }),
+      },
+    },
+    {
+      // Toxiproxy serves this with -proxy-metrics; here always.
+      pattern: ["metrics"],
+      methods: {
+        GET: () => ({
+          status: 200,
+          raw: { text: byteMetricsText(collection.list()), contentType: "text/plain; version=0.0.4; charset=utf-8" },
         }),
       },
     },

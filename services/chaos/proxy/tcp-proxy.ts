@@ -7,6 +7,7 @@ import net from "node:net";
 
 import { AddressError, bindHost, formatHostPort, normalListen, parseHostPort } from "./address.js";
 import { ErrToxicNotFound, internalError } from "./api-error.js";
+import { type ByteCounts, newByteCounts } from "./byte-counts.js";
 import { ProxiedConnection, type ToxicSnapshot } from "./connection.js";
 import type { LinkClock } from "./stage.js";
 import { toxicJson, type Direction, type ToxicJson, type ToxicSpec } from "./toxic-spec.js";
@@ -77,6 +78,8 @@ export class TcpProxy {
   private readonly connections = new Set<ProxiedConnection>();
   private readonly toxics = new ToxicChain();
   private enabledFlag = false;
+  /** Bytes through this proxy since it was created (kept across disable/enable, like Toxiproxy's counters). */
+  readonly bytes: ByteCounts = newByteCounts();
 
   constructor(
     readonly name: string,
@@ -216,6 +219,7 @@ export class TcpProxy {
       () => this.toxics.snapshot(),
       this.clock,
       (gone) => this.connections.delete(gone),
+      this.bytes,
     );
     this.connections.add(connection);
     connection.start();
