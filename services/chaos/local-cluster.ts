@@ -78,6 +78,11 @@ export class LocalCluster {
     return `${a.slice(0, a.lastIndexOf(":"))}:${this.o.metricsPort}`;
   }
 
+  /** The process id of a running node. */
+  pid(nodeId: string): number | undefined {
+    return this.running.get(nodeId)?.child.pid;
+  }
+
   isUp(nodeId: string): boolean {
     return this.running.has(nodeId);
   }

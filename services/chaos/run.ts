@@ -131,7 +131,7 @@ async function discoverNodes(addresses: string[]): Promise<WorkloadNode[]> {
 }
 
 /** Whether every node sees every node ALIVE. */
-async function membershipConverged(dial: WorkloadNode[], ids: string[]): Promise<boolean> {
+export async function membershipConverged(dial: WorkloadNode[], ids: string[]): Promise<boolean> {
   for (const n of dial) {
     const c = new MembershipClient(n.address, grpc.credentials.createInsecure());
     try {

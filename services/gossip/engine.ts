@@ -262,12 +262,17 @@ export class AntiEntropyEngine<P> {
 
   // ------------------------------------------------------------------ the period
 
-  /** Run one period: returns one frame per neighbour that has something to receive, then GCs. */
-  tick(now: number): OutgoingFrame<P>[] {
+  /**
+   * Run one period: returns one frame per neighbour that has something to receive, then GCs.
+   * fanout overrides Algorithm 2's choice of neighbours for this period (a push of fresh local
+   * deltas goes to every neighbour: sending an interval more often than once a period is within
+   * the algorithm, which only asks that what is not acknowledged be sent again).
+   */
+  tick(now: number, opts: { fanout?: "random" | "all" } = {}): OutgoingFrame<P>[] {
     this.lastTickAt = now;
     this.counters.ticks++;
     const period = this.period++;
-    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync) : this.tickAlg2(this.sync);
+    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync) : this.tickAlg2(this.sync, opts.fanout);
     for (const f of frames) {
       this.counters.framesSent++;
       for (const item of f.items) {
@@ -298,9 +303,9 @@ export class AntiEntropyEngine<P> {
     return this.peers.map((to) => ({ to, items: items.slice() }));
   }
 
-  private tickAlg2(cfg: Algorithm2Config): OutgoingFrame<P>[] {
+  private tickAlg2(cfg: Algorithm2Config, fanout?: "random" | "all"): OutgoingFrame<P>[] {
     const targets =
-      this.peers.length === 0 ? [] : (cfg.fanout ?? "random") === "all" ? this.peers : [pick(this.random, this.peers)];
+      this.peers.length === 0 ? [] : (fanout ?? cfg.fanout ?? "random") === "all" ? this.peers : [pick(this.random, this.peers)];
     const frames: OutgoingFrame<P>[] = [];
     for (const to of targets) {
       const items: FrameItem<P>[] = [];

@@ -152,11 +152,11 @@ export class GossipExchange {
   // ------------------------------------------------------------ sending
 
   /** One period: persist moved sequence numbers, then what to send to whom. */
-  async tick(now: number): Promise<Outgoing[]> {
+  async tick(now: number, opts: { fanout?: "random" | "all" } = {}): Promise<Outgoing[]> {
     await persistMovedSeqs(this.engine, this.o.store);
     const out: Outgoing[] = [];
     const limit = this.o.maxMessageBytes / 2;
-    for (const f of this.engine.tick(now)) {
+    for (const f of this.engine.tick(now, opts)) {
       const states: Outgoing["states"] = [];
       const frames: GossipFrame[] = [];
       let batch: GossipFrame["payloads"] = [];

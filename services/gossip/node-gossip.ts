@@ -53,13 +53,21 @@ export interface NodeGossipOptions {
    * buffer; the partition is forwarded to the other neighbours by full state instead.
    */
   maxBufferedStateElements?: number;
+  /**
+   * Algorithm 2: this many ms after a local change, push what is unacknowledged to every
+   * neighbour at once instead of waiting for the next period's random neighbour (0: off). Lowers
+   * replication lag; costs more, smaller exchanges.
+   */
+  pushLocalMs?: number;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
 
 export class NodeGossip {
-  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: boolean }>();
+  /** busy: an exchange with the peer is running; repush: a push skipped it meanwhile. */
+  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: boolean; repush?: boolean }>();
   private timer: NodeJS.Timeout | undefined;
+  private pushTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private ticking = false;
   private readonly lossRandom: () => number;
@@ -117,6 +125,17 @@ export class NodeGossip {
   /** A durable local change. */
   onLocalDelta(key: string, type: ObjectType, delta: unknown): void {
     this.x.local(key, type, delta);
+    this.schedulePush();
+  }
+
+  /** With pushLocalMs: one push to every neighbour after the delay (changes within it share it). */
+  private schedulePush(): void {
+    const push = this.o.pushLocalMs ?? 0;
+    if (push <= 0 || this.o.algorithm !== "alg2" || this.pushTimer !== undefined || this.stopped) return;
+    this.pushTimer = setTimeout(() => {
+      this.pushTimer = undefined;
+      void this.tick("all");
+    }, push);
   }
 
   /** The live peers (node id → advertised address); the engine's neighbour set follows. */
@@ -147,6 +166,7 @@ export class NodeGossip {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.pushTimer) clearTimeout(this.pushTimer);
     this.o.log.info("gossip totals", { engine: this.x.engine.counters, transport: this.x.counters });
     for (const p of this.peers.values()) p.client?.close();
   }
@@ -175,15 +195,17 @@ export class NodeGossip {
   }
 
   /** One period: the exchange persists moved sequence numbers and says what to send; send it. */
-  async tick(): Promise<void> {
+  async tick(fanout?: "all"): Promise<void> {
     if (this.stopped || this.ticking) return;
     this.ticking = true;
     try {
-      for (const out of await this.x.tick(Date.now())) {
+      for (const out of await this.x.tick(Date.now(), { fanout })) {
         const peer = this.peers.get(out.to);
         if (peer === undefined) continue;
         if (peer.busy) {
           this.x.counters.busySkips++; // like a lost message: nothing is acked, so nothing is lost
+          // A push that found the peer busy is made again when its exchange ends, not a period later.
+          if (fanout === "all") peer.repush = true;
           continue;
         }
         if ((this.o.lossRate ?? 0) > 0 && this.lossRandom() < this.o.lossRate!) {
@@ -193,7 +215,13 @@ export class NodeGossip {
         peer.busy = true;
         const send = () => this.send(out);
         const sending = this.o.trace ? this.o.trace("gossip.send", { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length }, send) : send();
-        void sending.finally(() => (peer.busy = false));
+        void sending.finally(() => {
+          peer.busy = false;
+          if (peer.repush) {
+            peer.repush = false;
+            this.schedulePush();
+          }
+        });
       }
     } catch (err) {
       this.o.log.error("gossip tick failed", { err });

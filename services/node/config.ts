@@ -41,6 +41,8 @@ export interface GossipSettings {
    */
   lossRate: number;
   lossSeed: number;
+  /** Algorithm 2: push local changes to every neighbour this many ms after them (0: wait for the period). */
+  pushLocalMs: number;
 }
 
 /** The membership core's own settings, under the same names (see membership/config.ts). */
@@ -161,6 +163,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxBufferedStateElements: 10_000,
     lossRate: 0,
     lossSeed: 1,
+    pushLocalMs: 0,
   },
   membership: { ...DEFAULT_MEMBERSHIP_CONFIG },
   tls: {},

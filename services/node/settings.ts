@@ -270,6 +270,10 @@ export const CHAOS_SETTINGS: SettingGroup = {
       flag: "gossip-loss-rate", env: "DELTASET_GOSSIP_LOSS_RATE", path: "gossip.lossRate", kind: "fraction",
       description: "probability (0..1) of dropping each outgoing gossip send: loss inside the gossip layer, for tests of the algorithms over lossy channels",
     },
+    {
+      flag: "gossip-push-local-ms", env: "DELTASET_GOSSIP_PUSH_LOCAL_MS", path: "gossip.pushLocalMs", kind: "int",
+      description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
+    },
     { flag: "gossip-loss-seed", env: "DELTASET_GOSSIP_LOSS_SEED", path: "gossip.lossSeed", kind: "int", description: "seed of the loss decisions of --gossip-loss-rate" },
   ],
 };

@@ -20,7 +20,7 @@ export class TestCluster {
     private readonly dir: string,
     readonly addresses: string[],
     private readonly flags: string[],
-    private readonly name = "t",
+    readonly name = "t",
   ) {}
 
   dataDir(i: number): string {

@@ -5,7 +5,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { strict as assert } from "node:assert";
 import { after, describe, it } from "node:test";
+import { membershipConverged } from "../../services/chaos/run.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-modes-"));
@@ -45,5 +47,49 @@ describe("sync modes in real 3-node clusters under 30% gossip loss", () => {
         await c.close();
       }
     });
+  });
+});
+
+/** Wait until every node lists all three as ALIVE (gossip neighbours follow membership). */
+async function membersAlive(c: TestCluster, addrs: string[]): Promise<void> {
+  const nodes = addrs.map((address, i) => ({ nodeId: `${c.name}${i}`, address }));
+  const until = Date.now() + 20_000;
+  while (!(await membershipConverged(nodes, nodes.map((n) => n.nodeId)))) {
+    assert.ok(Date.now() < until, "membership did not converge within 20 s");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe("Algorithm 2 with --gossip-push-local-ms", () => {
+  it("a local change reaches every neighbour without waiting for the period", async () => {
+    // A period of 10 minutes: within this test's bounds only the push can carry the adds.
+    const addrs = [1, 2, 3].map((i) => `127.0.0.89:${7560 + i}`);
+    const flags = ["--gossip-interval-ms", "600000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-push-local-ms", "5", "--partitions", "8"];
+    const c = new TestCluster(dir, addrs, flags, "push");
+    try {
+      await c.startAll();
+      await membersAlive(c, addrs);
+      await c.add(0, "pushed", ["a", "b"]);
+      await c.add(2, "pushed", ["c"]);
+      await c.converged("pushed", [0, 1, 2], ["a", "b", "c"], 15_000);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("without it, the same cluster does not spread them before the period", async () => {
+    const addrs = [1, 2, 3].map((i) => `127.0.0.89:${7570 + i}`);
+    const flags = ["--gossip-interval-ms", "600000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--partitions", "8"];
+    const c = new TestCluster(dir, addrs, flags, "no-push");
+    try {
+      await c.startAll();
+      await membersAlive(c, addrs);
+      await c.add(0, "pushed", ["a", "b"]);
+      await new Promise((r) => setTimeout(r, 3000));
+      assert.deepEqual(await c.read(1, "pushed"), []);
+      assert.deepEqual(await c.read(2, "pushed"), []);
+    } finally {
+      await c.close();
+    }
   });
 });

@@ -10,6 +10,7 @@ import { chaosRunChart } from "./chaos-run.js";
 import { chaosSummaryChart } from "./chaos-summary.js";
 import { crashLoopChart } from "./crash-loop.js";
 import { crdtChart } from "./crdt.js";
+import { evalChart } from "./eval.js";
 import { membershipChart } from "./membership.js";
 import { replicaChart } from "./replica.js";
 import { syncChart } from "./sync.js";
@@ -21,6 +22,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "membership.json": membershipChart,
   "crash-loop.json": crashLoopChart,
   "summary.json": chaosSummaryChart,
+  "eval.json": evalChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */

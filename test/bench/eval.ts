@@ -1,0 +1,52 @@
+// npm run eval [-- --quick]
+// The evaluation sweep on real node processes: sync mode (full state, Algorithm 1, Algorithm 2,
+// Algorithm 2 + BP + RR) × cluster size × link latency × gossip loss, every peer link through its
+// own Toxiproxy-API proxy (services/chaos/eval/). Writes docs/results/eval.json and eval.svg
+// (--quick: a reduced grid, written to a temporary directory; the committed results stay those of
+// the full run) and prints one line per cell and the targets.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { evalGrid } from "../../services/chaos/eval/grid.js";
+import { byteRatios, sweepTargets } from "../../services/chaos/eval/targets.js";
+import { runSweep } from "../../services/chaos/eval/sweep.js";
+import { writeResultFile } from "../../services/common/result-file.js";
+import { drawChart } from "./charts/draw.js";
+import { commandLine, isQuick, printTargets, resultsDir } from "./lib/results.js";
+
+const quick = isQuick();
+const grid = evalGrid(quick);
+const command = commandLine("eval", quick);
+const started = Date.now();
+const fmt = (x: number | null, digits = 0) => (x === null ? "n/a" : x.toFixed(digits));
+const cells = await runSweep({
+  grid,
+  firstHost: 141,
+  port: 7270,
+  seed: 20261124,
+  log: (l) => console.log(l),
+  onCell: (c, done, total) =>
+    console.log(
+      `[${done}/${total}] ${c.nodes}n ${c.mode.padEnd(10)} lat ${c.latency.padEnd(9)} loss ${c.loss.padEnd(4)}: conv p95 ${fmt(c.convergenceMs.p95)} ms (limit ${c.physicalLimitMs}), lag p95 ${fmt(c.lagMs.p95)} ms, ` +
+        `${fmt(c.wireBytesPerUpdate)} B/update on the wire, loss measured ${fmt(c.measuredLoss.rate === null ? null : c.measuredLoss.rate * 100, 1)}%, fallbacks ${c.stateFallbacks}, cpu ${fmt(c.cpuMsPerSecond.mean)} ms/s, valid ${c.valid}`,
+    ),
+});
+const minutes = (Date.now() - started) / 60_000;
+const targets = sweepTargets(cells, grid.gossipIntervalMs, command);
+const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-eval-")) : resultsDir;
+const path = writeResultFile(join(dir, "eval.json"), {
+  params: { quick, grid, minutes: Number(minutes.toFixed(1)), lossMechanism: "reset_peer toxic windows on the upstream stream of one directed peer link at a time (loss-windows.ts)" },
+  metrics: {
+    cells,
+    ratios: {
+      "alg2+bp+rr": byteRatios(cells, "alg2+bp+rr"),
+      "alg2+bp+rr+push": byteRatios(cells, "alg2+bp+rr+push"),
+      alg2: byteRatios(cells, "alg2"),
+      alg1: byteRatios(cells, "alg1"),
+    },
+  },
+  targets,
+});
+await drawChart(path);
+printTargets(targets);
+console.log(`${cells.length} cells in ${minutes.toFixed(1)} min; results: ${path}`);

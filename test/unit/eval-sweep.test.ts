@@ -1,0 +1,133 @@
+// The pure parts of the evaluation sweep: loss windows cover the asked share of link time, the
+// physical limit, percentiles, counter parsing and exchange loss, and the targets computed from
+// cells (ratios against full state, missing counterparts reported as not measured).
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { seededRandom } from "../../services/common/prng.ts";
+import { hopsToReachAll, lossWindows, percentile, physicalLimitMs } from "../../services/chaos/eval/grid.ts";
+import { exchangeLoss, nodeCountersOf, sumSamples } from "../../services/chaos/eval/counters.ts";
+import { byteRatios, sweepTargets } from "../../services/chaos/eval/targets.ts";
+import type { CellResult } from "../../services/chaos/eval/cell.ts";
+
+describe("loss windows", () => {
+  it("cover about the asked share of link time, on existing links, inside the span", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 2, max: 72 }), fc.constantFrom(0.01, 0.1, 0.3), (seed, links, share) => {
+        const durationMs = 20_000;
+        const ws = lossWindows(seededRandom(seed), links, share, durationMs, 200);
+        let covered = 0;
+        for (const w of ws) {
+          assert.ok(w.link >= 0 && w.link < links);
+          assert.ok(w.startMs >= 0 && w.endMs <= durationMs && w.endMs > w.startMs);
+          covered += w.endMs - w.startMs;
+        }
+        const asked = share * links * durationMs;
+        // Window lengths are U(0.5, 1.5) × 200 ms: the total is within a few percent of the ask.
+        assert.ok(Math.abs(covered - asked) <= 0.25 * asked + 300, `covered ${covered} of ${asked}`);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it("are none at share 0", () => {
+    assert.deepEqual(lossWindows(seededRandom(1), 6, 0, 10_000), []);
+  });
+});
+
+describe("physical limit and percentiles", () => {
+  it("counts the doubling rounds a write needs to reach every node", () => {
+    assert.deepEqual([2, 3, 4, 5, 8, 9, 17].map(hopsToReachAll), [1, 2, 2, 3, 3, 4, 5]);
+    assert.equal(physicalLimitMs(5, 100, 50), 450);
+    assert.equal(physicalLimitMs(3, 100, 0), 200);
+  });
+
+  it("takes the nearest rank", () => {
+    assert.equal(percentile([], 95), null);
+    assert.equal(percentile([5], 95), 5);
+    assert.equal(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50), 5);
+    assert.equal(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 95), 10);
+  });
+});
+
+describe("node counters", () => {
+  const text = [
+    "# HELP deltaset_gossip_sent_bytes_total bytes",
+    'deltaset_gossip_sent_bytes_total{kind="delta"} 100',
+    'deltaset_gossip_sent_bytes_total{kind="ack"} 20',
+    "deltaset_gossip_sent_frames_total 50",
+    'deltaset_gossip_transport_events_total{event="rpc_errors"} 4',
+    'deltaset_gossip_transport_events_total{event="busy_skips"} 10',
+    'deltaset_gossip_transport_events_total{event="frames_rejected"} 7',
+    "deltaset_gossip_state_fallbacks_total 2",
+    "deltaset_gossip_sent_bytes_total_extra 999",
+  ].join("\n");
+
+  it("sums the samples of a metric, filtered by labels, and no other metric", () => {
+    assert.equal(sumSamples(text, "deltaset_gossip_sent_bytes_total"), 120);
+    assert.equal(sumSamples(text, "deltaset_gossip_transport_events_total", { event: "rpc_errors" }), 4);
+    assert.deepEqual(nodeCountersOf(text), { payloadBytes: 120, frames: 50, rpcErrors: 4, busySkips: 10, stateFallbacks: 2 });
+  });
+
+  it("measures loss as failed sends over attempted ones (busy skips are not attempts)", () => {
+    assert.deepEqual(exchangeLoss(nodeCountersOf(text)), { attempted: 40, failed: 4, rate: 0.1 });
+    assert.equal(exchangeLoss({ payloadBytes: 0, frames: 0, rpcErrors: 0, busySkips: 0, stateFallbacks: 0 }).rate, null);
+  });
+});
+
+function cell(mode: string, over: Partial<CellResult> = {}): CellResult {
+  return {
+    mode: mode as CellResult["mode"],
+    nodes: 5,
+    latency: "50±10 ms",
+    latencyMs: 50,
+    loss: "~1%",
+    lossWindowShare: 0.01,
+    rounds: [{ convergenceMs: 500, valid: true, lost: 0, resurrected: 0, ackedAdds: 10, ackedRemoves: 2 }],
+    convergenceMs: { p50: 400, p95: 500, max: 500, unconverged: 0 },
+    physicalLimitMs: 450,
+    lagMs: { p50: 100, p95: 140, samples: 10, unseen: 0 },
+    updates: 12,
+    wireBytes: 12_000,
+    wireBytesPerUpdate: 1000,
+    payloadBytesPerUpdate: 800,
+    measuredLoss: { attempted: 100, failed: 1, rate: 0.01 },
+    lossWindows: 3,
+    stateFallbacks: 0,
+    cpuMsPerSecond: { mean: 100, max: 120 },
+    valid: true,
+    seconds: 10,
+    ...over,
+  };
+}
+
+describe("sweep targets", () => {
+  it("compare each mode with full state in the same (size, latency, loss) cell", () => {
+    const cells = [cell("full-state", { wireBytesPerUpdate: 40_000 }), cell("alg2+bp+rr", { wireBytesPerUpdate: 400 }), cell("alg2", { loss: "0%", wireBytesPerUpdate: 900 })];
+    assert.deepEqual(byteRatios(cells, "alg2+bp+rr"), [{ nodes: 5, latency: "50±10 ms", loss: "~1%", ratio: 0.01 }]);
+    // No full-state cell at loss 0%: not measured, never met.
+    assert.deepEqual(byteRatios(cells, "alg2"), [{ nodes: 5, latency: "50±10 ms", loss: "0%", ratio: null }]);
+    const t = sweepTargets(cells, 100, "npm run eval");
+    assert.equal(t[0]!.measured, 0.01);
+    assert.equal(t[0]!.met, true);
+    // Convergence 500 ms against a 450 ms limit: 1.11x, met.
+    assert.ok(Math.abs((t[1]!.measured as number) - 500 / 450) < 1e-9);
+    assert.equal(t[1]!.met, true);
+  });
+
+  it("miss a target on a lost write, a slow convergence or a missing cell", () => {
+    const cells = [
+      cell("full-state", { wireBytesPerUpdate: 40_000 }),
+      cell("alg2+bp+rr", { wireBytesPerUpdate: 400, convergenceMs: { p50: 900, p95: 1000, max: 1000, unconverged: 1 }, rounds: [{ convergenceMs: null, valid: false, lost: 1, resurrected: 0, ackedAdds: 1, ackedRemoves: 0 }] }),
+    ];
+    const t = sweepTargets(cells, 100, "npm run eval");
+    const byName = (s: string) => t.find((x) => x.name.startsWith(s))!;
+    assert.equal(byName("Algorithm 2 + BP + RR, 5 nodes").met, false);
+    assert.equal(byName("acknowledged writes lost").measured, 1);
+    assert.equal(byName("acknowledged writes lost").met, false);
+    assert.equal(byName("rounds whose reads never").measured, 1);
+    // No loss-free cells of the push mode: not measured.
+    assert.equal(byName("Algorithm 2 + BP + RR with local").measured, null);
+    assert.equal(byName("Algorithm 2 + BP + RR with local").met, false);
+  });
+});
