@@ -36,16 +36,18 @@ function fmtBytes(b: number | null): string {
 
 export function summaryTable(rows: Row[]): string {
   const head = [
-    "| scenario | nodes | lost | resurrected | ignored removes | divergent nodes | heal → identical reads | acked ops/s | adds ok / indeterminate | removes ok (no effect) | gossip bytes | met |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+    "| scenario | nodes | lost | resurrected | ignored removes | divergent nodes | heal → identical reads (workload runs 2 s more) | workload stop → identical reads | acked ops/s | adds ok / indeterminate | removes ok (no effect) | gossip bytes | met |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
   ];
   const body = rows.map((r) => {
-    if (r.result === undefined) return `| ${r.scenario} | ${r.nodes} | – | – | – | – | – | – | – | – | – | run failed: ${r.error?.replace(/\|/g, "/").slice(0, 120)} |`;
+    if (r.result === undefined) return `| ${r.scenario} | ${r.nodes} | – | – | – | – | – | – | – | – | – | – | run failed: ${r.error?.replace(/\|/g, "/").slice(0, 120)} |`;
     const c = r.result.check;
     const met = r.targets.every((t) => t.met);
-    const conv = r.result.convergenceFromHealMs === null ? "never" : `${(r.result.convergenceFromHealMs / 1000).toFixed(2)} s`;
+    const secs = (ms: number | null) => (ms === null ? "never" : `${(ms / 1000).toFixed(2)} s`);
+    const conv = secs(r.result.convergenceFromHealMs);
+    const afterStop = secs(r.result.convergenceFromStopMs);
     const div = c.divergence.nodes.length === 0 ? "0" : `${c.divergence.nodes.length} (${c.divergence.nodes.join(", ")})`;
-    return `| ${r.scenario} | ${r.nodes} | ${c.lostCount} | ${c.resurrectedCount} | ${c.ignoredRemoveCount} | ${div} | ${conv} | ${c.ackedOpsPerSec.toFixed(0)} | ${c.ops.add.ok} / ${c.ops.add.info} | ${c.ops.remove.ok} (${c.removesWithoutEffect}) | ${fmtBytes(r.result.gossipBytes)} | ${met ? "yes" : "**no**"} |`;
+    return `| ${r.scenario} | ${r.nodes} | ${c.lostCount} | ${c.resurrectedCount} | ${c.ignoredRemoveCount} | ${div} | ${conv} | ${afterStop} | ${c.ackedOpsPerSec.toFixed(0)} | ${c.ops.add.ok} / ${c.ops.add.info} | ${c.ops.remove.ok} (${c.removesWithoutEffect}) | ${fmtBytes(r.result.gossipBytes)} | ${met ? "yes" : "**no**"} |`;
   });
   return [...head, ...body].join("\n");
 }
@@ -161,6 +163,7 @@ async function main(): Promise<void> {
         ignoredRemoves: r.result?.check.ignoredRemoveCount ?? null,
         divergentNodes: r.result?.check.divergence.nodes ?? null,
         convergenceFromHealMs: r.result?.convergenceFromHealMs ?? null,
+        convergenceFromStopMs: r.result?.convergenceFromStopMs ?? null,
         ackedOpsPerSec: r.result ? Number(r.result.check.ackedOpsPerSec.toFixed(1)) : null,
         gossipBytes: r.result?.gossipBytes ?? null,
         removesWithoutEffect: r.result?.check.removesWithoutEffect ?? null,
