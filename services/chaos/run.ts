@@ -115,7 +115,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /** Nodes as their Members answer names them (id and advertised address), for external runs. */
-async function discoverNodes(addresses: string[]): Promise<WorkloadNode[]> {
+export async function discoverNodes(addresses: string[]): Promise<WorkloadNode[]> {
   const out: WorkloadNode[] = [];
   for (const address of addresses) {
     const c = new MembershipClient(address, grpc.credentials.createInsecure());

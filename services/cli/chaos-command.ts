@@ -10,6 +10,8 @@ import { bar } from "./output.js";
 export const CHAOS_USAGE = `usage:
   deltaset chaos run SCENARIO [options]     run one fault scenario and check the history
   deltaset chaos proxy [--listen HOST:PORT] run a Toxiproxy-compatible fault proxy
+  deltaset chaos eval-cell ...              one evaluation cell against running nodes (see eval-cell --help)
+  deltaset chaos eval-env MODE              the node environment of a sync mode
 
 scenarios: partition-halves isolate-one asymmetric-cut latency bandwidth reset-storm
            kill-restart pause-resume churn mix slicer
@@ -43,6 +45,11 @@ export async function chaosCommand(args: string[]): Promise<void> {
   }
   if (sub === "run") {
     await chaosRun(rest);
+    return;
+  }
+  if (sub === "eval-cell" || sub === "eval-env") {
+    const { evalCellCommand, evalEnvCommand } = await import("./eval-command.js");
+    await (sub === "eval-cell" ? evalCellCommand(rest) : evalEnvCommand(rest));
     return;
   }
   if (sub === undefined || sub === "help" || sub === "--help" || sub === "-h") {

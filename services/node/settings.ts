@@ -149,6 +149,10 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int", description: "elements per chunk of a full-state transfer" },
     { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int", description: "deadline of one gossip RPC, in milliseconds" },
     {
+      flag: "gossip-push-local-ms", env: "DELTASET_GOSSIP_PUSH_LOCAL_MS", path: "gossip.pushLocalMs", kind: "int",
+      description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
+    },
+    {
       flag: "gossip-max-forward-elements", env: "DELTASET_GOSSIP_MAX_FORWARD_ELEMENTS", path: "gossip.maxBufferedStateElements", kind: "int",
       aliases: { paths: ["gossip.maxForwardElements"] },
       description: "a received catch-up whose new part exceeds this many elements is forwarded to the other neighbours by full state instead of being buffered",
@@ -269,10 +273,6 @@ export const CHAOS_SETTINGS: SettingGroup = {
     {
       flag: "gossip-loss-rate", env: "DELTASET_GOSSIP_LOSS_RATE", path: "gossip.lossRate", kind: "fraction",
       description: "probability (0..1) of dropping each outgoing gossip send: loss inside the gossip layer, for tests of the algorithms over lossy channels",
-    },
-    {
-      flag: "gossip-push-local-ms", env: "DELTASET_GOSSIP_PUSH_LOCAL_MS", path: "gossip.pushLocalMs", kind: "int",
-      description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
     },
     { flag: "gossip-loss-seed", env: "DELTASET_GOSSIP_LOSS_SEED", path: "gossip.lossSeed", kind: "int", description: "seed of the loss decisions of --gossip-loss-rate" },
   ],
