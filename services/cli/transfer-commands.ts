@@ -16,12 +16,20 @@ const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** Streams may run long: the default deadline of export and import, in ms. */
 const STREAM_TIMEOUT = "600000";
 
-/** A since file: a CausalContext as JSON, or the output of `deltaset query KEY --json` (its context). */
-function readSince(path: string): CausalContext {
+/**
+ * A since file: a CausalContext as JSON, or the output of `deltaset query KEY --json` (its
+ * context). A file that does not exist yet (the first of a series of exports): no since, the
+ * whole state, which is always correct to import.
+ */
+function readSince(path: string): CausalContext | undefined {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      process.stderr.write(`--since-file ${path} does not exist: exporting the whole state\n`);
+      return undefined;
+    }
     throw new UsageError(`--since-file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   try {

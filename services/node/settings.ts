@@ -238,7 +238,7 @@ export const SECURITY_SETTINGS: SettingGroup = {
     },
     {
       flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,
-      description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge needs admin); health and reflection stay open",
+      description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge and Import need admin); health and reflection stay open",
     },
   ],
 };

@@ -215,8 +215,10 @@ describe("the CLI pipe", () => {
     await addMany(a.address, "p", Array.from({ length: 3000 }, (_, i) => `p${i}`));
     const next = join(dir, "p.since.new");
     const since = join(dir, "p.since");
-    const first = await pipe(["p", "--addr", a.address, "--chunk", "250", "--next-since-file", next], ["p2", "--addr", b, "--json"]);
+    // No since file yet: the whole state.
+    const first = await pipe(["p", "--addr", a.address, "--chunk", "250", "--since-file", since, "--next-since-file", next], ["p2", "--addr", b, "--json"]);
     assert.deepEqual(first.codes, [0, 0], first.stderr);
+    assert.match(first.stderr, /does not exist: exporting the whole state/);
     assert.deepEqual(JSON.parse(first.stdout), { key: "p2", changed: true, chunks: "12", size: "3000" });
     assert.deepEqual(await read(b, "p2"), await read(a.address, "p"));
     renameSync(next, since);
