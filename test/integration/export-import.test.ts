@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { AWSetState } from "../../services/gen/deltaset/v1/types.ts";
+import { AWSetState, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
 import type { CausalContext } from "../../services/gen/deltaset/v1/types.ts";
 import type { ExportChunk, ImportResponse, ReplicaClient, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
@@ -177,6 +177,16 @@ describe("export and import between clusters", () => {
       throw new Error("the imported counter did not reach B's other node");
     });
     assert.equal(q.counterValue, 41n);
+  });
+
+  it("moves an AWSET_PROB set whole, in one chunk", async () => {
+    await withClient(a.address, (c) => call(c, c.add, { key: "prob", elements: [], texts: ["p1", "p2", "p3"], type: ObjectType.AWSET_PROB }));
+    const chunks = await exportOf(a.address, "prob", { since: firstExport[0]!.nextSince });
+    assert.equal(chunks.length, 1);
+    assert.equal(chunks[0]!.delta, false, "a whole-state type travels whole even with since");
+    const r = await importTo(clusterB.addresses[0]!, "prob", chunks);
+    assert.equal(r.changed, true);
+    assert.deepEqual(await read(clusterB.addresses[0]!, "prob"), ["p1", "p2", "p3"]);
   });
 
   it("Query with_dots gives each element's dots; a Remove with exactly those dots removes it", async () => {

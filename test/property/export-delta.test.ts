@@ -24,6 +24,7 @@ import {
 } from "../../services/crdt/index.js";
 import { KeyChunkSequence, partitionOf } from "../../services/gossip/index.js";
 import { ExportChunk } from "../../services/gen/deltaset/v1/replica.js";
+import { AWSetState } from "../../services/gen/deltaset/v1/types.js";
 import { exportChunks } from "../../services/replica/export-stream.js";
 import { applyImport } from "../../services/replica/import-apply.js";
 import type { Limits } from "../../services/replica/limits.js";
@@ -163,6 +164,10 @@ describe("export and import between stores", () => {
         const since = mode === "whole" ? undefined : sinceOf(y, z, mode === "since-part");
         const chunks = await exported(xs, { maxEntries, maxBytes, since });
         assert.ok(chunks.length >= 1 && chunks.at(-1)!.last);
+        for (const c of chunks) {
+          const n = AWSetState.decode(c.slice!.payload).entries.length;
+          assert.ok(n <= maxEntries && (n <= 1 || c.slice!.payload.length <= maxBytes), `a chunk of ${n} entries and ${c.slice!.payload.length} bytes`);
+        }
         assert.equal(chunks[0]!.delta, since !== undefined);
         const want = AWSetLattice.join(y, x);
 
