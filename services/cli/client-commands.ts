@@ -1,4 +1,4 @@
-// Client commands: add, remove, query, scan, incr, members.
+// Client commands: add, remove, query, scan, incr, members (export and import: transfer-commands.ts).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import * as grpc from "@grpc/grpc-js";
@@ -21,9 +21,9 @@ const COMMON = {
   "token-file": { type: "string" },
 } as const;
 
-type Values = Record<string, string | boolean | undefined>;
+export type Values = Record<string, string | boolean | undefined>;
 
-function parse(
+export function parse(
   args: string[],
   extra: Record<string, { type: "string" | "boolean"; default?: string | boolean }> = {},
 ): { values: Values; positionals: string[] } {
@@ -43,7 +43,7 @@ function elementsFrom(values: string[], hex: boolean): Buffer[] {
 export class UsageError extends Error {}
 
 /** Channel credentials and per-call metadata from --tls-ca, --token and --token-file. */
-function connection(values: Values): { creds: grpc.ChannelCredentials; metadata: () => grpc.Metadata } {
+export function connection(values: Values): { creds: grpc.ChannelCredentials; metadata: () => grpc.Metadata } {
   const ca = values["tls-ca"] as string | undefined;
   let creds = grpc.credentials.createInsecure();
   if (ca !== undefined && ca !== "") {
@@ -74,7 +74,7 @@ function connection(values: Values): { creds: grpc.ChannelCredentials; metadata:
   return { creds, metadata };
 }
 
-function needKey(positionals: string[], usage: string): string {
+export function needKey(positionals: string[], usage: string): string {
   const key = positionals[0];
   if (key === undefined) throw new UsageError(`usage: ${usage}`);
   return key;

@@ -9,6 +9,7 @@ import {
   scanCommand,
 } from "./client-commands.js";
 import { nodeCommand } from "./node-command.js";
+import { exportCommand, importCommand } from "./transfer-commands.js";
 
 const HELP = `deltaset: replicated add-wins sets and counters over gRPC
 
@@ -22,6 +23,10 @@ usage: deltaset <command> [options]
                                             deltaset query KEY [ELEMENT...] [--all]
   scan      stream every member             deltaset scan KEY [--count]
   incr      add to a counter                deltaset incr KEY AMOUNT
+  export    a key's state (or its delta since a context) as a binary stream on stdout
+                                            deltaset export KEY [--since-file F] [--next-since-file G] > FILE
+  import    apply an export stream from stdin to a key (admin scope)
+                                            deltaset export s --addr A | deltaset import s --addr B
   members   the cluster membership view     deltaset members
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
@@ -40,6 +45,8 @@ const commands: Record<string, (args: string[]) => Promise<void>> = {
   scan: scanCommand,
   incr: incrCommand,
   members: membersCommand,
+  export: exportCommand,
+  import: importCommand,
   cluster: async (args) => (await import("./cluster-command.js")).clusterCommand(args),
   chaos: async (args) => (await import("./chaos-command.js")).chaosCommand(args),
   verify: async (args) => (await import("./verify-command.js")).verifyCommand(args),

@@ -30,3 +30,5 @@ export * from "./fbf.js";
 export * from "./fbf-resize.js";
 export * from "./product.js";
 export * from "./retry-filter.js";
+export * from "./since-cut.js";
+export * from "./chunk-regroup.js";

@@ -1,8 +1,8 @@
 // Who may call what on a node's one port, checked in a gRPC server interceptor before any handler:
 //  - client API (Replica, and Membership's read-only Members and Watch): with a tokens file, the
 //    call must carry `authorization: Bearer <token>` naming a token of the file whose scopes cover
-//    the method: read (Query, Scan, Members, Watch), write (Add, Remove, Increment), admin (Merge,
-//    and any client method not listed: operator calls are admin unless said otherwise);
+//    the method: read (Query, Scan, Export, Members, Watch), write (Add, Remove, Increment), admin
+//    (Merge, Import, and any client method not listed: operator calls are admin unless said otherwise);
 //  - peer API (Gossip, Membership's Join, Leave, Ping, PingReq): peer-interceptors.ts;
 //  - health and reflection stay open for probes and grpcurl.
 // Tokens file: one token per line, optionally preceded by its scopes: `read,write <token>`;
@@ -124,12 +124,14 @@ export function guardOf(path: string): Guard {
 const METHOD_SCOPES: Record<string, Scope> = {
   "/deltaset.v1.Replica/Query": "read",
   "/deltaset.v1.Replica/Scan": "read",
+  "/deltaset.v1.Replica/Export": "read",
   "/deltaset.v1.Membership/Members": "read",
   "/deltaset.v1.Membership/Watch": "read",
   "/deltaset.v1.Replica/Add": "write",
   "/deltaset.v1.Replica/Remove": "write",
   "/deltaset.v1.Replica/Increment": "write",
   "/deltaset.v1.Replica/Merge": "admin",
+  "/deltaset.v1.Replica/Import": "admin",
 };
 
 /** The scope a client method needs; admin for any method not listed (fails closed). */

@@ -147,6 +147,9 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxPageSize: 10_000,
     defaultScanChunk: 1000,
     maxScanChunk: 10_000,
+    defaultExportChunk: 1000,
+    maxExportChunk: 10_000,
+    maxExportChunkBytes: 1024 * 1024,
     maxFilterBytes: 16 * 1024 * 1024,
     maxRequestIdBytes: 128,
   },
@@ -312,6 +315,9 @@ export function validateConfig(c: NodeConfig): void {
   for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");
   if (l.defaultScanChunk > l.maxScanChunk) throw new ConfigError("limits.defaultScanChunk exceeds limits.maxScanChunk");
+  if (l.defaultExportChunk > l.maxExportChunk) throw new ConfigError("limits.defaultExportChunk exceeds limits.maxExportChunk");
+  // The first chunk of an export also carries contexts: half the message is left for them.
+  if (l.maxExportChunkBytes > l.maxMessageBytes / 2) throw new ConfigError("limits.maxExportChunkBytes exceeds half of limits.maxMessageBytes");
   try {
     resolveConfig(c.membership);
   } catch (err) {

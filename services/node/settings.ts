@@ -115,6 +115,12 @@ export const LIMITS_SETTINGS: SettingGroup = {
     { flag: "max-page-size", env: "DELTASET_MAX_PAGE_SIZE", path: "limits.maxPageSize", kind: "int", description: "most members a Query page may ask for" },
     { flag: "default-scan-chunk", env: "DELTASET_DEFAULT_SCAN_CHUNK", path: "limits.defaultScanChunk", kind: "int", description: "members per Scan chunk when the request names none" },
     { flag: "max-scan-chunk", env: "DELTASET_MAX_SCAN_CHUNK", path: "limits.maxScanChunk", kind: "int", description: "most members a Scan chunk may ask for" },
+    { flag: "default-export-chunk", env: "DELTASET_DEFAULT_EXPORT_CHUNK", path: "limits.defaultExportChunk", kind: "int", description: "entries (set elements) per Export chunk when the request names none" },
+    { flag: "max-export-chunk", env: "DELTASET_MAX_EXPORT_CHUNK", path: "limits.maxExportChunk", kind: "int", description: "most entries an Export chunk may ask for" },
+    {
+      flag: "max-export-chunk-bytes", env: "DELTASET_MAX_EXPORT_CHUNK_BYTES", path: "limits.maxExportChunkBytes", kind: "int",
+      description: "most bytes of an Export chunk's slice (the default, and the most a request may ask for); at most half of --max-message-bytes",
+    },
     { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter" },
     { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers INVALID_ARGUMENT" },
     {
@@ -236,7 +242,7 @@ export const SECURITY_SETTINGS: SettingGroup = {
     },
     {
       flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,
-      description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge needs admin); health and reflection stay open",
+      description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge and Import need admin); health and reflection stay open",
     },
   ],
 };

@@ -15,6 +15,11 @@ export interface Limits {
   /** Members per Scan chunk when the request names none, and the most it may ask for. */
   defaultScanChunk: number;
   maxScanChunk: number;
+  /** Entries (set elements) per Export chunk when the request names none, and the most it may ask for. */
+  defaultExportChunk: number;
+  maxExportChunk: number;
+  /** Most bytes of an Export chunk's slice (the default, and the most a request may ask for). */
+  maxExportChunkBytes: number;
   /** Largest filter key (GBF, GCF, ORCF and the first sub-filter of a series) an Add may create, in bytes. */
   maxFilterBytes: number;
   /** Most bytes (UTF-8) in an Increment's request_id. */

@@ -24,6 +24,7 @@ import type { Limits } from "./limits.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
+import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
@@ -76,6 +77,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
 
   const retryParams = (p: RetryFilterParams | undefined) => retryParamsFor(p, skewBound, limits);
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
+  const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall });
 
   /**
    * The type an Add writes: the one asked for, else the key's, else AWSET. A key of another type
@@ -167,8 +169,12 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         };
       }
       if (elements.length > 0) {
+        if (req.withDots === true) {
+          const dots = await store.dotsOf(req.key, elements);
+          return { ...base, presence: elements.map((element, i) => ({ element, present: dots[i]!.length > 0, dots: dots[i]!.map(dotToProto) })) };
+        }
         const present = await store.contains(req.key, elements);
-        return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]! })) };
+        return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]!, dots: [] })) };
       }
       if (req.pageSize > limits.maxPageSize) {
         throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize}; ask for fewer or use Scan`);
@@ -177,7 +183,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size);
       return {
         ...base,
-        members: page.members.map((m) => withText(m, req.withText)),
+        members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map(dotToProto) : [] })),
         nextPageToken: page.next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, page.next),
       };
     }),
@@ -271,6 +277,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (r.delta !== undefined) notify(req.key, ObjectType.COUNTER, r.delta);
       return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate };
     }),
+
+    export: transfer.export,
+    import: transfer.import,
   };
 }
 

@@ -31,11 +31,11 @@ export function collectElements(
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-export function withText(element: Buffer, want: boolean): { element: Buffer; text: string } {
-  if (!want) return { element, text: "" };
+export function withText(element: Buffer, want: boolean): { element: Buffer; text: string; dots: [] } {
+  if (!want) return { element, text: "", dots: [] };
   try {
-    return { element, text: utf8.decode(element) };
+    return { element, text: utf8.decode(element), dots: [] };
   } catch {
-    return { element, text: "" };
+    return { element, text: "", dots: [] };
   }
 }

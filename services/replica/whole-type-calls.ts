@@ -107,7 +107,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       page: { startAfter: Buffer | undefined; size: number },
     ): Promise<Pick<QueryResponse, "presence" | "filter" | "probabilistic" | "members" | "size"> & { next?: Buffer }> {
       const w = await store.wholeState(key);
-      if (w === undefined) return { presence: elements.map((element) => ({ element: Buffer.from(element), present: false })), filter: undefined, probabilistic: false, members: [], size: 0n };
+      if (w === undefined) return { presence: elements.map((element) => ({ element: Buffer.from(element), present: false, dots: [] })), filter: undefined, probabilistic: false, members: [], size: 0n };
       const ops = operations(w.type, name);
       const f = ops.describe(w.state);
       const figures = {
@@ -124,7 +124,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
         const slice = members.slice(0, page.size);
         return {
           presence: [],
-          members: slice.map((element) => ({ element, text: "" })),
+          members: slice.map((element) => ({ element, text: "", dots: [] })),
           next: members.length > page.size ? slice[slice.length - 1] : undefined,
           size: BigInt(total),
           filter: figures,
@@ -135,7 +135,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       return {
         members: [],
         size: BigInt(f.estimatedCount),
-        presence: elements.map((element, i) => ({ element: Buffer.from(element), present: present[i]! })),
+        presence: elements.map((element, i) => ({ element: Buffer.from(element), present: present[i]!, dots: [] })),
         filter: figures,
         probabilistic: ops.probabilistic,
       };

@@ -12,21 +12,27 @@ export async function contains(commit: GroupCommit, prefix: Buffer, elements: Ui
   return found.map((v) => v !== undefined);
 }
 
-/** One page of members after startAfter (exclusive), in element order. */
+/** The dots of each element (empty for a non-member): one batched read (queued writes included). */
+export async function elementDots(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[]): Promise<Dot[][]> {
+  const found = await commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
+  return found.map((v) => (v === undefined ? [] : decodeDots(v)));
+}
+
+/** One page of members (with their dots) after startAfter (exclusive), in element order. */
 export async function page(
   db: StoreDb,
   prefix: Buffer,
   startAfter: Uint8Array | undefined,
   limit: number,
-): Promise<{ members: Buffer[]; next: Buffer | undefined }> {
-  const out: Buffer[] = [];
+): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
+  const out: Array<{ element: Buffer; dots: Dot[] }> = [];
   for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1 })) {
-    out.push(...chunk.map((e) => e.element));
+    out.push(...chunk);
     if (out.length > limit) break;
   }
   const more = out.length > limit;
   const first = out.slice(0, limit);
-  return { members: first, next: more ? first[first.length - 1] : undefined };
+  return { members: first.map((e) => e.element), dots: first.map((e) => e.dots), next: more ? first[first.length - 1]!.element : undefined };
 }
 
 /**

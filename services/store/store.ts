@@ -28,7 +28,7 @@ import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
 import { loadSeqs, persistSeqs } from "./seq-records.js";
 import { partitionKeys, verifyStored } from "./object-records.js";
-import { contains, members, page } from "./element-reads.js";
+import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 
 export { STORE_FORMAT, STORE_VERSION } from "./open-store.js";
@@ -273,8 +273,16 @@ export class Store {
     return contains(this.commit, objectPrefix(this.partitionOf(key), key), elements);
   }
 
-  /** One page of members after startAfter (exclusive), in element order. */
-  page(key: string, startAfter: Uint8Array | undefined, limit: number): Promise<{ members: Buffer[]; next: Buffer | undefined }> {
+  /** The dots of each element of a set (empty for a non-member), queued writes included. */
+  async dotsOf(key: string, elements: Uint8Array[]): Promise<Dot[][]> {
+    const h = await this.loadHeader(key);
+    if (h === undefined) return elements.map(() => []);
+    if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
+    return elementDots(this.commit, objectPrefix(this.partitionOf(key), key), elements);
+  }
+
+  /** One page of members (and their dots) after startAfter (exclusive), in element order. */
+  page(key: string, startAfter: Uint8Array | undefined, limit: number): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
     return page(this.db, objectPrefix(this.partitionOf(key), key), startAfter, limit);
   }
 

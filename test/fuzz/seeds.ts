@@ -5,7 +5,7 @@
 import { type Random, pick, randomInt } from "../../services/common/prng.ts";
 import { GossipFrame, GossipService, PayloadKind, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { JoinRequest, LeaveRequest, MemberState, MembersRequest, MembershipService, PingReqRequest, PingRequest, WatchRequest } from "../../services/gen/deltaset/v1/membership.ts";
-import { AddRequest, IncrementRequest, MergeRequest, QueryRequest, RemoveRequest, ReplicaService, ScanRequest } from "../../services/gen/deltaset/v1/replica.ts";
+import { AddRequest, ExportChunk, ExportRequest, IncrementRequest, MergeRequest, QueryRequest, RemoveRequest, ReplicaService, ScanRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { AWSetState, type CausalContext, CounterState, EncodedState, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 
@@ -126,7 +126,32 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       boot: 42n,
     });
   };
+  const exportChunk = () => {
+    // A slice is a set's entries without a context (the context travels on the first chunk).
+    const slice = { type: ObjectType.AWSET, payload: enc(AWSetState, { ...AWSetState.decode(awsetState(r).payload), context: undefined }) };
+    const open = r() < 0.6;
+    return enc(ExportChunk, {
+      key: r() < 0.8 ? key(r) : "",
+      type: ObjectType.AWSET,
+      context: r() < 0.8 ? { vv: [{ replica: "fz-r1", counter: BigInt(20 + randomInt(r, 3)) }], cloud: [] } : undefined,
+      rangeStart: Buffer.from(r() < 0.7 ? "" : "m"),
+      rangeEnd: Buffer.from(open ? "" : "z"),
+      rangeOpen: open,
+      slice,
+      last: open,
+      removed: open && r() < 0.3 ? context(r) : undefined,
+      delta: r() < 0.5,
+      nextSince: undefined,
+    });
+  };
   return [
+    {
+      path: ReplicaService.export.path,
+      kind: "serverStream",
+      peer: false,
+      seeds: many(() => enc(ExportRequest, { key: key(r), maxEntries: pick(r, [0, 1, 3, 100_000]), maxBytes: pick(r, [0, 1, 64, 1 << 30]), since: r() < 0.5 ? context(r) : undefined })),
+    },
+    { path: ReplicaService.import.path, kind: "clientStream", peer: false, seeds: many(exportChunk) },
     { path: ReplicaService.add.path, kind: "unary", peer: false, seeds: many(() => enc(AddRequest, { key: key(r), elements: elements(r), texts: texts(r) })) },
     { path: ReplicaService.remove.path, kind: "unary", peer: false, seeds: many(() => enc(RemoveRequest, { key: key(r), elements: elements(r), texts: texts(r), context: r() < 0.5 ? context(r) : undefined })) },
     {

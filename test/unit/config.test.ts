@@ -60,6 +60,8 @@ describe("configuration", () => {
       [{ partitions: "0" }, {}, /partitions must be 1..65535/],
       [{ "node-id": "has space" }, {}, /node id "has space"/],
       [{ "max-page-size": "5" }, {}, /defaultPageSize exceeds/],
+      [{ "max-export-chunk": "5" }, {}, /defaultExportChunk exceeds/],
+      [{ "max-message-bytes": "1048576" }, {}, /maxExportChunkBytes exceeds half of limits.maxMessageBytes/],
       [{ "gossip-choose": "random" }, {}, /gossip choose must be/],
       [{ "tls-cert": "/x.pem" }, {}, /tls.cert and tls.key go together/],
       [{ "store-write-buffer-bytes": "100" }, {}, /storage.writeBufferBytes must be an integer of at least 65536/],

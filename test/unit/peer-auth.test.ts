@@ -123,6 +123,8 @@ describe("token scopes", () => {
     assert.equal(scopeOf("/deltaset.v1.Replica/Query"), "read");
     assert.equal(scopeOf("/deltaset.v1.Replica/Add"), "write");
     assert.equal(scopeOf("/deltaset.v1.Replica/Merge"), "admin");
+    assert.equal(scopeOf("/deltaset.v1.Replica/Export"), "read");
+    assert.equal(scopeOf("/deltaset.v1.Replica/Import"), "admin");
     assert.equal(scopeOf("/deltaset.v1.Replica/SomethingNew"), "admin");
   });
 });

@@ -13,6 +13,8 @@ import {
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
+  type ClientWritableStream,
+  type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
@@ -118,6 +120,12 @@ export interface QueryRequest {
   pageToken: Buffer;
   /** Fill Member.text with the element decoded as UTF-8 when it is valid UTF-8. */
   withText: boolean;
+  /**
+   * AWSET keys: fill the dots of each listed member (Member.dots) and of each queried element
+   * present (ElementPresence.dots): the adds that keep it in the set, for clients that audit a
+   * set or build a Remove context of exactly those adds. Other types leave them empty.
+   */
+  withDots?: boolean | undefined;
 }
 
 /** A member of a set. */
@@ -126,6 +134,11 @@ export interface Member {
   element: Buffer;
   /** The element as UTF-8 text, when requested and valid. */
   text: string;
+  /**
+   * With QueryRequest.with_dots on an AWSET key: the dots of the element's live adds, sorted by
+   * replica and counter. Empty otherwise.
+   */
+  dots: Dot[];
 }
 
 /** Membership of one queried element. */
@@ -134,6 +147,11 @@ export interface ElementPresence {
   element: Buffer;
   /** Whether it is a member on this node now. */
   present: boolean;
+  /**
+   * With QueryRequest.with_dots on an AWSET key: the dots of the element's live adds (empty when
+   * absent), as in Member.dots.
+   */
+  dots: Dot[];
 }
 
 /** The answer to a Query. */
@@ -287,6 +305,102 @@ export interface IncrementResponse {
    * another node): nothing was applied again, and value is the counter's current value here.
    */
   duplicate: boolean;
+}
+
+/** Export a key's state, or the part of it a context lacks. */
+export interface ExportRequest {
+  /** The key to export. */
+  key: string;
+  /**
+   * Most entries (set elements) per chunk; 0 means the node's default (--default-export-chunk).
+   * Above the node's --max-export-chunk: RESOURCE_EXHAUSTED.
+   */
+  maxEntries: number;
+  /**
+   * Most bytes of a chunk's slice payload; 0 means the node's --max-export-chunk-bytes, which is
+   * also the most it may ask for. A chunk holds at least one entry, so an element larger than
+   * this travels alone. The context on the first and on the last chunk is not counted: it
+   * travels whole.
+   */
+  maxBytes: number;
+  /**
+   * Optional: export only what the key holds outside this context (a delta). For an AWSET the
+   * chunks carry every element that has a dot since lacks, with just those dots; the first
+   * chunk's context is the key's context minus since, and the last chunk's removed holds the
+   * dots inside since that the key has seen and no longer holds (its removes of them). Joined
+   * into a copy that already holds everything the key held within since (the receiver whose
+   * context since is, or that imported the export whose next_since it is), the result equals
+   * joining the whole state; joined anywhere it removes only adds the key removed and adds only
+   * adds the key holds. Dots of since the key never saw are ignored. Other types are small and
+   * always travel whole (ExportChunk.delta stays false). Unset: the whole state.
+   */
+  since?: CausalContext | undefined;
+}
+
+/**
+ * One chunk of an Export stream, and what Import reads. The chunks of a key tile its element
+ * space in order: the first starts at the first element (range_start empty), each next one just
+ * after the previous range_end, and only the last one is open (range_open, last). Each chunk
+ * carries every exported entry inside its range. A whole-state type travels as one open chunk.
+ */
+export interface ExportChunk {
+  /**
+   * The key exported (first chunk). On Import: the key to apply the stream to, required on the
+   * first chunk; later chunks leave it empty or repeat it.
+   */
+  key: string;
+  /** The key's type; the same on every chunk. */
+  type: ObjectType;
+  /**
+   * First chunk only: the dots the export covers (the key's whole causal context, or for a delta
+   * the key's context minus since). A receiver's add inside a chunk's range whose dot this
+   * context covers and the chunk does not carry was removed by the sender; nothing outside the
+   * range is touched, and the context itself is folded in after the last chunk.
+   */
+  context?:
+    | CausalContext
+    | undefined;
+  /** Lower bound of the chunk's element range (inclusive); empty means from the first element. */
+  rangeStart: Buffer;
+  /** Upper bound of the element range (inclusive); ignored when range_open is set. */
+  rangeEnd: Buffer;
+  /** The range extends past the last element: set on the last chunk only. */
+  rangeOpen: boolean;
+  /**
+   * The entries inside the range, encoded as the type's state message without a context (for an
+   * AWSET: an AWSetState with entries only); a whole-state type's complete encoded state.
+   */
+  slice?:
+    | EncodedState
+    | undefined;
+  /** The last chunk of the export. */
+  last: boolean;
+  /**
+   * Last chunk of an AWSET delta only: dots inside since that the key has seen and no longer
+   * holds; Import joins them as a remove after the last chunk. Empty otherwise.
+   */
+  removed?:
+    | CausalContext
+    | undefined;
+  /** First chunk: true when the export is a delta since a context, false for a whole state. */
+  delta: boolean;
+  /**
+   * First chunk: the key's whole causal context at the export (for a whole state, the same as
+   * context). Pass it as since to a later Export to get only what changes after this one.
+   */
+  nextSince?: CausalContext | undefined;
+}
+
+/** The outcome of an Import. */
+export interface ImportResponse {
+  /** The key the stream was applied to. */
+  key: string;
+  /** Whether the import changed this node's state (false when it held everything already). */
+  changed: boolean;
+  /** Chunks applied. */
+  chunks: bigint;
+  /** Number of members after the import (for sets). */
+  size: bigint;
 }
 
 function createBaseAddRequest(): AddRequest {
@@ -776,7 +890,15 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
 };
 
 function createBaseQueryRequest(): QueryRequest {
-  return { key: "", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false };
+  return {
+    key: "",
+    elements: [],
+    texts: [],
+    pageSize: 0,
+    pageToken: Buffer.alloc(0),
+    withText: false,
+    withDots: undefined,
+  };
 }
 
 export const QueryRequest: MessageFns<QueryRequest> = {
@@ -798,6 +920,9 @@ export const QueryRequest: MessageFns<QueryRequest> = {
     }
     if (message.withText !== false) {
       writer.uint32(48).bool(message.withText);
+    }
+    if (message.withDots !== undefined) {
+      writer.uint32(56).bool(message.withDots);
     }
     return writer;
   },
@@ -863,6 +988,14 @@ export const QueryRequest: MessageFns<QueryRequest> = {
             message.withText = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.withDots = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -897,6 +1030,11 @@ export const QueryRequest: MessageFns<QueryRequest> = {
         : isSet(object.with_text)
         ? globalThis.Boolean(object.with_text)
         : false,
+      withDots: isSet(object.withDots)
+        ? globalThis.Boolean(object.withDots)
+        : isSet(object.with_dots)
+        ? globalThis.Boolean(object.with_dots)
+        : undefined,
     };
   },
 
@@ -920,6 +1058,9 @@ export const QueryRequest: MessageFns<QueryRequest> = {
     if (message.withText !== false) {
       obj.withText = message.withText;
     }
+    if (message.withDots !== undefined) {
+      obj.withDots = message.withDots;
+    }
     return obj;
   },
 
@@ -934,12 +1075,13 @@ export const QueryRequest: MessageFns<QueryRequest> = {
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? Buffer.alloc(0);
     message.withText = object.withText ?? false;
+    message.withDots = object.withDots ?? undefined;
     return message;
   },
 };
 
 function createBaseMember(): Member {
-  return { element: Buffer.alloc(0), text: "" };
+  return { element: Buffer.alloc(0), text: "", dots: [] };
 }
 
 export const Member: MessageFns<Member> = {
@@ -949,6 +1091,9 @@ export const Member: MessageFns<Member> = {
     }
     if (message.text !== "") {
       writer.uint32(18).string(message.text);
+    }
+    for (const v of message.dots) {
+      Dot.encode(v!, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -982,6 +1127,14 @@ export const Member: MessageFns<Member> = {
             message.text = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.dots.push(Dot.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -998,6 +1151,7 @@ export const Member: MessageFns<Member> = {
     return {
       element: isSet(object.element) ? Buffer.from(bytesFromBase64(object.element)) : Buffer.alloc(0),
       text: isSet(object.text) ? globalThis.String(object.text) : "",
+      dots: globalThis.Array.isArray(object?.dots) ? object.dots.map((e: any) => Dot.fromJSON(e)) : [],
     };
   },
 
@@ -1009,6 +1163,9 @@ export const Member: MessageFns<Member> = {
     if (message.text !== "") {
       obj.text = message.text;
     }
+    if (message.dots?.length) {
+      obj.dots = message.dots.map((e) => Dot.toJSON(e));
+    }
     return obj;
   },
 
@@ -1019,12 +1176,13 @@ export const Member: MessageFns<Member> = {
     const message = createBaseMember();
     message.element = object.element ?? Buffer.alloc(0);
     message.text = object.text ?? "";
+    message.dots = object.dots?.map((e) => Dot.fromPartial(e)) || [];
     return message;
   },
 };
 
 function createBaseElementPresence(): ElementPresence {
-  return { element: Buffer.alloc(0), present: false };
+  return { element: Buffer.alloc(0), present: false, dots: [] };
 }
 
 export const ElementPresence: MessageFns<ElementPresence> = {
@@ -1034,6 +1192,9 @@ export const ElementPresence: MessageFns<ElementPresence> = {
     }
     if (message.present !== false) {
       writer.uint32(16).bool(message.present);
+    }
+    for (const v of message.dots) {
+      Dot.encode(v!, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -1067,6 +1228,14 @@ export const ElementPresence: MessageFns<ElementPresence> = {
             message.present = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.dots.push(Dot.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1083,6 +1252,7 @@ export const ElementPresence: MessageFns<ElementPresence> = {
     return {
       element: isSet(object.element) ? Buffer.from(bytesFromBase64(object.element)) : Buffer.alloc(0),
       present: isSet(object.present) ? globalThis.Boolean(object.present) : false,
+      dots: globalThis.Array.isArray(object?.dots) ? object.dots.map((e: any) => Dot.fromJSON(e)) : [],
     };
   },
 
@@ -1094,6 +1264,9 @@ export const ElementPresence: MessageFns<ElementPresence> = {
     if (message.present !== false) {
       obj.present = message.present;
     }
+    if (message.dots?.length) {
+      obj.dots = message.dots.map((e) => Dot.toJSON(e));
+    }
     return obj;
   },
 
@@ -1104,6 +1277,7 @@ export const ElementPresence: MessageFns<ElementPresence> = {
     const message = createBaseElementPresence();
     message.element = object.element ?? Buffer.alloc(0);
     message.present = object.present ?? false;
+    message.dots = object.dots?.map((e) => Dot.fromPartial(e)) || [];
     return message;
   },
 };
@@ -2410,6 +2584,521 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
   },
 };
 
+function createBaseExportRequest(): ExportRequest {
+  return { key: "", maxEntries: 0, maxBytes: 0, since: undefined };
+}
+
+export const ExportRequest: MessageFns<ExportRequest> = {
+  encode(message: ExportRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.maxEntries !== 0) {
+      writer.uint32(16).uint32(message.maxEntries);
+    }
+    if (message.maxBytes !== 0) {
+      writer.uint32(24).uint32(message.maxBytes);
+    }
+    if (message.since !== undefined) {
+      CausalContext.encode(message.since, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.maxEntries = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.maxBytes = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.since = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportRequest {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      maxEntries: isSet(object.maxEntries)
+        ? globalThis.Number(object.maxEntries)
+        : isSet(object.max_entries)
+        ? globalThis.Number(object.max_entries)
+        : 0,
+      maxBytes: isSet(object.maxBytes)
+        ? globalThis.Number(object.maxBytes)
+        : isSet(object.max_bytes)
+        ? globalThis.Number(object.max_bytes)
+        : 0,
+      since: isSet(object.since) ? CausalContext.fromJSON(object.since) : undefined,
+    };
+  },
+
+  toJSON(message: ExportRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.maxEntries !== 0) {
+      obj.maxEntries = Math.round(message.maxEntries);
+    }
+    if (message.maxBytes !== 0) {
+      obj.maxBytes = Math.round(message.maxBytes);
+    }
+    if (message.since !== undefined) {
+      obj.since = CausalContext.toJSON(message.since);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ExportRequest>, I>>(base?: I): ExportRequest {
+    return ExportRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ExportRequest>, I>>(object: I): ExportRequest {
+    const message = createBaseExportRequest();
+    message.key = object.key ?? "";
+    message.maxEntries = object.maxEntries ?? 0;
+    message.maxBytes = object.maxBytes ?? 0;
+    message.since = (object.since !== undefined && object.since !== null)
+      ? CausalContext.fromPartial(object.since)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseExportChunk(): ExportChunk {
+  return {
+    key: "",
+    type: 0,
+    context: undefined,
+    rangeStart: Buffer.alloc(0),
+    rangeEnd: Buffer.alloc(0),
+    rangeOpen: false,
+    slice: undefined,
+    last: false,
+    removed: undefined,
+    delta: false,
+    nextSince: undefined,
+  };
+}
+
+export const ExportChunk: MessageFns<ExportChunk> = {
+  encode(message: ExportChunk, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.type !== 0) {
+      writer.uint32(16).int32(message.type);
+    }
+    if (message.context !== undefined) {
+      CausalContext.encode(message.context, writer.uint32(26).fork()).join();
+    }
+    if (message.rangeStart.length !== 0) {
+      writer.uint32(34).bytes(message.rangeStart);
+    }
+    if (message.rangeEnd.length !== 0) {
+      writer.uint32(42).bytes(message.rangeEnd);
+    }
+    if (message.rangeOpen !== false) {
+      writer.uint32(48).bool(message.rangeOpen);
+    }
+    if (message.slice !== undefined) {
+      EncodedState.encode(message.slice, writer.uint32(58).fork()).join();
+    }
+    if (message.last !== false) {
+      writer.uint32(64).bool(message.last);
+    }
+    if (message.removed !== undefined) {
+      CausalContext.encode(message.removed, writer.uint32(74).fork()).join();
+    }
+    if (message.delta !== false) {
+      writer.uint32(80).bool(message.delta);
+    }
+    if (message.nextSince !== undefined) {
+      CausalContext.encode(message.nextSince, writer.uint32(90).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExportChunk {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExportChunk();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.context = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rangeStart = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.rangeEnd = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.rangeOpen = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.slice = EncodedState.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.last = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.removed = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.delta = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.nextSince = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ExportChunk {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      type: isSet(object.type) ? objectTypeFromJSON(object.type) : 0,
+      context: isSet(object.context) ? CausalContext.fromJSON(object.context) : undefined,
+      rangeStart: isSet(object.rangeStart)
+        ? Buffer.from(bytesFromBase64(object.rangeStart))
+        : isSet(object.range_start)
+        ? Buffer.from(bytesFromBase64(object.range_start))
+        : Buffer.alloc(0),
+      rangeEnd: isSet(object.rangeEnd)
+        ? Buffer.from(bytesFromBase64(object.rangeEnd))
+        : isSet(object.range_end)
+        ? Buffer.from(bytesFromBase64(object.range_end))
+        : Buffer.alloc(0),
+      rangeOpen: isSet(object.rangeOpen)
+        ? globalThis.Boolean(object.rangeOpen)
+        : isSet(object.range_open)
+        ? globalThis.Boolean(object.range_open)
+        : false,
+      slice: isSet(object.slice) ? EncodedState.fromJSON(object.slice) : undefined,
+      last: isSet(object.last) ? globalThis.Boolean(object.last) : false,
+      removed: isSet(object.removed) ? CausalContext.fromJSON(object.removed) : undefined,
+      delta: isSet(object.delta) ? globalThis.Boolean(object.delta) : false,
+      nextSince: isSet(object.nextSince)
+        ? CausalContext.fromJSON(object.nextSince)
+        : isSet(object.next_since)
+        ? CausalContext.fromJSON(object.next_since)
+        : undefined,
+    };
+  },
+
+  toJSON(message: ExportChunk): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.type !== 0) {
+      obj.type = objectTypeToJSON(message.type);
+    }
+    if (message.context !== undefined) {
+      obj.context = CausalContext.toJSON(message.context);
+    }
+    if (message.rangeStart.length !== 0) {
+      obj.rangeStart = base64FromBytes(message.rangeStart);
+    }
+    if (message.rangeEnd.length !== 0) {
+      obj.rangeEnd = base64FromBytes(message.rangeEnd);
+    }
+    if (message.rangeOpen !== false) {
+      obj.rangeOpen = message.rangeOpen;
+    }
+    if (message.slice !== undefined) {
+      obj.slice = EncodedState.toJSON(message.slice);
+    }
+    if (message.last !== false) {
+      obj.last = message.last;
+    }
+    if (message.removed !== undefined) {
+      obj.removed = CausalContext.toJSON(message.removed);
+    }
+    if (message.delta !== false) {
+      obj.delta = message.delta;
+    }
+    if (message.nextSince !== undefined) {
+      obj.nextSince = CausalContext.toJSON(message.nextSince);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ExportChunk>, I>>(base?: I): ExportChunk {
+    return ExportChunk.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ExportChunk>, I>>(object: I): ExportChunk {
+    const message = createBaseExportChunk();
+    message.key = object.key ?? "";
+    message.type = object.type ?? 0;
+    message.context = (object.context !== undefined && object.context !== null)
+      ? CausalContext.fromPartial(object.context)
+      : undefined;
+    message.rangeStart = object.rangeStart ?? Buffer.alloc(0);
+    message.rangeEnd = object.rangeEnd ?? Buffer.alloc(0);
+    message.rangeOpen = object.rangeOpen ?? false;
+    message.slice = (object.slice !== undefined && object.slice !== null)
+      ? EncodedState.fromPartial(object.slice)
+      : undefined;
+    message.last = object.last ?? false;
+    message.removed = (object.removed !== undefined && object.removed !== null)
+      ? CausalContext.fromPartial(object.removed)
+      : undefined;
+    message.delta = object.delta ?? false;
+    message.nextSince = (object.nextSince !== undefined && object.nextSince !== null)
+      ? CausalContext.fromPartial(object.nextSince)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseImportResponse(): ImportResponse {
+  return { key: "", changed: false, chunks: 0n, size: 0n };
+}
+
+export const ImportResponse: MessageFns<ImportResponse> = {
+  encode(message: ImportResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.changed !== false) {
+      writer.uint32(16).bool(message.changed);
+    }
+    if (message.chunks !== 0n) {
+      if (BigInt.asUintN(64, message.chunks) !== message.chunks) {
+        throw new globalThis.Error("value provided for field message.chunks of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.chunks);
+    }
+    if (message.size !== 0n) {
+      if (BigInt.asUintN(64, message.size) !== message.size) {
+        throw new globalThis.Error("value provided for field message.size of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.size);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.changed = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.chunks = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.size = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportResponse {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      changed: isSet(object.changed) ? globalThis.Boolean(object.changed) : false,
+      chunks: isSet(object.chunks) ? BigInt(object.chunks) : 0n,
+      size: isSet(object.size) ? BigInt(object.size) : 0n,
+    };
+  },
+
+  toJSON(message: ImportResponse): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.changed !== false) {
+      obj.changed = message.changed;
+    }
+    if (message.chunks !== 0n) {
+      obj.chunks = message.chunks.toString();
+    }
+    if (message.size !== 0n) {
+      obj.size = message.size.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportResponse>, I>>(base?: I): ImportResponse {
+    return ImportResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportResponse>, I>>(object: I): ImportResponse {
+    const message = createBaseImportResponse();
+    message.key = object.key ?? "";
+    message.changed = object.changed ?? false;
+    message.chunks = (object.chunks !== undefined && object.chunks !== null) ? BigInt(object.chunks) : 0n;
+    message.size = (object.size !== undefined && object.size !== null) ? BigInt(object.size) : 0n;
+    return message;
+  },
+};
+
 /**
  * Replica serves the replicated objects held by this node. Writes are acknowledged only after
  * they are durable on this node and are then spread to the other nodes by anti-entropy gossip.
@@ -2505,6 +3194,44 @@ export const ReplicaService = {
     responseSerialize: (value: IncrementResponse): Buffer => Buffer.from(IncrementResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): IncrementResponse => IncrementResponse.decode(value),
   },
+  /**
+   * Stream the encoded state of key in bounded chunks (ExportChunk explains what a chunk carries),
+   * for Import on another node or cluster. With since (a context from an earlier export's
+   * next_since, or a context read from the receiver's copy): only what the key holds outside
+   * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
+   * element order in chunks of at most the asked (or the node's) entries and bytes; the other
+   * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   */
+  export: {
+    path: "/deltaset.v1.Replica/Export" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: ExportRequest): Buffer => Buffer.from(ExportRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExportRequest => ExportRequest.decode(value),
+    responseSerialize: (value: ExportChunk): Buffer => Buffer.from(ExportChunk.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExportChunk => ExportChunk.decode(value),
+  },
+  /**
+   * Apply an Export stream to a key (the key named by the stream's first chunk), chunk by chunk
+   * through the same path a node's full-state gossip takes: each chunk joins only the elements
+   * of its own range, and the stream's context is folded in after its last chunk, so a stream
+   * cut at any chunk leaves the key between its state before and after the whole import, and
+   * importing the same stream twice changes nothing the second time. What changes spreads to the
+   * other nodes like a Merge. Requires the admin scope (like Merge: a forged context deletes
+   * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
+   * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
+   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   */
+  import: {
+    path: "/deltaset.v1.Replica/Import" as const,
+    requestStream: true as const,
+    responseStream: false as const,
+    requestSerialize: (value: ExportChunk): Buffer => Buffer.from(ExportChunk.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExportChunk => ExportChunk.decode(value),
+    responseSerialize: (value: ImportResponse): Buffer => Buffer.from(ImportResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportResponse => ImportResponse.decode(value),
+  },
 } as const;
 
 export interface ReplicaServer extends UntypedServiceImplementation {
@@ -2546,6 +3273,28 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * again (IncrementResponse.duplicate).
    */
   increment: handleUnaryCall<IncrementRequest, IncrementResponse>;
+  /**
+   * Stream the encoded state of key in bounded chunks (ExportChunk explains what a chunk carries),
+   * for Import on another node or cluster. With since (a context from an earlier export's
+   * next_since, or a context read from the receiver's copy): only what the key holds outside
+   * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
+   * element order in chunks of at most the asked (or the node's) entries and bytes; the other
+   * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   */
+  export: handleServerStreamingCall<ExportRequest, ExportChunk>;
+  /**
+   * Apply an Export stream to a key (the key named by the stream's first chunk), chunk by chunk
+   * through the same path a node's full-state gossip takes: each chunk joins only the elements
+   * of its own range, and the stream's context is folded in after its last chunk, so a stream
+   * cut at any chunk leaves the key between its state before and after the whole import, and
+   * importing the same stream twice changes nothing the second time. What changes spreads to the
+   * other nodes like a Merge. Requires the admin scope (like Merge: a forged context deletes
+   * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
+   * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
+   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   */
+  import: handleClientStreamingCall<ExportChunk, ImportResponse>;
 }
 
 export interface ReplicaClient extends Client {
@@ -2655,6 +3404,46 @@ export interface ReplicaClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: IncrementResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Stream the encoded state of key in bounded chunks (ExportChunk explains what a chunk carries),
+   * for Import on another node or cluster. With since (a context from an earlier export's
+   * next_since, or a context read from the receiver's copy): only what the key holds outside
+   * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
+   * element order in chunks of at most the asked (or the node's) entries and bytes; the other
+   * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   */
+  export(request: ExportRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportChunk>;
+  export(
+    request: ExportRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ExportChunk>;
+  /**
+   * Apply an Export stream to a key (the key named by the stream's first chunk), chunk by chunk
+   * through the same path a node's full-state gossip takes: each chunk joins only the elements
+   * of its own range, and the stream's context is folded in after its last chunk, so a stream
+   * cut at any chunk leaves the key between its state before and after the whole import, and
+   * importing the same stream twice changes nothing the second time. What changes spreads to the
+   * other nodes like a Merge. Requires the admin scope (like Merge: a forged context deletes
+   * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
+   * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
+   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   */
+  import(callback: (error: ServiceError | null, response: ImportResponse) => void): ClientWritableStream<ExportChunk>;
+  import(
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportResponse) => void,
+  ): ClientWritableStream<ExportChunk>;
+  import(
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportResponse) => void,
+  ): ClientWritableStream<ExportChunk>;
+  import(
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportResponse) => void,
+  ): ClientWritableStream<ExportChunk>;
 }
 
 export const ReplicaClient = makeGenericClientConstructor(ReplicaService, "deltaset.v1.Replica") as unknown as {

@@ -1,0 +1,115 @@
+// `deltaset export` and `deltaset import`: a key's state (or its delta since a context) as a
+// length-delimited binary stream of ExportChunk messages on stdout, and such a stream read from
+// stdin and applied to a key, so `deltaset export s --addr A | deltaset import s --addr B` moves a
+// set between clusters.
+import { readFileSync, writeFileSync } from "node:fs";
+import { once } from "node:events";
+import { ExportChunk, type ImportResponse } from "../gen/deltaset/v1/replica.js";
+import { CausalContext } from "../gen/deltaset/v1/types.js";
+import { replicaClient } from "../client/rpc.js";
+import { UsageError, connection, needKey, parse } from "./client-commands.js";
+import { DelimitedStreamError, delimited, readDelimited } from "./delimited.js";
+import { createOutput } from "./output.js";
+
+/** Largest message read from a stream (the client's own message limit). */
+const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** Streams may run long: the default deadline of export and import, in ms. */
+const STREAM_TIMEOUT = "600000";
+
+/**
+ * A since file: a CausalContext as JSON, or the output of `deltaset query KEY --json` (its
+ * context). A file that does not exist yet (the first of a series of exports): no since, the
+ * whole state, which is always correct to import.
+ */
+function readSince(path: string): CausalContext | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") {
+      process.stderr.write(`--since-file ${path} does not exist: exporting the whole state\n`);
+      return undefined;
+    }
+    throw new UsageError(`--since-file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  try {
+    const obj = JSON.parse(text) as { context?: unknown };
+    return CausalContext.fromJSON(obj.context ?? obj);
+  } catch (err) {
+    throw new UsageError(`--since-file ${path}: not a context as JSON (${(err as Error).message})`);
+  }
+}
+
+export async function exportCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, {
+    "since-file": { type: "string" },
+    "next-since-file": { type: "string" },
+    chunk: { type: "string", default: "0" },
+    "chunk-bytes": { type: "string", default: "0" },
+    timeout: { type: "string", default: STREAM_TIMEOUT },
+  });
+  const key = needKey(positionals, "deltaset export KEY [--since-file F] [--next-since-file G] [--chunk N] [--chunk-bytes B] [--addr HOST:PORT] > FILE");
+  if (process.stdout.isTTY) throw new UsageError("stdout is a terminal: pipe the export to `deltaset import KEY --addr ...` or redirect it to a file");
+  const conn = connection(values);
+  const since = values["since-file"] === undefined ? undefined : readSince(values["since-file"] as string);
+  const client = replicaClient(values.addr as string, conn.creds);
+  let chunks = 0;
+  let nextSince: CausalContext | undefined;
+  try {
+    const stream = client.export(
+      { key, maxEntries: Number(values.chunk), maxBytes: Number(values["chunk-bytes"]), since },
+      conn.metadata(),
+      { deadline: Date.now() + Number(values.timeout) },
+    );
+    for await (const chunk of stream as AsyncIterable<ExportChunk>) {
+      if (chunks === 0) nextSince = chunk.nextSince;
+      chunks++;
+      if (!process.stdout.write(delimited(ExportChunk.encode(chunk).finish()))) await once(process.stdout, "drain");
+    }
+  } finally {
+    client.close();
+  }
+  // Written only once the whole export is out: rename it over the since file after the import succeeded.
+  if (values["next-since-file"] !== undefined && nextSince !== undefined) {
+    writeFileSync(values["next-since-file"] as string, JSON.stringify(CausalContext.toJSON(nextSince)) + "\n");
+  }
+  process.stderr.write(`exported "${key}" in ${chunks} chunk(s)${since === undefined ? "" : " (delta since the given context)"}\n`);
+}
+
+export async function importCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, { timeout: { type: "string", default: STREAM_TIMEOUT } });
+  const key = needKey(positionals, "deltaset import KEY [--addr HOST:PORT] < FILE");
+  if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe `deltaset export KEY --addr ...` into it or redirect a file");
+  const conn = connection(values);
+  const client = replicaClient(values.addr as string, conn.creds);
+  try {
+    const res = await new Promise<ImportResponse>((resolve, reject) => {
+      const call = client.import(conn.metadata(), { deadline: Date.now() + Number(values.timeout) }, (err, r) => (err ? reject(err) : resolve(r)));
+      void (async () => {
+        let first = true;
+        for await (const bytes of readDelimited(process.stdin, MAX_MESSAGE_BYTES)) {
+          let chunk: ExportChunk;
+          try {
+            chunk = ExportChunk.decode(bytes);
+          } catch (err) {
+            throw new UsageError(`stdin: a message is not an ExportChunk (${(err as Error).message}): is this the output of deltaset export?`);
+          }
+          // The stream goes to KEY, whatever key it was exported from.
+          chunk.key = first ? key : "";
+          first = false;
+          if (!call.write(chunk)) await once(call, "drain");
+        }
+        call.end();
+      })().catch((err: unknown) => {
+        call.cancel();
+        reject(err instanceof DelimitedStreamError ? new UsageError(`stdin: ${err.message}`) : err);
+      });
+    });
+    createOutput(values.json as boolean).result(
+      { key, changed: res.changed, chunks: res.chunks, size: res.size },
+      `imported ${res.chunks} chunk(s) into "${key}": ${res.changed ? "changed" : "nothing new"}, ${res.size} member(s)`,
+    );
+  } finally {
+    client.close();
+  }
+}
