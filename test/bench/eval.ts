@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { evalGrid } from "../../services/chaos/eval/grid.js";
 import { byteRatios, sweepTargets } from "../../services/chaos/eval/targets.js";
 import { runSweep } from "../../services/chaos/eval/sweep.js";
+import type { CellResult } from "../../services/chaos/eval/cell.js";
 import { writeResultFile } from "../../services/common/result-file.js";
 import { drawChart } from "./charts/draw.js";
 import { commandLine, isQuick, printTargets, resultsDir } from "./lib/results.js";
@@ -19,34 +20,50 @@ const grid = evalGrid(quick);
 const command = commandLine("eval", quick);
 const started = Date.now();
 const fmt = (x: number | null, digits = 0) => (x === null ? "n/a" : x.toFixed(digits));
-const cells = await runSweep({
+const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-eval-")) : resultsDir;
+const cells: CellResult[] = [];
+/** The results file, rewritten after every cell: a run cut short still leaves what it measured. */
+function write(complete: boolean): string {
+  const minutes = (Date.now() - started) / 60_000;
+  return writeResultFile(join(dir, "eval.json"), {
+    params: {
+      quick,
+      grid,
+      complete,
+      cellsDone: cells.length,
+      minutes: Number(minutes.toFixed(1)),
+      lossMechanism: "reset_peer toxic windows on the upstream stream of one directed peer link at a time (services/chaos/eval/loss-windows.ts)",
+    },
+    metrics: {
+      cells,
+      ratios: {
+        "alg2+bp+rr": byteRatios(cells, "alg2+bp+rr"),
+        "alg2+bp+rr+push": byteRatios(cells, "alg2+bp+rr+push"),
+        alg2: byteRatios(cells, "alg2"),
+        alg1: byteRatios(cells, "alg1"),
+      },
+    },
+    targets: sweepTargets(cells, grid.gossipIntervalMs, command),
+  });
+}
+await runSweep({
   grid,
   firstHost: 141,
   port: 7270,
   seed: 20261124,
   log: (l) => console.log(l),
-  onCell: (c, done, total) =>
+  onCell: (c, done, total) => {
+    cells.push(c);
+    write(false);
     console.log(
       `[${done}/${total}] ${c.nodes}n ${c.mode.padEnd(10)} lat ${c.latency.padEnd(9)} loss ${c.loss.padEnd(4)}: conv p95 ${fmt(c.convergenceMs.p95)} ms (limit ${c.physicalLimitMs}), lag p95 ${fmt(c.lagMs.p95)} ms, ` +
         `${fmt(c.wireBytesPerUpdate)} B/update on the wire, loss measured ${fmt(c.measuredLoss.rate === null ? null : c.measuredLoss.rate * 100, 1)}%, fallbacks ${c.stateFallbacks}, cpu ${fmt(c.cpuMsPerSecond.mean)} ms/s, valid ${c.valid}`,
-    ),
+    );
+  },
 });
 const minutes = (Date.now() - started) / 60_000;
+const path = write(true);
 const targets = sweepTargets(cells, grid.gossipIntervalMs, command);
-const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-eval-")) : resultsDir;
-const path = writeResultFile(join(dir, "eval.json"), {
-  params: { quick, grid, minutes: Number(minutes.toFixed(1)), lossMechanism: "reset_peer toxic windows on the upstream stream of one directed peer link at a time (loss-windows.ts)" },
-  metrics: {
-    cells,
-    ratios: {
-      "alg2+bp+rr": byteRatios(cells, "alg2+bp+rr"),
-      "alg2+bp+rr+push": byteRatios(cells, "alg2+bp+rr+push"),
-      alg2: byteRatios(cells, "alg2"),
-      alg1: byteRatios(cells, "alg1"),
-    },
-  },
-  targets,
-});
 await drawChart(path);
 printTargets(targets);
 console.log(`${cells.length} cells in ${minutes.toFixed(1)} min; results: ${path}`);
