@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The evaluation sweep, reduced, on a kind cluster with real Toxiproxy sidecars.
+#
+# Deploys k8s/overlays/chaos (as run-chaos.sh does) and, for each sync mode, sets the mode's node
+# environment on the StatefulSet (`deltaset chaos eval-env MODE`), waits for the rollout,
+# port-forwards every pod's gRPC port (7070), Toxiproxy API (8474) and metrics port (9464) to
+# 127.0.0.1, and runs one `deltaset chaos eval-cell` per (latency, loss) level: the same cell code
+# as the local sweep (`npm run eval`, services/chaos/eval/), which is tested there. One JSON per
+# cell goes to RESULTS_DIR. CPU per node is not measured here (no access to the pods' processes).
+#
+# Usage (from anywhere):  deploy/kind/run-eval.sh
+# Environment:
+#   KIND_CLUSTER   kind cluster name (default: deltaset; created if absent)
+#   NAMESPACE      namespace of the chaos overlay (default: deltaset)
+#   IMAGE          image tag the manifests use (default: deltaset:dev)
+#   MODES          sync modes (default: "full-state alg2 alg2+bp+rr alg2+bp+rr+push")
+#   LATENCIES      one-way link latencies in ms, with jitter as L:J (default: "0:0 50:10")
+#   LOSSES         loss-window shares of link time (default: "0 0.1")
+#   ROUNDS         write-then-settle rounds per cell (default: 2)
+#   BASE_PORT      first local port for port-forwards (default: 18070)
+#   SKIP_BUILD=1   reuse an image already loaded into kind
+#   RESULTS_DIR    where results and port-forward logs go (default: docs/results/eval-kind)
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo_root"
+
+KIND_CLUSTER="${KIND_CLUSTER:-deltaset}"
+NAMESPACE="${NAMESPACE:-deltaset}"
+IMAGE="${IMAGE:-deltaset:dev}"
+BASE_PORT="${BASE_PORT:-18070}"
+RESULTS_DIR="${RESULTS_DIR:-docs/results/eval-kind}"
+read -r -a modes <<< "${MODES:-full-state alg2 alg2+bp+rr alg2+bp+rr+push}"
+read -r -a latencies <<< "${LATENCIES:-0:0 50:10}"
+read -r -a losses <<< "${LOSSES:-0 0.1}"
+ROUNDS="${ROUNDS:-2}"
+
+die() { echo "run-eval: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found in PATH. $2"; }
+need docker  "Install Docker and start its daemon: https://docs.docker.com/get-docker/"
+need kind    "Install kind: https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
+need kubectl "Install kubectl: https://kubernetes.io/docs/tasks/tools/"
+need npx     "Install Node.js 20 or newer, then run 'npm ci' in the repository."
+docker info >/dev/null 2>&1 || die "the Docker daemon is not reachable (is it running?)"
+
+forward_pids=()
+stop_forwards() {
+  local pid
+  for pid in ${forward_pids[@]+"${forward_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
+  for pid in ${forward_pids[@]+"${forward_pids[@]}"}; do wait "$pid" 2>/dev/null || true; done
+  forward_pids=()
+}
+trap stop_forwards EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+kctl() { kubectl --context "kind-$KIND_CLUSTER" -n "$NAMESPACE" "$@"; }
+
+wait_port() {
+  local p="$1" i
+  for i in $(seq 1 60); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then return 0; fi
+    sleep 0.5
+  done
+  die "port-forward to 127.0.0.1:$p did not come up (see $RESULTS_DIR/port-forward-*.log)"
+}
+
+# Pod i: gRPC on BASE_PORT + 3i, Toxiproxy API on + 1, metrics on + 2 (127.0.0.1 only).
+start_forwards() {
+  local pods pod port nodes="" proxies="" metrics=""
+  kctl rollout status statefulset/deltaset --timeout=300s
+  pods="$(kctl get pods -l app.kubernetes.io/name=deltaset -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)"
+  [ -n "$pods" ] || die "no deltaset pods found in namespace $NAMESPACE"
+  port="$BASE_PORT"
+  for pod in $pods; do
+    kubectl --context "kind-$KIND_CLUSTER" -n "$NAMESPACE" port-forward --address 127.0.0.1 \
+      "pod/$pod" "$port:7070" "$((port + 1)):8474" "$((port + 2)):9464" >"$RESULTS_DIR/port-forward-$pod.log" 2>&1 &
+    forward_pids+=("$!")
+    wait_port "$port"; wait_port "$((port + 1))"; wait_port "$((port + 2))"
+    nodes="${nodes:+$nodes,}127.0.0.1:$port"
+    proxies="${proxies:+$proxies,}http://127.0.0.1:$((port + 1))"
+    metrics="${metrics:+$metrics,}127.0.0.1:$((port + 2))"
+    port=$((port + 3))
+  done
+  node_list="$nodes"; proxy_list="$proxies"; metrics_list="$metrics"
+}
+
+echo "== kind cluster '$KIND_CLUSTER'"
+if ! kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; then
+  kind create cluster --name "$KIND_CLUSTER" --config deploy/kind/kind-config.yaml
+fi
+if [ "${SKIP_BUILD:-0}" != "1" ]; then
+  docker build -f deploy/Dockerfile -t "$IMAGE" .
+fi
+kind load docker-image "$IMAGE" --name "$KIND_CLUSTER"
+kubectl --context "kind-$KIND_CLUSTER" create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl --context "kind-$KIND_CLUSTER" apply -f -
+if ! kctl get secret deltaset-cluster-key >/dev/null 2>&1; then
+  kctl create secret generic deltaset-cluster-key --from-literal=cluster.key="$(node -e 'process.stdout.write(require("node:crypto").randomBytes(32).toString("base64"))')"
+fi
+kubectl --context "kind-$KIND_CLUSTER" apply -k k8s/overlays/chaos
+mkdir -p "$RESULTS_DIR"
+
+failed=()
+seed=1
+for mode in "${modes[@]}"; do
+  echo "== mode $mode"
+  # The mode's settings, a 100 ms gossip period (the physical limit assumes it), and nothing else changed.
+  mapfile -t env_pairs < <(npx deltaset chaos eval-env "$mode")
+  kctl set env statefulset/deltaset DELTASET_GOSSIP_INTERVAL_MS=100 DELTASET_GOSSIP_PUSH_LOCAL_MS=0 DELTASET_GOSSIP_CHOOSE=delta+periodic-state "${env_pairs[@]}"
+  start_forwards
+  for lat in "${latencies[@]}"; do
+    for loss in "${losses[@]}"; do
+      out="$RESULTS_DIR/cell-$mode-lat${lat%%:*}-loss$loss.json"
+      echo "   latency ${lat%%:*}±${lat##*:} ms, loss share $loss -> $out"
+      if ! npx deltaset chaos eval-cell --nodes-addrs "$node_list" --toxiproxy "$proxy_list" --metrics "$metrics_list" \
+          --mode "$mode" --latency-ms "${lat%%:*}" --jitter-ms "${lat##*:}" --loss-share "$loss" \
+          --rounds "$ROUNDS" --gossip-interval-ms 100 --seed "$seed" --out "$out"; then
+        failed+=("$mode/$lat/$loss")
+      fi
+      seed=$((seed + 1))
+    done
+  done
+  stop_forwards
+done
+
+echo "== results in $RESULTS_DIR"
+[ "${#failed[@]}" -eq 0 ] || die "cells that failed or lost writes: ${failed[*]}"
