@@ -1,12 +1,14 @@
 // Client commands: add, remove, query, scan, incr, members (export and import: transfer-commands.ts).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { createInterface } from "node:readline";
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { ObjectType, contextFromProto } from "../crdt/index.js";
 import { bar, createOutput, showElement } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
+import { addStream } from "../client/add-stream.js";
 import { TokenError, resolveToken } from "./token.js";
 
 const COMMON = {
@@ -110,8 +112,11 @@ export async function addCommand(args: string[]): Promise<void> {
     bits: { type: "string" },
     "fingerprint-bits": { type: "string" },
     "bucket-size": { type: "string" },
+    stdin: { type: "boolean", default: false },
+    batch: { type: "string" },
   });
   const conn = connection(values);
+  if (values.stdin === true) return addFromStdin(positionals, values, conn);
   const key = needKey(
     positionals,
     "deltaset add KEY ELEMENT... [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--addr HOST:PORT] [--hex] [--json]",
@@ -136,6 +141,50 @@ export async function addCommand(args: string[]): Promise<void> {
     out.result(
       { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })) },
       `added ${res.added} new element(s) to "${key}" (${elements.length} given)`,
+    );
+  } finally {
+    client.close();
+  }
+}
+
+/** deltaset add KEY --stdin: one element per line of stdin, streamed (AddStream) in batches. */
+async function addFromStdin(positionals: string[], values: Values, conn: ReturnType<typeof connection>): Promise<void> {
+  const key = needKey(positionals, "deltaset add KEY --stdin [--batch N] [--addr HOST:PORT] [--hex] [--json]  (one element per line)");
+  if (positionals.length > 1) throw new UsageError("with --stdin the elements come from stdin, not the command line");
+  if (values.type !== undefined) throw new UsageError("--stdin adds to add-wins sets only (no --type)");
+  const batchSize = values.batch === undefined ? 1000 : numberFlag(values, "batch");
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new UsageError("--batch must be a positive integer");
+  if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe or redirect one element per line into it");
+  const hex = values.hex as boolean;
+  async function* batches(): AsyncGenerator<Buffer[]> {
+    let batch: Buffer[] = [];
+    for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+      if (line === "") continue;
+      batch.push(elementsFrom([line], hex)[0]!);
+      if (batch.length >= batchSize) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length > 0) yield batch;
+  }
+  const tty = process.stderr.isTTY === true;
+  const started = performance.now();
+  const client = replicaClient(values.addr as string, conn.creds);
+  try {
+    const res = await addStream(client, key, batches(), {
+      metadata: conn.metadata(),
+      onAck: (a) => {
+        if (!tty) return;
+        const rate = a.elements / ((performance.now() - started) / 1000);
+        process.stderr.write(`\r\x1b[2K${a.elements} element(s) durable, ${a.added} new, ${rate.toFixed(0)}/s`);
+      },
+    });
+    if (tty) process.stderr.write("\r\x1b[2K");
+    const seconds = (performance.now() - started) / 1000;
+    createOutput(values.json as boolean).result(
+      { key, elements: res.elements, added: res.added, batches: res.batches, seconds: Number(seconds.toFixed(3)) },
+      `added ${res.added} new element(s) to "${key}" (${res.elements} streamed in ${res.batches} batch(es), ${seconds.toFixed(1)} s)`,
     );
   } finally {
     client.close();

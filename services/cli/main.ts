@@ -18,6 +18,7 @@ usage: deltaset <command> [options]
   node      run a node                      deltaset node --listen 127.0.0.1:7070 --data-dir .deltaset/data
   cluster   run a local cluster of N nodes  deltaset cluster --nodes 3
   add       add elements to a set           deltaset add KEY ELEMENT... [--addr HOST:PORT]
+            or stream them, one per line    deltaset add KEY --stdin [--batch N] < elements.txt
   remove    remove elements from a set      deltaset remove KEY ELEMENT...
   query     membership, or a page of members and the context
                                             deltaset query KEY [ELEMENT...] [--all]

@@ -150,6 +150,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     defaultExportChunk: 1000,
     maxExportChunk: 10_000,
     maxExportChunkBytes: 1024 * 1024,
+    streamWindow: 64,
     maxFilterBytes: 16 * 1024 * 1024,
     maxRequestIdBytes: 128,
   },

@@ -121,6 +121,7 @@ export const LIMITS_SETTINGS: SettingGroup = {
       flag: "max-export-chunk-bytes", env: "DELTASET_MAX_EXPORT_CHUNK_BYTES", path: "limits.maxExportChunkBytes", kind: "int",
       description: "most bytes of an Export chunk's slice (the default, and the most a request may ask for); at most half of --max-message-bytes",
     },
+    { flag: "stream-window", env: "DELTASET_STREAM_WINDOW", path: "limits.streamWindow", kind: "int", description: "AddStream batches a node works on at once per stream; it reads no further until one is durable (flow control)" },
     { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter" },
     { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers INVALID_ARGUMENT" },
     {

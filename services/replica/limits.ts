@@ -24,4 +24,6 @@ export interface Limits {
   maxFilterBytes: number;
   /** Most bytes (UTF-8) in an Increment's request_id. */
   maxRequestIdBytes: number;
+  /** AddStream batches a node works on at once per stream (it reads no further meanwhile). */
+  streamWindow: number;
 }

@@ -24,6 +24,7 @@ import type { Limits } from "./limits.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
+import { addStreamCall } from "./add-stream.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
@@ -280,6 +281,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
 
     export: transfer.export,
     import: transfer.import,
+    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall }),
   };
 }
 

@@ -129,6 +129,7 @@ const LIMITS: Limits = {
   maxExportChunkBytes: 1 << 16,
   maxFilterBytes: 1 << 20,
   maxRequestIdBytes: 128,
+  streamWindow: 64,
 };
 
 let opened = 0;

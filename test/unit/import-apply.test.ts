@@ -29,6 +29,7 @@ const LIMITS: Limits = {
   maxExportChunkBytes: 1 << 16,
   maxFilterBytes: 1 << 20,
   maxRequestIdBytes: 16,
+  streamWindow: 64,
 };
 
 let n = 0;

@@ -10,10 +10,12 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
   type ClientWritableStream,
+  type handleBidiStreamingCall,
   type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
@@ -36,6 +38,29 @@ import {
 export const protobufPackage = "deltaset.v1";
 
 export const protobufFileName = "deltaset/v1/replica.proto";
+
+/** One batch of an AddStream. */
+export interface AddStreamRequest {
+  /** The key of the set (UTF-8, at most the node's key size limit). */
+  key: string;
+  /** Elements to add, as bytes (at most the node's elements-per-call limit with texts). */
+  elements: Buffer[];
+  /** Elements given as UTF-8 text; joined to elements. */
+  texts: string[];
+  /** The client's number for this batch, strictly increasing along the stream; acks name it. */
+  seq: bigint;
+}
+
+/** Every batch up to seq (inclusive) is durable on the node. */
+export interface AddStreamAck {
+  /** The seq of the last batch this ack covers. */
+  seq: bigint;
+  /** Batches and elements this ack covers (those since the previous ack). */
+  batches: number;
+  elements: bigint;
+  /** Of those elements, how many were not members before. */
+  added: bigint;
+}
 
 /** Add elements to a set. */
 export interface AddRequest {
@@ -402,6 +427,254 @@ export interface ImportResponse {
   /** Number of members after the import (for sets). */
   size: bigint;
 }
+
+function createBaseAddStreamRequest(): AddStreamRequest {
+  return { key: "", elements: [], texts: [], seq: 0n };
+}
+
+export const AddStreamRequest: MessageFns<AddStreamRequest> = {
+  encode(message: AddStreamRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    for (const v of message.elements) {
+      writer.uint32(18).bytes(v!);
+    }
+    for (const v of message.texts) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.seq !== 0n) {
+      if (BigInt.asUintN(64, message.seq) !== message.seq) {
+        throw new globalThis.Error("value provided for field message.seq of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddStreamRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddStreamRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.elements.push(Buffer.from(reader.bytes()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.texts.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.seq = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AddStreamRequest {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      elements: globalThis.Array.isArray(object?.elements)
+        ? object.elements.map((e: any) => Buffer.from(bytesFromBase64(e)))
+        : [],
+      texts: globalThis.Array.isArray(object?.texts) ? object.texts.map((e: any) => globalThis.String(e)) : [],
+      seq: isSet(object.seq) ? BigInt(object.seq) : 0n,
+    };
+  },
+
+  toJSON(message: AddStreamRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.elements?.length) {
+      obj.elements = message.elements.map((e) => base64FromBytes(e));
+    }
+    if (message.texts?.length) {
+      obj.texts = message.texts;
+    }
+    if (message.seq !== 0n) {
+      obj.seq = message.seq.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AddStreamRequest>, I>>(base?: I): AddStreamRequest {
+    return AddStreamRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AddStreamRequest>, I>>(object: I): AddStreamRequest {
+    const message = createBaseAddStreamRequest();
+    message.key = object.key ?? "";
+    message.elements = object.elements?.map((e) => e) || [];
+    message.texts = object.texts?.map((e) => e) || [];
+    message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
+    return message;
+  },
+};
+
+function createBaseAddStreamAck(): AddStreamAck {
+  return { seq: 0n, batches: 0, elements: 0n, added: 0n };
+}
+
+export const AddStreamAck: MessageFns<AddStreamAck> = {
+  encode(message: AddStreamAck, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0n) {
+      if (BigInt.asUintN(64, message.seq) !== message.seq) {
+        throw new globalThis.Error("value provided for field message.seq of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.seq);
+    }
+    if (message.batches !== 0) {
+      writer.uint32(16).uint32(message.batches);
+    }
+    if (message.elements !== 0n) {
+      if (BigInt.asUintN(64, message.elements) !== message.elements) {
+        throw new globalThis.Error("value provided for field message.elements of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.elements);
+    }
+    if (message.added !== 0n) {
+      if (BigInt.asUintN(64, message.added) !== message.added) {
+        throw new globalThis.Error("value provided for field message.added of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.added);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddStreamAck {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddStreamAck();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.batches = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.elements = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.added = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AddStreamAck {
+    return {
+      seq: isSet(object.seq) ? BigInt(object.seq) : 0n,
+      batches: isSet(object.batches) ? globalThis.Number(object.batches) : 0,
+      elements: isSet(object.elements) ? BigInt(object.elements) : 0n,
+      added: isSet(object.added) ? BigInt(object.added) : 0n,
+    };
+  },
+
+  toJSON(message: AddStreamAck): unknown {
+    const obj: any = {};
+    if (message.seq !== 0n) {
+      obj.seq = message.seq.toString();
+    }
+    if (message.batches !== 0) {
+      obj.batches = Math.round(message.batches);
+    }
+    if (message.elements !== 0n) {
+      obj.elements = message.elements.toString();
+    }
+    if (message.added !== 0n) {
+      obj.added = message.added.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AddStreamAck>, I>>(base?: I): AddStreamAck {
+    return AddStreamAck.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AddStreamAck>, I>>(object: I): AddStreamAck {
+    const message = createBaseAddStreamAck();
+    message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
+    message.batches = object.batches ?? 0;
+    message.elements = (object.elements !== undefined && object.elements !== null) ? BigInt(object.elements) : 0n;
+    message.added = (object.added !== undefined && object.added !== null) ? BigInt(object.added) : 0n;
+    return message;
+  },
+};
 
 function createBaseAddRequest(): AddRequest {
   return { key: "", elements: [], texts: [], type: undefined, params: undefined };
@@ -3232,6 +3505,27 @@ export const ReplicaService = {
     responseSerialize: (value: ImportResponse): Buffer => Buffer.from(ImportResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ImportResponse => ImportResponse.decode(value),
   },
+  /**
+   * Add elements as a stream: the client sends batches of elements (each naming its key, so one
+   * stream may feed several add-wins sets) and the node acknowledges them in order, each ack
+   * covering every batch up to AddStreamAck.seq once all of them are durable (as durable as a
+   * unary Add's answer). The node works on at most the node's stream window of batches at once
+   * and reads no further meanwhile, so a fast client is slowed by the transport's flow control
+   * instead of filling the node's memory. Only AWSET keys (new keys become AWSET); a batch that
+   * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
+   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, later ones
+   * were not applied, and batches between the last ack and it may or may not have been (adds are
+   * idempotent: resend them).
+   */
+  addStream: {
+    path: "/deltaset.v1.Replica/AddStream" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: AddStreamRequest): Buffer => Buffer.from(AddStreamRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AddStreamRequest => AddStreamRequest.decode(value),
+    responseSerialize: (value: AddStreamAck): Buffer => Buffer.from(AddStreamAck.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AddStreamAck => AddStreamAck.decode(value),
+  },
 } as const;
 
 export interface ReplicaServer extends UntypedServiceImplementation {
@@ -3295,6 +3589,19 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
    */
   import: handleClientStreamingCall<ExportChunk, ImportResponse>;
+  /**
+   * Add elements as a stream: the client sends batches of elements (each naming its key, so one
+   * stream may feed several add-wins sets) and the node acknowledges them in order, each ack
+   * covering every batch up to AddStreamAck.seq once all of them are durable (as durable as a
+   * unary Add's answer). The node works on at most the node's stream window of batches at once
+   * and reads no further meanwhile, so a fast client is slowed by the transport's flow control
+   * instead of filling the node's memory. Only AWSET keys (new keys become AWSET); a batch that
+   * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
+   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, later ones
+   * were not applied, and batches between the last ack and it may or may not have been (adds are
+   * idempotent: resend them).
+   */
+  addStream: handleBidiStreamingCall<AddStreamRequest, AddStreamAck>;
 }
 
 export interface ReplicaClient extends Client {
@@ -3444,6 +3751,21 @@ export interface ReplicaClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ImportResponse) => void,
   ): ClientWritableStream<ExportChunk>;
+  /**
+   * Add elements as a stream: the client sends batches of elements (each naming its key, so one
+   * stream may feed several add-wins sets) and the node acknowledges them in order, each ack
+   * covering every batch up to AddStreamAck.seq once all of them are durable (as durable as a
+   * unary Add's answer). The node works on at most the node's stream window of batches at once
+   * and reads no further meanwhile, so a fast client is slowed by the transport's flow control
+   * instead of filling the node's memory. Only AWSET keys (new keys become AWSET); a batch that
+   * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
+   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, later ones
+   * were not applied, and batches between the last ack and it may or may not have been (adds are
+   * idempotent: resend them).
+   */
+  addStream(): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
+  addStream(options: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
+  addStream(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
 }
 
 export const ReplicaClient = makeGenericClientConstructor(ReplicaService, "deltaset.v1.Replica") as unknown as {

@@ -1,0 +1,69 @@
+// The client side of AddStream: send batches of elements for one key, at most `window` batches
+// unacknowledged at a time (and never faster than the transport drains), and collect the node's
+// in-order acks. Resolves when the node has acknowledged the last batch; rejects with the node's
+// error (naming the failed batch's seq) or the transport's.
+import type * as grpc from "@grpc/grpc-js";
+import type { AddStreamAck, ReplicaClient } from "../gen/deltaset/v1/replica.js";
+
+export interface AddStreamResult {
+  batches: number;
+  elements: number;
+  added: number;
+}
+
+export async function addStream(
+  client: ReplicaClient,
+  key: string,
+  batches: AsyncIterable<Buffer[]> | Iterable<Buffer[]>,
+  opts: { window?: number; metadata?: grpc.Metadata; onAck?: (acked: AddStreamResult) => void } = {},
+): Promise<AddStreamResult> {
+  const window = opts.window ?? 64;
+  const call = opts.metadata ? client.addStream(opts.metadata) : client.addStream();
+  const acked: AddStreamResult = { batches: 0, elements: 0, added: 0 };
+  let sentSeq = 0n;
+  let ackedSeq = 0n;
+  let wake: (() => void) | undefined;
+  let failure: unknown;
+  const done = new Promise<void>((resolve, reject) => {
+    call.on("data", (ack: AddStreamAck) => {
+      ackedSeq = ack.seq;
+      acked.batches += ack.batches;
+      acked.elements += Number(ack.elements);
+      acked.added += Number(ack.added);
+      opts.onAck?.({ ...acked });
+      wake?.();
+    });
+    call.on("error", (err) => {
+      failure = err;
+      wake?.();
+      reject(err);
+    });
+    call.on("end", () => resolve());
+  });
+  done.catch(() => {}); // observed below; a send loop that fails first must not leave it unhandled
+  const waitFor = (ready: () => boolean) =>
+    new Promise<void>((resolve) => {
+      if (ready() || failure !== undefined) return resolve();
+      wake = () => {
+        if (ready() || failure !== undefined) {
+          wake = undefined;
+          resolve();
+        }
+      };
+    });
+  try {
+    for await (const elements of batches) {
+      if (failure !== undefined) break;
+      if (elements.length === 0) continue;
+      await waitFor(() => sentSeq - ackedSeq < BigInt(window));
+      if (failure !== undefined) break;
+      sentSeq++;
+      if (!call.write({ key, elements, texts: [], seq: sentSeq })) await new Promise((r) => call.once("drain", r));
+    }
+  } finally {
+    call.end();
+  }
+  await done;
+  if (ackedSeq !== sentSeq) throw new Error(`the stream ended after batch ${ackedSeq} of ${sentSeq} was acknowledged`);
+  return acked;
+}
