@@ -1,9 +1,11 @@
-// The AddStream call: batches of elements arrive on a stream and are added like unary Adds, up to
-// `streamWindow` batches at once, and acknowledged in order once durable, one ack covering every
-// batch that became durable since the previous one. While the window is full the call is paused,
+// The AddStream call: batches of elements arrive on a stream and are added like unary Adds
+// (consecutive batches of one key as one add, a few adds at once so that group commit batches
+// their writes), and acknowledged in order once durable, one ack covering every batch that became
+// durable since the previous one. Past `streamWindow` unacknowledged batches the call is paused,
 // so the transport's flow control slows the client down instead of batches piling up here. A
 // batch that fails (validation, another type, the store) ends the stream with its error naming
-// the batch's seq, after the batches before it have been acknowledged.
+// the batch's seq, after the batches before it have been acknowledged; nothing received after a
+// refusal is started.
 import { type ServerDuplexStream, status } from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
 import type { AddStreamAck, AddStreamRequest } from "../gen/deltaset/v1/replica.js";
@@ -29,28 +31,34 @@ interface Batch {
   error?: unknown;
 }
 
+/** store.add calls a stream runs at once: enough for group commit to batch their writes. */
+const RUNNING_ADDS = 4;
+
 export function addStreamCall(deps: AddStreamDeps) {
   const { store, limits, log } = deps;
 
-  /** One batch: validated, then added (AWSET keys only) and spread. Resolves once durable. */
-  async function apply(req: AddStreamRequest): Promise<number> {
-    checkKey(req.key, limits);
-    const elements = collectElements(req.elements, req.texts, limits, { required: true });
-    const type = store.cachedTypeOf(req.key) ?? (await store.typeOf(req.key));
+  /** Several batches of one key as one add (AWSET keys only), spread. Resolves once durable. */
+  async function apply(key: string, elements: Uint8Array[]): Promise<number> {
+    const type = store.cachedTypeOf(key) ?? (await store.typeOf(key));
     if (type !== undefined && type !== ObjectType.AWSET) {
-      throw new RpcError(status.FAILED_PRECONDITION, `key "${req.key}" is not an AWSET; AddStream adds to add-wins sets only (use Add)`);
+      throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" is not an AWSET; AddStream adds to add-wins sets only (use Add)`);
     }
-    const r = await store.add(req.key, elements);
-    deps.notify(req.key, ObjectType.AWSET, r.delta);
+    const r = await store.add(key, elements);
+    deps.notify(key, ObjectType.AWSET, r.delta);
     return r.added;
   }
 
   return (call: ServerDuplexStream<AddStreamRequest, AddStreamAck>): void => {
     const started = performance.now();
     const window = limits.streamWindow;
+    /** Received and not yet acknowledged, in order. */
     const queue: Batch[] = [];
+    /** Received and not yet started: consecutive batches of one key start as one add. */
+    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[] }> = [];
+    let running = 0;
     let lastSeq = -1n;
     let inputEnded = false;
+    let refused = false;
     let finished = false;
 
     const finish = (err?: unknown) => {
@@ -91,27 +99,57 @@ export function addStreamCall(deps: AddStreamDeps) {
       if (inputEnded && queue.length === 0) finish();
     };
 
+    /** Start adds while fewer than RUNNING_ADDS run, each taking the waiting batches of one key. */
+    const pump = () => {
+      while (running < RUNNING_ADDS && waiting.length > 0 && !refused) {
+        const first = waiting.shift()!;
+        const group = [first];
+        const elements = [...first.elements];
+        while (waiting.length > 0 && waiting[0]!.key === first.key && elements.length + waiting[0]!.elements.length <= limits.maxElementsPerCall) {
+          const next = waiting.shift()!;
+          group.push(next);
+          elements.push(...next.elements);
+        }
+        running++;
+        apply(first.key, elements).then(
+          (added) => {
+            // The group's new elements are counted on its last batch: acks sum them anyway.
+            group.at(-1)!.batch.added = added;
+            for (const g of group) g.batch.done = true;
+          },
+          (err: unknown) => {
+            refused = true;
+            for (const g of group) {
+              g.batch.error = err;
+              g.batch.done = true;
+            }
+          },
+        ).finally(() => {
+          running--;
+          settle();
+          pump();
+        });
+      }
+    };
+
     call.on("data", (req: AddStreamRequest) => {
-      if (finished) return;
+      if (finished || refused) return;
       const batch: Batch = { seq: req.seq, elements: req.elements.length + req.texts.length, added: 0, done: false };
       queue.push(batch);
-      const run =
-        req.seq <= lastSeq
-          ? Promise.reject(invalid(`seq ${req.seq} is not above the previous batch's ${lastSeq}: seqs must increase along the stream`))
-          : apply(req);
-      if (req.seq > lastSeq) lastSeq = req.seq;
-      run.then(
-        (added) => {
-          batch.added = added;
-          batch.done = true;
-          settle();
-        },
-        (err: unknown) => {
-          batch.error = err;
-          batch.done = true;
-          settle();
-        },
-      );
+      try {
+        if (req.seq <= lastSeq) throw invalid(`seq ${req.seq} is not above the previous batch's ${lastSeq}: seqs must increase along the stream`);
+        lastSeq = req.seq;
+        checkKey(req.key, limits);
+        const elements = collectElements(req.elements, req.texts, limits, { required: true });
+        waiting.push({ batch, key: req.key, elements });
+        pump();
+      } catch (err) {
+        // Nothing after a refused batch is started: the stream ends at it.
+        refused = true;
+        batch.error = err;
+        batch.done = true;
+        settle();
+      }
       if (queue.length >= window) call.pause();
     });
     call.on("end", () => {

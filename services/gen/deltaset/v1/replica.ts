@@ -3513,9 +3513,8 @@ export const ReplicaService = {
    * and reads no further meanwhile, so a fast client is slowed by the transport's flow control
    * instead of filling the node's memory. Only AWSET keys (new keys become AWSET); a batch that
    * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
-   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, later ones
-   * were not applied, and batches between the last ack and it may or may not have been (adds are
-   * idempotent: resend them).
+   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, and any batch
+   * after the last ack may or may not have been applied (adds are idempotent: resend them).
    */
   addStream: {
     path: "/deltaset.v1.Replica/AddStream" as const,
@@ -3597,9 +3596,8 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * and reads no further meanwhile, so a fast client is slowed by the transport's flow control
    * instead of filling the node's memory. Only AWSET keys (new keys become AWSET); a batch that
    * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
-   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, later ones
-   * were not applied, and batches between the last ack and it may or may not have been (adds are
-   * idempotent: resend them).
+   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, and any batch
+   * after the last ack may or may not have been applied (adds are idempotent: resend them).
    */
   addStream: handleBidiStreamingCall<AddStreamRequest, AddStreamAck>;
 }
@@ -3759,9 +3757,8 @@ export interface ReplicaClient extends Client {
    * and reads no further meanwhile, so a fast client is slowed by the transport's flow control
    * instead of filling the node's memory. Only AWSET keys (new keys become AWSET); a batch that
    * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
-   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, later ones
-   * were not applied, and batches between the last ack and it may or may not have been (adds are
-   * idempotent: resend them).
+   * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, and any batch
+   * after the last ack may or may not have been applied (adds are idempotent: resend them).
    */
   addStream(): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   addStream(options: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
