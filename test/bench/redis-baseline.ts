@@ -42,8 +42,8 @@ export async function startRedis(host: string, port: number): Promise<RedisServe
 
 const sadd = (key: string, member: string) => `*3\r\n$4\r\nSADD\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n$${Buffer.byteLength(member)}\r\n${member}\r\n`;
 
-/** One connection sending `batch` SADDs per round trip until `until` (ms, performance.now()); returns commands answered. */
-async function connectionLoop(host: string, port: number, key: string, prefix: string, batch: number, until: number): Promise<number> {
+/** One connection sending `batch` SADDs per round trip until `until` (ms, performance.now()) or `limit` members; returns commands answered. */
+async function connectionLoop(host: string, port: number, key: string, prefix: string, batch: number, until: number, members?: { from: number; to: number; name: (i: number) => string }): Promise<number> {
   const socket = net.connect({ host, port });
   socket.setNoDelay(true);
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
@@ -63,11 +63,12 @@ async function connectionLoop(host: string, port: number, key: string, prefix: s
     }
     if (pending === 0) wake?.();
   });
-  let n = 0;
-  while (performance.now() < until) {
+  let n = members?.from ?? 0;
+  while (members ? n < members.to : performance.now() < until) {
     let out = "";
-    for (let j = 0; j < batch; j++) out += sadd(key, `${prefix}${n++}`);
-    pending += batch;
+    let sent = 0;
+    for (let j = 0; j < batch && (!members || n < members.to); j++, sent++) out += sadd(key, members ? members.name(n++) : `${prefix}${n++}`);
+    pending += sent;
     const drained = new Promise<void>((r) => (wake = r));
     socket.write(out, "latin1");
     await drained;
@@ -82,4 +83,33 @@ export async function saddRate(host: string, port: number, connections: number, 
   const until = start + seconds * 1000;
   const counts = await Promise.all(Array.from({ length: connections }, (_, c) => connectionLoop(host, port, `${tag}-${c % 8}`, `${tag}-${c}-`, batch, until)));
   return counts.reduce((a, b) => a + b, 0) / ((performance.now() - start) / 1000);
+}
+
+/** Fill one set with n members named by name(i), pipelined over `connections` connections. */
+export async function saddFill(host: string, port: number, key: string, n: number, name: (i: number) => string, connections = 4, batch = 1000): Promise<void> {
+  const per = Math.ceil(n / connections);
+  await Promise.all(
+    Array.from({ length: connections }, (_, c) => connectionLoop(host, port, key, "", batch, Infinity, { from: c * per, to: Math.min(n, (c + 1) * per), name })),
+  );
+}
+
+/** used_memory from INFO memory (bytes). */
+export async function redisUsedMemory(host: string, port: number): Promise<number> {
+  const socket = net.connect({ host, port });
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  const text = await new Promise<string>((resolve, reject) => {
+    let got = "";
+    socket.on("data", (d: Buffer) => {
+      got += d.toString("latin1");
+      // A bulk string: "$<len>\r\n<body>\r\n".
+      const head = got.indexOf("\r\n");
+      if (head > 0 && got.length >= head + 2 + Number(got.slice(1, head)) + 2) resolve(got);
+    });
+    socket.on("error", reject);
+    socket.write("*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n");
+  });
+  socket.end();
+  const m = /used_memory:(\d+)/.exec(text);
+  if (!m) throw new Error("INFO memory has no used_memory");
+  return Number(m[1]);
 }

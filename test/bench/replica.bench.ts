@@ -10,6 +10,8 @@
 // 3. Telemetry overhead: single-element Add throughput (32 clients) and node CPU per Add of a node
 //    without telemetry, one with metrics (--metrics-listen) and one with metrics and tracing
 //    (--tracing none: every call's spans recorded, batched, then dropped), measured alternately.
+// 5. With --large: one set filled to 10M elements (replica-large.ts): Add p50 at 10M against 1k,
+//    node RSS and data directory per element, Redis's memory for the same set.
 // 4. The client API against its ceilings (replica-ceilings.ts): unary Add and AddStream against a
 //    no-op server of the same service, and Redis SADD beside them when redis-server is installed.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -23,6 +25,7 @@ import { Store, type SyncPolicy } from "../../services/store/store.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
 import { drawChart } from "./charts/draw.ts";
 import { clientApiCeilings } from "./replica-ceilings.ts";
+import { largeSetBench } from "./replica-large.ts";
 import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.ts";
 
 const quick = isQuick();
@@ -248,6 +251,8 @@ const bufferedRows = await layoutComparison("buffered");
 const grpc = await grpcBench();
 const telemetry = await telemetryOverhead();
 const ceilings = await clientApiCeilings(quick, root);
+// --large: one set to 10M elements (minutes); without it the file keeps no large-set figures.
+const largeSet = process.argv.includes("--large") ? await largeSetBench(root, rssOf, quick ? 200_000 : 10_000_000) : undefined;
 rmSync(root, { recursive: true, force: true });
 
 const small = SIZES[0]!;
@@ -267,14 +272,18 @@ const targets = [
     (m) => m !== null && m <= 0.2,
     CMD,
   ),
+  ...(largeSet === undefined
+    ? []
+    : [target(`Add p50 at ${largeSet.latency.at(-1)!.size} elements within 1.2x of p50 at 1000 (one set, real node, fsync)`, "<= 1.2x", largeSet.p50Ratio, (m) => m <= 1.2, `${CMD}${quick ? " --large" : " -- --large"}`)]),
 ];
 const resultsPath = writeResults("replica", {
-  params: { quick, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync", telemetryOn: "--metrics-listen --tracing none" },
+  params: { quick, large: largeSet !== undefined, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync", telemetryOn: "--metrics-listen --tracing none" },
   metrics: {
     layout: { fsync: fsyncRows, buffered: bufferedRows },
     grpc: { ...grpc, rssMiB: grpc.rssBytes / 2 ** 20 },
     telemetry,
     ceilings,
+    largeSet,
     baselineSlowdownAtLargest: { fsync: fsyncRows.at(-1)!.baselineP50 / fsyncRows.at(-1)!.decomposedP50, buffered: bufferedRows.at(-1)!.baselineP50 / bufferedRows.at(-1)!.decomposedP50 },
   },
   targets,
