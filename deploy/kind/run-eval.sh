@@ -35,35 +35,9 @@ read -r -a latencies <<< "${LATENCIES:-0:0 50:10}"
 read -r -a losses <<< "${LOSSES:-0 0.1}"
 ROUNDS="${ROUNDS:-2}"
 
-die() { echo "run-eval: $*" >&2; exit 1; }
-need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found in PATH. $2"; }
-need docker  "Install Docker and start its daemon: https://docs.docker.com/get-docker/"
-need kind    "Install kind: https://kind.sigs.k8s.io/docs/user/quick-start/#installation"
-need kubectl "Install kubectl: https://kubernetes.io/docs/tasks/tools/"
-need npx     "Install Node.js 20 or newer, then run 'npm ci' in the repository."
-docker info >/dev/null 2>&1 || die "the Docker daemon is not reachable (is it running?)"
-
-forward_pids=()
-stop_forwards() {
-  local pid
-  for pid in ${forward_pids[@]+"${forward_pids[@]}"}; do kill "$pid" 2>/dev/null || true; done
-  for pid in ${forward_pids[@]+"${forward_pids[@]}"}; do wait "$pid" 2>/dev/null || true; done
-  forward_pids=()
-}
-trap stop_forwards EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-kctl() { kubectl --context "kind-$KIND_CLUSTER" -n "$NAMESPACE" "$@"; }
-
-wait_port() {
-  local p="$1" i
-  for i in $(seq 1 60); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then return 0; fi
-    sleep 0.5
-  done
-  die "port-forward to 127.0.0.1:$p did not come up (see $RESULTS_DIR/port-forward-*.log)"
-}
+# shellcheck source=deploy/kind/common.sh
+source "$repo_root/deploy/kind/common.sh"
+need_kind_tools
 
 # Pod i: gRPC on BASE_PORT + 3i, Toxiproxy API on + 1, metrics on + 2 (127.0.0.1 only).
 start_forwards() {
@@ -86,19 +60,7 @@ start_forwards() {
 }
 
 echo "== kind cluster '$KIND_CLUSTER'"
-if ! kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; then
-  kind create cluster --name "$KIND_CLUSTER" --config deploy/kind/kind-config.yaml
-fi
-if [ "${SKIP_BUILD:-0}" != "1" ]; then
-  docker build -f deploy/Dockerfile -t "$IMAGE" .
-fi
-kind load docker-image "$IMAGE" --name "$KIND_CLUSTER"
-kubectl --context "kind-$KIND_CLUSTER" create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl --context "kind-$KIND_CLUSTER" apply -f -
-if ! kctl get secret deltaset-cluster-key >/dev/null 2>&1; then
-  kctl create secret generic deltaset-cluster-key --from-literal=cluster.key="$(node -e 'process.stdout.write(require("node:crypto").randomBytes(32).toString("base64"))')"
-fi
-kubectl --context "kind-$KIND_CLUSTER" apply -k k8s/overlays/chaos
-mkdir -p "$RESULTS_DIR"
+deploy_chaos_overlay
 
 failed=()
 seed=1

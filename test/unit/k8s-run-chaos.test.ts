@@ -4,101 +4,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { alive, calls, cleanup, env, forwardPids, freeBasePort, sandbox } from "../helpers/kind-sandbox.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const SCRIPT = join(ROOT, "deploy", "kind", "run-chaos.sh");
-const SYSTEM_PATH = "/usr/bin:/bin";
-
-interface Sandbox {
-  dir: string;
-  bin: string;
-  log: string;
-  pids: string;
-  results: string;
-}
-
-// Stand-in programs. Each logs its arguments; `kubectl port-forward` becomes a small loopback
-// listener on the requested local ports that records its pid and exits by itself after 60 s.
-function sandbox(tools: string[] = ["docker", "kind", "kubectl", "npx"]): Sandbox {
-  const dir = mkdtempSync(join(tmpdir(), "deltaset-run-chaos-"));
-  const bin = join(dir, "bin");
-  const s: Sandbox = { dir, bin, log: join(dir, "calls.log"), pids: join(dir, "forward.pids"), results: join(dir, "results") };
-  spawnSync("mkdir", ["-p", bin]);
-  const listener = join(dir, "listener.cjs");
-  writeFileSync(
-    listener,
-    `const net = require("node:net");
-for (const p of process.argv.slice(2)) net.createServer((c) => c.destroy()).listen(Number(p), "127.0.0.1");
-setTimeout(() => process.exit(0), 60000);
-`,
-  );
-  const scripts: Record<string, string> = {
-    docker: `exit 0`,
-    kind: `case "$1 $2" in "get clusters") echo deltaset ;; esac; exit 0`,
-    kubectl: `case " $* " in
-  *" get pods "*) printf 'deltaset-1\\ndeltaset-0\\n' ;;
-  *" port-forward "*)
-    ports=""
-    for a in "$@"; do case "$a" in [0-9]*:[0-9]*) ports="$ports \${a%%:*}" ;; esac; done
-    echo $$ >> "${s.pids}"
-    exec "${process.execPath}" "${listener}" $ports ;;
-esac
-exit 0`,
-    npx: `case " $* " in *" bad "*) exit 1 ;; *" slow "*) sleep 1 ;; esac; exit 0`,
-  };
-  for (const tool of tools) {
-    const file = join(bin, tool);
-    writeFileSync(file, `#!/bin/bash\necho "${tool} $*" >> "${s.log}"\n${scripts[tool]}\n`);
-    chmodSync(file, 0o755);
-  }
-  return s;
-}
-
-function calls(s: Sandbox): string[] {
-  return existsSync(s.log) ? readFileSync(s.log, "utf8").trim().split("\n") : [];
-}
-
-function forwardPids(s: Sandbox): number[] {
-  return existsSync(s.pids) ? readFileSync(s.pids, "utf8").trim().split("\n").map(Number) : [];
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function cleanup(s: Sandbox): void {
-  for (const pid of forwardPids(s)) if (alive(pid)) process.kill(pid, "SIGKILL");
-  rmSync(s.dir, { recursive: true, force: true });
-}
-
-/** Four consecutive free loopback ports (two pods × gRPC + Toxiproxy API). */
-async function freeBasePort(): Promise<number> {
-  const canListen = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const srv = createServer();
-      srv.once("error", () => resolve(false));
-      srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20000 + 2 * Math.floor(Math.random() * 15000);
-    const ok = await Promise.all([0, 1, 2, 3].map((i) => canListen(base + i)));
-    if (ok.every(Boolean)) return base;
-  }
-  throw new Error("no free ports");
-}
-
-function env(s: Sandbox, extra: Record<string, string>): NodeJS.ProcessEnv {
-  return { PATH: `${s.bin}:${SYSTEM_PATH}`, HOME: s.dir, RESULTS_DIR: s.results, ...extra };
-}
 
 test("run-chaos.sh: bash strict mode, valid syntax", () => {
   const text = readFileSync(SCRIPT, "utf8");
