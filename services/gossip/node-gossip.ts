@@ -4,6 +4,7 @@
 // are unknown, of another cluster, or send malformed frames are refused and counted; nothing they
 // send is applied. This file holds only what needs the network: clients, calls, streams, timers.
 import { randomBytes } from "node:crypto";
+import { type OverlayKind, overlayNeighbours } from "./overlay.js";
 import { once } from "node:events";
 import * as grpc from "@grpc/grpc-js";
 import type { ObjectType } from "../crdt/index.js";
@@ -59,6 +60,8 @@ export interface NodeGossipOptions {
    * replication lag; costs more, smaller exchanges.
    */
   pushLocalMs?: number;
+  /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
+  overlay?: OverlayKind;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -68,6 +71,8 @@ export class NodeGossip {
   private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: boolean; repush?: boolean }>();
   private timer: NodeJS.Timeout | undefined;
   private pushTimer: NodeJS.Timeout | undefined;
+  /** Every live member (frames are accepted from them); peers holds the overlay's choice. */
+  private live = new Set<string>();
   private stopped = false;
   private ticking = false;
   private readonly lossRandom: () => number;
@@ -103,7 +108,9 @@ export class NodeGossip {
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
       },
-      (id) => self?.peers.has(id) ?? false,
+      // Frames are taken from any live member, not only this node's overlay neighbours: while
+      // membership views differ, a node may be another's neighbour without the reverse.
+      (id) => self?.live.has(id) ?? false,
     );
     self = new NodeGossip(o, x);
     return self;
@@ -138,8 +145,11 @@ export class NodeGossip {
     }, push);
   }
 
-  /** The live peers (node id → advertised address); the engine's neighbour set follows. */
-  setPeers(peers: ReadonlyMap<string, string>): void {
+  /** The live peers (node id → advertised address); the overlay picks the neighbours among them. */
+  setPeers(live: ReadonlyMap<string, string>): void {
+    this.live = new Set(live.keys());
+    const chosen = new Set(overlayNeighbours(this.o.overlay ?? "all", this.o.store.nodeId, live.keys()));
+    const peers = new Map([...live].filter(([id]) => chosen.has(id)));
     for (const [id, p] of this.peers) {
       if (!peers.has(id) || peers.get(id) !== p.address) {
         p.client?.close();

@@ -43,6 +43,8 @@ export interface GossipSettings {
   lossSeed: number;
   /** Algorithm 2: push local changes to every neighbour this many ms after them (0: wait for the period). */
   pushLocalMs: number;
+  /** Who a node gossips with: every live member, or its fingers in a ring of the live members (gossip/overlay.ts). */
+  overlay: "all" | "fingers";
 }
 
 /** The membership core's own settings, under the same names (see membership/config.ts). */
@@ -168,6 +170,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     lossRate: 0,
     lossSeed: 1,
     pushLocalMs: 0,
+    overlay: "all",
   },
   membership: { ...DEFAULT_MEMBERSHIP_CONFIG },
   tls: {},
@@ -306,6 +309,7 @@ export function validateConfig(c: NodeConfig): void {
   if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
+  if (c.gossip.overlay !== "all" && c.gossip.overlay !== "fingers") throw new ConfigError(`gossip overlay must be all or fingers, not "${c.gossip.overlay}"`);
   if (!["state", "delta", "delta+periodic-state"].includes(c.gossip.choose)) {
     throw new ConfigError(`gossip choose must be state, delta or delta+periodic-state, not "${c.gossip.choose}"`);
   }

@@ -149,6 +149,10 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       flag: "gossip-choose", env: "DELTASET_GOSSIP_CHOOSE", path: "gossip.choose", kind: "string", value: "state|delta|delta+periodic-state",
       description: "Algorithm 1's choice: ship full state, the delta-group, or the delta-group with a periodic full state",
     },
+    {
+      flag: "gossip-overlay", env: "DELTASET_GOSSIP_OVERLAY", path: "gossip.overlay", kind: "string", value: "all|fingers",
+      description: "who a node gossips with: every live member (`all`), or about 2·log2(n) of them, at ring distances 1, 2, 4, ... of a hash ring of the live members (`fingers`: traffic per update grows with n·log n instead of n²)",
+    },
     { flag: "gossip-bp", env: "DELTASET_GOSSIP_BP", path: "gossip.bp", kind: "bool", readme: true, description: "avoid back-propagation of deltas to their origin (Algorithm 2)" },
     { flag: "gossip-rr", env: "DELTASET_GOSSIP_RR", path: "gossip.rr", kind: "bool", readme: true, description: "redundancy removal: buffer only the new part of received deltas (Algorithm 2)" },
     { flag: "gossip-transitive", env: "DELTASET_GOSSIP_TRANSITIVE", path: "gossip.transitive", kind: "bool", description: "Algorithm 1: forward what was received (its new part) as well as local deltas" },
