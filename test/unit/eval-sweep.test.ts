@@ -125,7 +125,7 @@ describe("sweep targets", () => {
     assert.equal(byName("Algorithm 2 + BP + RR, 5 nodes").met, false);
     assert.equal(byName("acknowledged writes lost").measured, 1);
     assert.equal(byName("acknowledged writes lost").met, false);
-    assert.equal(byName("rounds whose reads never").measured, 1);
+    assert.equal(byName("rounds whose reads did not").measured, 1);
     // No loss-free cells of the push mode: not measured.
     assert.equal(byName("Algorithm 2 + BP + RR with local").measured, null);
     assert.equal(byName("Algorithm 2 + BP + RR with local").met, false);

@@ -134,7 +134,7 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
   try {
     for (let r = 0; r < grid.rounds; r++) {
       const workload = new Workload({ nodes: env.nodes, clients: grid.clients, keys, history, random, opTimeoutMs: 2000 + 4 * latency.latencyMs, thinkMs: grid.thinkMs });
-      const probe = new LagProbe({ nodes: env.nodes, key: `eval-lag-${spec.seed}`, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}-r${r}`, boundMs: 10_000 });
+      const probe = new LagProbe({ nodes: env.nodes, key: `eval-lag-${spec.seed}`, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}-r${r}`, boundMs: grid.settleBoundMs / 2 });
       try {
         workload.start();
         probe.start();
@@ -142,7 +142,7 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
         await workload.stop();
         const stopAt = Date.now();
         const lagReport = probe.stop();
-        const final = await readUntilIdentical(env.nodes, keys, { boundMs: 30_000, intervalMs: 25 });
+        const final = await readUntilIdentical(env.nodes, keys, { boundMs: grid.settleBoundMs, intervalMs: 25 });
         const lr = await lagReport;
         lags.push(...lr.samples);
         unseen += lr.unseen;

@@ -65,6 +65,8 @@ export interface EvalGrid {
   thinkMs: number;
   /** Elements each workload key holds before a cell's rounds start (written in batches, then settled). */
   prefill: number;
+  /** Longest wait for identical reads after a round's last write (ms); a round past it counts as not converged. */
+  settleBoundMs: number;
   /** Interval between replication-lag probes (ms). */
   probeEveryMs: number;
   gossipIntervalMs: number;
@@ -82,10 +84,11 @@ export function evalGrid(quick: boolean): EvalGrid {
         clients: 3,
         thinkMs: 40,
         prefill: 1000,
+        settleBoundMs: 15_000,
         probeEveryMs: 150,
         gossipIntervalMs: 100,
       }
-    : { sizes: [3, 5, 9], modes: MODES, latencies: LATENCIES, losses: LOSSES, rounds: 3, writeMs: 2000, clients: 4, thinkMs: 40, prefill: 500, probeEveryMs: 150, gossipIntervalMs: 100 };
+    : { sizes: [3, 5, 9], modes: MODES, latencies: LATENCIES, losses: LOSSES, rounds: 2, writeMs: 2000, clients: 4, thinkMs: 40, prefill: 500, settleBoundMs: 15_000, probeEveryMs: 150, gossipIntervalMs: 100 };
 }
 
 /** Gossip rounds a write needs at best to reach every one of n nodes when each round at most doubles who has it. */

@@ -61,6 +61,6 @@ export function sweepTargets(cells: readonly CellResult[], gossipIntervalMs: num
   const lost = cells.reduce((s, c) => s + c.rounds.reduce((t, r) => t + r.lost + r.resurrected, 0), 0);
   const unconverged = cells.reduce((s, c) => s + c.convergenceMs.unconverged, 0);
   out.push(target("acknowledged writes lost or removed elements back, all cells (chaos checker)", "0", lost, (m) => m === 0, command));
-  out.push(target("rounds whose reads never became identical within 30 s, all cells", "0", unconverged, (m) => m === 0, command));
+  out.push(target("rounds whose reads did not become identical within the settle bound, all cells", "0", unconverged, (m) => m === 0, command));
   return out;
 }
