@@ -11,6 +11,7 @@ import { chaosSummaryChart } from "./chaos-summary.js";
 import { crashLoopChart } from "./crash-loop.js";
 import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
+import { scaleChart } from "./scale.js";
 import { membershipChart } from "./membership.js";
 import { replicaChart } from "./replica.js";
 import { syncChart } from "./sync.js";
@@ -23,6 +24,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "crash-loop.json": crashLoopChart,
   "summary.json": chaosSummaryChart,
   "eval.json": evalChart,
+  "scale.json": scaleChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */

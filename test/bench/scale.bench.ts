@@ -1,0 +1,73 @@
+// npm run bench:scale [-- --quick]
+// Scale-out, the overlay part: the gossip simulator (real engine, exchange and memory stores) at
+// 10, 100 and 1,000 nodes on the finger overlay, and at 10 and 100 on the full mesh (1,000 would
+// be a million links per update: its cost is extrapolated from the measured per-link bytes, not
+// simulated), Algorithm 2 + BP + RR with one random neighbour per period. Bytes per update
+// counted until every delta buffer is empty; periods until every node holds every element.
+// Writes docs/results/scale.json and scale.svg (--quick: 10 and 50 nodes, to a temporary directory).
+// Placement with a replication factor and hand-off are not part of it yet.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { writeResultFile } from "../../services/common/result-file.js";
+import { drawChart } from "./charts/draw.js";
+import { commandLine, isQuick, printTargets, resultsDir, target } from "./lib/results.js";
+import { type ScaleRun, runScale } from "./scale-sim.ts";
+
+const quick = isQuick();
+const command = commandLine("bench:scale", quick);
+const fingerSizes = quick ? [10, 50] : [10, 100, 1000];
+const meshSizes = quick ? [10, 50] : [10, 100];
+const runs: ScaleRun[] = [];
+for (const n of fingerSizes) {
+  runs.push(await runScale("fingers", n));
+  console.log(JSON.stringify(runs.at(-1)));
+}
+for (const n of meshSizes) {
+  runs.push(await runScale("all", n));
+  console.log(JSON.stringify(runs.at(-1)));
+}
+const fingers = runs.filter((r) => r.overlay === "fingers");
+const mesh = runs.filter((r) => r.overlay === "all");
+const smallest = fingers[0]!;
+const largest = fingers.at(-1)!;
+const meshAtMid = mesh.at(-1)!;
+const fingersAtMid = fingers.find((r) => r.nodes === meshAtMid.nodes)!;
+const perLinkMesh = mesh.reduce((a, r) => a + r.bytesPerUpdatePerLink, 0) / mesh.length;
+const extrapolatedMesh1000 = perLinkMesh * 1000 * 999;
+const targets = [
+  target(
+    `finger overlay: bytes per update per overlay link at ${largest.nodes} nodes relative to ${smallest.nodes} nodes (traffic O(N·k))`,
+    "<= 1.5x",
+    largest.bytesPerUpdatePerLink / smallest.bytesPerUpdatePerLink,
+    (m) => m <= 1.5,
+    command,
+  ),
+  target(
+    `finger overlay: periods from the last update until every node has it, at ${largest.nodes} nodes, relative to log2(N)`,
+    "<= 3x",
+    largest.periodsToConverge / Math.log2(largest.nodes),
+    (m) => m <= 3,
+    command,
+  ),
+  target(
+    `bytes per update, finger overlay relative to the full mesh, at ${meshAtMid.nodes} nodes`,
+    "<= 0.5x",
+    fingersAtMid.bytesPerUpdate / meshAtMid.bytesPerUpdate,
+    (m) => m <= 0.5,
+    command,
+  ),
+];
+const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-scale-")) : resultsDir;
+const path = writeResultFile(join(dir, "scale.json"), {
+  params: { quick, fingerSizes, meshSizes, updatePeriods: 5, writersPerPeriod: 4, sync: "Algorithm 2 + BP + RR, one random neighbour per period", partitions: 1 },
+  metrics: {
+    runs,
+    meshPerLinkBytes: perLinkMesh,
+    extrapolated: { note: "full mesh at 1,000 nodes from its measured bytes per update per link, not simulated", nodes: 1000, bytesPerUpdate: extrapolatedMesh1000 },
+  },
+  targets,
+});
+await drawChart(path);
+printTargets(targets);
+console.log(`results: ${path}`);
