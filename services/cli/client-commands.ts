@@ -320,3 +320,38 @@ export async function membersCommand(args: string[]): Promise<void> {
 }
 
 export type { ReplicaClient, grpc };
+
+export async function keysCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, { prefix: { type: "string", default: "" }, "page-size": { type: "string", default: "100" }, all: { type: "boolean", default: false } });
+  if (positionals.length > 0) throw new UsageError("deltaset keys [--prefix P] [--page-size N] [--all] [--addr HOST:PORT] [--json]");
+  const conn = connection(values);
+  const client = replicaClient(values.addr as string, conn.creds);
+  const out = createOutput(values.json as boolean);
+  try {
+    const keys: Array<{ key: string; type: string; size: number }> = [];
+    let token: Buffer = Buffer.alloc(0);
+    do {
+      const res = await call(client, client.keys, { prefix: values.prefix as string, pageSize: numberFlag(values, "page-size"), pageToken: token }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+      keys.push(...res.keys.map((k) => ({ key: k.key, type: ObjectType[k.type] ?? String(k.type), size: Number(k.size) })));
+      token = res.nextPageToken;
+    } while (values.all === true && token.length > 0);
+    const more = token.length > 0 ? "\n(more: --all lists every page)" : "";
+    out.result({ keys, more: token.length > 0 }, keys.map((k) => `${k.key}  ${k.type}${k.type === "AWSET" ? `  ${k.size} element(s)` : ""}`).join("\n") + more);
+  } finally {
+    client.close();
+  }
+}
+
+export async function deleteCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args);
+  const conn = connection(values);
+  const key = needKey(positionals, "deltaset delete KEY [--addr HOST:PORT] [--json]  (removes every element this node has seen)");
+  if (positionals.length > 1) throw new UsageError("deltaset delete takes one key");
+  const client = replicaClient(values.addr as string, conn.creds);
+  try {
+    const res = await call(client, client.delete, { key }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    createOutput(values.json as boolean).result({ key, removed: Number(res.removed) }, `removed ${res.removed} element(s) from "${key}"`);
+  } finally {
+    client.close();
+  }
+}

@@ -2,6 +2,8 @@
 import {
   UsageError,
   addCommand,
+  deleteCommand,
+  keysCommand,
   incrCommand,
   membersCommand,
   queryCommand,
@@ -28,6 +30,8 @@ usage: deltaset <command> [options]
                                             deltaset export KEY [--since-file F] [--next-since-file G] > FILE
   import    apply an export stream from stdin to a key (admin scope)
                                             deltaset export s --addr A | deltaset import s --addr B
+  keys      the keys a node holds           deltaset keys [--prefix P] [--all]
+  delete    remove every element of a set   deltaset delete KEY
   members   the cluster membership view     deltaset members
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
@@ -41,6 +45,8 @@ Every node setting, with its default and environment variable: deltaset node --h
 const commands: Record<string, (args: string[]) => Promise<void>> = {
   node: nodeCommand,
   add: addCommand,
+  keys: keysCommand,
+  delete: deleteCommand,
   remove: removeCommand,
   query: queryCommand,
   scan: scanCommand,

@@ -1,7 +1,7 @@
 // Who may call what on a node's one port, checked in a gRPC server interceptor before any handler:
 //  - client API (Replica, and Membership's read-only Members and Watch): with a tokens file, the
 //    call must carry `authorization: Bearer <token>` naming a token of the file whose scopes cover
-//    the method: read (Query, Scan, Export, Members, Watch), write (Add, AddStream, Remove, Increment), admin
+//    the method: read (Query, Scan, Export, Keys, Members, Watch), write (Add, AddStream, Remove, Delete, Increment), admin
 //    (Merge, Import, and any client method not listed: operator calls are admin unless said otherwise);
 //  - peer API (Gossip, Membership's Join, Leave, Ping, PingReq): peer-interceptors.ts;
 //  - health and reflection stay open for probes and grpcurl.
@@ -125,10 +125,12 @@ const METHOD_SCOPES: Record<string, Scope> = {
   "/deltaset.v1.Replica/Query": "read",
   "/deltaset.v1.Replica/Scan": "read",
   "/deltaset.v1.Replica/Export": "read",
+  "/deltaset.v1.Replica/Keys": "read",
   "/deltaset.v1.Membership/Members": "read",
   "/deltaset.v1.Membership/Watch": "read",
   "/deltaset.v1.Replica/Add": "write",
   "/deltaset.v1.Replica/AddStream": "write",
+  "/deltaset.v1.Replica/Delete": "write",
   "/deltaset.v1.Replica/Remove": "write",
   "/deltaset.v1.Replica/Increment": "write",
   "/deltaset.v1.Replica/Merge": "admin",

@@ -25,6 +25,7 @@ import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
 import { addStreamCall } from "./add-stream.js";
+import { keyCalls } from "./key-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
@@ -78,6 +79,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
 
   const retryParams = (p: RetryFilterParams | undefined) => retryParamsFor(p, skewBound, limits);
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
+  const keyOps = keyCalls({ store, limits, notify });
   const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall });
 
   /**
@@ -282,6 +284,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     export: transfer.export,
     import: transfer.import,
     addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall }),
+    keys: unary("Keys", (req) => keyOps.keys(req)),
+    delete: unary("Delete", (req) => keyOps.deleteKey(req)),
   };
 }
 

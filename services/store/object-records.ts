@@ -1,7 +1,7 @@
 // Reads over an object's records as a whole: the keys of a partition (jumping from header to
 // header) and the consistency check of one object (its layout says what consistent means).
 import type { StoreDb } from "./db.js";
-import { headerKey, objectPrefix, objectRange, parseObjectKey, partitionRange } from "./keys.js";
+import { escapeBytes, headerKey, objectPrefix, objectRange, parseObjectKey, partitionRange } from "./keys.js";
 import { layoutFor } from "./layouts.js";
 import { decodeHeader } from "./records.js";
 
@@ -15,6 +15,30 @@ export async function* partitionKeys(db: StoreDb, partition: number): AsyncGener
     const k = (await it.all())[0];
     if (k === undefined) return;
     const parsed = parseObjectKey(k);
+    yield parsed.key;
+    gte = Buffer.concat([objectPrefix(partition, parsed.key), Buffer.from([0xff])]);
+  }
+}
+
+/**
+ * Keys of one partition that start with prefix, in key order (UTF-8 bytes), strictly after
+ * `after` when given. One seek per key: it jumps from header to header.
+ */
+export async function* partitionKeysWithPrefix(db: StoreDb, partition: number, prefix: string, after?: string): AsyncGenerator<string> {
+  const range = partitionRange(partition);
+  const escaped = escapeBytes(Buffer.from(prefix, "utf8"));
+  // The escaped prefix without its terminator: every key starting with prefix sorts from here.
+  const fromPrefix = Buffer.concat([range.gte, escaped.subarray(0, escaped.length - 2)]);
+  let gte = fromPrefix;
+  if (after !== undefined) {
+    const afterObject = Buffer.concat([objectPrefix(partition, after), Buffer.from([0xff])]);
+    if (Buffer.compare(afterObject, gte) > 0) gte = afterObject;
+  }
+  while (true) {
+    const k = (await db.keys({ gte, lt: range.lt, limit: 1 }).all())[0];
+    if (k === undefined) return;
+    const parsed = parseObjectKey(k);
+    if (!parsed.key.startsWith(prefix)) return;
     yield parsed.key;
     gte = Buffer.concat([objectPrefix(partition, parsed.key), Buffer.from([0xff])]);
   }

@@ -27,7 +27,7 @@ import { type Header, decodeHeader, encodeHeader } from "./records.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
 import { loadSeqs, persistSeqs } from "./seq-records.js";
-import { partitionKeys, verifyStored } from "./object-records.js";
+import { partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
 import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 
@@ -357,6 +357,12 @@ export class Store {
   keys(partition: number): AsyncGenerator<string> {
     return partitionKeys(this.db, partition);
   }
+
+  /** Keys of one partition starting with prefix, in key order, after `after` when given. */
+  keysWithPrefix(partition: number, prefix: string, after?: string): AsyncGenerator<string> {
+    return partitionKeysWithPrefix(this.db, partition, prefix, after);
+  }
+
 
   /**
    * Stream a key's full state in chunks of at most maxEntries entries, from one snapshot: the

@@ -39,6 +39,41 @@ export const protobufPackage = "deltaset.v1";
 
 export const protobufFileName = "deltaset/v1/replica.proto";
 
+export interface KeysRequest {
+  /** List only keys starting with this (UTF-8). */
+  prefix: string;
+  /** The most keys to return (0 means the node's default page size). */
+  pageSize: number;
+  /**
+   * The next_page_token of the previous page, unchanged; empty for the first page. Bound to the
+   * prefix: a token of another prefix, or a cut or altered one, answers INVALID_ARGUMENT.
+   */
+  pageToken: Buffer;
+}
+
+/** One key of a Keys page. */
+export interface KeyInfo {
+  key: string;
+  type: ObjectType;
+  /** Live elements of a set; 0 for the other types. */
+  size: bigint;
+}
+
+export interface KeysResponse {
+  keys: KeyInfo[];
+  /** Pass it back to get the next page; empty after the last page. */
+  nextPageToken: Buffer;
+}
+
+export interface DeleteRequest {
+  key: string;
+}
+
+export interface DeleteResponse {
+  /** Elements that were removed (those whose every observed add was removed). */
+  removed: bigint;
+}
+
 /** One batch of an AddStream. */
 export interface AddStreamRequest {
   /** The key of the set (UTF-8, at most the node's key size limit). */
@@ -427,6 +462,445 @@ export interface ImportResponse {
   /** Number of members after the import (for sets). */
   size: bigint;
 }
+
+function createBaseKeysRequest(): KeysRequest {
+  return { prefix: "", pageSize: 0, pageToken: Buffer.alloc(0) };
+}
+
+export const KeysRequest: MessageFns<KeysRequest> = {
+  encode(message: KeysRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.prefix !== "") {
+      writer.uint32(10).string(message.prefix);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    if (message.pageToken.length !== 0) {
+      writer.uint32(26).bytes(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeysRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeysRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.prefix = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KeysRequest {
+    return {
+      prefix: isSet(object.prefix) ? globalThis.String(object.prefix) : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? Buffer.from(bytesFromBase64(object.pageToken))
+        : isSet(object.page_token)
+        ? Buffer.from(bytesFromBase64(object.page_token))
+        : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: KeysRequest): unknown {
+    const obj: any = {};
+    if (message.prefix !== "") {
+      obj.prefix = message.prefix;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken.length !== 0) {
+      obj.pageToken = base64FromBytes(message.pageToken);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<KeysRequest>, I>>(base?: I): KeysRequest {
+    return KeysRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeysRequest>, I>>(object: I): KeysRequest {
+    const message = createBaseKeysRequest();
+    message.prefix = object.prefix ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseKeyInfo(): KeyInfo {
+  return { key: "", type: 0, size: 0n };
+}
+
+export const KeyInfo: MessageFns<KeyInfo> = {
+  encode(message: KeyInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.type !== 0) {
+      writer.uint32(16).int32(message.type);
+    }
+    if (message.size !== 0n) {
+      if (BigInt.asUintN(64, message.size) !== message.size) {
+        throw new globalThis.Error("value provided for field message.size of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.size);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.size = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KeyInfo {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      type: isSet(object.type) ? objectTypeFromJSON(object.type) : 0,
+      size: isSet(object.size) ? BigInt(object.size) : 0n,
+    };
+  },
+
+  toJSON(message: KeyInfo): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.type !== 0) {
+      obj.type = objectTypeToJSON(message.type);
+    }
+    if (message.size !== 0n) {
+      obj.size = message.size.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<KeyInfo>, I>>(base?: I): KeyInfo {
+    return KeyInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeyInfo>, I>>(object: I): KeyInfo {
+    const message = createBaseKeyInfo();
+    message.key = object.key ?? "";
+    message.type = object.type ?? 0;
+    message.size = (object.size !== undefined && object.size !== null) ? BigInt(object.size) : 0n;
+    return message;
+  },
+};
+
+function createBaseKeysResponse(): KeysResponse {
+  return { keys: [], nextPageToken: Buffer.alloc(0) };
+}
+
+export const KeysResponse: MessageFns<KeysResponse> = {
+  encode(message: KeysResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.keys) {
+      KeyInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken.length !== 0) {
+      writer.uint32(18).bytes(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeysResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeysResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.keys.push(KeyInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KeysResponse {
+    return {
+      keys: globalThis.Array.isArray(object?.keys) ? object.keys.map((e: any) => KeyInfo.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? Buffer.from(bytesFromBase64(object.nextPageToken))
+        : isSet(object.next_page_token)
+        ? Buffer.from(bytesFromBase64(object.next_page_token))
+        : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: KeysResponse): unknown {
+    const obj: any = {};
+    if (message.keys?.length) {
+      obj.keys = message.keys.map((e) => KeyInfo.toJSON(e));
+    }
+    if (message.nextPageToken.length !== 0) {
+      obj.nextPageToken = base64FromBytes(message.nextPageToken);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<KeysResponse>, I>>(base?: I): KeysResponse {
+    return KeysResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeysResponse>, I>>(object: I): KeysResponse {
+    const message = createBaseKeysResponse();
+    message.keys = object.keys?.map((e) => KeyInfo.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseDeleteRequest(): DeleteRequest {
+  return { key: "" };
+}
+
+export const DeleteRequest: MessageFns<DeleteRequest> = {
+  encode(message: DeleteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteRequest {
+    return { key: isSet(object.key) ? globalThis.String(object.key) : "" };
+  },
+
+  toJSON(message: DeleteRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteRequest>, I>>(base?: I): DeleteRequest {
+    return DeleteRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteRequest>, I>>(object: I): DeleteRequest {
+    const message = createBaseDeleteRequest();
+    message.key = object.key ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteResponse(): DeleteResponse {
+  return { removed: 0n };
+}
+
+export const DeleteResponse: MessageFns<DeleteResponse> = {
+  encode(message: DeleteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.removed !== 0n) {
+      if (BigInt.asUintN(64, message.removed) !== message.removed) {
+        throw new globalThis.Error("value provided for field message.removed of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.removed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.removed = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteResponse {
+    return { removed: isSet(object.removed) ? BigInt(object.removed) : 0n };
+  },
+
+  toJSON(message: DeleteResponse): unknown {
+    const obj: any = {};
+    if (message.removed !== 0n) {
+      obj.removed = message.removed.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteResponse>, I>>(base?: I): DeleteResponse {
+    return DeleteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteResponse>, I>>(object: I): DeleteResponse {
+    const message = createBaseDeleteResponse();
+    message.removed = (object.removed !== undefined && object.removed !== null) ? BigInt(object.removed) : 0n;
+    return message;
+  },
+};
 
 function createBaseAddStreamRequest(): AddStreamRequest {
   return { key: "", elements: [], texts: [], seq: 0n };
@@ -3525,6 +3999,37 @@ export const ReplicaService = {
     responseSerialize: (value: AddStreamAck): Buffer => Buffer.from(AddStreamAck.encode(value).finish()),
     responseDeserialize: (value: Buffer): AddStreamAck => AddStreamAck.decode(value),
   },
+  /**
+   * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
+   * bytes), one page at a time, each with its type and, for a set, its element count. Every node
+   * holds every key, so any node answers for the cluster (up to what gossip has not brought yet).
+   */
+  keys: {
+    path: "/deltaset.v1.Replica/Keys" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: KeysRequest): Buffer => Buffer.from(KeysRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): KeysRequest => KeysRequest.decode(value),
+    responseSerialize: (value: KeysResponse): Buffer => Buffer.from(KeysResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): KeysResponse => KeysResponse.decode(value),
+  },
+  /**
+   * Remove every element of the add-wins set at key that this node has observed, as Removes
+   * without a context would, in batches of at most the node's elements-per-call limit: adds that
+   * this node has not seen yet (made concurrently elsewhere) survive, as add-wins asks. The key's
+   * header, its causal context (a few bytes per replica), stays: without it a node would take an
+   * old add that arrives late for a new one. Other types answer FAILED_PRECONDITION (a counter or
+   * filter has no elements to remove); a key that does not exist, NOT_FOUND.
+   */
+  delete: {
+    path: "/deltaset.v1.Replica/Delete" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteRequest): Buffer => Buffer.from(DeleteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteRequest => DeleteRequest.decode(value),
+    responseSerialize: (value: DeleteResponse): Buffer => Buffer.from(DeleteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteResponse => DeleteResponse.decode(value),
+  },
 } as const;
 
 export interface ReplicaServer extends UntypedServiceImplementation {
@@ -3600,6 +4105,21 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * after the last ack may or may not have been applied (adds are idempotent: resend them).
    */
   addStream: handleBidiStreamingCall<AddStreamRequest, AddStreamAck>;
+  /**
+   * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
+   * bytes), one page at a time, each with its type and, for a set, its element count. Every node
+   * holds every key, so any node answers for the cluster (up to what gossip has not brought yet).
+   */
+  keys: handleUnaryCall<KeysRequest, KeysResponse>;
+  /**
+   * Remove every element of the add-wins set at key that this node has observed, as Removes
+   * without a context would, in batches of at most the node's elements-per-call limit: adds that
+   * this node has not seen yet (made concurrently elsewhere) survive, as add-wins asks. The key's
+   * header, its causal context (a few bytes per replica), stays: without it a node would take an
+   * old add that arrives late for a new one. Other types answer FAILED_PRECONDITION (a counter or
+   * filter has no elements to remove); a key that does not exist, NOT_FOUND.
+   */
+  delete: handleUnaryCall<DeleteRequest, DeleteResponse>;
 }
 
 export interface ReplicaClient extends Client {
@@ -3763,6 +4283,46 @@ export interface ReplicaClient extends Client {
   addStream(): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   addStream(options: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   addStream(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
+  /**
+   * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
+   * bytes), one page at a time, each with its type and, for a set, its element count. Every node
+   * holds every key, so any node answers for the cluster (up to what gossip has not brought yet).
+   */
+  keys(request: KeysRequest, callback: (error: ServiceError | null, response: KeysResponse) => void): ClientUnaryCall;
+  keys(
+    request: KeysRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: KeysResponse) => void,
+  ): ClientUnaryCall;
+  keys(
+    request: KeysRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: KeysResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Remove every element of the add-wins set at key that this node has observed, as Removes
+   * without a context would, in batches of at most the node's elements-per-call limit: adds that
+   * this node has not seen yet (made concurrently elsewhere) survive, as add-wins asks. The key's
+   * header, its causal context (a few bytes per replica), stays: without it a node would take an
+   * old add that arrives late for a new one. Other types answer FAILED_PRECONDITION (a counter or
+   * filter has no elements to remove); a key that does not exist, NOT_FOUND.
+   */
+  delete(
+    request: DeleteRequest,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  delete(
+    request: DeleteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  delete(
+    request: DeleteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ReplicaClient = makeGenericClientConstructor(ReplicaService, "deltaset.v1.Replica") as unknown as {

@@ -1,0 +1,127 @@
+// Keys and Delete on real nodes. Keys: every key with a prefix, in key order across partitions,
+// page by page, with type and size; tokens bound to their prefix. Delete: every element the node
+// has seen is removed, an add made concurrently on another node survives (add wins), other types
+// and missing keys are refused, a read token may list but not delete, and the CLI does both.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { ObjectType } from "../../services/crdt/index.ts";
+import { call } from "../../services/client/rpc.ts";
+import { TestCluster } from "../helpers/test-cluster.ts";
+import { statusOf } from "../helpers/grpc-status.ts";
+import { runCli } from "../helpers/node-process.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-keys-"));
+// A 2 s gossip period leaves time for an add that the other node has not seen yet.
+const c = new TestCluster(dir, ["127.0.2.31:7931", "127.0.2.32:7932"], ["--gossip-interval-ms", "2000", "--probe-interval-ms", "300", "--probe-timeout-ms", "200", "--default-page-size", "7"], "k");
+
+before(async () => {
+  await c.startAll();
+});
+after(async () => {
+  await c.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const keysPage = (prefix: string, pageToken: Buffer = Buffer.alloc(0), pageSize = 0) => c.replica(0, (r) => call(r, r.keys, { prefix, pageSize, pageToken }));
+
+describe("Keys", () => {
+  it("lists every key with a prefix in key order across partitions, page by page", async () => {
+    const names = Array.from({ length: 23 }, (_, i) => `user/${String(i).padStart(2, "0")}`);
+    for (const [i, k] of names.entries()) await c.add(0, k, Array.from({ length: (i % 3) + 1 }, (_, j) => `e${j}`));
+    await c.add(0, "other/1", ["x"]);
+    await c.replica(0, (r) => call(r, r.increment, { key: "user/zz-counter", amount: 3n, requestId: "" }));
+    const seen: Array<{ key: string; type: ObjectType; size: bigint }> = [];
+    let token: Buffer = Buffer.alloc(0);
+    let pages = 0;
+    do {
+      const res = await keysPage("user/", token);
+      assert.ok(res.keys.length <= 7, "the node's default page size");
+      seen.push(...res.keys);
+      token = res.nextPageToken;
+      pages++;
+    } while (token.length > 0);
+    assert.equal(pages, 4);
+    assert.deepEqual(seen.map((k) => k.key), [...names, "user/zz-counter"]);
+    assert.deepEqual(seen.slice(0, 3).map((k) => [k.type, k.size]), [[ObjectType.AWSET, 1n], [ObjectType.AWSET, 2n], [ObjectType.AWSET, 3n]]);
+    assert.deepEqual([seen.at(-1)!.type, seen.at(-1)!.size], [ObjectType.COUNTER, 0n]);
+    const all = await keysPage("", Buffer.alloc(0), 100);
+    assert.ok(all.keys.some((k) => k.key === "other/1"));
+    assert.equal(all.nextPageToken.length, 0);
+  });
+
+  it("refuses a token of another prefix, an altered token and a page over the limit", async () => {
+    const first = await keysPage("user/");
+    assert.ok(first.nextPageToken.length > 0);
+    const other = await statusOf(keysPage("other/", first.nextPageToken));
+    assert.equal(other.code, grpc.status.INVALID_ARGUMENT);
+    const bent = Buffer.from(first.nextPageToken);
+    bent[2] = bent[2]! ^ 1;
+    assert.equal((await statusOf(keysPage("user/", bent))).code, grpc.status.INVALID_ARGUMENT);
+    assert.equal((await statusOf(keysPage("user/", Buffer.alloc(0), 1_000_000))).code, grpc.status.RESOURCE_EXHAUSTED);
+  });
+});
+
+describe("Delete", () => {
+  it("removes what the node has seen; an add it has not seen yet survives everywhere", async () => {
+    await c.add(0, "basket", ["a", "b", "c"]);
+    await c.converged("basket", [0, 1], ["a", "b", "c"], 15_000);
+    // Node 1 adds "late"; node 0 deletes before the next gossip period brings it.
+    await c.add(1, "basket", ["late"]);
+    const res = await c.replica(0, (r) => call(r, r.delete, { key: "basket" }));
+    assert.equal(res.removed, 3n);
+    await c.converged("basket", [0, 1], ["late"], 15_000);
+  });
+
+  it("deletes a set larger than one call's element limit, in batches", async () => {
+    const elements = Array.from({ length: 2500 }, (_, i) => `big-${i}`);
+    for (let i = 0; i < elements.length; i += 500) await c.add(0, "big", elements.slice(i, i + 500));
+    const res = await c.replica(0, (r) => call(r, r.delete, { key: "big" }));
+    assert.equal(res.removed, 2500n);
+    assert.equal(await c.size(0, "big"), 0);
+    await c.converged("big", [0, 1], [], 15_000);
+  });
+
+  it("refuses other types and missing keys", async () => {
+    const counter = await statusOf(c.replica(0, (r) => call(r, r.delete, { key: "user/zz-counter" })));
+    assert.equal(counter.code, grpc.status.FAILED_PRECONDITION);
+    assert.match(counter.details, /holds a COUNTER/);
+    assert.equal((await statusOf(c.replica(0, (r) => call(r, r.delete, { key: "no-such-key" })))).code, grpc.status.NOT_FOUND);
+  });
+
+  it("is reached from the CLI: deltaset keys and deltaset delete", async () => {
+    await c.add(1, "cli-set", ["p", "q"]);
+    const listed = await runCli(["keys", "--prefix", "cli-", "--addr", c.addresses[1]!, "--json"]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.deepEqual(JSON.parse(listed.stdout).keys, [{ key: "cli-set", type: "AWSET", size: 2 }]);
+    const deleted = await runCli(["delete", "cli-set", "--addr", c.addresses[1]!, "--json"]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.equal(JSON.parse(deleted.stdout).removed, 2);
+  });
+});
+
+describe("Keys and Delete with tokens", () => {
+  it("a read token lists keys but may not delete", async () => {
+    const tokens = join(dir, "tokens");
+    writeFileSync(tokens, "read reader-token-0123456789\nread,write writer-token-0123456789\n", { mode: 0o600 });
+    const t = new TestCluster(dir, ["127.0.2.33:7933"], ["--auth-tokens-file", tokens], "t");
+    try {
+      await t.startAll();
+      const md = (tok: string) => {
+        const m = new grpc.Metadata();
+        m.set("authorization", `Bearer ${tok}`);
+        return m;
+      };
+      await t.replica(0, (r) => call(r, r.add, { key: "s", elements: [Buffer.from("x")], texts: [] }, { metadata: md("writer-token-0123456789") }));
+      const listed = await t.replica(0, (r) => call(r, r.keys, { prefix: "", pageSize: 10, pageToken: Buffer.alloc(0) }, { metadata: md("reader-token-0123456789") }));
+      assert.deepEqual(listed.keys.map((k) => k.key), ["s"]);
+      const refused = await statusOf(t.replica(0, (r) => call(r, r.delete, { key: "s" }, { metadata: md("reader-token-0123456789") })));
+      assert.equal(refused.code, grpc.status.PERMISSION_DENIED);
+    } finally {
+      await t.close();
+    }
+  });
+});
