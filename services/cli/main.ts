@@ -11,7 +11,7 @@ import {
   scanCommand,
 } from "./client-commands.js";
 import { nodeCommand } from "./node-command.js";
-import { exportCommand, importCommand } from "./transfer-commands.js";
+import { exportCommand, importCommand, watchCommand } from "./transfer-commands.js";
 
 const HELP = `deltaset: replicated add-wins sets and counters over gRPC
 
@@ -32,6 +32,7 @@ usage: deltaset <command> [options]
                                             deltaset export s --addr A | deltaset import s --addr B
   keys      the keys a node holds           deltaset keys [--prefix P] [--all]
   delete    remove every element of a set   deltaset delete KEY
+  watch     follow a key's changes          deltaset watch KEY [--since-file F] | deltaset watch --prefix P
   members   the cluster membership view     deltaset members
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
@@ -47,6 +48,7 @@ const commands: Record<string, (args: string[]) => Promise<void>> = {
   add: addCommand,
   keys: keysCommand,
   delete: deleteCommand,
+  watch: watchCommand,
   remove: removeCommand,
   query: queryCommand,
   scan: scanCommand,

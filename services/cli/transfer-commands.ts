@@ -4,12 +4,14 @@
 // set between clusters.
 import { readFileSync, writeFileSync } from "node:fs";
 import { once } from "node:events";
-import { ExportChunk, type ImportResponse } from "../gen/deltaset/v1/replica.js";
+import { ExportChunk, type ImportResponse, type KeyEvent } from "../gen/deltaset/v1/replica.js";
+import { type AWSet, CausalContext as CrdtContext, ObjectType, contextFromProto, latticeFor } from "../crdt/index.js";
+import { catchUpSlice } from "../client/watch.js";
 import { CausalContext } from "../gen/deltaset/v1/types.js";
 import { replicaClient } from "../client/rpc.js";
 import { UsageError, connection, needKey, parse } from "./client-commands.js";
 import { DelimitedStreamError, delimited, readDelimited } from "./delimited.js";
-import { createOutput } from "./output.js";
+import { createOutput, showElement } from "./output.js";
 
 /** Largest message read from a stream (the client's own message limit). */
 const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -21,7 +23,7 @@ const STREAM_TIMEOUT = "600000";
  * context). A file that does not exist yet (the first of a series of exports): no since, the
  * whole state, which is always correct to import.
  */
-function readSince(path: string): CausalContext | undefined {
+export function readSince(path: string): CausalContext | undefined {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -112,4 +114,59 @@ export async function importCommand(args: string[]): Promise<void> {
   } finally {
     client.close();
   }
+}
+
+/**
+ * deltaset watch KEY [--since-file F] | --prefix P: one line per event (JSON with --json). With a
+ * since file the watch resumes from the context it holds, and the file is rewritten after every
+ * event with the context to resume from next time.
+ */
+export async function watchCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args, { prefix: { type: "string" }, "since-file": { type: "string" } });
+  const conn = connection(values);
+  const prefix = values.prefix as string | undefined;
+  const key = prefix === undefined ? needKey(positionals, "deltaset watch KEY [--since-file F] | deltaset watch --prefix P  [--addr HOST:PORT] [--json]") : "";
+  if (prefix !== undefined && positionals.length > 0) throw new UsageError("give a key or --prefix, not both");
+  const sinceFile = values["since-file"] as string | undefined;
+  if (sinceFile !== undefined && prefix !== undefined) throw new UsageError("--since-file applies to a key watch only");
+  const since = sinceFile === undefined ? undefined : readSince(sinceFile);
+  const client = replicaClient(values.addr as string, conn.creds);
+  const json = values.json === true;
+  let catchUpCtx: import("../crdt/index.js").CausalContext | undefined;
+  const stream = client.watch({ key, prefix: prefix ?? "", since }, conn.metadata());
+  await new Promise<void>((resolve, reject) => {
+    stream.on("data", (e: KeyEvent) => {
+      if (e.catchUp?.context !== undefined) catchUpCtx = contextFromProto(e.catchUp.context);
+      const line = describeEvent(e, catchUpCtx);
+      process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} add(s) removed)` : ""}\n`);
+      const resume = e.catchUp?.last ? e.catchUp.nextSince : e.delta !== undefined ? e.context : undefined;
+      if (sinceFile !== undefined && resume !== undefined) writeFileSync(sinceFile, JSON.stringify(CausalContext.toJSON(resume)) + "\n");
+    });
+    stream.on("error", reject);
+    stream.on("end", resolve);
+    process.once("SIGINT", () => {
+      stream.cancel();
+      resolve();
+    });
+  }).finally(() => client.close());
+}
+
+function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").CausalContext | undefined): { key: string; type: string; kind: string; added: string[]; removedDots: number } {
+  const type = ObjectType[e.type] ?? String(e.type);
+  if (e.type !== ObjectType.AWSET) return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added: [], removedDots: 0 };
+  const s =
+    e.catchUp?.slice !== undefined
+      ? catchUpSlice(e.catchUp, catchUpCtx ?? new CrdtContext())
+      : e.delta === undefined
+        ? undefined
+        : (latticeFor(ObjectType.AWSET).decode(e.delta.payload) as AWSet);
+  const added = s === undefined ? [] : [...s.entries.keys()].map((k) => showElement(Buffer.from(k, "latin1")));
+  const removedDots = s === undefined || e.catchUp ? 0 : removedDots_(s);
+  return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added, removedDots };
+}
+
+function removedDots_(s: AWSet): number {
+  let live = 0;
+  for (const d of s.entries.values()) live += d.length;
+  return s.ctx.dotCount() - live;
 }

@@ -153,6 +153,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxExportChunk: 10_000,
     maxExportChunkBytes: 1024 * 1024,
     streamWindow: 64,
+    maxWatchers: 1000,
+    watchBuffer: 10_000,
     maxFilterBytes: 16 * 1024 * 1024,
     maxRequestIdBytes: 128,
   },

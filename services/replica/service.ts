@@ -26,6 +26,7 @@ import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./error
 import { wholeTypeCalls } from "./whole-type-calls.js";
 import { addStreamCall } from "./add-stream.js";
 import { keyCalls } from "./key-calls.js";
+import { watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, withText } from "./validation.js";
@@ -286,6 +287,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall }),
     keys: unary("Keys", (req) => keyOps.keys(req)),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
+    watch: watchCall({ store, limits, log, onCall: deps.onCall }),
   };
 }
 

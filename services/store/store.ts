@@ -42,6 +42,7 @@ export class Store {
   private readonly lock = new KeyLock();
   private readonly commit: GroupCommit;
   private readonly headers = new Map<string, Header>();
+  private readonly changeListeners = new Set<ChangeListener>();
   private readonly env: StoreEnv;
   private closed = false;
   private joinsRefused = 0;
@@ -200,17 +201,17 @@ export class Store {
 
   /** Add elements with fresh dots (add^δ, joined like any delta). */
   add(key: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
-    return this.mutate(key, ObjectType.AWSET, (o) => addElements(o, this.env, this.replicaId, elements));
+    return this.mutate(key, ObjectType.AWSET, (o) => addElements(o, this.env, this.replicaId, elements), { change: (r) => [r.delta] });
   }
 
   /** Remove elements (remove^δ); unseen observed adds wait as deferred removes (mutations.ts). */
   remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
-    return this.mutate(key, ObjectType.AWSET, (o) => removeElements(o, this.env, elements, observed), { mustExist: true });
+    return this.mutate(key, ObjectType.AWSET, (o) => removeElements(o, this.env, elements, observed), { mustExist: true, change: (r) => (r.delta.ctx.isEmpty() ? [] : [r.delta]) });
   }
 
   /** Throws CounterRangeError, naming the key, when the counter would leave int64; nothing changes then. */
   increment(key: string, amount: bigint): Promise<{ value: bigint; dot: Dot; delta: PNCounter }> {
-    return this.mutate(key, ObjectType.COUNTER, (o) => incrementCounter(o, this.env, this.replicaId, amount));
+    return this.mutate(key, ObjectType.COUNTER, (o) => incrementCounter(o, this.env, this.replicaId, amount), { change: (r) => [r.delta] });
   }
 
   /**
@@ -227,7 +228,7 @@ export class Store {
     amount: bigint,
     retry: { id: string; now: number; params: ReplicatedFbfParams; explicit: boolean },
   ): Promise<{ duplicate: boolean; value: bigint; dot?: Dot; delta?: PNCounter }> {
-    const r = await this.mutate(key, ObjectType.COUNTER, (o) => incrementCounterOnce(o, this.env, this.replicaId, amount, retry));
+    const r = await this.mutate(key, ObjectType.COUNTER, (o) => incrementCounterOnce(o, this.env, this.replicaId, amount, retry), { change: (x) => (x.delta === undefined ? [] : [x.delta]) });
     if (r.duplicate) {
       this.retriesAbsorbed++;
       await this.commit.drain();
@@ -254,7 +255,7 @@ export class Store {
       const out = fn(await layout.load(o, this.env, []));
       if (out.delta !== undefined) layout.write(o, out.state);
       return { delta: out.delta, result: out.result };
-    }, opts);
+    }, { ...opts, change: (r) => (r.delta === undefined ? [] : [r.delta]) });
   }
 
   // ------------------------------------------------------------ reads
@@ -323,7 +324,7 @@ export class Store {
   }
 
   private mergeNow(key: string, type: ObjectType, state: unknown): Promise<JoinResult<unknown> & { size: number }> {
-    return this.mutate(key, type, async (o) => ({ ...(await layoutFor(type).join(o, this.env, state, true)), size: o.h.size }));
+    return this.mutate(key, type, async (o) => ({ ...(await layoutFor(type).join(o, this.env, state, true)), size: o.h.size }), { change: joined });
   }
 
   /**
@@ -335,12 +336,12 @@ export class Store {
     chunk: { type: ObjectType; senderCtx: CausalContext; rangeStart: Buffer; rangeEnd: Buffer; rangeOpen: boolean; slice: unknown },
   ): Promise<JoinResult<unknown>> {
     await this.commit.drain();
-    return this.mutate(key, chunk.type, (o) => layoutFor(chunk.type).applyChunk(o, this.env, chunk));
+    return this.mutate(key, chunk.type, (o) => layoutFor(chunk.type).applyChunk(o, this.env, chunk), { change: joined });
   }
 
   /** After a key's last chunk: what the chunks could not join safely (the sender's context). */
   finishKey(key: string, type: ObjectType, senderCtx: CausalContext): Promise<JoinResult<unknown>> {
-    return this.mutate(key, type, (o) => layoutFor(type).finishKey(o, this.env, senderCtx));
+    return this.mutate(key, type, (o) => layoutFor(type).finishKey(o, this.env, senderCtx), { change: joined });
   }
 
   /**
@@ -401,9 +402,26 @@ export class Store {
    * Run fn under the key's lock on a working copy of the object (header and write view); queue
    * its writes and the header, and resolve after they are durable. fn's result is returned only then.
    */
-  private async mutate<T>(key: string, type: ObjectType, fn: (o: ObjectSlot) => Promise<T>, opts: { mustExist?: boolean } = {}): Promise<T> {
+  /**
+   * Observe every durable change of any key: the key, its type, the delta of the change (a local
+   * operation's delta, or the new part of a join: what a copy must join to follow) and the key's
+   * context right after it (read-only). Called after the change is durable, in the order changes
+   * of a key became durable. Returns the unsubscribe function. A listener must not throw or block.
+   */
+  onChange(listener: ChangeListener): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  private async mutate<T>(
+    key: string,
+    type: ObjectType,
+    fn: (o: ObjectSlot) => Promise<T>,
+    opts: { mustExist?: boolean; change?: (result: T) => unknown[] } = {},
+  ): Promise<T> {
     if (this.closed) throw new StoreClosedError();
     let durable!: Promise<void>;
+    let ctxAfter: CausalContext | undefined;
     const result = await this.lock.run(key, async () => {
       const prefix = objectPrefix(this.partitionOf(key), key);
       const existing = await this.loadHeader(key);
@@ -421,10 +439,26 @@ export class Store {
       const headerChanged = existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body;
       if (headerChanged) ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
       this.cacheHeader(key, work);
+      // The header is never changed in place once cached (the next operation works on a copy).
+      ctxAfter = work.ctx;
       durable = this.commit.write(ops);
       return out;
     });
     await durable;
+    if (opts.change !== undefined && this.changeListeners.size > 0 && ctxAfter !== undefined) {
+      for (const delta of opts.change(result)) for (const l of this.changeListeners) l(key, type, delta, ctxAfter);
+    }
     return result;
   }
 }
+
+/** The deltas a join made: its new part when it changed something, and the removes it settled. */
+function joined(r: JoinResult<unknown>): unknown[] {
+  const out: unknown[] = [];
+  if (r.changed) out.push(r.newPart);
+  if (r.settled !== undefined) out.push(r.settled);
+  return out;
+}
+
+/** See Store.onChange. */
+export type ChangeListener = (key: string, type: ObjectType, delta: unknown, ctxAfter: CausalContext) => void;

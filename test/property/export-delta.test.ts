@@ -130,6 +130,8 @@ const LIMITS: Limits = {
   maxFilterBytes: 1 << 20,
   maxRequestIdBytes: 128,
   streamWindow: 64,
+  maxWatchers: 1000,
+  watchBuffer: 10_000,
 };
 
 let opened = 0;

@@ -30,6 +30,8 @@ const LIMITS: Limits = {
   maxFilterBytes: 1 << 20,
   maxRequestIdBytes: 16,
   streamWindow: 64,
+  maxWatchers: 1000,
+  watchBuffer: 10_000,
 };
 
 let n = 0;

@@ -39,6 +39,34 @@ export const protobufPackage = "deltaset.v1";
 
 export const protobufFileName = "deltaset/v1/replica.proto";
 
+export interface WatchKeysRequest {
+  /** The key to follow; or empty with prefix set. */
+  key: string;
+  /** Follow every key starting with this (no catch-up); only when key is empty. */
+  prefix: string;
+  /**
+   * Key watch: the catch-up carries only what the key holds outside this context (an earlier
+   * event's context); unset: the whole state.
+   */
+  since?: CausalContext | undefined;
+}
+
+/** One event of a watch: a catch-up chunk or a change. */
+export interface KeyEvent {
+  key: string;
+  type: ObjectType;
+  /** Catch-up: one Export chunk of the key's state or delta since the request's since. */
+  catchUp?:
+    | ExportChunk
+    | undefined;
+  /** A change: the delta to join, encoded as Merge takes it. */
+  delta?:
+    | EncodedState
+    | undefined;
+  /** AWSET keys: the key's causal context after this event; pass it as since to resume. */
+  context?: CausalContext | undefined;
+}
+
 export interface KeysRequest {
   /** List only keys starting with this (UTF-8). */
   prefix: string;
@@ -462,6 +490,252 @@ export interface ImportResponse {
   /** Number of members after the import (for sets). */
   size: bigint;
 }
+
+function createBaseWatchKeysRequest(): WatchKeysRequest {
+  return { key: "", prefix: "", since: undefined };
+}
+
+export const WatchKeysRequest: MessageFns<WatchKeysRequest> = {
+  encode(message: WatchKeysRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.prefix !== "") {
+      writer.uint32(18).string(message.prefix);
+    }
+    if (message.since !== undefined) {
+      CausalContext.encode(message.since, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchKeysRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchKeysRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.prefix = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.since = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchKeysRequest {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      prefix: isSet(object.prefix) ? globalThis.String(object.prefix) : "",
+      since: isSet(object.since) ? CausalContext.fromJSON(object.since) : undefined,
+    };
+  },
+
+  toJSON(message: WatchKeysRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.prefix !== "") {
+      obj.prefix = message.prefix;
+    }
+    if (message.since !== undefined) {
+      obj.since = CausalContext.toJSON(message.since);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchKeysRequest>, I>>(base?: I): WatchKeysRequest {
+    return WatchKeysRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchKeysRequest>, I>>(object: I): WatchKeysRequest {
+    const message = createBaseWatchKeysRequest();
+    message.key = object.key ?? "";
+    message.prefix = object.prefix ?? "";
+    message.since = (object.since !== undefined && object.since !== null)
+      ? CausalContext.fromPartial(object.since)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseKeyEvent(): KeyEvent {
+  return { key: "", type: 0, catchUp: undefined, delta: undefined, context: undefined };
+}
+
+export const KeyEvent: MessageFns<KeyEvent> = {
+  encode(message: KeyEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.type !== 0) {
+      writer.uint32(16).int32(message.type);
+    }
+    if (message.catchUp !== undefined) {
+      ExportChunk.encode(message.catchUp, writer.uint32(26).fork()).join();
+    }
+    if (message.delta !== undefined) {
+      EncodedState.encode(message.delta, writer.uint32(34).fork()).join();
+    }
+    if (message.context !== undefined) {
+      CausalContext.encode(message.context, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.catchUp = ExportChunk.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.delta = EncodedState.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.context = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KeyEvent {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      type: isSet(object.type) ? objectTypeFromJSON(object.type) : 0,
+      catchUp: isSet(object.catchUp)
+        ? ExportChunk.fromJSON(object.catchUp)
+        : isSet(object.catch_up)
+        ? ExportChunk.fromJSON(object.catch_up)
+        : undefined,
+      delta: isSet(object.delta) ? EncodedState.fromJSON(object.delta) : undefined,
+      context: isSet(object.context) ? CausalContext.fromJSON(object.context) : undefined,
+    };
+  },
+
+  toJSON(message: KeyEvent): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.type !== 0) {
+      obj.type = objectTypeToJSON(message.type);
+    }
+    if (message.catchUp !== undefined) {
+      obj.catchUp = ExportChunk.toJSON(message.catchUp);
+    }
+    if (message.delta !== undefined) {
+      obj.delta = EncodedState.toJSON(message.delta);
+    }
+    if (message.context !== undefined) {
+      obj.context = CausalContext.toJSON(message.context);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<KeyEvent>, I>>(base?: I): KeyEvent {
+    return KeyEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeyEvent>, I>>(object: I): KeyEvent {
+    const message = createBaseKeyEvent();
+    message.key = object.key ?? "";
+    message.type = object.type ?? 0;
+    message.catchUp = (object.catchUp !== undefined && object.catchUp !== null)
+      ? ExportChunk.fromPartial(object.catchUp)
+      : undefined;
+    message.delta = (object.delta !== undefined && object.delta !== null)
+      ? EncodedState.fromPartial(object.delta)
+      : undefined;
+    message.context = (object.context !== undefined && object.context !== null)
+      ? CausalContext.fromPartial(object.context)
+      : undefined;
+    return message;
+  },
+};
 
 function createBaseKeysRequest(): KeysRequest {
   return { prefix: "", pageSize: 0, pageToken: Buffer.alloc(0) };
@@ -4030,6 +4304,26 @@ export const ReplicaService = {
     responseSerialize: (value: DeleteResponse): Buffer => Buffer.from(DeleteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteResponse => DeleteResponse.decode(value),
   },
+  /**
+   * Follow a key, or every key with a prefix, as it changes on this node: local writes and what
+   * gossip, Merge and Import join in, each as the delta a copy must join to follow (the same
+   * encoding Merge takes), after the change is durable. Watching one key first sends its state,
+   * or only what it holds outside `since`, as Export chunks (apply them as Import does), so a
+   * client that keeps the context of the last event it applied resumes without missing a change
+   * (an event may repeat what the catch-up carried: joins are idempotent). A prefix watch sends
+   * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
+   * once the node's watch buffer is full (writes never wait for watchers); resume from the last
+   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
+   */
+  watch: {
+    path: "/deltaset.v1.Replica/Watch" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchKeysRequest): Buffer => Buffer.from(WatchKeysRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchKeysRequest => WatchKeysRequest.decode(value),
+    responseSerialize: (value: KeyEvent): Buffer => Buffer.from(KeyEvent.encode(value).finish()),
+    responseDeserialize: (value: Buffer): KeyEvent => KeyEvent.decode(value),
+  },
 } as const;
 
 export interface ReplicaServer extends UntypedServiceImplementation {
@@ -4120,6 +4414,18 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * filter has no elements to remove); a key that does not exist, NOT_FOUND.
    */
   delete: handleUnaryCall<DeleteRequest, DeleteResponse>;
+  /**
+   * Follow a key, or every key with a prefix, as it changes on this node: local writes and what
+   * gossip, Merge and Import join in, each as the delta a copy must join to follow (the same
+   * encoding Merge takes), after the change is durable. Watching one key first sends its state,
+   * or only what it holds outside `since`, as Export chunks (apply them as Import does), so a
+   * client that keeps the context of the last event it applied resumes without missing a change
+   * (an event may repeat what the catch-up carried: joins are idempotent). A prefix watch sends
+   * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
+   * once the node's watch buffer is full (writes never wait for watchers); resume from the last
+   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
+   */
+  watch: handleServerStreamingCall<WatchKeysRequest, KeyEvent>;
 }
 
 export interface ReplicaClient extends Client {
@@ -4323,6 +4629,19 @@ export interface ReplicaClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Follow a key, or every key with a prefix, as it changes on this node: local writes and what
+   * gossip, Merge and Import join in, each as the delta a copy must join to follow (the same
+   * encoding Merge takes), after the change is durable. Watching one key first sends its state,
+   * or only what it holds outside `since`, as Export chunks (apply them as Import does), so a
+   * client that keeps the context of the last event it applied resumes without missing a change
+   * (an event may repeat what the catch-up carried: joins are idempotent). A prefix watch sends
+   * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
+   * once the node's watch buffer is full (writes never wait for watchers); resume from the last
+   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
+   */
+  watch(request: WatchKeysRequest, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
+  watch(request: WatchKeysRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
 }
 
 export const ReplicaClient = makeGenericClientConstructor(ReplicaService, "deltaset.v1.Replica") as unknown as {

@@ -1,0 +1,112 @@
+// The Watch call: a key (with a catch-up of its state or delta since a context, as Export chunks)
+// or a prefix, followed through the store's change feed (Store.onChange: local operations and
+// every join, after they are durable). Each change goes out as the delta a copy joins, with the
+// key's context after it. Writes never wait: a watcher whose stream does not drain has its events
+// queued up to the node's watch buffer, and past it the stream is ended with RESOURCE_EXHAUSTED.
+import { type ServerWritableStream, status } from "@grpc/grpc-js";
+import { type CausalContext, DecodeError, ObjectType, contextFromProto, contextToProto, latticeFor } from "../crdt/index.js";
+import type { KeyEvent, WatchKeysRequest } from "../gen/deltaset/v1/replica.js";
+import type { Logger } from "../common/logger.js";
+import type { Store } from "../store/store.js";
+import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
+import { exportChunks } from "./export-stream.js";
+import type { Limits } from "./limits.js";
+import { checkKey } from "./validation.js";
+
+export interface WatchDeps {
+  store: Store;
+  limits: Limits;
+  log: Logger;
+  onCall?: (method: string, code: number, ms: number) => void;
+}
+
+export function watchCall(deps: WatchDeps) {
+  const { store, limits, log } = deps;
+  let watchers = 0;
+
+  return async (call: ServerWritableStream<WatchKeysRequest, KeyEvent>): Promise<void> => {
+    const started = performance.now();
+    const req = call.request;
+    let unsubscribe: (() => void) | undefined;
+    let ended = false;
+    let counted = false;
+    const end = (err?: unknown) => {
+      if (ended) return;
+      ended = true;
+      unsubscribe?.();
+      if (counted) watchers--;
+      if (err === undefined) {
+        deps.onCall?.("Watch", 0, performance.now() - started);
+        call.end();
+        return;
+      }
+      const e = toServiceError(err, (x) => log.error("unexpected error", { method: "Watch", err: x }));
+      deps.onCall?.("Watch", e.code ?? status.INTERNAL, performance.now() - started);
+      call.emit("error", e);
+    };
+    call.on("cancelled", () => end());
+    try {
+      const byKey = req.key !== "";
+      if (byKey) checkKey(req.key, limits);
+      else if (req.prefix === "") throw invalid("name a key, or a prefix with key empty");
+      else if (Buffer.byteLength(req.prefix, "utf8") > limits.maxKeyBytes) throw tooLarge(`prefix is longer than the key limit of ${limits.maxKeyBytes} bytes`);
+      if (!byKey && req.since !== undefined) throw invalid("since applies to a key watch only (a prefix watch has no catch-up)");
+      let since: CausalContext | undefined;
+      try {
+        since = req.since === undefined ? undefined : contextFromProto(req.since);
+      } catch (err) {
+        if (err instanceof DecodeError) throw invalid(`since is not a valid context: ${err.message}`);
+        throw err;
+      }
+      if (watchers >= limits.maxWatchers) throw new RpcError(status.RESOURCE_EXHAUSTED, `this node already serves ${watchers} watchers (--max-watchers); try another node or later`);
+      watchers++;
+      counted = true;
+
+      // Events queue here while the stream is not drained; the queue is bounded.
+      const queue: KeyEvent[] = [];
+      let draining = false;
+      const flush = () => {
+        while (queue.length > 0 && !ended) {
+          if (!call.write(queue.shift()!)) {
+            draining = true;
+            call.once("drain", () => {
+              draining = false;
+              flush();
+            });
+            return;
+          }
+        }
+      };
+      const push = (e: KeyEvent) => {
+        if (ended) return;
+        if (queue.length >= limits.watchBuffer) {
+          end(new RpcError(status.RESOURCE_EXHAUSTED, `the watcher fell ${queue.length} events behind (--watch-buffer): resume from the last event's context`));
+          return;
+        }
+        queue.push(e);
+        if (!draining) flush();
+      };
+      // Subscribed before the catch-up is read: a change made meanwhile is sent after it (perhaps
+      // twice; joins are idempotent), never lost.
+      let catchingUp = byKey;
+      const held: Array<[string, ObjectType, unknown, CausalContext]> = [];
+      const send = (key: string, type: ObjectType, delta: unknown, ctx: CausalContext) =>
+        push({ key, type, catchUp: undefined, delta: { type, payload: Buffer.from(latticeFor(type).encode(delta)) }, context: type === ObjectType.AWSET ? contextToProto(ctx) : undefined });
+      unsubscribe = store.onChange((key, type, delta, ctx) => {
+        if (byKey ? key !== req.key : !key.startsWith(req.prefix)) return;
+        if (catchingUp) held.push([key, type, delta, ctx]);
+        else send(key, type, delta, ctx);
+      });
+      if (byKey && (await store.typeOf(req.key)) !== undefined) {
+        for await (const chunk of exportChunks(store, req.key, { maxEntries: limits.defaultExportChunk, maxBytes: limits.maxExportChunkBytes, since })) {
+          if (ended) return;
+          push({ key: req.key, type: chunk.type, catchUp: chunk, delta: undefined, context: chunk.nextSince });
+        }
+      }
+      catchingUp = false;
+      for (const [key, type, delta, ctx] of held.splice(0)) send(key, type, delta, ctx);
+    } catch (err) {
+      end(err);
+    }
+  };
+}

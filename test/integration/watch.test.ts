@@ -1,0 +1,129 @@
+// Watch on real nodes: a client's copy of a set, built from the catch-up and the change events,
+// follows local writes, writes on the other node (joined by gossip) and removes; a watch resumed
+// from the last event's context catches up on exactly what it missed; a prefix watch sees only
+// its keys; a watcher that stops reading is ended with RESOURCE_EXHAUSTED while writes go on; the
+// watcher limit holds; the CLI prints events and keeps a since file.
+import { strict as assert } from "node:assert";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { contextToProto } from "../../services/crdt/index.ts";
+import type { KeyEvent, WatchKeysRequest } from "../../services/gen/deltaset/v1/replica.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
+import { WatchedSet } from "../../services/client/watch.ts";
+import { BIN, REPO } from "../helpers/node-process.ts";
+import { TestCluster } from "../helpers/test-cluster.ts";
+import { eventually } from "../helpers/eventually.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-watch-"));
+const c = new TestCluster(dir, ["127.0.2.41:7941", "127.0.2.42:7942"], ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "200"], "w");
+const tight = new TestCluster(dir, ["127.0.2.43:7943"], ["--watch-buffer", "3", "--max-watchers", "1"], "wt");
+
+before(async () => {
+  await Promise.all([c.startAll(), tight.startAll()]);
+});
+after(async () => {
+  await Promise.all([c.close(), tight.close()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A running watch: its events as they come, and how it ended. */
+function watch(address: string, req: Partial<WatchKeysRequest>) {
+  const client = replicaClient(address);
+  const events: KeyEvent[] = [];
+  const stream = client.watch({ key: "", prefix: "", since: undefined, ...req });
+  const ended = new Promise<grpc.ServiceError | undefined>((resolve) => {
+    stream.on("data", (e: KeyEvent) => events.push(e));
+    stream.on("error", (e: grpc.ServiceError) => resolve(e));
+    stream.on("end", () => resolve(undefined));
+  });
+  return { events, stream, ended, close: () => (stream.cancel(), client.close()) };
+}
+
+describe("Watch", () => {
+  it("keeps a copy in step with local writes, replicated writes and removes, and resumes from a context", { timeout: 60_000 }, async () => {
+    await c.add(0, "w", ["a", "b"]);
+    const w1 = watch(c.addresses[0]!, { key: "w" });
+    const copy = new WatchedSet();
+    let applied = 0;
+    const follow = async (want: string[]) =>
+      eventually(`copy reads ${want}`, async () => {
+        while (applied < w1.events.length) copy.apply(w1.events[applied++]!);
+        return copy.elements();
+      }, (e) => JSON.stringify(e) === JSON.stringify(want), 15_000);
+    await follow(["a", "b"]);
+    await c.add(0, "w", ["c"]);
+    await c.add(1, "w", ["d"]);
+    await c.converged("w", [0, 1], ["a", "b", "c", "d"]);
+    const ctx = await c.context(1, "w");
+    await c.remove(1, "w", ["a"], ctx);
+    await follow(["b", "c", "d"]);
+    assert.ok(w1.events.some((e) => e.delta !== undefined && e.context !== undefined), "change events carry the context after them");
+    w1.close();
+
+    // Missed while no watch ran: an add on node 1 and a remove on node 0.
+    await c.add(1, "w", ["e"]);
+    await c.converged("w", [0, 1], ["b", "c", "d", "e"]);
+    await c.remove(0, "w", ["b"], await c.context(0, "w"));
+    const w2 = watch(c.addresses[0]!, { key: "w", since: contextToProto(copy.resumeFrom!) });
+    await eventually("the catch-up since the context", async () => w2.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
+    const catchUp = w2.events.filter((e) => e.catchUp !== undefined);
+    assert.ok(catchUp[0]!.catchUp!.delta, "a delta since the context, not the whole state");
+    for (const e of w2.events) copy.apply(e);
+    assert.deepEqual(copy.elements(), ["c", "d", "e"]);
+    assert.deepEqual(await c.read(0, "w"), ["c", "d", "e"]);
+    w2.close();
+  });
+
+  it("a prefix watch sees changes of its keys only", { timeout: 30_000 }, async () => {
+    const w = watch(c.addresses[1]!, { prefix: "pre/" });
+    await new Promise((r) => setTimeout(r, 300));
+    await c.add(1, "pre/x", ["1"]);
+    await c.add(1, "other", ["2"]);
+    await c.add(0, "pre/y", ["3"]);
+    await eventually("both prefixed keys seen", async () => new Set(w.events.map((e) => e.key)), (s) => s.has("pre/x") && s.has("pre/y"), 15_000);
+    assert.ok(w.events.every((e) => e.key.startsWith("pre/") && e.catchUp === undefined));
+    w.close();
+  });
+
+  it("ends a watcher that does not read with RESOURCE_EXHAUSTED, never holding writes back; one watcher at most", { timeout: 60_000 }, async () => {
+    const w = watch(tight.addresses[0]!, { key: "flood" });
+    w.stream.pause(); // read nothing
+    const second = watch(tight.addresses[0]!, { key: "flood" });
+    const refused = await second.ended;
+    assert.equal(refused?.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.match(refused!.details, /--max-watchers/);
+    const client = replicaClient(tight.addresses[0]!);
+    try {
+      const big = (i: number) => Array.from({ length: 300 }, (_, j) => Buffer.from(`flood-${i}-${j}-${"x".repeat(40)}`));
+      for (let i = 0; i < 60; i++) await call(client, client.add, { key: "flood", elements: big(i), texts: [] }, { timeoutMs: 5000 });
+    } finally {
+      client.close();
+    }
+    w.stream.resume();
+    const err = await w.ended;
+    assert.equal(err?.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.match(err!.details, /resume from the last event's context/);
+    assert.equal(await tight.size(0, "flood"), 60 * 300);
+  });
+
+  it("is followed from the CLI, which keeps a since file", { timeout: 30_000 }, async () => {
+    await c.add(0, "cli-w", ["p"]);
+    const sinceFile = join(dir, "cli-w.since");
+    const child = spawn(process.execPath, [BIN, "watch", "cli-w", "--since-file", sinceFile, "--addr", c.addresses[0]!, "--json"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    try {
+      await eventually("the catch-up printed", async () => out, (o) => o.includes('"kind":"catch-up"'), 15_000);
+      await c.add(0, "cli-w", ["q"]);
+      await eventually("the change printed", async () => out, (o) => /"kind":"change","added":\["q"\]/.test(o), 15_000);
+      const since = JSON.parse(readFileSync(sinceFile, "utf8"));
+      assert.ok(Array.isArray(since.vv) && since.vv.length > 0, "the since file holds a context");
+    } finally {
+      child.kill("SIGINT");
+    }
+  });
+});
