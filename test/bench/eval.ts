@@ -4,16 +4,16 @@
 // own Toxiproxy-API proxy (services/chaos/eval/). Writes docs/results/eval.json and eval.svg
 // (--quick: a reduced grid, written to a temporary directory; the committed results stay those of
 // the full run) and prints one line per cell and the targets.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { evalGrid } from "../../services/chaos/eval/grid.js";
 import { byteRatios, sweepTargets } from "../../services/chaos/eval/targets.js";
-import { runSweep } from "../../services/chaos/eval/sweep.js";
+import { type FailedCell, isMeasured, runSweep } from "../../services/chaos/eval/sweep.js";
 import type { CellResult } from "../../services/chaos/eval/cell.js";
 import { writeResultFile } from "../../services/common/result-file.js";
 import { drawChart } from "./charts/draw.js";
-import { commandLine, isQuick, printTargets, resultsDir } from "./lib/results.js";
+import { commandLine, isQuick, printTargets, resultsDir, target } from "./lib/results.js";
 
 const quick = isQuick();
 const grid = evalGrid(quick);
@@ -22,6 +22,7 @@ const started = Date.now();
 const fmt = (x: number | null, digits = 0) => (x === null ? "n/a" : x.toFixed(digits));
 const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-eval-")) : resultsDir;
 const cells: CellResult[] = [];
+const failed: FailedCell[] = [];
 /** The results file, rewritten after every cell: a run cut short still leaves what it measured. */
 function write(complete: boolean): string {
   const minutes = (Date.now() - started) / 60_000;
@@ -31,11 +32,13 @@ function write(complete: boolean): string {
       grid,
       complete,
       cellsDone: cells.length,
+      cellsFailed: failed.length,
       minutes: Number(minutes.toFixed(1)),
       lossMechanism: "reset_peer toxic windows on the upstream stream of one directed peer link at a time (services/chaos/eval/loss-windows.ts)",
     },
     metrics: {
       cells,
+      failed,
       ratios: {
         "alg2+bp+rr": byteRatios(cells, "alg2+bp+rr"),
         "alg2+bp+rr+push": byteRatios(cells, "alg2+bp+rr+push"),
@@ -43,7 +46,7 @@ function write(complete: boolean): string {
         alg1: byteRatios(cells, "alg1"),
       },
     },
-    targets: sweepTargets(cells, grid.gossipIntervalMs, command),
+    targets: [...sweepTargets(cells, grid.gossipIntervalMs, command), target("cells of the grid that could not be measured", "0", failed.length, (m) => m === 0, command)],
   });
 }
 await runSweep({
@@ -53,6 +56,12 @@ await runSweep({
   seed: 20261124,
   log: (l) => console.log(l),
   onCell: (c, done, total) => {
+    if (!isMeasured(c)) {
+      failed.push(c);
+      write(false);
+      console.log(`[${done}/${total}] ${c.nodes}n ${c.mode} lat ${c.latency} loss ${c.loss}: NOT MEASURED: ${c.failed}`);
+      return;
+    }
     cells.push(c);
     write(false);
     console.log(
@@ -63,7 +72,7 @@ await runSweep({
 });
 const minutes = (Date.now() - started) / 60_000;
 const path = write(true);
-const targets = sweepTargets(cells, grid.gossipIntervalMs, command);
+const targets = JSON.parse(readFileSync(path, "utf8")).targets;
 await drawChart(path);
 printTargets(targets);
 console.log(`${cells.length} cells in ${minutes.toFixed(1)} min; results: ${path}`);

@@ -1,6 +1,6 @@
-// The evaluation sweep on local node processes: for each cluster size and sync mode, a fresh
-// cluster whose peer links all go through per-link proxies of one Toxiproxy-compatible server in
-// this process, then every (latency, loss) cell on it (cell.ts). Nodes, proxies and data are
+// The evaluation sweep on local node processes: for each cluster size, sync mode and latency, a
+// fresh cluster whose peer links all go through per-link proxies of one Toxiproxy-compatible
+// server in this process, then every loss level's cell on it (cell.ts). Nodes, proxies and data are
 // removed on every path. The kind runner (deploy/kind/eval.sh) drives the same cells against
 // real Toxiproxy sidecars through `deltaset chaos eval-cell`.
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,7 +21,7 @@ export interface SweepOptions {
   seed: number;
   log?: (line: string) => void;
   /** Called after each cell (progress, partial results). */
-  onCell?: (cell: CellResult, done: number, total: number) => void;
+  onCell?: (cell: CellResult | FailedCell, done: number, total: number) => void;
 }
 
 export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS): string[] {
@@ -36,51 +36,91 @@ export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS): stri
   ];
 }
 
-export async function runSweep(o: SweepOptions): Promise<CellResult[]> {
+/** A cluster of one cell group: nodes started, links proxied, membership converged. */
+async function startGroup(o: SweepOptions, size: number, mode: keyof typeof MODE_FLAGS) {
+  const dir = mkdtempSync(join(tmpdir(), `deltaset-eval-${size}n-`));
+  const server = await startToxiproxyServer({ host: "127.0.0.1", port: 0 });
+  const cluster = new LocalCluster({ nodes: size, dir, firstHost: o.firstHost, port: o.port, nodeArgs: [...nodeArgsFor(o.grid, mode), "--peer-proxy", server.url], metricsPort: o.port + 1 });
+  const stop = async () => {
+    await cluster.stopAll();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const nodes = cluster.specs.map((s) => ({ nodeId: s.nodeId, address: s.address }));
+    const linkNodes = nodes.map((n) => ({ ...n, toxiproxy: server.url }));
+    await precreateLinkProxies(linkNodes);
+    await cluster.startAll();
+    const ids = nodes.map((n) => n.nodeId);
+    const until = Date.now() + 60_000;
+    while (!(await membershipConverged(nodes, ids))) {
+      if (Date.now() > until) throw new Error(`${size} nodes (${mode}): membership did not converge within 60 s`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const env = { nodes, links: new LinkTable(linkNodes), proxyApis: [server.url], metricsAddress: (id: string) => cluster.metricsAddress(id), pid: (id: string) => cluster.pid(id) };
+    return { env, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/**
+ * Every cell of the grid. A fresh cluster per (size, mode, latency): the loss levels of one
+ * latency share it, so data left by earlier cells stays small (a full-state mode ships all of it
+ * every period). A cell that fails (a cluster that will not start, a prefill that never settles)
+ * is reported with its error and the sweep goes on.
+ */
+export async function runSweep(o: SweepOptions): Promise<Array<CellResult | FailedCell>> {
   const log = o.log ?? (() => {});
   const { grid } = o;
   const total = grid.sizes.length * grid.modes.length * grid.latencies.length * grid.losses.length;
-  const out: CellResult[] = [];
+  const out: Array<CellResult | FailedCell> = [];
   let seed = o.seed;
   for (const size of grid.sizes) {
     for (const mode of grid.modes) {
-      const dir = mkdtempSync(join(tmpdir(), `deltaset-eval-${size}n-`));
-      const server = await startToxiproxyServer({ host: "127.0.0.1", port: 0 });
-      const cluster = new LocalCluster({
-        nodes: size,
-        dir,
-        firstHost: o.firstHost,
-        port: o.port,
-        nodeArgs: [...nodeArgsFor(grid, mode), "--peer-proxy", server.url],
-        metricsPort: o.port + 1,
-      });
-      try {
-        const nodes = cluster.specs.map((s) => ({ nodeId: s.nodeId, address: s.address }));
-        const linkNodes = nodes.map((n) => ({ ...n, toxiproxy: server.url }));
-        await precreateLinkProxies(linkNodes);
-        await cluster.startAll();
-        const ids = nodes.map((n) => n.nodeId);
-        const until = Date.now() + 60_000;
-        while (!(await membershipConverged(nodes, ids))) {
-          if (Date.now() > until) throw new Error(`${size} nodes (${mode}): membership did not converge within 60 s`);
-          await new Promise((r) => setTimeout(r, 200));
+      for (const latency of grid.latencies) {
+        let group: Awaited<ReturnType<typeof startGroup>> | undefined;
+        let groupError: string | undefined;
+        try {
+          group = await startGroup(o, size, mode);
+        } catch (err) {
+          groupError = (err as Error).message;
         }
-        const links = new LinkTable(linkNodes);
-        const env = { nodes, links, proxyApis: [server.url], metricsAddress: (id: string) => cluster.metricsAddress(id), pid: (id: string) => cluster.pid(id) };
-        for (const latency of grid.latencies) {
+        try {
           for (const loss of grid.losses) {
             log(`${size} nodes, ${mode}, latency ${latency.name}, loss ${loss.name}`);
-            const cell = await runCell(env, { mode, latency, loss, grid, seed: seed++ }, log);
+            let cell: CellResult | FailedCell;
+            try {
+              if (group === undefined) throw new Error(groupError);
+              cell = await runCell(group.env, { mode, latency, loss, grid, seed: seed++ }, log);
+            } catch (err) {
+              cell = { mode, nodes: size, latency: latency.name, latencyMs: latency.latencyMs, loss: loss.name, lossWindowShare: loss.windowShare, failed: (err as Error).message };
+              log(`  cell failed: ${cell.failed}`);
+            }
             out.push(cell);
             o.onCell?.(cell, out.length, total);
           }
+        } finally {
+          await group?.stop();
         }
-      } finally {
-        await cluster.stopAll();
-        await server.close();
-        rmSync(dir, { recursive: true, force: true });
       }
     }
   }
   return out;
+}
+
+/** A cell that could not be measured, and why. */
+export interface FailedCell {
+  mode: string;
+  nodes: number;
+  latency: string;
+  latencyMs: number;
+  loss: string;
+  lossWindowShare: number;
+  failed: string;
+}
+
+export function isMeasured(c: CellResult | FailedCell): c is CellResult {
+  return !("failed" in c);
 }
