@@ -58,9 +58,12 @@ export function sweepTargets(cells: readonly CellResult[], gossipIntervalMs: num
       ),
     );
   }
-  const lost = cells.reduce((s, c) => s + c.rounds.reduce((t, r) => t + r.lost + r.resurrected, 0), 0);
+  // The checker's verdict means something only on identical final reads: in a round that has not
+  // converged, an add that has not reached some node yet reads as lost there. Those rounds are
+  // counted by the next target instead.
+  const lost = cells.reduce((s, c) => s + c.rounds.reduce((t, r) => t + (r.convergenceMs === null ? 0 : r.lost + r.resurrected), 0), 0);
   const unconverged = cells.reduce((s, c) => s + c.convergenceMs.unconverged, 0);
-  out.push(target("acknowledged writes lost or removed elements back, all cells (chaos checker)", "0", lost, (m) => m === 0, command));
+  out.push(target("acknowledged writes lost or removed elements back, in every round whose reads converged (chaos checker)", "0", lost, (m) => m === 0, command));
   out.push(target("rounds whose reads did not become identical within the settle bound, all cells", "0", unconverged, (m) => m === 0, command));
   return out;
 }
