@@ -3,7 +3,7 @@
 // (import-apply.ts). Errors become gRPC statuses, and every call is observed like the others.
 import { once } from "node:events";
 import { type ServerReadableStream, type ServerWritableStream, type sendUnaryData, status } from "@grpc/grpc-js";
-import { type CausalContext, DecodeError, type ObjectType, contextFromProto } from "../crdt/index.js";
+import type { CausalContext, ObjectType } from "../crdt/index.js";
 import type { ExportChunk, ExportRequest, ImportResponse } from "../gen/deltaset/v1/replica.js";
 import type { Logger } from "../common/logger.js";
 import type { Store } from "../store/store.js";
@@ -11,7 +11,7 @@ import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
 import { exportChunks } from "./export-stream.js";
 import { applyImport } from "./import-apply.js";
 import type { Limits } from "./limits.js";
-import { checkKey } from "./validation.js";
+import { checkKey, sinceFrom } from "./validation.js";
 
 export interface ExportCallsDeps {
   store: Store;
@@ -34,13 +34,7 @@ export function exportCalls(deps: ExportCallsDeps) {
     checkKey(req.key, limits);
     if (req.maxEntries > limits.maxExportChunk) throw tooLarge(`max_entries ${req.maxEntries} exceeds the limit ${limits.maxExportChunk} (--max-export-chunk)`);
     if (req.maxBytes > limits.maxExportChunkBytes) throw tooLarge(`max_bytes ${req.maxBytes} exceeds the limit ${limits.maxExportChunkBytes} (--max-export-chunk-bytes)`);
-    let since: CausalContext | undefined;
-    try {
-      since = req.since === undefined ? undefined : contextFromProto(req.since);
-    } catch (err) {
-      if (err instanceof DecodeError) throw invalid(`since is not a valid context: ${err.message}`);
-      throw err;
-    }
+    const since = sinceFrom(req.since);
     return {
       maxEntries: req.maxEntries === 0 ? limits.defaultExportChunk : req.maxEntries,
       maxBytes: req.maxBytes === 0 ? limits.maxExportChunkBytes : req.maxBytes,

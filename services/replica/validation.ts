@@ -1,6 +1,18 @@
 // Request validation against the configured limits.
+import { type CausalContext, DecodeError, contextFromProto } from "../crdt/index.js";
+import type { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Limits } from "./limits.js";
 import { invalid, tooLarge } from "./errors.js";
+
+/** A request's since context (Export, Watch), or INVALID_ARGUMENT naming what is wrong with it. */
+export function sinceFrom(msg: CausalContextMsg | undefined): CausalContext | undefined {
+  try {
+    return msg === undefined ? undefined : contextFromProto(msg);
+  } catch (err) {
+    if (err instanceof DecodeError) throw invalid(`since is not a valid context: ${err.message}`);
+    throw err;
+  }
+}
 
 export function checkKey(key: string, limits: Limits): void {
   if (key.length === 0) throw invalid("key is required");

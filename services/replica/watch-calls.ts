@@ -4,14 +4,14 @@
 // key's context after it. Writes never wait: a watcher whose stream does not drain has its events
 // queued up to the node's watch buffer, and past it the stream is ended with RESOURCE_EXHAUSTED.
 import { type ServerWritableStream, status } from "@grpc/grpc-js";
-import { type CausalContext, DecodeError, ObjectType, contextFromProto, contextToProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
 import type { KeyEvent, WatchKeysRequest } from "../gen/deltaset/v1/replica.js";
 import type { Logger } from "../common/logger.js";
 import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
 import { exportChunks } from "./export-stream.js";
 import type { Limits } from "./limits.js";
-import { checkKey } from "./validation.js";
+import { checkKey, sinceFrom } from "./validation.js";
 
 export interface WatchDeps {
   store: Store;
@@ -51,13 +51,7 @@ export function watchCall(deps: WatchDeps) {
       else if (req.prefix === "") throw invalid("name a key, or a prefix with key empty");
       else if (Buffer.byteLength(req.prefix, "utf8") > limits.maxKeyBytes) throw tooLarge(`prefix is longer than the key limit of ${limits.maxKeyBytes} bytes`);
       if (!byKey && req.since !== undefined) throw invalid("since applies to a key watch only (a prefix watch has no catch-up)");
-      let since: CausalContext | undefined;
-      try {
-        since = req.since === undefined ? undefined : contextFromProto(req.since);
-      } catch (err) {
-        if (err instanceof DecodeError) throw invalid(`since is not a valid context: ${err.message}`);
-        throw err;
-      }
+      const since = sinceFrom(req.since);
       if (watchers >= limits.maxWatchers) throw new RpcError(status.RESOURCE_EXHAUSTED, `this node already serves ${watchers} watchers (--max-watchers); try another node or later`);
       watchers++;
       counted = true;

@@ -6,6 +6,7 @@ import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
+import { batchFill } from "./lib/fill.ts";
 import { redisAvailable, redisUsedMemory, saddFill, startRedis } from "./redis-baseline.ts";
 
 const member = (i: number) => `f${String(i).padStart(8, "0")}`;
@@ -35,17 +36,8 @@ export async function largeSetBench(root: string, rssOf: (pid: number) => number
   const t0 = performance.now();
   try {
     for (const size of checkpoints) {
-      while (filled < size) {
-        const calls: Promise<unknown>[] = [];
-        for (let k = 0; k < 4 && filled < size; k++) {
-          const base = filled;
-          const n = Math.min(1000, size - filled);
-          filled += n;
-          const c = clients[k]!;
-          calls.push(call(c, c.add, { key: "huge", elements: Array.from({ length: n }, (_, j) => Buffer.from(member(base + j))), texts: [] }, { timeoutMs: 120_000 }));
-        }
-        await Promise.all(calls);
-      }
+      await batchFill(clients, "huge", filled, size, (i) => Buffer.from(member(i)));
+      filled = size;
       const lat: number[] = [];
       const c = clients[0]!;
       for (let i = 0; i < samples; i++) {

@@ -25,6 +25,7 @@ import { Store, type SyncPolicy } from "../../services/store/store.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
 import { drawChart } from "./charts/draw.ts";
 import { clientApiCeilings } from "./replica-ceilings.ts";
+import { batchFill } from "./lib/fill.ts";
 import { largeSetBench } from "./replica-large.ts";
 import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.ts";
 
@@ -136,17 +137,8 @@ async function grpcBench() {
     for (const size of SIZES) {
       const t0 = performance.now();
       const startFilled = filled;
-      while (filled < size) {
-        const calls: Promise<unknown>[] = [];
-        for (let k = 0; k < 4 && filled < size; k++) {
-          const base = filled;
-          const n = Math.min(1000, size - filled);
-          filled += n;
-          const c = clients[k]!;
-          calls.push(call(c, c.add, { key: "big", elements: Array.from({ length: n }, (_, j) => el("f", base + j)), texts: [] }, { timeoutMs: 60_000 }));
-        }
-        await Promise.all(calls);
-      }
+      await batchFill(clients.slice(0, 4), "big", filled, size, (i) => el("f", i));
+      filled = size;
       batchElements += filled - startFilled;
       batchMs += performance.now() - t0;
       const c = clients[0]!;
