@@ -154,7 +154,15 @@ describe("counter range in the store", () => {
             }
           },
         ),
-        { numRuns: STORE_RUNS },
+        {
+          numRuns: STORE_RUNS,
+          // Runs that surely reach both boundaries, beside the random ones: an increment past
+          // int64, and a remote state whose totals would take the value past it.
+          examples: [
+            [[{ t: "inc", n: INT64_MAX }, { t: "inc", n: 1n }]],
+            [[{ t: "inc", n: 5n }, { t: "merge", positive: INT64_MAX, negative: 0n }]],
+          ],
+        },
       );
       // The boundaries were reached: both kinds of refusal happened.
       assert.ok(refusedIncrements > 0 && s.stats().counterJoinsRefused > 0);
