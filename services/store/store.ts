@@ -1,92 +1,33 @@
 // Durable storage of replicated objects, decomposed as in Riak's bigset (seed 004): a header per
 // object (type, causal context, size, and for small types the whole state) plus, for sets, one
-// record per live element and a dot index (layouts.ts says which type lies how). Operations on one
-// key are serialized (KeyLock); the writes of concurrent operations are group-committed and
-// acknowledged only once durable (GroupCommit). Everything type-specific is in the type's lattice
+// record per live element and a dot index (layouts.ts says which type lies how). The write path
+// (locks, group commit, the change feed) is StoreCore's (store-core.ts); this file holds what is
+// done with it: operations, reads, joins and state transfers. Everything type-specific is in the type's lattice
 // (crdt/) and its layout: Adds, Removes and Increments are the type's delta mutators run on the
 // part of the object they name, and every change, local or remote, goes through the layout's
 // join, which is the lattice's join.
-import {
-  type AWSet,
-  CausalContext,
-  type Dot,
-  ObjectType,
-  type PNCounter,
-  type ReplicatedFbfParams,
-} from "../crdt/index.js";
-import { approximateBytes, type StoreDb } from "./db.js";
-import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
-import { GroupCommit } from "./group-commit.js";
-import { KeyLock } from "./key-lock.js";
-import type { JoinResult, ObjectSlot, StateChunk, StoreEnv } from "./layout.js";
+import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams } from "../crdt/index.js";
+import { TypeMismatchError, UnstorableTypeError } from "./errors.js";
+import type { JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { openStoreDb } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
-import { OBJECTS, elementRange, headerKey, objectPrefix } from "./keys.js";
-import { type Header, decodeHeader, encodeHeader } from "./records.js";
-import { TransferHolds } from "./transfer-holds.js";
-import { WriteView } from "./write-view.js";
-import { loadSeqs, persistSeqs } from "./seq-records.js";
+import { elementRange, headerKey, objectPrefix } from "./keys.js";
+import { decodeHeader } from "./records.js";
 import { partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
 import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
+import { StoreCore, joined } from "./store-core.js";
 
 export { STORE_FORMAT, STORE_VERSION } from "./open-store.js";
 export { StoreClosedError, StoreOpenError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 export type { JoinResult, StateChunk } from "./layout.js";
+export { type ChangeListener } from "./store-core.js";
 
 import type { StoreOptions, SyncPolicy } from "./store-options.js";
 export type { StoreOptions, SyncPolicy } from "./store-options.js";
 
-export class Store {
-  private readonly lock = new KeyLock();
-  private readonly commit: GroupCommit;
-  private readonly headers = new Map<string, Header>();
-  private readonly changeListeners = new Set<ChangeListener>();
-  private readonly env: StoreEnv;
-  private closed = false;
-  private joinsRefused = 0;
-  private retriesAbsorbed = 0;
-  private readonly skewReports = { ahead: 0, behind: 0 };
-  private readonly transfers = new TransferHolds();
-
-  private constructor(
-    /** The database; a simulator keeps it to reopen the store after a simulated crash. */
-    readonly db: StoreDb,
-    readonly nodeId: string,
-    /**
-     * The id this store mints dots under: the node id plus a suffix drawn when the data directory
-     * is created. A node that loses its disk and comes back under the same node id (a pod with a
-     * new volume) then mints fresh dots instead of reusing counters its peers have already seen,
-     * which would make them treat its new writes as already known and drop them.
-     */
-    readonly replicaId: string,
-    readonly partitions: number,
-    private readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
-      StoreOptions,
-      "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
-    >,
-    pending: PendingRemoves,
-  ) {
-    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
-    this.env = {
-      db,
-      commit: this.commit,
-      pending,
-      removeLookupLimit: opts.removeLookupLimit,
-      joinRefused: (key, reason) => {
-        this.joinsRefused++;
-        this.opts.onCounterJoinRefused?.({ key, reason });
-      },
-      now: () => this.opts.clock(),
-      clockSkewBoundMs: opts.clockSkewBoundMs,
-      clockSkew: (key, report) => {
-        this.skewReports[report.direction]++;
-        this.opts.onClockSkew?.({ key, report });
-      },
-    };
-  }
-
+export class Store extends StoreCore {
   static async open(options: StoreOptions): Promise<Store> {
     const opts = {
       sync: "fsync" as SyncPolicy,
@@ -109,92 +50,6 @@ export class Store {
       await opened.db.close();
       throw err;
     }
-  }
-
-  partitionOf(key: string): number {
-    return this.opts.partitionOf(key, this.partitions);
-  }
-
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    await this.commit.drain();
-    await this.db.close();
-  }
-
-  /** Wait until every queued write is durable. */
-  flush(): Promise<void> {
-    return this.commit.drain();
-  }
-
-  stats(): {
-    batches: number;
-    writes: number;
-    cachedHeaders: number;
-    busyKeys: number;
-    counterJoinsRefused: number;
-    pendingRemoves: number;
-    /** Increments with a request id answered as retries, not applied again. */
-    retriesAbsorbed: number;
-    /** Received retry filters that put their sender's clock beyond the skew bound, by direction. */
-    clockSkewReports: { ahead: number; behind: number };
-  } {
-    return {
-      batches: this.commit.batches,
-      writes: this.commit.writes,
-      cachedHeaders: this.headers.size,
-      busyKeys: this.lock.busy,
-      counterJoinsRefused: this.joinsRefused,
-      pendingRemoves: this.env.pending.size(),
-      retriesAbsorbed: this.retriesAbsorbed,
-      clockSkewReports: { ...this.skewReports },
-    };
-  }
-
-  /** LevelDB's estimate of the bytes the replicated objects take on disk (cheap: index lookups); 0 in memory. */
-  async approximateDataBytes(): Promise<number> {
-    return (await approximateBytes(this.db, Buffer.from([OBJECTS]), Buffer.from([OBJECTS + 1]))) ?? 0;
-  }
-
-  // ------------------------------------------------------------ headers
-
-  private async loadHeader(key: string): Promise<Header | undefined> {
-    const cached = this.headers.get(key);
-    if (cached !== undefined) return cached;
-    const raw = await this.commit.get(headerKey(objectPrefix(this.partitionOf(key), key)));
-    if (raw === undefined) return undefined;
-    const h = decodeHeader(raw);
-    this.cacheHeader(key, h);
-    return h;
-  }
-
-  private cacheHeader(key: string, h: Header): void {
-    if (this.headers.size >= this.opts.headerCacheSize) {
-      // Evict the oldest entry (Map keeps insertion order). Safe: reads fall back to disk/overlay.
-      const first = this.headers.keys().next().value;
-      if (first !== undefined) this.headers.delete(first);
-    }
-    this.headers.set(key, h);
-  }
-
-  /** Elements of key whose remove waits for adds not yet received here. */
-  pendingRemoves(key: string): number {
-    return this.env.pending.size(key);
-  }
-
-  async typeOf(key: string): Promise<ObjectType | undefined> {
-    return (await this.loadHeader(key))?.type;
-  }
-
-  /** The key's type when its header is cached (no read, no await), else undefined: ask typeOf. */
-  cachedTypeOf(key: string): ObjectType | undefined {
-    return this.headers.get(key)?.type;
-  }
-
-  /** Type, context and size of a key (undefined when the key does not exist). */
-  async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number } | undefined> {
-    const h = await this.loadHeader(key);
-    return h === undefined ? undefined : { type: h.type, ctx: h.ctx.clone(), size: h.size };
   }
 
   // ------------------------------------------------------------ local operations (delta mutators)
@@ -385,80 +240,4 @@ export class Store {
     }
   }
 
-  // ------------------------------------------------------------ sequence numbers (Algorithm 2)
-
-  loadSeqs(): Promise<Map<number, number>> {
-    return loadSeqs(this.db);
-  }
-
-  /** Durably record the sequence numbers of these partitions, in one atomic batch. */
-  persistSeqs(seqs: ReadonlyMap<number, number>): Promise<void> {
-    return persistSeqs(this.commit, seqs);
-  }
-
-  // ------------------------------------------------------------ the write path
-
-  /**
-   * Run fn under the key's lock on a working copy of the object (header and write view); queue
-   * its writes and the header, and resolve after they are durable. fn's result is returned only then.
-   */
-  /**
-   * Observe every durable change of any key: the key, its type, the delta of the change (a local
-   * operation's delta, or the new part of a join: what a copy must join to follow) and the key's
-   * context right after it (read-only). Called after the change is durable, in the order changes
-   * of a key became durable. Returns the unsubscribe function. A listener must not throw or block.
-   */
-  onChange(listener: ChangeListener): () => void {
-    this.changeListeners.add(listener);
-    return () => this.changeListeners.delete(listener);
-  }
-
-  private async mutate<T>(
-    key: string,
-    type: ObjectType,
-    fn: (o: ObjectSlot) => Promise<T>,
-    opts: { mustExist?: boolean; change?: (result: T) => unknown[] } = {},
-  ): Promise<T> {
-    if (this.closed) throw new StoreClosedError();
-    let durable!: Promise<void>;
-    let ctxAfter: CausalContext | undefined;
-    const result = await this.lock.run(key, async () => {
-      const prefix = objectPrefix(this.partitionOf(key), key);
-      const existing = await this.loadHeader(key);
-      if (existing !== undefined && existing.type !== type) throw new TypeMismatchError(key, existing.type, type);
-      const h: Header = existing ?? { type, ctx: new CausalContext(), size: 0, body: layoutFor(type).emptyBody() };
-      // Work on a copy: a failure half-way must not leave the cached header changed.
-      const work: Header = { ...h, ctx: h.ctx.clone() };
-      const view = new WriteView(this.commit, prefix, h.ctx);
-      const out = await fn({ key, prefix, h: work, view });
-      const ops = await view.finish();
-      if (existing === undefined && opts.mustExist && ops.length === 0) {
-        durable = Promise.resolve();
-        return out;
-      }
-      const headerChanged = existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body;
-      if (headerChanged) ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
-      this.cacheHeader(key, work);
-      // The header is never changed in place once cached (the next operation works on a copy).
-      ctxAfter = work.ctx;
-      durable = this.commit.write(ops);
-      return out;
-    });
-    await durable;
-    if (opts.change !== undefined && this.changeListeners.size > 0 && ctxAfter !== undefined) {
-      for (const delta of opts.change(result)) for (const l of this.changeListeners) l(key, type, delta, ctxAfter);
-    }
-    return result;
-  }
 }
-
-/** The deltas a join made: its new part when it changed something, and the removes it settled. */
-function joined(r: JoinResult<unknown>): unknown[] {
-  const out: unknown[] = [];
-  if (r.changed) out.push(r.newPart);
-  if (r.settled !== undefined) out.push(r.settled);
-  return out;
-}
-
-/** See Store.onChange. */
-export type ChangeListener = (key: string, type: ObjectType, delta: unknown, ctxAfter: CausalContext) => void;
