@@ -5,6 +5,7 @@ import { createInterface } from "node:readline";
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
+import { UnionStrategy } from "../gen/deltaset/v1/types.js";
 import { ObjectType, contextFromProto } from "../crdt/index.js";
 import { bar, createOutput, showElement } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
@@ -103,6 +104,20 @@ function numberFlag(values: Values, name: string): number {
   return n;
 }
 
+const STRATEGIES: Record<string, UnionStrategy> = {
+  "whole-filter": UnionStrategy.UNION_STRATEGY_WHOLE_FILTER,
+  "active-slices": UnionStrategy.UNION_STRATEGY_ACTIVE_SLICES,
+  "current-generation": UnionStrategy.UNION_STRATEGY_CURRENT_GENERATION,
+};
+
+/** --strategy of an awset-prob key's tombstone filter (unspecified: the node's default). */
+function strategyFlag(raw: string | undefined): UnionStrategy {
+  if (raw === undefined) return UnionStrategy.UNION_STRATEGY_UNSPECIFIED;
+  const s = STRATEGIES[raw.toLowerCase()];
+  if (s === undefined) throw new UsageError(`--strategy ${raw}: one of ${Object.keys(STRATEGIES).join(", ")}`);
+  return s;
+}
+
 export async function addCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, {
     type: { type: "string" },
@@ -112,6 +127,9 @@ export async function addCommand(args: string[]): Promise<void> {
     bits: { type: "string" },
     "fingerprint-bits": { type: "string" },
     "bucket-size": { type: "string" },
+    level: { type: "string" },
+    "age-slices": { type: "string" },
+    strategy: { type: "string" },
     stdin: { type: "boolean", default: false },
     batch: { type: "string" },
   });
@@ -119,7 +137,7 @@ export async function addCommand(args: string[]): Promise<void> {
   if (values.stdin === true) return addFromStdin(positionals, values, conn);
   const key = needKey(
     positionals,
-    "deltaset add KEY ELEMENT... [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--addr HOST:PORT] [--hex] [--json]",
+    "deltaset add KEY ELEMENT... [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--addr HOST:PORT] [--hex] [--json]",
   );
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
@@ -133,6 +151,9 @@ export async function addCommand(args: string[]): Promise<void> {
     bits: BigInt(Math.floor(numberFlag(values, "bits"))),
     fingerprintBits: numberFlag(values, "fingerprint-bits"),
     bucketSize: numberFlag(values, "bucket-size"),
+    level: values.level === undefined ? undefined : numberFlag(values, "level"),
+    ageSlices: numberFlag(values, "age-slices"),
+    unionStrategy: strategyFlag(values.strategy as string | undefined),
   };
   const client = replicaClient(values.addr as string, conn.creds);
   try {

@@ -9,7 +9,7 @@
 //
 // The encoding is canonical (one byte string per state), so equal states encode equally.
 // Decoding validates and throws DecodeError; a dot may appear under one element only.
-import { apbfEncodedSize, readApbf, writeApbf } from "./apbf-codec.js";
+import { apbfStateEncodedSize, readApbf, writeApbf } from "./apbf-codec.js";
 import { AWSetProb, type ElementKey, type ProbDot, compareDots } from "./awset-prob-state.js";
 import { elementBytes, elementKey } from "./awset.js";
 import { DecodeError } from "./errors.js";
@@ -22,7 +22,7 @@ function canonicalEntries(s: AWSetProb): [ElementKey, ProbDot[]][] {
 }
 
 export function awsetProbEncodedSize(s: AWSetProb): number {
-  let size = 1 + apbfEncodedSize(s.params) + 4;
+  let size = 1 + apbfStateEncodedSize(s.tombstones) + 4;
   for (const [k, dots] of s.entries) size += 4 + k.length + 4 + 8 * dots.size;
   return size;
 }

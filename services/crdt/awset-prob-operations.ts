@@ -3,9 +3,11 @@
 // removed dots kept in its Age-Partitioned Bloom Filter. Registered with its lattice, its one-record
 // layout (store/layouts.ts) and these client operations.
 //
-// Every key uses the seed's default filter (error 2, capacity 4096, level 5, Current Generation):
-// the lattice refuses states of another shape, so per-key parameters are not offered yet.
-import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS } from "./awset-prob.js";
+// The Add that creates a key fixes its filter's shape (probSetParams); later Adds' parameters are
+// ignored, as for the filter types.
+import { AWSetProb, AWSetProbLattice } from "./awset-prob.js";
+import { apbfByteSize, strategyName } from "./apbf-params.js";
+import { probSetParams } from "./awset-prob-params.js";
 import { ObjectType, registerLattice } from "./lattice.js";
 import { type ClientOperations, type MutatorEnv, registerOperations } from "./operations.js";
 
@@ -30,8 +32,8 @@ function applyAll(s: AWSetProb, elements: readonly Uint8Array[], deltaOf: (e: Ui
 }
 
 const awsetProbOps: ClientOperations<AWSetProb> = {
-  create: () => AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS),
-  sizeOf: () => AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS).tombstones.byteSize(),
+  create: (p) => AWSetProb.bottom(probSetParams(p)),
+  sizeOf: (p) => apbfByteSize(probSetParams(p)),
   add: (s, elements, env) => applyAll(s, elements, (e) => s.addDelta(e, freshDot(s, env))),
   remove: (s, elements) => applyAll(s, elements, (e) => s.removeDelta(e)),
   contains: (s, elements) => elements.map((e) => s.has(e)),
@@ -42,10 +44,10 @@ const awsetProbOps: ClientOperations<AWSetProb> = {
     estimatedFalsePositiveRate: s.tombstones.estimatedFp(),
     loadFactor: 0,
     estimatedCount: s.size,
-    parameters: s.params,
+    parameters: { ...s.params, strategy: strategyName(s.params.strategy), bytes: apbfByteSize(s.params) },
   }),
-  // A new key is ⊥ with the default filter already: nothing to create.
-  isUnset: () => false,
+  // A key nothing was added to or removed from yet takes the shape of the next Add.
+  isUnset: (s) => s.isBottom(),
 };
 
 registerLattice(AWSetProbLattice);

@@ -32,9 +32,17 @@
 //     (no false negatives inside the window: fewer than l+1 shifts since the remove).
 // What is probabilistic: lost adds (false positives, rate ≈ the filter's estimatedFp) and
 // resurrected removes (forgotten tombstones, once the window has moved on).
+//
+// Filters of two shapes. A key's filter parameters are chosen by the Add that creates it, so two
+// nodes creating the same key at once with different parameters hold filters that cannot be
+// unioned. The join then keeps the filter of the greater shape (compareShapes), so every replica
+// ends with the same one: ⊥ adopts the other side whole; otherwise (a) and (b) run with both
+// filters' answers, the dots (a) drops go into the filter that is kept, and the smaller shape's
+// filter is dropped. What that loses: removes known only to the dropped filter whose dots
+// another replica still holds live come back once.
 import { Apbf, checkCompatible } from "./apbf.js";
 import { unionInPlace } from "./apbf-union.js";
-import type { ApbfParams } from "./apbf-params.js";
+import { type ApbfParams, apbfByteSize, sameParams } from "./apbf-params.js";
 import { type ElementKey, elementBytes, elementKey } from "./awset.js";
 
 export type { ElementKey } from "./awset.js";
@@ -65,8 +73,8 @@ export function dotBytes(d: ProbDot): Uint8Array {
 export class AWSetProb {
   /** The dot store: element key → live dots (non-empty). */
   readonly entries: Map<ElementKey, Set<ProbDot>>;
-  /** The removed dots. */
-  readonly tombstones: Apbf;
+  /** The removed dots (replaced only when a join adopts a filter of a greater shape). */
+  tombstones: Apbf;
   /** dot → element key for every live dot; built on first use. */
   private ownerIndex: Map<ProbDot, ElementKey> | undefined;
 
@@ -169,6 +177,7 @@ export class AWSetProb {
 
   /** Join other into this state in place (see the header); true when this state changed. */
   joinInPlace(other: AWSetProb): boolean {
+    if (!sameParams(this.params, other.params)) return this.joinOtherShape(other);
     checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
     const drop: ProbDot[] = [];
     for (const dots of this.entries.values()) {
@@ -188,8 +197,36 @@ export class AWSetProb {
     return drop.length > 0 || adopt.length > 0 || filterChanged;
   }
 
+  /** The join of a state whose filter has another shape (see the header). */
+  private joinOtherShape(other: AWSetProb): boolean {
+    if (other.isBottom()) return false;
+    if (this.isBottom()) {
+      for (const [k, dots] of other.entries) for (const d of dots) this.addDot(k, d);
+      this.tombstones = other.tombstones.clone();
+      return true;
+    }
+    const drop: ProbDot[] = [];
+    for (const dots of this.entries.values()) {
+      for (const d of dots) if (!other.owner.has(d) && other.tombstones.query(dotBytes(d))) drop.push(d);
+    }
+    const adopt: [ProbDot, ElementKey][] = [];
+    for (const [k, dots] of other.entries) {
+      for (const d of dots) if (!this.owner.has(d) && !this.tombstones.query(dotBytes(d))) adopt.push([d, k]);
+    }
+    const theirs = compareShapes(other.params, this.params) > 0;
+    drop.sort(compareDots);
+    for (const d of drop) {
+      this.deleteDot(d);
+      if (!theirs) this.tombstones.insert(dotBytes(d)); // the kept filter must remember the remove
+    }
+    for (const [d, k] of adopt) this.addDot(k, d);
+    if (theirs) this.tombstones = other.tombstones.clone();
+    return theirs || drop.length > 0 || adopt.length > 0;
+  }
+
   /** Same store and the same filter state. */
   equals(o: AWSetProb): boolean {
+    if (this.isBottom() && o.isBottom()) return true;
     if (this.entries.size !== o.entries.size || !this.tombstones.equals(o.tombstones)) return false;
     for (const [k, dots] of this.entries) {
       const theirs = o.entries.get(k);
@@ -226,6 +263,14 @@ export class AWSetProb {
     dots.delete(d);
     if (dots.size === 0) this.entries.delete(k);
   }
+}
+
+/**
+ * A total order of filter shapes, for joins of filters that cannot be unioned: the larger filter
+ * (bytes), then k, l, m and the union strategy. Positive when a is the greater.
+ */
+export function compareShapes(a: ApbfParams, b: ApbfParams): number {
+  return apbfByteSize(a) - apbfByteSize(b) || a.k - b.k || a.l - b.l || a.m - b.m || a.strategy - b.strategy;
 }
 
 export function compareDots(a: ProbDot, b: ProbDot): number {

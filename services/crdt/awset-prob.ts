@@ -1,8 +1,10 @@
 // AWSET_PROB: the Lattice implementation of the probabilistic add-wins set (awset-prob-state.ts)
 // with its codec (awset-prob-codec.ts). Not registered here: registration is wired elsewhere.
 //
-// The seed's default configuration is used: APBF error 2, capacity 4096, level 5, Current
-// Generation (seed 000 §5.3.3 and digest 6.1); makeAWSetProbLattice builds one for other shapes.
+// A key's filter shape is chosen by the Add that creates it (awset-prob-operations.ts); states of
+// any shape decode, and joins of two shapes keep the greater (awset-prob-state.ts header). ⊥ uses
+// the seed's default configuration: APBF error 2, capacity 4096, level 5, Current Generation
+// (seed 000 §5.3.3 and digest 6.1), the shape a key gets when its first Add names none.
 // Notes on the Lattice contract for a structure that forgets and has false positives:
 //   - join is x ⊔ y from x's side; it is idempotent, its store is commutative, its filter is not
 //     (awset-prob-state.ts header, apbf-union.ts header). leq(a, b) means "b ⊔ a = b".
@@ -17,7 +19,6 @@ import { CausalContext } from "./causal-context.js";
 import { type ApbfParams, UnionStrategy, paramsFor, sameParams } from "./apbf-params.js";
 import { AWSetProb, type ElementKey, type ProbDot, dotBytes } from "./awset-prob-state.js";
 import { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb } from "./awset-prob-codec.js";
-import { DecodeError } from "./errors.js";
 import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 import { Apbf } from "./apbf.js";
 
@@ -57,6 +58,8 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
       return out;
     },
     difference(a, b) {
+      // Another shape: b cannot answer for a's filter, so all of a is new (conservative).
+      if (!sameParams(a.params, b.params) && !b.isBottom()) return a.clone();
       if (hasSelfFalsePositive(a)) return L.leq(a, b) ? L.bottom() : a.clone();
       const entries = new Map<ElementKey, Set<ProbDot>>();
       for (const [k, dots] of a.entries) {
@@ -72,14 +75,7 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
     context: () => new CausalContext(),
     encode: encodeAWSetProb,
     encodedSize: awsetProbEncodedSize,
-    decode(bytes) {
-      const s = decodeAWSetProb(bytes);
-      if (!sameParams(s.params, params)) {
-        const p = s.params;
-        throw new DecodeError(`AWSET_PROB: tombstone filter (k ${p.k}, l ${p.l}, m ${p.m}, strategy ${p.strategy}) differs from this node's (k ${params.k}, l ${params.l}, m ${params.m}, strategy ${params.strategy})`);
-      }
-      return s;
-    },
+    decode: decodeAWSetProb,
     size: (s) => s.size,
   };
   return L;

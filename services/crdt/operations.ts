@@ -13,6 +13,12 @@ export interface CreateParams {
   bits?: number;
   fingerprintBits?: number;
   bucketSize?: number;
+  /** AWSET_PROB: APBF level (0..5). */
+  level?: number;
+  /** AWSET_PROB: APBF older slices l (with hashes = k and bits = m per slice). */
+  ageSlices?: number;
+  /** AWSET_PROB: the union strategy (apbf-params.ts UnionStrategy). */
+  unionStrategy?: number;
 }
 
 /** What a mutator may use of the node: its replica id and a source of random choices. */

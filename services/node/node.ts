@@ -20,6 +20,7 @@ import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { watchTlsHandshakes } from "./tls-handshake-log.js";
 import { isLoopbackHost } from "./loopback.js";
 import { tlsMode } from "./tls.js";
+import { setApbfDecodeLimit } from "../crdt/index.js";
 
 export interface NodeHandle {
   readonly nodeId: string;
@@ -76,6 +77,7 @@ export async function startNode(
     );
   }
   prepareDataDir(config.dataDir, log);
+  setApbfDecodeLimit(config.limits.maxFilterBytes);
   const refusedJoins = logThrottle(60_000);
   const skewWarnings = logThrottle(60_000);
   const store = await Store.open({

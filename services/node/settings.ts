@@ -124,7 +124,7 @@ export const LIMITS_SETTINGS: SettingGroup = {
     { flag: "stream-window", env: "DELTASET_STREAM_WINDOW", path: "limits.streamWindow", kind: "int", description: "AddStream batches a node works on at once per stream; it reads no further until one is durable (flow control)" },
     { flag: "max-watchers", env: "DELTASET_MAX_WATCHERS", path: "limits.maxWatchers", kind: "int", description: "Watch streams a node serves at once; one more answers RESOURCE_EXHAUSTED" },
     { flag: "watch-buffer", env: "DELTASET_WATCH_BUFFER", path: "limits.watchBuffer", kind: "int", description: "events a Watch stream may fall behind by before the node ends it (RESOURCE_EXHAUSTED: resume from the last event's context); writes never wait for watchers" },
-    { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter" },
+    { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter and the tombstone filter of an awset-prob key, created or received" },
     { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers INVALID_ARGUMENT" },
     {
       flag: "max-clock-skew-ms", env: "DELTASET_MAX_CLOCK_SKEW_MS", path: "maxClockSkewMs", kind: "int", readme: true,

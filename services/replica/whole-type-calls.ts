@@ -3,8 +3,8 @@
 // this kind is served once its operations are registered.
 import { randomBytes } from "node:crypto";
 import { status } from "@grpc/grpc-js";
-import { type CreateParams, type ObjectType, operationsFor, runOperation } from "../crdt/index.js";
-import type { FilterParams } from "../gen/deltaset/v1/types.js";
+import { type CreateParams, FilterParamError, type ObjectType, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
+import { type FilterParams, UnionStrategy as ProtoUnionStrategy } from "../gen/deltaset/v1/types.js";
 import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
@@ -34,7 +34,26 @@ function createParams(p: FilterParams | undefined): CreateParams {
     bits: Number(p.bits),
     fingerprintBits: p.fingerprintBits,
     bucketSize: p.bucketSize,
+    level: p.level,
+    ageSlices: p.ageSlices,
+    unionStrategy: unionStrategyOf(p.unionStrategy),
   };
+}
+
+/** The proto's UnionStrategy as apbf-params.ts numbers it (undefined: the default). */
+function unionStrategyOf(s: ProtoUnionStrategy): number | undefined {
+  switch (s) {
+    case ProtoUnionStrategy.UNION_STRATEGY_UNSPECIFIED:
+      return undefined;
+    case ProtoUnionStrategy.UNION_STRATEGY_WHOLE_FILTER:
+      return UnionStrategy.WholeFilter;
+    case ProtoUnionStrategy.UNION_STRATEGY_ACTIVE_SLICES:
+      return UnionStrategy.ActiveSlices;
+    case ProtoUnionStrategy.UNION_STRATEGY_CURRENT_GENERATION:
+      return UnionStrategy.CurrentGeneration;
+    default:
+      throw new FilterParamError(`unknown union_strategy ${String(s)}`);
+  }
 }
 
 /** The members after startAfter (all when empty or undefined), in element order, and how many there are in all. */

@@ -11,8 +11,8 @@ import { TestCluster } from "../helpers/test-cluster.ts";
 import { expectRefused } from "../helpers/grpc-status.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { call } from "../../services/client/rpc.ts";
-import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS, GbfLattice, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
-import type { FilterParams } from "../../services/gen/deltaset/v1/types.ts";
+import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS, GbfLattice, apbfParamsFor, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
+import { type FilterParams, UnionStrategy } from "../../services/gen/deltaset/v1/types.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-filters-"));
 const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.0.19${i}:769${i}`), ["--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-interval-ms", "100"], "f");
@@ -23,7 +23,7 @@ after(async () => {
 });
 
 const b = (s: string) => Buffer.from(s);
-const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ...p });
+const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ageSlices: 0, unionStrategy: 0, ...p });
 
 
 const add = (i: number, key: string, elements: string[], type?: ObjectType, p?: FilterParams) =>
@@ -138,5 +138,32 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
     const m = await c.replica(0, (c0) => call(c0, c0.merge, { key: "prob", state: { type: ObjectType.AWSET_PROB, payload: Buffer.from(AWSetProbLattice.encode(outside)) } }));
     assert.equal(m.changed, true);
     for (const i of [0, 1, 2]) await eventually(`plum on node ${i}`, () => query(i, "prob", ["plum", "apple"]), (q) => q.presence.every((p) => p.present), 15_000);
+  });
+
+  it("a key's first Add chooses its tombstone filter (strategy, error, level); every node reports the same shape", async () => {
+    const p = params({ capacity: 1000n, falsePositiveRate: 0.001, level: 3, unionStrategy: UnionStrategy.UNION_STRATEGY_ACTIVE_SLICES });
+    await add(1, "prob-shaped", ["a", "b"], ObjectType.AWSET_PROB, p);
+    await eventually("node 2 has the key", () => query(2, "prob-shaped", ["a"]), (q) => q.presence[0]!.present, 15_000);
+    // A later Add naming other parameters keeps the key's (as for the filter types).
+    await add(2, "prob-shaped", ["c"], ObjectType.AWSET_PROB, params({ unionStrategy: UnionStrategy.UNION_STRATEGY_WHOLE_FILTER }));
+    await eventually("node 0 has every add", () => query(0, "prob-shaped", ["a", "b", "c"]), (q) => q.presence.every((x) => x.present), 15_000);
+    assert.equal((await remove(0, "prob-shaped", ["a"])).removed, 1);
+    const want = apbfParamsFor(3, 1000, 3, 1); // error 3 (0.001), capacity 1000, level 3, Active Slices
+    for (const i of [0, 1, 2]) {
+      const q = await eventually(`node ${i} converged`, () => query(i, "prob-shaped", ["a", "b", "c"]), (q) => !q.presence[0]!.present && q.presence[1]!.present && q.presence[2]!.present, 15_000);
+      const shape = JSON.parse(q.filter!.parameters);
+      assert.deepEqual([shape.k, shape.l, shape.m, shape.strategy], [want.k, want.l, want.m, "ActiveSlices"], `node ${i}`);
+    }
+    await expectRefused(add(0, "prob-bad", ["x"], ObjectType.AWSET_PROB, params({ level: 9 })), status.INVALID_ARGUMENT, /level 9/);
+    await expectRefused(add(0, "prob-bad", ["x"], ObjectType.AWSET_PROB, params({ ageSlices: 10 })), status.INVALID_ARGUMENT, /needs hashes/);
+  });
+
+  it("two nodes creating one key at once with different filters converge on one filter, keeping both adds", async () => {
+    await Promise.all([
+      add(0, "prob-race", ["x"], ObjectType.AWSET_PROB, params({ unionStrategy: UnionStrategy.UNION_STRATEGY_WHOLE_FILTER })),
+      add(1, "prob-race", ["y"], ObjectType.AWSET_PROB, params({ falsePositiveRate: 0.1, level: 2 })),
+    ]);
+    for (const i of [0, 1, 2]) await eventually(`node ${i} has both`, () => query(i, "prob-race", ["x", "y"]), (q) => q.presence.every((x) => x.present), 15_000);
+    await eventually("one filter shape everywhere", async () => Promise.all([0, 1, 2].map(async (i) => (await query(i, "prob-race", [])).filter!.parameters)), (ps) => new Set(ps).size === 1, 15_000);
   });
 });

@@ -147,6 +147,82 @@ for (const strategy of STRATEGIES) {
   });
 }
 
+describe("AWSET_PROB keys created with different filter shapes", () => {
+  // Three small shapes; C is the greatest (most bytes), then B.
+  const SHAPES = [
+    { k: 4, l: 6, m: 128, strategy: UnionStrategy.CurrentGeneration },
+    { k: 4, l: 6, m: 192, strategy: UnionStrategy.ActiveSlices },
+    { k: 5, l: 8, m: 256, strategy: UnionStrategy.WholeFilter },
+  ] as const;
+  const shapeOf = (x: AWSetProb) => ({ k: x.params.k, l: x.params.l, m: x.params.m, strategy: x.params.strategy });
+
+  it("converge to the greatest shape among the created keys, with the same store, losing no add", () =>
+    fc.assert(
+      fc.property(script, (s) => {
+        // Replica r creates its key with shape r (its first add or remove), then the script runs.
+        const rng = new SplitMix64(s.seed);
+        const prob = SHAPES.map((p) => AWSetProb.bottom(p));
+        const oracle = SHAPES.map(() => AWSet.bottom());
+        const names = ["a", "b", "c"];
+        // Shapes a replica's own operation created a key with (a remove of nothing creates none).
+        const created = new Set<number>();
+        for (const o of s.ops) {
+          if (o.t === "add") {
+            if (prob[o.r]!.isBottom()) created.add(o.r);
+            let dot = rng.next();
+            while (!prob[o.r]!.isFreshDot(dot)) dot = rng.next();
+            prob[o.r]!.joinInPlace(prob[o.r]!.addDelta(el(o.e), dot));
+            oracle[o.r]!.joinInPlace(oracle[o.r]!.addDelta(names[o.r]!, [el(o.e)]));
+          } else if (o.t === "rm") {
+            prob[o.r]!.joinInPlace(prob[o.r]!.removeDelta(el(o.e)));
+            oracle[o.r]!.joinInPlace(oracle[o.r]!.removeDelta([el(o.e)]));
+          } else {
+            prob[o.to]!.joinInPlace(prob[o.from]!);
+            oracle[o.to]!.joinInPlace(oracle[o.from]!);
+          }
+        }
+        // Then every replica syncs with every other, three rounds.
+        for (let round = 0; round < 3; round++) {
+          for (let i = 0; i < REPLICAS; i++) for (let j = 0; j < REPLICAS; j++) if (i !== j) prob[j]!.joinInPlace(prob[i]!);
+          for (let i = 0; i < REPLICAS; i++) for (let j = 0; j < REPLICAS; j++) if (i !== j) oracle[j]!.joinInPlace(oracle[i]!);
+        }
+        if (created.size === 0) return;
+        const greatest = SHAPES[Math.max(...created)]!;
+        for (let r = 0; r < REPLICAS; r++) {
+          if (prob[r]!.isBottom()) continue; // nothing ever reached it (every op a removal of nothing)
+          assert.deepEqual(shapeOf(prob[r]!), greatest, `replica ${r}'s shape`);
+          assert.deepEqual(storeOf(prob[r]!), storeOf(prob[0]!), `replica ${r}'s store`);
+          // Adds are never lost: every element the exact set holds is here (removes known only to
+          // a dropped filter may come back, so the converse is not claimed).
+          for (const e of elementsOf(oracle[r]!)) assert.ok(elementsOf(prob[r]!).includes(e), `replica ${r} lost ${e}`);
+        }
+      }),
+      { numRuns: RUNS },
+    ));
+
+  it("keeps the greater filter whichever side it is on; ⊥ of any shape is an identity", () => {
+    const small = AWSetProb.bottom(SHAPES[0]);
+    const big = AWSetProb.bottom(SHAPES[2]);
+    small.joinInPlace(small.addDelta(el(1), 11n));
+    small.joinInPlace(small.removeDelta(el(1)));
+    small.joinInPlace(small.addDelta(el(2), 12n));
+    big.joinInPlace(big.addDelta(el(3), 13n));
+    const a = small.clone();
+    a.joinInPlace(big);
+    const b = big.clone();
+    b.joinInPlace(small);
+    assert.deepEqual(shapeOf(a), SHAPES[2]);
+    assert.deepEqual(shapeOf(b), SHAPES[2]);
+    assert.deepEqual(storeOf(a), storeOf(b));
+    assert.deepEqual(elementsOf(a), ["02", "03"]);
+    const fresh = AWSetProb.bottom(SHAPES[1]);
+    assert.equal(fresh.joinInPlace(a), true);
+    assert.ok(fresh.equals(a), "⊥ adopts the other side whole");
+    assert.equal(a.clone().joinInPlace(AWSetProb.bottom(SHAPES[1])), false);
+    assert.ok(AWSetProb.bottom(SHAPES[0]).equals(AWSetProb.bottom(SHAPES[1])));
+  });
+});
+
 describe("AWSET_PROB probabilistic behaviour (error 2, capacity 4096, level 5, seeded)", () => {
   it("loses concurrent adds only to false positives, at the rate the remote's filter estimates", () => {
     const params = paramsFor(2, 4096, 5, UnionStrategy.CurrentGeneration);

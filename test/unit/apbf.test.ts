@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import { Apbf, ApbfMismatchError, UnionStrategy } from "../../services/crdt/apbf.js";
 import { apbfByteSize, generationSize, paramsFor, sliceBits, tableKL } from "../../services/crdt/apbf-params.js";
 import { designFp, runProbability } from "../../services/crdt/apbf-fp.js";
-import { HEADER_BYTES, apbfEncodedSize, decodeApbf, encodeApbf } from "../../services/crdt/apbf-codec.js";
+import { APBF_DENSE_VERSION, APBF_SPARSE_VERSION, HEADER_BYTES, setApbfDecodeLimit, apbfEncodedSize, apbfStateEncodedSize, decodeApbf, encodeApbf } from "../../services/crdt/apbf-codec.js";
 import { union, unionInPlace } from "../../services/crdt/apbf-union.js";
 import { HASH_FAMILY } from "../../services/crdt/element-hash.js";
 import { DecodeError } from "../../services/crdt/errors.js";
@@ -45,7 +45,7 @@ describe("APBF parameters and sizes", () => {
     assert.equal(cg2.bits.length + cg2.shadows.length, 11_648);
   });
 
-  it("encodes to the byte size plus a 16-byte header and one hash-index byte per slice", () => {
+  it("encodes a filled filter densely: the byte size plus a 16-byte header and one hash-index byte per slice", () => {
     const cases: [number, UnionStrategy, number][] = [
       [2, CurrentGeneration, 11_648],
       [3, ActiveSlices, 13_528],
@@ -53,11 +53,43 @@ describe("APBF parameters and sizes", () => {
     ];
     for (const [error, s, bytes] of cases) {
       const f = Apbf.fromConfig(error, 4096, 5, s);
+      const rng = new SplitMix64(error);
+      for (let i = 0; i < 4096 * 3; i++) f.insert(rng.nextBytes());
       const encoded = encodeApbf(f);
+      assert.equal(encoded[0], APBF_DENSE_VERSION);
       assert.equal(encoded.length, bytes + HEADER_BYTES + f.k + f.l);
       assert.equal(encoded.length, apbfEncodedSize(f.params));
+      assert.equal(encoded.length, apbfStateEncodedSize(f));
     }
-    assert.equal(encodeApbf(Apbf.fromConfig(2, 4096, 5, CurrentGeneration)).length, 11_648 + 116);
+  });
+
+  it("encodes a sparse filter (a delta of a few removes) as its set bits' gaps, far below the dense size", () => {
+    const empty = Apbf.fromConfig(2, 4096, 5, CurrentGeneration);
+    // Header, hash indices, and two zero counts (slices, shadows).
+    assert.equal(encodeApbf(empty).length, HEADER_BYTES + empty.n + 8);
+    const f = Apbf.fromConfig(2, 4096, 5, CurrentGeneration);
+    const rng = new SplitMix64(7);
+    for (let i = 0; i < 3; i++) f.insert(rng.nextBytes());
+    const encoded = encodeApbf(f);
+    assert.equal(encoded[0], APBF_SPARSE_VERSION);
+    assert.equal(encoded.length, apbfStateEncodedSize(f));
+    // 3 inserts set at most 3·k bits in the slices and 3·k in the shadows: at most 3 varint bytes each.
+    assert.ok(encoded.length <= HEADER_BYTES + f.n + 8 + 2 * 3 * f.k * 3, `${encoded.length} bytes`);
+    assert.ok(encoded.length < 400, `${encoded.length} bytes against 11,764 dense`);
+    assert.ok(decodeApbf(encoded).equals(f));
+  });
+
+  it("chooses the shorter form at every fill, and both forms decode to the same filter", () => {
+    for (const s of STRATEGIES) {
+      const f = Apbf.create({ k: 4, l: 6, m: 128, strategy: s });
+      const rng = new SplitMix64(11);
+      for (let i = 0; i < 120; i++) {
+        const encoded = encodeApbf(f);
+        assert.ok(encoded.length <= apbfEncodedSize(f.params), `strategy ${s}, ${i} inserts`);
+        assert.ok(decodeApbf(encoded).equals(f), `strategy ${s}, ${i} inserts`);
+        f.insert(rng.nextBytes());
+      }
+    }
   });
 
   it("reproduces the digest's design FP for (12, 88) and keeps every table row near its target", () => {
@@ -264,7 +296,7 @@ describe("APBF codec", () => {
       ["truncated header", good.subarray(0, 10)],
       ["truncated body", good.subarray(0, good.length - 1)],
       ["trailing byte", new Uint8Array([...good, 0])],
-      ["version", mutate((b) => (b[0] = 2))],
+      ["version", mutate((b) => (b[0] = 3))],
       ["hash family", mutate((b) => (b[1] = HASH_FAMILY + 1))],
       ["strategy", mutate((b) => (b[2] = 3))],
       ["k = 0", mutate((b) => (b[3] = 0))],
@@ -286,6 +318,42 @@ describe("APBF codec", () => {
     assert.ok(decodeApbf(good), "the unmodified encoding decodes");
     for (const [what, bytes] of bad) {
       assert.throws(() => decodeApbf(bytes), DecodeError, what);
+    }
+  });
+});
+
+describe("APBF sparse codec", () => {
+  it("rejects sparse bit lists that are truncated, too long or out of range", () => {
+    const f = Apbf.create({ k: 4, l: 6, m: 128, strategy: WholeFilter });
+    f.insert(new Uint8Array([1, 2, 3]));
+    const good = encodeApbf(f);
+    assert.equal(good[0], APBF_SPARSE_VERSION);
+    const at = HEADER_BYTES + f.n;
+    const withCount = (count: number) => {
+      const b = good.slice();
+      new DataView(b.buffer).setUint32(at, count, true);
+      return b;
+    };
+    const bad: [string, Uint8Array][] = [
+      ["truncated count", good.subarray(0, at + 2)],
+      ["truncated list", good.subarray(0, good.length - 1)],
+      ["count above the bits", withCount(f.bits.length * 8 + 1)],
+      ["index past the end", new Uint8Array([...good.subarray(0, at), ...[1, 0, 0, 0], 0xff, 0x0f])],
+      ["trailing byte", new Uint8Array([...good, 0])],
+    ];
+    for (const [what, bytes] of bad) assert.throws(() => decodeApbf(bytes), DecodeError, what);
+  });
+
+  it("refuses a sparse filter declaring more bytes than the node's limit, before allocating it", () => {
+    const big = encodeApbf(Apbf.create({ k: 8, l: 8, m: 1 << 20, strategy: WholeFilter }));
+    assert.ok(big.length < 100, "a 2 MB filter with no bit set is a few dozen bytes");
+    try {
+      setApbfDecodeLimit(1024 * 1024);
+      assert.throws(() => decodeApbf(big), /2097152 bytes is larger than this node accepts \(1048576/);
+      setApbfDecodeLimit(4 * 1024 * 1024);
+      assert.ok(decodeApbf(big).isEmpty());
+    } finally {
+      setApbfDecodeLimit(16 * 1024 * 1024);
     }
   });
 });

@@ -2,8 +2,9 @@
 // and the Lattice object's configuration checks.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { Apbf, ApbfMismatchError, UnionStrategy } from "../../services/crdt/apbf.js";
+import { Apbf, UnionStrategy } from "../../services/crdt/apbf.js";
 import { paramsFor } from "../../services/crdt/apbf-params.js";
+import { apbfStateEncodedSize } from "../../services/crdt/apbf-codec.js";
 import {
   AWSetProb,
   AWSetProbLattice as L,
@@ -82,12 +83,19 @@ describe("AWSET_PROB mutators", () => {
     assert.equal(s.isFreshDot(3n), true);
   });
 
-  it("refuses to join states whose filters differ in shape", () => {
+  it("joins a state whose filter has another shape: ⊥ adopts it, a smaller filter gives way to it", () => {
     const other = AWSetProb.bottom(paramsFor(3, 4096, 5, UnionStrategy.CurrentGeneration));
     apply(other, other.addDelta(el(1), 1n));
     const s = L.bottom();
-    assert.throws(() => s.joinInPlace(other), ApbfMismatchError);
-    assert.ok(s.isBottom(), "nothing changed");
+    assert.equal(s.joinInPlace(other), true);
+    assert.ok(s.equals(other));
+    const small = L.bottom();
+    apply(small, small.addDelta(el(2), 2n));
+    apply(small, small.removeDelta(el(2)));
+    apply(small, small.addDelta(el(3), 3n));
+    small.joinInPlace(other);
+    assert.deepEqual(small.params, other.params, "error 3's filter is the greater");
+    assert.deepEqual(small.elements().map((b) => b[0]), [1, 3]);
   });
 });
 
@@ -151,7 +159,7 @@ describe("AWSET_PROB codec and Lattice object", () => {
     const bytes = encodeAWSetProb(s);
     assert.ok(decodeAWSetProb(bytes).equals(s));
     assert.deepEqual(encodeAWSetProb(decodeAWSetProb(bytes)), bytes);
-    const filterEnd = 1 + 16 + 100 + 11_648;
+    const filterEnd = 1 + apbfStateEncodedSize(s.tombstones);
     // Entries start after the filter: count, then (len, element, dot count, dots) per element.
     const entries = (list: [number[], bigint[]][]): Uint8Array => {
       const parts: number[] = [...bytes.subarray(0, filterEnd)];
@@ -181,9 +189,25 @@ describe("AWSET_PROB codec and Lattice object", () => {
     for (const [what, b] of bad) assert.throws(() => decodeAWSetProb(b), DecodeError, what);
   });
 
-  it("the lattice's decode refuses a filter configured differently from this node's", () => {
+  it("encodes an add's or a remove's delta in bytes proportional to its dots, not the filter's size", () => {
+    const s = L.bottom();
+    const add = s.addDelta(Uint8Array.of(1), 7n);
+    s.joinInPlace(add);
+    const rm = s.removeDelta(Uint8Array.of(1));
+    s.joinInPlace(rm);
+    // Header (1) + filter header and hash indices (16 + 100) + two empty bit lists (8) + one entry.
+    assert.equal(L.encodedSize(add), 1 + 16 + 100 + 8 + 4 + 4 + 1 + 4 + 8);
+    // One removed dot: k = 12 bits in the slices and 12 in the shadows, at most 2 varint bytes each.
+    assert.ok(L.encodedSize(rm) <= 1 + 16 + 100 + 8 + 24 * 2 + 4, `${L.encodedSize(rm)} bytes`);
+    assert.ok(L.decode(L.encode(rm)).equals(rm));
+  });
+
+  it("decodes states of any filter shape (a key's first Add chooses it)", () => {
     const other = AWSetProb.bottom(paramsFor(2, 4096, 5, UnionStrategy.ActiveSlices));
-    assert.throws(() => L.decode(encodeAWSetProb(other)), DecodeError);
+    other.joinInPlace(other.addDelta(Uint8Array.of(1), 5n));
+    const back = L.decode(L.encode(other));
+    assert.ok(back.equals(other));
+    assert.equal(back.params.strategy, UnionStrategy.ActiveSlices);
     assert.ok(L.decode(L.encode(L.bottom())).isBottom());
     assert.ok(Apbf.create(DEFAULT_AWSET_PROB_PARAMS).byteSize() === 11_648);
   });

@@ -111,6 +111,55 @@ export function objectTypeToJSON(object: ObjectType): string {
   }
 }
 
+/** How two replicas' Age-Partitioned Bloom Filters are unioned (AWSET_PROB). */
+export enum UnionStrategy {
+  UNION_STRATEGY_UNSPECIFIED = 0,
+  /** UNION_STRATEGY_WHOLE_FILTER - Every slice with the same physical slot: simplest, but the older slices may overfill. */
+  UNION_STRATEGY_WHOLE_FILTER = 1,
+  /** UNION_STRATEGY_ACTIVE_SLICES - The active slices, matched by hash function. */
+  UNION_STRATEGY_ACTIVE_SLICES = 2,
+  /** UNION_STRATEGY_CURRENT_GENERATION - The remote's current generation only (kept in shadow slices): costs k more slices of memory. */
+  UNION_STRATEGY_CURRENT_GENERATION = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function unionStrategyFromJSON(object: any): UnionStrategy {
+  switch (object) {
+    case 0:
+    case "UNION_STRATEGY_UNSPECIFIED":
+      return UnionStrategy.UNION_STRATEGY_UNSPECIFIED;
+    case 1:
+    case "UNION_STRATEGY_WHOLE_FILTER":
+      return UnionStrategy.UNION_STRATEGY_WHOLE_FILTER;
+    case 2:
+    case "UNION_STRATEGY_ACTIVE_SLICES":
+      return UnionStrategy.UNION_STRATEGY_ACTIVE_SLICES;
+    case 3:
+    case "UNION_STRATEGY_CURRENT_GENERATION":
+      return UnionStrategy.UNION_STRATEGY_CURRENT_GENERATION;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return UnionStrategy.UNRECOGNIZED;
+  }
+}
+
+export function unionStrategyToJSON(object: UnionStrategy): string {
+  switch (object) {
+    case UnionStrategy.UNION_STRATEGY_UNSPECIFIED:
+      return "UNION_STRATEGY_UNSPECIFIED";
+    case UnionStrategy.UNION_STRATEGY_WHOLE_FILTER:
+      return "UNION_STRATEGY_WHOLE_FILTER";
+    case UnionStrategy.UNION_STRATEGY_ACTIVE_SLICES:
+      return "UNION_STRATEGY_ACTIVE_SLICES";
+    case UnionStrategy.UNION_STRATEGY_CURRENT_GENERATION:
+      return "UNION_STRATEGY_CURRENT_GENERATION";
+    case UnionStrategy.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** A dot names one event: the replica that made it and that replica's event counter (from 1). */
 export interface Dot {
   /** Stable id of the replica (node) that minted the dot. */
@@ -218,8 +267,9 @@ export interface EncodedState {
 }
 
 /**
- * Parameters of a probabilistic filter key (GBF, GCF, ORCF and their scalable series), fixed by the
- * Add that creates the key and ignored by later Adds. A zero field takes the node's default.
+ * Parameters of a probabilistic key (GBF, GCF, ORCF and their scalable series, and AWSET_PROB's
+ * tombstone filter), fixed by the Add that creates the key and ignored by later Adds. A zero field
+ * takes the node's default.
  */
 export interface FilterParams {
   /** Elements the filter is sized for (default 10000). A scalable series grows past it. */
@@ -234,6 +284,17 @@ export interface FilterParams {
   fingerprintBits: number;
   /** Cuckoo filters: entries per bucket (default 4). */
   bucketSize: number;
+  /**
+   * AWSET_PROB's tombstone filter, an Age-Partitioned Bloom Filter. By default it is built from
+   * capacity (default 4096: removes per generation window), false_positive_rate (default 0.01;
+   * rounded down to a power of ten from 1e-1 to 1e-5) and level (0 to 5, default 5; each level
+   * keeps more older slices, so removes are remembered longer at the same rate). With hashes (k),
+   * age_slices (l) and bits (m, per slice, a multiple of 64) it is built from those instead.
+   */
+  level?: number | undefined;
+  ageSlices: number;
+  /** AWSET_PROB: how replicas union their tombstone filters (default CURRENT_GENERATION). */
+  unionStrategy: UnionStrategy;
 }
 
 /** What a Query reports about a filter key. */
@@ -1162,7 +1223,17 @@ export const EncodedState: MessageFns<EncodedState> = {
 };
 
 function createBaseFilterParams(): FilterParams {
-  return { capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0 };
+  return {
+    capacity: 0n,
+    falsePositiveRate: 0,
+    hashes: 0,
+    bits: 0n,
+    fingerprintBits: 0,
+    bucketSize: 0,
+    level: undefined,
+    ageSlices: 0,
+    unionStrategy: 0,
+  };
 }
 
 export const FilterParams: MessageFns<FilterParams> = {
@@ -1190,6 +1261,15 @@ export const FilterParams: MessageFns<FilterParams> = {
     }
     if (message.bucketSize !== 0) {
       writer.uint32(48).uint32(message.bucketSize);
+    }
+    if (message.level !== undefined) {
+      writer.uint32(56).uint32(message.level);
+    }
+    if (message.ageSlices !== 0) {
+      writer.uint32(64).uint32(message.ageSlices);
+    }
+    if (message.unionStrategy !== 0) {
+      writer.uint32(72).int32(message.unionStrategy);
     }
     return writer;
   },
@@ -1255,6 +1335,30 @@ export const FilterParams: MessageFns<FilterParams> = {
             message.bucketSize = reader.uint32();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.level = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.ageSlices = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.unionStrategy = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1287,6 +1391,17 @@ export const FilterParams: MessageFns<FilterParams> = {
         : isSet(object.bucket_size)
         ? globalThis.Number(object.bucket_size)
         : 0,
+      level: isSet(object.level) ? globalThis.Number(object.level) : undefined,
+      ageSlices: isSet(object.ageSlices)
+        ? globalThis.Number(object.ageSlices)
+        : isSet(object.age_slices)
+        ? globalThis.Number(object.age_slices)
+        : 0,
+      unionStrategy: isSet(object.unionStrategy)
+        ? unionStrategyFromJSON(object.unionStrategy)
+        : isSet(object.union_strategy)
+        ? unionStrategyFromJSON(object.union_strategy)
+        : 0,
     };
   },
 
@@ -1310,6 +1425,15 @@ export const FilterParams: MessageFns<FilterParams> = {
     if (message.bucketSize !== 0) {
       obj.bucketSize = Math.round(message.bucketSize);
     }
+    if (message.level !== undefined) {
+      obj.level = Math.round(message.level);
+    }
+    if (message.ageSlices !== 0) {
+      obj.ageSlices = Math.round(message.ageSlices);
+    }
+    if (message.unionStrategy !== 0) {
+      obj.unionStrategy = unionStrategyToJSON(message.unionStrategy);
+    }
     return obj;
   },
 
@@ -1324,6 +1448,9 @@ export const FilterParams: MessageFns<FilterParams> = {
     message.bits = (object.bits !== undefined && object.bits !== null) ? BigInt(object.bits) : 0n;
     message.fingerprintBits = object.fingerprintBits ?? 0;
     message.bucketSize = object.bucketSize ?? 0;
+    message.level = object.level ?? undefined;
+    message.ageSlices = object.ageSlices ?? 0;
+    message.unionStrategy = object.unionStrategy ?? 0;
     return message;
   },
 };
