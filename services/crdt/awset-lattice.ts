@@ -19,11 +19,12 @@ import { type Lattice, ObjectType, registerLattice, joinIntoCopy } from "./latti
 import { type ChunkRange, inChunkRange } from "./chunk-slice.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
-export function awsetToProto(s: AWSet): AWSetState {
+/** The message of a state; nowMs turns the expiry of dots with a time to live into remaining TTLs. */
+export function awsetToProto(s: AWSet, nowMs?: number): AWSetState {
   return {
     entries: s.sortedKeys().map((k) => ({
       element: elementBytes(k),
-      dots: s.entries.get(k)!.map(dotToProto),
+      dots: s.entries.get(k)!.map((d) => dotToProto(d, nowMs)),
     })),
     context: contextToProto(s.ctx),
   };
@@ -46,12 +47,14 @@ export function awsetEntrySize(k: ElementKey, dots: DotSet): number {
   let entry = k.length === 0 ? 0 : lengthDelimitedSize(k.length);
   for (const d of dots) {
     const replica = Buffer.byteLength(d.replica, "utf8");
-    entry += lengthDelimitedSize((replica === 0 ? 0 : lengthDelimitedSize(replica)) + (d.counter === 0 ? 0 : 1 + varintSize(d.counter)));
+    // A remaining TTL is a fixed64 (tag + 8 bytes), so the size does not depend on the time.
+    const ttl = d.expiresAt === undefined ? 0 : 9;
+    entry += lengthDelimitedSize((replica === 0 ? 0 : lengthDelimitedSize(replica)) + (d.counter === 0 ? 0 : 1 + varintSize(d.counter)) + ttl);
   }
   return lengthDelimitedSize(entry);
 }
 
-export function awsetFromProto(msg: AWSetState): AWSet {
+export function awsetFromProto(msg: AWSetState, nowMs?: number): AWSet {
   const ctx = contextFromProto(msg.context);
   const entries = new Map<ElementKey, DotSet>();
   const seenDots = new Set<string>();
@@ -62,7 +65,7 @@ export function awsetFromProto(msg: AWSetState): AWSet {
     }
     prev = e.element;
     if (e.dots.length === 0) throw new DecodeError(`entries[${i}]: an element with no dots`);
-    const dots = e.dots.map((d, j) => dotFromProto(d, `entries[${i}].dots[${j}]`));
+    const dots = e.dots.map((d, j) => dotFromProto(d, `entries[${i}].dots[${j}]`, nowMs));
     validateDots(dots, ctx, `entries[${i}]`);
     for (const d of dots) {
       const k = dotKey(d);
@@ -117,10 +120,10 @@ export const AWSetLattice: Lattice<AWSet> = {
     return AWSet.fromParts(entries, ctx);
   },
   context: (s) => s.ctx,
-  encode: (s) => AWSetState.encode(awsetToProto(s)).finish(),
+  encode: (s, nowMs) => AWSetState.encode(awsetToProto(s, nowMs)).finish(),
   encodedSize: awsetEncodedSize,
-  decode: (bytes) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState)),
-  decodeSlice: (bytes, senderCtx, range) => decodeAWSetSlice(bytes, senderCtx, range),
+  decode: (bytes, nowMs) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState), nowMs),
+  decodeSlice: (bytes, senderCtx, range, nowMs) => decodeAWSetSlice(bytes, senderCtx, range, nowMs),
   size: (s) => s.size,
 };
 
@@ -131,12 +134,12 @@ registerLattice(AWSetLattice);
  * every element inside the chunk's range, whose dots must be covered by the sender's context
  * (sent on the key's first chunk).
  */
-export function decodeAWSetSlice(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange): AWSet {
+export function decodeAWSetSlice(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): AWSet {
   const msg = decodeCanonical("AWSetState slice", bytes, AWSetState);
   if (msg.context !== undefined && (msg.context.vv.length > 0 || msg.context.cloud.length > 0)) {
     throw new DecodeError("a state chunk carries its key's context on the first chunk only, not in the slice");
   }
-  const s = awsetFromProto({ entries: msg.entries, context: contextToProto(senderCtx) });
+  const s = awsetFromProto({ entries: msg.entries, context: contextToProto(senderCtx) }, nowMs);
   for (const k of s.entries.keys()) {
     if (!inChunkRange(range, k)) throw new DecodeError("a state chunk carries an element outside its range");
   }

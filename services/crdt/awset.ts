@@ -6,6 +6,14 @@
 //   clear^δ()   = ({}, dots(m))
 //   elements    = dom m
 //
+// Time to live (seed 002 §3.4). An add may carry an expiry (Dot.expiresAt, on the local clock);
+// expire(now) removes the dots whose time has come from the store and keeps them in the context,
+// which is exactly a remove of those dots: an inflation, so expiry needs no coordination and
+// joins stay joins. Expiry is per copy: copies travel with their remaining TTL (time stops in
+// transit), so a copy expires a little after the original; and the context never expires, so the
+// remove that observed an add can never be outlived by it (the theorem's hazard, an add outliving
+// its remove, cannot arise: removes are not tuples with a TTL here).
+//
 // Elements are byte strings; internally they are keyed by their latin1 decoding so that string
 // order equals byte order. Besides the dot store and the context, an AWSet keeps an index from
 // dot to element, so that joining a small delta (say a remove, whose store is empty) costs
@@ -91,22 +99,25 @@ export class AWSet {
 
   // ------------------------------------------------------------ delta mutators (pure)
 
-  /** add^δ for each element (duplicates in the call are added once); dots are minted in order. */
-  addDelta(replica: string, elements: Iterable<Uint8Array>): AWSet {
+  /**
+   * add^δ for each element (duplicates in the call are added once); dots are minted in order.
+   * expiresAt: the new adds expire then (local ms); absent, they do not expire.
+   */
+  addDelta(replica: string, elements: Iterable<Uint8Array>, expiresAt?: number): AWSet {
     const keys: ElementKey[] = [];
     for (const el of elements) keys.push(elementKey(el));
-    return this.addDeltaOfKeys(replica, keys);
+    return this.addDeltaOfKeys(replica, keys, expiresAt);
   }
 
   /** addDelta for elements given by their keys (callers that have computed them already). */
-  addDeltaOfKeys(replica: string, keys: Iterable<ElementKey>): AWSet {
+  addDeltaOfKeys(replica: string, keys: Iterable<ElementKey>, expiresAt?: number): AWSet {
     const entries = new Map<ElementKey, DotSet>();
     const ctx = new CausalContext();
     const first = this.ctx.max(replica) + 1;
     let next = first - 1;
     for (const k of keys) {
       if (entries.has(k)) continue;
-      entries.set(k, [{ replica, counter: ++next }]);
+      entries.set(k, [expiresAt === undefined ? { replica, counter: ++next } : { replica, counter: ++next, expiresAt }]);
       for (const old of this.entries.get(k) ?? []) ctx.addDot(old);
     }
     // The new dots are consecutive: one range, not one insertion each.
@@ -132,6 +143,24 @@ export class AWSet {
       for (const d of dots) if (observed === undefined || observed.containsDot(d)) removed.push(d);
     }
     return new AWSet(new Map(), CausalContext.of(removed));
+  }
+
+  /** The dots whose expiry is at or before now. */
+  expiredDots(now: number): Dot[] {
+    const out: Dot[] = [];
+    for (const dots of this.entries.values()) for (const d of dots) if (d.expiresAt !== undefined && d.expiresAt <= now) out.push(d);
+    return out;
+  }
+
+  /**
+   * Expire in place: drop the dots whose time has come (the context keeps them, as after a
+   * remove). Returns what a remove of them would spread: ({}, {expired dots}).
+   */
+  expire(now: number): AWSet {
+    const gone = this.expiredDots(now);
+    const delta = new AWSet(new Map(), CausalContext.of(gone));
+    if (gone.length > 0) this.joinInPlace(delta);
+    return delta;
   }
 
   // ------------------------------------------------------------ full mutators (pure)

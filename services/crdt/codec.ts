@@ -12,8 +12,24 @@ import {
 /** Replica ids longer than this are refused (they are node ids, short by design). */
 export const MAX_REPLICA_ID_LENGTH = 256;
 
-export function dotToProto(d: Dot): DotMsg {
-  return { replica: d.replica, counter: BigInt(d.counter) };
+/** A dot on the wire; a dot that expires needs the time (nowMs) to write its remaining TTL. */
+export function dotToProto(d: Dot, nowMs?: number): DotMsg {
+  return { replica: d.replica, counter: BigInt(d.counter), ttlMs: BigInt(remainingTtl(d, nowMs)) };
+}
+
+/** The ms a dot has left at nowMs (at least 1), or 0 when it does not expire. */
+export function remainingTtl(d: Dot, nowMs: number | undefined): number {
+  if (d.expiresAt === undefined) return 0;
+  if (nowMs === undefined) throw new TtlClockError();
+  return Math.max(1, d.expiresAt - nowMs);
+}
+
+/** Encoding or decoding a state whose elements expire was asked without the time. */
+export class TtlClockError extends Error {
+  override readonly name = "TtlClockError";
+  constructor() {
+    super("a set whose elements expire is encoded and decoded with the local time (nowMs)");
+  }
 }
 
 export function counterFromProto(v: bigint, what: string): number {
@@ -31,10 +47,17 @@ export function replicaFromProto(r: string, what: string): string {
   return r;
 }
 
-export function dotFromProto(d: DotMsg | undefined, what: string): Dot {
+export function dotFromProto(d: DotMsg | undefined, what: string, nowMs?: number): Dot {
   if (d === undefined) throw new DecodeError(`${what}: missing dot`);
-  return { replica: replicaFromProto(d.replica, what), counter: counterFromProto(d.counter, what) };
+  const dot = { replica: replicaFromProto(d.replica, what), counter: counterFromProto(d.counter, what) };
+  if (d.ttlMs === 0n) return dot;
+  if (d.ttlMs > BigInt(MAX_TTL_MS)) throw new DecodeError(`${what}: ttl ${d.ttlMs} ms is above ${MAX_TTL_MS}`);
+  if (nowMs === undefined) throw new TtlClockError();
+  return { ...dot, expiresAt: nowMs + Number(d.ttlMs) };
 }
+
+/** The longest time to live a dot may carry: 100 years, far below where ms lose precision. */
+export const MAX_TTL_MS = 100 * 365 * 24 * 3600 * 1000;
 
 export function contextToProto(c: CausalContext): CausalContextMsg {
   const msg: CausalContextMsg = { vv: [], cloud: [] };

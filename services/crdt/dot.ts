@@ -4,6 +4,12 @@
 export interface Dot {
   readonly replica: string;
   readonly counter: number;
+  /**
+   * When this replica's copy of an add with a time to live expires (ms on the local clock). It is
+   * metadata of the copy, not part of the dot's identity: sameDot and the joins ignore it, and a
+   * copy keeps the expiry it arrived with. Absent: the add does not expire.
+   */
+  readonly expiresAt?: number;
 }
 
 export function makeDot(replica: string, counter: number): Dot {

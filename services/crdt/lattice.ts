@@ -24,16 +24,20 @@ export interface Lattice<S> {
   difference(a: S, b: S): S;
   /** The causal context of a causal state. */
   context(s: S): CausalContext;
-  encode(s: S): Uint8Array;
+  /**
+   * nowMs: the local time, for states that carry time (an AWSET's adds with a time to live travel
+   * as remaining TTLs); TtlClockError when such a state is encoded or decoded without it.
+   */
+  encode(s: S, nowMs?: number): Uint8Array;
   /** encode(s).length, computed without encoding (sizes of gossip buffers and frames). */
   encodedSize(s: S): number;
   /** Decode and validate; throws DecodeError on malformed or inconsistent input. */
-  decode(bytes: Uint8Array): S;
+  decode(bytes: Uint8Array, nowMs?: number): S;
   /**
    * Decode one chunk of a chunked full-state transfer, checked against the sender's context (sent
    * on the key's first chunk). Types that travel whole leave it out: decode is used.
    */
-  decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange): S;
+  decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): S;
   /** How many entries a state holds (elements of a set), for buffer limits; 1 when left out. */
   size?(s: S): number;
 }
@@ -60,9 +64,9 @@ export function latticeFor(type: ObjectType): Lattice<unknown> {
 }
 
 /** Decode a state-transfer chunk of a type (decodeSlice, or decode for types that travel whole). */
-export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange): unknown {
+export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): unknown {
   const l = latticeFor(type);
-  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range) : l.decode(bytes);
+  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range, nowMs) : l.decode(bytes, nowMs);
 }
 
 /** Entries of a state of a type, for buffer limits. */

@@ -57,13 +57,13 @@ function context(random: Random): CausalContext {
 
 function awsetState(random: Random): EncodedState {
   const n = randomInt(random, 4);
-  const entries = Array.from({ length: n }, (_, i) => ({ element: Buffer.from(`m${i}`), dots: [{ replica: "fz-r1", counter: BigInt(i + 1) }] }));
+  const entries = Array.from({ length: n }, (_, i) => ({ element: Buffer.from(`m${i}`), dots: [{ replica: "fz-r1", counter: BigInt(i + 1), ttlMs: 0n }] }));
   const ctx: CausalContext = { vv: [{ replica: "fz-r1", counter: BigInt(n + randomInt(random, 3)) }], cloud: [] };
   return { type: ObjectType.AWSET, payload: enc(AWSetState, { entries, context: ctx }) };
 }
 
 function counterState(random: Random): EncodedState {
-  const entries = [{ dot: { replica: "fz-r1", counter: 3n }, positive: pick(random, [1n, 100n, I64_MAX]), negative: pick(random, [0n, 7n]) }];
+  const entries = [{ dot: { replica: "fz-r1", counter: 3n, ttlMs: 0n }, positive: pick(random, [1n, 100n, I64_MAX]), negative: pick(random, [0n, 7n]) }];
   return { type: ObjectType.COUNTER, payload: enc(CounterState, { entries, context: { vv: [{ replica: "fz-r1", counter: 3n }], cloud: [] } }) };
 }
 

@@ -50,7 +50,7 @@ const counter = fc.oneof(
   { arbitrary: fc.bigInt({ min: 1n, max: 6n }), weight: 12 },
   { arbitrary: fc.constantFrom(0n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 64n - 1n), weight: 1 },
 );
-const dotMsg = fc.record({ replica: replicaId, counter });
+const dotMsg = fc.record({ replica: replicaId, counter, ttlMs: fc.constant(0n) });
 const contextMsg: fc.Arbitrary<CausalContextMsg> = fc.record({
   vv: fc.array(fc.record({ replica: replicaId, counter }), { maxLength: 3 }),
   cloud: fc.array(

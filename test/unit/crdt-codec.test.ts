@@ -9,7 +9,7 @@ import {
   CounterState,
 } from "../../services/gen/deltaset/v1/types.js";
 
-const dot = (replica: string, counter: bigint) => ({ replica, counter });
+const dot = (replica: string, counter: bigint) => ({ replica, counter, ttlMs: 0n });
 const vv = (...entries: Array<[string, bigint]>): ContextMsg => ({
   vv: entries.map(([replica, counter]) => ({ replica, counter })),
   cloud: [],

@@ -166,6 +166,12 @@ export interface Dot {
   replica: string;
   /** Per-replica event counter, starting at 1. */
   counter: bigint;
+  /**
+   * AWSET elements added with a time to live: the time this add has left, in ms, when the message
+   * was made (at least 1). A copy carries its remaining time, so time stops while it travels and
+   * copies expire slightly after the original. 0: the add does not expire.
+   */
+  ttlMs: bigint;
 }
 
 /** One entry of a version vector: every event 1..counter of the replica has been seen. */
@@ -313,7 +319,7 @@ export interface FilterInfo {
 }
 
 function createBaseDot(): Dot {
-  return { replica: "", counter: 0n };
+  return { replica: "", counter: 0n, ttlMs: 0n };
 }
 
 export const Dot: MessageFns<Dot> = {
@@ -326,6 +332,12 @@ export const Dot: MessageFns<Dot> = {
         throw new globalThis.Error("value provided for field message.counter of type uint64 too large");
       }
       writer.uint32(16).uint64(message.counter);
+    }
+    if (message.ttlMs !== 0n) {
+      if (BigInt.asUintN(64, message.ttlMs) !== message.ttlMs) {
+        throw new globalThis.Error("value provided for field message.ttlMs of type fixed64 too large");
+      }
+      writer.uint32(25).fixed64(message.ttlMs);
     }
     return writer;
   },
@@ -359,6 +371,14 @@ export const Dot: MessageFns<Dot> = {
             message.counter = reader.uint64() as bigint;
             continue;
           }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.ttlMs = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -375,6 +395,7 @@ export const Dot: MessageFns<Dot> = {
     return {
       replica: isSet(object.replica) ? globalThis.String(object.replica) : "",
       counter: isSet(object.counter) ? BigInt(object.counter) : 0n,
+      ttlMs: isSet(object.ttlMs) ? BigInt(object.ttlMs) : isSet(object.ttl_ms) ? BigInt(object.ttl_ms) : 0n,
     };
   },
 
@@ -386,6 +407,9 @@ export const Dot: MessageFns<Dot> = {
     if (message.counter !== 0n) {
       obj.counter = message.counter.toString();
     }
+    if (message.ttlMs !== 0n) {
+      obj.ttlMs = message.ttlMs.toString();
+    }
     return obj;
   },
 
@@ -396,6 +420,7 @@ export const Dot: MessageFns<Dot> = {
     const message = createBaseDot();
     message.replica = object.replica ?? "";
     message.counter = (object.counter !== undefined && object.counter !== null) ? BigInt(object.counter) : 0n;
+    message.ttlMs = (object.ttlMs !== undefined && object.ttlMs !== null) ? BigInt(object.ttlMs) : 0n;
     return message;
   },
 };
