@@ -104,6 +104,16 @@ function numberFlag(values: Values, name: string): number {
   return n;
 }
 
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration: a number of ms, or a number with a unit (ms, s, m, h, d), e.g. 30s, 1.5h. */
+export function durationMs(raw: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(raw.trim());
+  const ms = m === null ? NaN : Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? "ms"]!);
+  if (!(ms >= 1 && Number.isSafeInteger(ms))) throw new UsageError(`${flag} ${raw}: a duration such as 500 (ms), 30s, 5m, 2h or 1d`);
+  return ms;
+}
+
 const STRATEGIES: Record<string, UnionStrategy> = {
   "whole-filter": UnionStrategy.UNION_STRATEGY_WHOLE_FILTER,
   "active-slices": UnionStrategy.UNION_STRATEGY_ACTIVE_SLICES,
@@ -130,6 +140,7 @@ export async function addCommand(args: string[]): Promise<void> {
     level: { type: "string" },
     "age-slices": { type: "string" },
     strategy: { type: "string" },
+    ttl: { type: "string" },
     stdin: { type: "boolean", default: false },
     batch: { type: "string" },
   });
@@ -137,7 +148,7 @@ export async function addCommand(args: string[]): Promise<void> {
   if (values.stdin === true) return addFromStdin(positionals, values, conn);
   const key = needKey(
     positionals,
-    "deltaset add KEY ELEMENT... [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--addr HOST:PORT] [--hex] [--json]",
+    "deltaset add KEY ELEMENT... [--ttl 30s|5m|2h|1d|MS] [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--addr HOST:PORT] [--hex] [--json]",
   );
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
@@ -157,7 +168,8 @@ export async function addCommand(args: string[]): Promise<void> {
   };
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.add, { key, elements, texts: [], type, params }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const ttlMs = values.ttl === undefined ? undefined : BigInt(durationMs(values.ttl as string, "--ttl"));
+    const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
       { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })) },

@@ -156,10 +156,10 @@ function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").Causa
   if (e.type !== ObjectType.AWSET) return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added: [], removedDots: 0 };
   const s =
     e.catchUp?.slice !== undefined
-      ? catchUpSlice(e.catchUp, catchUpCtx ?? new CrdtContext())
+      ? catchUpSlice(e.catchUp, catchUpCtx ?? new CrdtContext(), Date.now())
       : e.delta === undefined
         ? undefined
-        : (latticeFor(ObjectType.AWSET).decode(e.delta.payload) as AWSet);
+        : (latticeFor(ObjectType.AWSET).decode(e.delta.payload, Date.now()) as AWSet);
   const added = s === undefined ? [] : [...s.entries.keys()].map((k) => showElement(Buffer.from(k, "latin1")));
   const removedDots = s === undefined || e.catchUp ? 0 : removedDots_(s);
   return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added, removedDots };

@@ -13,7 +13,11 @@ export class WatchedSet {
   private pendingEntries = AWSet.bottom();
   private pendingNext: CausalContext | undefined;
 
-  constructor(initial?: { state: AWSet; resumeFrom?: CausalContext }) {
+  /** clock: the local time adds with a time to live expire on (their remaining TTL is counted from arrival). */
+  constructor(
+    initial?: { state: AWSet; resumeFrom?: CausalContext },
+    private readonly clock: () => number = Date.now,
+  ) {
     if (initial) {
       this.state = initial.state;
       this.resumeFrom = initial.resumeFrom;
@@ -26,7 +30,7 @@ export class WatchedSet {
       const c = e.catchUp;
       if (c.context !== undefined) this.pendingCtx = contextFromProto(c.context);
       if (c.nextSince !== undefined) this.pendingNext = contextFromProto(c.nextSince);
-      const slice = c.slice === undefined ? AWSet.bottom() : catchUpSlice(c, this.pendingCtx ?? new Ctx());
+      const slice = c.slice === undefined ? AWSet.bottom() : catchUpSlice(c, this.pendingCtx ?? new Ctx(), this.clock());
       this.pendingEntries = AWSetLattice.join(this.pendingEntries, slice);
       if (c.last) {
         const ctx = this.pendingCtx ?? this.pendingEntries.ctx;
@@ -38,11 +42,13 @@ export class WatchedSet {
       }
       return;
     }
-    if (e.delta !== undefined) this.state = AWSetLattice.join(this.state, latticeFor(ObjectType.AWSET).decode(e.delta.payload) as AWSet);
+    if (e.delta !== undefined) this.state = AWSetLattice.join(this.state, latticeFor(ObjectType.AWSET).decode(e.delta.payload, this.clock()) as AWSet);
     if (e.context !== undefined) this.resumeFrom = contextFromProto(e.context);
   }
 
+  /** The members now (adds whose time to live ran out are dropped first). */
   elements(): string[] {
+    this.state.expire(this.clock());
     return [...this.state.entries.keys()].map((k) => Buffer.from(k, "latin1").toString()).sort();
   }
 }
@@ -54,11 +60,11 @@ function mergeCtx(a: CausalContext, b: CausalContext): CausalContext {
 }
 
 /** The entries of one catch-up chunk, checked against its range and the catch-up's context. */
-export function catchUpSlice(c: ExportChunk, senderCtx: CausalContext): AWSet {
+export function catchUpSlice(c: ExportChunk, senderCtx: CausalContext, nowMs: number): AWSet {
   const range = {
     rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
     rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
     rangeOpen: c.rangeOpen,
   };
-  return decodeSlice(ObjectType.AWSET, c.slice!.payload, senderCtx, range) as AWSet;
+  return decodeSlice(ObjectType.AWSET, c.slice!.payload, senderCtx, range, nowMs) as AWSet;
 }

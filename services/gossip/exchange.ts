@@ -172,7 +172,7 @@ export class GossipExchange {
           states.push({ partition: item.partition, seq: item.seq });
           continue;
         }
-        const keys = keyedToProto(item.payload);
+        const keys = keyedToProto(item.payload, this.o.store.now());
         const size = keys.reduce((n, k) => n + k.key.length + (k.state?.payload.length ?? 0) + 16, 0);
         if (size > limit) {
           // Too big for one message: the partition's full state (which includes it) streams instead.
@@ -208,7 +208,7 @@ export class GossipExchange {
       let bytes = 0;
       for await (const key of this.o.store.keys(partition)) {
         for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
-          const payload = Buffer.from(latticeFor(c.type).encode(c.slice));
+          const payload = Buffer.from(latticeFor(c.type).encode(c.slice, this.o.store.now()));
           bytes += payload.length;
           yield {
             ...head(),
@@ -310,7 +310,7 @@ export class GossipExchange {
         }
       }
       try {
-        const keys = keyedFromProto(p.keys);
+        const keys = keyedFromProto(p.keys, this.o.store.now());
         decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: p.keys.reduce((n, k) => n + (k.state?.payload.length ?? 0), 0) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);
@@ -390,7 +390,7 @@ export class GossipExchange {
           };
           ctx = s.order.accept(header);
           if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
-          slice = decodeSlice(c.type, c.slice.payload, ctx, header);
+          slice = decodeSlice(c.type, c.slice.payload, ctx, header, this.o.store.now());
         } catch (err) {
           const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
           return rejectChunk(`${what}: ${(err as Error).message}`);

@@ -150,10 +150,10 @@ export function joinKeyedInto(target: Map<string, KeyedState>, other: KeyedState
 }
 
 /** Keyed states → the repeated KeyState of a PartitionPayload (keys in sorted order). */
-export function keyedToProto(p: KeyedStates): KeyState[] {
+export function keyedToProto(p: KeyedStates, nowMs: number): KeyState[] {
   return [...p.keys()].sort().map((key) => {
     const ks = p.get(key)!;
-    return { key, state: { type: ks.type, payload: Buffer.from(latticeFor(ks.type).encode(ks.state)) } };
+    return { key, state: { type: ks.type, payload: Buffer.from(latticeFor(ks.type).encode(ks.state, nowMs)) } };
   });
 }
 
@@ -161,13 +161,13 @@ export function keyedToProto(p: KeyedStates): KeyState[] {
  * The repeated KeyState of a PartitionPayload → keyed states. Throws DecodeError (bad encoding),
  * UnknownTypeError (type not served here) or RangeError (missing state, duplicate key).
  */
-export function keyedFromProto(keys: readonly KeyState[]): KeyedStates {
+export function keyedFromProto(keys: readonly KeyState[], nowMs: number): KeyedStates {
   const out = new Map<string, KeyedState>();
   for (const [i, k] of keys.entries()) {
     if (k.state === undefined) throw new RangeError(`keys[${i}]: no state`);
     if (out.has(k.key)) throw new RangeError(`keys[${i}]: key ${JSON.stringify(k.key)} appears twice`);
     const type = k.state.type;
-    out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload) });
+    out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload, nowMs) });
   }
   return out;
 }

@@ -83,6 +83,8 @@ export interface NodeConfig {
   partitions: number;
   sync: "fsync" | "buffered";
   storage: StorageSettings;
+  /** The garbage collection of adds whose time to live ran out. */
+  ttlSweep: { periodMs: number; batch: number };
   /** host:port (or a port, for 127.0.0.1) of the Prometheus endpoint (path /metrics); metrics are off when unset. */
   metricsListen?: string;
   /** Allow a non-loopback metrics address (plain HTTP, shows the node id). */
@@ -135,6 +137,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     writeBufferBytes: 16 * 1024 * 1024,
     cacheBytes: 8 * 1024 * 1024,
   },
+  ttlSweep: { periodMs: 1000, batch: 10_000 },
   logLevel: "info",
   tracing: "off",
   drainTimeoutMs: 20_000,
@@ -318,6 +321,7 @@ export function validateConfig(c: NodeConfig): void {
   for (const [k, v] of Object.entries(c.storage)) {
     if (!(Number.isInteger(v) && v >= 64 * 1024)) throw new ConfigError(`storage.${k} must be an integer of at least 65536 (bytes), not ${v}`);
   }
+  for (const [k, v] of Object.entries(c.ttlSweep)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`ttlSweep.${k} must be a positive integer, not ${v}`);
   const l = c.limits;
   for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");

@@ -114,9 +114,13 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const skewReports = meter.createObservableCounter("deltaset_clock_skew_reports", {
     description: "Received counter retry filters whose epochs put the sender's clock further than --max-clock-skew-ms from this node's (direction: ahead or behind)",
   });
+  const expired = meter.createObservableCounter("deltaset_expired_adds", {
+    description: "Adds (dots) of sets removed from storage because their time to live ran out",
+  });
   meter.addBatchObservableCallback(
     (r) => {
       const s = store.stats();
+      r.observe(expired, s.expiredDots);
       r.observe(retriesAbsorbed, s.retriesAbsorbed);
       r.observe(skewReports, s.clockSkewReports.ahead, { direction: "ahead" });
       r.observe(skewReports, s.clockSkewReports.behind, { direction: "behind" });
@@ -126,7 +130,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(refusedJoins, s.counterJoinsRefused);
       r.observe(pendingRemoves, s.pendingRemoves);
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports],
+    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired],
   );
 }
 

@@ -21,6 +21,7 @@ import { watchTlsHandshakes } from "./tls-handshake-log.js";
 import { isLoopbackHost } from "./loopback.js";
 import { tlsMode } from "./tls.js";
 import { setApbfDecodeLimit } from "../crdt/index.js";
+import { startTtlSweeper } from "./ttl-sweeper.js";
 
 export interface NodeHandle {
   readonly nodeId: string;
@@ -160,6 +161,7 @@ export async function startNode(
     const address = `${host}:${port}`;
     if (advertise.endsWith(":0")) advertise = `${advertise.slice(0, -2)}:${port}`;
     for (const e of exts) await e.start?.();
+    const sweeper = startTtlSweeper(store, config.ttlSweep, nodeLog);
     creds.useLogger(nodeLog);
     creds.watch();
     setServing(health, true);
@@ -172,6 +174,7 @@ export async function startNode(
         setServing(health, false);
         creds.close();
         for (const e of [...exts].reverse()) await e.stop?.();
+        await sweeper.stop();
         const how = await drain(server, config.drainTimeoutMs, calls.count);
         await store.close();
         await telemetry?.shutdown();

@@ -100,6 +100,14 @@ export const STORAGE_SETTINGS: SettingGroup = {
       flag: "store-cache-bytes", env: "DELTASET_STORE_CACHE_BYTES", path: "storage.cacheBytes", kind: "int", readme: true,
       description: "LevelDB block cache for reads, in bytes (at least 64 KiB)",
     },
+    {
+      flag: "ttl-sweep-ms", env: "DELTASET_TTL_SWEEP_MS", path: "ttlSweep.periodMs", kind: "int",
+      description: "how often adds whose time to live ran out are removed from storage (reads hide them at once; Query's size counts them until then)",
+    },
+    {
+      flag: "ttl-sweep-batch", env: "DELTASET_TTL_SWEEP_BATCH", path: "ttlSweep.batch", kind: "int",
+      description: "expired adds a sweep reads per batch (it runs batches until none is due)",
+    },
   ],
 };
 

@@ -50,7 +50,7 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
         rangeStart: Buffer.alloc(0),
         rangeEnd: Buffer.alloc(0),
         rangeOpen: true,
-        slice: { type: c.type, payload: Buffer.from(latticeFor(c.type).encode(c.slice)) },
+        slice: { type: c.type, payload: Buffer.from(latticeFor(c.type).encode(c.slice, store.now())) },
         last: true,
         removed: undefined,
         delta: false,
@@ -70,14 +70,14 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
       entries: cut === undefined ? slice.entries : cut.entries(slice.entries),
     };
     for (const out of regroup.push(part)) {
-      yield encode(key, out, first ? keyCtx : undefined, cut);
+      yield encode(key, out, first ? keyCtx : undefined, cut, store.now());
       first = false;
     }
   }
 }
 
 /** One AWSET chunk as a message: the contexts on the first, the removes of a delta on the last. */
-function encode(key: string, c: EntryChunk, keyCtx: CausalContext | undefined, cut: SinceCut | undefined): ExportChunk {
+function encode(key: string, c: EntryChunk, keyCtx: CausalContext | undefined, cut: SinceCut | undefined, nowMs: number): ExportChunk {
   const removed = c.rangeOpen && cut !== undefined ? cut.removed() : undefined;
   return {
     key,
@@ -86,7 +86,7 @@ function encode(key: string, c: EntryChunk, keyCtx: CausalContext | undefined, c
     rangeStart: c.rangeStart,
     rangeEnd: c.rangeEnd,
     rangeOpen: c.rangeOpen,
-    slice: { type: ObjectType.AWSET, payload: Buffer.from(latticeFor(ObjectType.AWSET).encode(AWSet.fromParts(c.entries, new Ctx()))) },
+    slice: { type: ObjectType.AWSET, payload: Buffer.from(latticeFor(ObjectType.AWSET).encode(AWSet.fromParts(c.entries, new Ctx()), nowMs)) },
     last: c.rangeOpen,
     removed: removed === undefined || removed.isEmpty() ? undefined : contextToProto(removed),
     delta: keyCtx !== undefined && cut !== undefined,

@@ -116,7 +116,7 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
       removed = contextFromProto(c.removed);
     }
     const senderCtx = order.accept({ ...range, context, keyDone: c.last });
-    const slice = decodeSlice(type, c.slice.payload, senderCtx, range);
+    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now());
     if (type === ObjectType.AWSET) {
       for (const k of (slice as AWSet).entries.keys()) {
         if (k.length > deps.limits.maxElementBytes) throw tooLarge(`chunk ${i}: an element has ${k.length} bytes; the limit is ${deps.limits.maxElementBytes}`);

@@ -16,6 +16,7 @@ import {
   retentionMs,
   retryFilterBytes,
   retryFilterParams,
+  MAX_TTL_MS,
 } from "../crdt/index.js";
 import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
@@ -102,13 +103,22 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     return type;
   }
 
+  /** An Add's ttl_ms: undefined for none; AWSET keys only, at most MAX_TTL_MS. */
+  function ttlOf(ttlMs: bigint | undefined, type: ObjectType): number | undefined {
+    if (ttlMs === undefined || ttlMs === 0n) return undefined;
+    if (type !== ObjectType.AWSET) throw new RpcError(status.FAILED_PRECONDITION, `ttl_ms applies to AWSET keys only, not ${typeName(type)}`);
+    if (ttlMs > BigInt(MAX_TTL_MS)) throw invalid(`ttl_ms ${ttlMs} is above the largest, ${MAX_TTL_MS} (100 years)`);
+    return Number(ttlMs);
+  }
+
   return {
     add: unary("Add", async (req) => {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const type = await typeForAdd(req.key, req.type);
+      const ttlMs = ttlOf(req.ttlMs, type);
       if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params);
-      const r = await store.add(req.key, elements);
+      const r = await store.add(req.key, elements, ttlMs);
       notify(req.key, ObjectType.AWSET, r.delta);
       return { added: r.added, replica: store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };
     }),
@@ -175,7 +185,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (elements.length > 0) {
         if (req.withDots === true) {
           const dots = await store.dotsOf(req.key, elements);
-          return { ...base, presence: elements.map((element, i) => ({ element, present: dots[i]!.length > 0, dots: dots[i]!.map(dotToProto) })) };
+          return { ...base, presence: elements.map((element, i) => ({ element, present: dots[i]!.length > 0, dots: dots[i]!.map((d) => dotToProto(d, store.now())) })) };
         }
         const present = await store.contains(req.key, elements);
         return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]!, dots: [] })) };
@@ -187,7 +197,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size);
       return {
         ...base,
-        members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map(dotToProto) : [] })),
+        members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map((d) => dotToProto(d, store.now())) : [] })),
         nextPageToken: page.next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, page.next),
       };
     }),
@@ -247,7 +257,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (req.state === undefined) throw invalid("state is required: {type, payload}");
       if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET, COUNTER or a filter type)");
       const lattice = latticeFor(req.state.type);
-      const state = lattice.decode(req.state.payload) as AWSet | PNCounter;
+      const state = lattice.decode(req.state.payload, store.now()) as AWSet | PNCounter;
       if (req.state.type === ObjectType.AWSET) {
         for (const k of (state as AWSet).entries.keys()) {
           if (k.length > limits.maxElementBytes) {

@@ -85,7 +85,7 @@ export function watchCall(deps: WatchDeps) {
       let catchingUp = byKey;
       const held: Array<[string, ObjectType, unknown, CausalContext]> = [];
       const send = (key: string, type: ObjectType, delta: unknown, ctx: CausalContext) =>
-        push({ key, type, catchUp: undefined, delta: { type, payload: Buffer.from(latticeFor(type).encode(delta)) }, context: type === ObjectType.AWSET ? contextToProto(ctx) : undefined });
+        push({ key, type, catchUp: undefined, delta: { type, payload: Buffer.from(latticeFor(type).encode(delta, store.now())) }, context: type === ObjectType.AWSET ? contextToProto(ctx) : undefined });
       unsubscribe = store.onChange((key, type, delta, ctx) => {
         if (byKey ? key !== req.key : !key.startsWith(req.prefix)) return;
         if (catchingUp) held.push([key, type, delta, ctx]);

@@ -1,21 +1,28 @@
 // Reads of a stored set that need no lock: membership by point lookups, and members in element
-// order from one snapshot (pages for Query, chunks for Scan).
+// order from one snapshot (pages for Query, chunks for Scan). Adds that expired by now are not
+// seen, before the sweep (expiry.ts) removes them.
 import type { Dot } from "../crdt/index.js";
 import type { StoreDb } from "./db.js";
 import type { GroupCommit } from "./group-commit.js";
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
+import { liveDots } from "./expiry.js";
+
+/** The live dots of a record (records with an expiring dot start with a 0: the others need no decoding to be live). */
+function live(v: Uint8Array, now: number): Dot[] {
+  return liveDots(decodeDots(v), now);
+}
 
 /** Which elements are members: one batched read (queued writes included). */
-export async function contains(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[]): Promise<boolean[]> {
+export async function contains(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], now: number): Promise<boolean[]> {
   const found = await commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
-  return found.map((v) => v !== undefined);
+  return found.map((v) => v !== undefined && (v[0] !== 0 || live(v, now).length > 0));
 }
 
 /** The dots of each element (empty for a non-member): one batched read (queued writes included). */
-export async function elementDots(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[]): Promise<Dot[][]> {
+export async function elementDots(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], now: number): Promise<Dot[][]> {
   const found = await commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
-  return found.map((v) => (v === undefined ? [] : decodeDots(v)));
+  return found.map((v) => (v === undefined ? [] : live(v, now)));
 }
 
 /** One page of members (with their dots) after startAfter (exclusive), in element order. */
@@ -24,9 +31,10 @@ export async function page(
   prefix: Buffer,
   startAfter: Uint8Array | undefined,
   limit: number,
+  now: number,
 ): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
   const out: Array<{ element: Buffer; dots: Dot[] }> = [];
-  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1 })) {
+  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now })) {
     out.push(...chunk);
     if (out.length > limit) break;
   }
@@ -42,7 +50,7 @@ export async function page(
 export async function* members(
   db: StoreDb,
   prefix: Buffer,
-  opts: { startAfter?: Uint8Array; chunkSize: number },
+  opts: { startAfter?: Uint8Array; chunkSize: number; now: number },
 ): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
   const range = elementRange(prefix);
   const gt = opts.startAfter !== undefined && opts.startAfter.length > 0 ? elementRecordKey(prefix, opts.startAfter) : undefined;
@@ -53,7 +61,10 @@ export async function* members(
     while (true) {
       const entries = await it.nextv(Math.max(1, opts.chunkSize - chunk.length));
       if (entries.length === 0) break;
-      for (const [k, v] of entries) chunk.push({ element: unescapeBytes(k, offset).bytes, dots: decodeDots(v) });
+      for (const [k, v] of entries) {
+        const dots = live(v, opts.now);
+        if (dots.length > 0) chunk.push({ element: unescapeBytes(k, offset).bytes, dots });
+      }
       if (chunk.length >= opts.chunkSize) {
         yield chunk;
         chunk = [];

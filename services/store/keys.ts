@@ -7,6 +7,9 @@
 //     element  ... 0x02 esc(element)                     → the element's live dots
 //     dots     ... 0x03 esc(replica) u64be(bucket)       → the elements holding that replica's live
 //                                                          dots bucket*B .. bucket*B+B-1 (dot-index.ts)
+//   expiry:    0x02 u64be(expiresAt) u16be(partition) esc(key) esc(element)
+//                                                        → (empty) an element holds a dot that expires
+//                                                          then (ms); expiry.ts sweeps them in time order
 //
 // esc() makes byte strings order-preserving and self-delimiting: 0x00 becomes 0x00 0xFF and the
 // string ends with 0x00 0x01, so a prefix sorts before its extensions and keys of one object are
@@ -14,6 +17,7 @@
 
 export const META = 0x00;
 export const OBJECTS = 0x01;
+export const EXPIRY = 0x02;
 export const SUFFIX_HEADER = 0x01;
 export const SUFFIX_ELEMENT = 0x02;
 export const SUFFIX_DOTS = 0x03;
@@ -185,4 +189,32 @@ export function parseObjectKey(k: Uint8Array): { partition: number; key: string;
   const partition = (k[1]! << 8) | k[2]!;
   const { bytes, next } = unescapeBytes(k, 3);
   return { partition, key: bytes.toString("utf8"), suffix: k[next]!, rest: next + 1 };
+}
+
+/** The expiry-index key of an element of the object at prefix holding a dot that expires at expiresAt. */
+export function expiryKey(expiresAt: number, prefix: Buffer, element: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(9 + prefix.length - 1 + escapedLength(element));
+  out[0] = EXPIRY;
+  writeU64(out, 1, expiresAt);
+  prefix.copy(out, 9, 1);
+  writeEscaped(out, 9 + prefix.length - 1, element);
+  return out;
+}
+
+/** Every expiry-index key of a time at or before upTo. */
+export function expiryRange(upTo: number): { gte: Buffer; lt: Buffer } {
+  const lt = Buffer.alloc(9);
+  lt[0] = EXPIRY;
+  writeU64(lt, 1, upTo + 1);
+  return { gte: Buffer.from([EXPIRY]), lt };
+}
+
+/** Parse an expiry-index key: the time, the object's key and partition, and the element. */
+export function parseExpiryKey(k: Buffer): { expiresAt: number; partition: number; key: string; element: Buffer } {
+  if (k[0] !== EXPIRY || k.length < 12) throw new Error("not an expiry key");
+  const expiresAt = readU64(k, 1);
+  const partition = k.readUInt16BE(9);
+  const key = unescapeBytes(k, 11);
+  const element = unescapeBytes(k, key.next);
+  return { expiresAt, partition, key: key.bytes.toString("utf8"), element: element.bytes };
 }

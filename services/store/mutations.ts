@@ -8,10 +8,10 @@ import { layoutFor } from "./layouts.js";
 import { joinOwnDelta } from "./element-layout.js";
 import { windowOf } from "./element-window.js";
 
-export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
+export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: string, elements: Uint8Array[], expiresAt?: number): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
   const eks = await o.view.loadBytes(elements);
   const window = windowOf(o);
-  const delta = window.addDeltaOfKeys(replicaId, eks);
+  const delta = window.addDeltaOfKeys(replicaId, eks, expiresAt);
   let added = 0;
   for (const ek of delta.entries.keys()) if (!window.entries.has(ek)) added++;
   const dots = eks.map((ek) => delta.entries.get(ek)![0]!);

@@ -41,8 +41,14 @@ export function decodeHeader(b: Uint8Array): Header {
   return { type, ctx, size, body };
 }
 
-/** The same bytes as a BinaryWriter writing uint32(n) then (string, uint64) per dot, without its buffers. */
+/**
+ * An element record: the same bytes as a BinaryWriter writing uint32(n) then (string, uint64) per
+ * dot, without its buffers. When a dot expires (an add with a time to live), the record starts
+ * with a 0 (no record has zero dots) and every dot also carries uint64 expiresAt (0: none), so
+ * records without expiry keep the older format.
+ */
 export function encodeDots(dots: DotSet): Buffer {
+  if (dots.some((d) => d.expiresAt !== undefined)) return encodeExpiringDots(dots);
   let size = varintSize(dots.length);
   for (const d of dots) {
     const len = replicaUtf8(d.replica).length;
@@ -59,13 +65,33 @@ export function encodeDots(dots: DotSet): Buffer {
   return out;
 }
 
+function encodeExpiringDots(dots: DotSet): Buffer {
+  const w = new BinaryWriter();
+  w.uint32(0).uint32(dots.length);
+  for (const d of dots) w.string(d.replica).uint64(d.counter).uint64(d.expiresAt ?? 0);
+  return Buffer.from(w.finish());
+}
+
 export function decodeDots(b: Uint8Array): Dot[] {
   const r = new BinaryReader(b);
   const n = r.uint32();
+  if (n === 0) return decodeExpiringDots(r);
   const out: Dot[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const replica = r.string();
     out[i] = { replica, counter: Number(r.uint64()) };
+  }
+  return out;
+}
+
+function decodeExpiringDots(r: BinaryReader): Dot[] {
+  const n = r.uint32();
+  const out: Dot[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const replica = r.string();
+    const counter = Number(r.uint64());
+    const expiresAt = Number(r.uint64());
+    out[i] = expiresAt === 0 ? { replica, counter } : { replica, counter, expiresAt };
   }
   return out;
 }

@@ -28,6 +28,8 @@ export abstract class StoreCore {
   protected readonly env: StoreEnv;
   protected closed = false;
   protected joinsRefused = 0;
+  /** Adds whose time to live ran out, removed from storage by expire(). */
+  protected expiredDots = 0;
   protected retriesAbsorbed = 0;
   protected readonly skewReports = { ahead: 0, behind: 0 };
   protected readonly transfers = new TransferHolds();
@@ -96,6 +98,8 @@ export abstract class StoreCore {
     retriesAbsorbed: number;
     /** Received retry filters that put their sender's clock beyond the skew bound, by direction. */
     clockSkewReports: { ahead: number; behind: number };
+    /** Adds removed from storage because their time to live ran out. */
+    expiredDots: number;
   } {
     return {
       batches: this.commit.batches,
@@ -106,6 +110,7 @@ export abstract class StoreCore {
       pendingRemoves: this.env.pending.size(),
       retriesAbsorbed: this.retriesAbsorbed,
       clockSkewReports: { ...this.skewReports },
+      expiredDots: this.expiredDots,
     };
   }
 
@@ -181,6 +186,14 @@ export abstract class StoreCore {
   onChange(listener: ChangeListener): () => void {
     this.changeListeners.add(listener);
     return () => this.changeListeners.delete(listener);
+  }
+
+  /**
+   * The store's clock (ms): adds with a time to live expire on it, so states that carry them are
+   * encoded and decoded with it (remaining TTLs on the wire).
+   */
+  now(): number {
+    return this.opts.clock();
   }
 
   protected async mutate<T>(

@@ -38,7 +38,7 @@ export interface StoreOptions {
   maxPendingRemoves?: number;
   /** Told when a join was refused because its result would break the type's bounds (counters out of int64). */
   onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
-  /** The clock received retry filters are compared with (default Date.now; simulations pass theirs). */
+  /** The clock (default Date.now; simulations pass theirs): what received retry filters are compared with, and what adds with a time to live expire on. */
   clock?: () => number;
   /** B, the most the nodes' clocks are assumed to differ (ms); default 2000. */
   clockSkewBoundMs?: number;

@@ -12,7 +12,8 @@ import type { JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { openStoreDb } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
-import { elementRange, headerKey, objectPrefix } from "./keys.js";
+import { elementRange, expiryRange, headerKey, objectPrefix, parseExpiryKey } from "./keys.js";
+import { expireElements, groupByKey } from "./expiry.js";
 import { decodeHeader } from "./records.js";
 import { partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
 import { contains, elementDots, members, page } from "./element-reads.js";
@@ -54,14 +55,48 @@ export class Store extends StoreCore {
 
   // ------------------------------------------------------------ local operations (delta mutators)
 
-  /** Add elements with fresh dots (add^δ, joined like any delta). */
-  add(key: string, elements: Uint8Array[]): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
-    return this.mutate(key, ObjectType.AWSET, (o) => addElements(o, this.env, this.replicaId, elements), { change: (r) => [r.delta] });
+  /** Add elements with fresh dots (add^δ, joined like any delta); with ttlMs they expire that long from now. */
+  add(key: string, elements: Uint8Array[], ttlMs?: number): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
+    const expiresAt = ttlMs === undefined ? undefined : this.env.now() + ttlMs;
+    return this.mutate(key, ObjectType.AWSET, (o) => addElements(o, this.env, this.replicaId, elements, expiresAt), { change: (r) => [r.delta] });
   }
 
   /** Remove elements (remove^δ); unseen observed adds wait as deferred removes (mutations.ts). */
   remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
     return this.mutate(key, ObjectType.AWSET, (o) => removeElements(o, this.env, elements, observed), { mustExist: true, change: (r) => (r.delta.ctx.isEmpty() ? [] : [r.delta]) });
+  }
+
+  /**
+   * Garbage-collect expired adds (expiry.ts): at most limit entries of the expiry index due by
+   * now. Returns how many dots expired and whether entries due remain (call again).
+   */
+  async expire(now: number, limit: number): Promise<{ dots: number; more: boolean }> {
+    const due: Array<{ k: Buffer; key: string; element: Buffer }> = [];
+    for await (const k of this.db.keys({ ...expiryRange(now), limit: limit + 1 })) {
+      if (due.length === limit) return { ...(await this.expireDue(due, now)), more: true };
+      due.push({ k, ...parseExpiryKey(k) });
+    }
+    return { ...(await this.expireDue(due, now)), more: false };
+  }
+
+  private async expireDue(due: Array<{ k: Buffer; key: string; element: Buffer }>, now: number): Promise<{ dots: number }> {
+    let dots = 0;
+    for (const [key, elements] of groupByKey(due)) {
+      const entries = due.filter((e) => e.key === key).map((e) => ({ type: "del" as const, key: e.k }));
+      const h = await this.loadHeader(key);
+      if (h === undefined || h.type !== ObjectType.AWSET) {
+        await this.commit.write(entries); // the key was deleted (or is another type now)
+        continue;
+      }
+      const delta = await this.mutate(key, ObjectType.AWSET, async (o) => {
+        const d = await expireElements(o, elements, now);
+        o.view.otherRecords.push(...entries);
+        return d;
+      }, { change: (d) => (d.ctx.isEmpty() ? [] : [d]) });
+      dots += delta.ctx.dotCount();
+    }
+    this.expiredDots += dots;
+    return { dots };
   }
 
   /** Throws CounterRangeError, naming the key, when the counter would leave int64; nothing changes then. */
@@ -126,7 +161,7 @@ export class Store extends StoreCore {
     const h = await this.loadHeader(key);
     if (h === undefined) return elements.map(() => false);
     if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
-    return contains(this.commit, objectPrefix(this.partitionOf(key), key), elements);
+    return contains(this.commit, objectPrefix(this.partitionOf(key), key), elements, this.env.now());
   }
 
   /** The dots of each element of a set (empty for a non-member), queued writes included. */
@@ -134,17 +169,17 @@ export class Store extends StoreCore {
     const h = await this.loadHeader(key);
     if (h === undefined) return elements.map(() => []);
     if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
-    return elementDots(this.commit, objectPrefix(this.partitionOf(key), key), elements);
+    return elementDots(this.commit, objectPrefix(this.partitionOf(key), key), elements, this.env.now());
   }
 
   /** One page of members (and their dots) after startAfter (exclusive), in element order. */
   page(key: string, startAfter: Uint8Array | undefined, limit: number): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
-    return page(this.db, objectPrefix(this.partitionOf(key), key), startAfter, limit);
+    return page(this.db, objectPrefix(this.partitionOf(key), key), startAfter, limit, this.env.now());
   }
 
   /** The members of a set in element order, in chunks, from one snapshot; nothing is read ahead of demand. */
   members(key: string, opts: { startAfter?: Uint8Array; chunkSize: number }): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
-    return members(this.db, objectPrefix(this.partitionOf(key), key), opts);
+    return members(this.db, objectPrefix(this.partitionOf(key), key), { ...opts, now: this.env.now() });
   }
 
   async counter(key: string): Promise<PNCounter | undefined> {

@@ -6,7 +6,7 @@
 import { type CausalContext, type Dot, type ElementKey, elementBytes, elementKey, sameDot } from "../crdt/index.js";
 import { type Bucket, bucketOf, decodeBucket, encodeBucket, offsetOf, DOT_BUCKET } from "./dot-index.js";
 import type { BatchOp, GroupCommit } from "./group-commit.js";
-import { dotBucketKey, dotIndexPrefix, elementRecordKey } from "./keys.js";
+import { dotBucketKey, dotIndexPrefix, elementRecordKey, expiryKey } from "./keys.js";
 import { type Header, decodeDots, encodeDots } from "./records.js";
 
 interface ElementState {
@@ -141,6 +141,9 @@ export class WriteView {
       const off = offsetOf(d.counter);
       b.removes.delete(off);
       b.adds.set(off, s.bytes);
+      // A dot that expires is found by the sweep (expiry.ts); its entry is dropped there, also
+      // when the dot was removed before (a stale entry costs one lookup).
+      if (d.expiresAt !== undefined) this.otherRecords.push({ type: "put", key: expiryKey(d.expiresAt, this.prefix, s.bytes), value: Buffer.alloc(0) });
     }
     if (before.length === 0 && after.length > 0) h.size++;
     if (before.length > 0 && after.length === 0) h.size--;

@@ -70,7 +70,7 @@ describe("keyed states", () => {
       ["ключ", aw(s3)],
       ["n", { type: ObjectType.COUNTER, state: PNCounter.bottom().increment("r1", 5n) }],
     ]);
-    const encoded = PartitionPayload.encode({ partition: 0, kind: PayloadKind.PAYLOAD_KIND_UNSPECIFIED, seq: 0n, keys: keyedToProto(p) }).finish();
+    const encoded = PartitionPayload.encode({ partition: 0, kind: PayloadKind.PAYLOAD_KIND_UNSPECIFIED, seq: 0n, keys: keyedToProto(p, 0) }).finish();
     assert.equal(keyedStatesOps.sizeBytes(p), encoded.length);
   });
 
@@ -82,11 +82,11 @@ describe("keyed states", () => {
 
   it("round-trips through the proto form and refuses duplicate keys", () => {
     const p: KeyedStates = new Map([["k", aw(s1)], ["j", aw(s2)]]);
-    const back = keyedFromProto(keyedToProto(p));
+    const back = keyedFromProto(keyedToProto(p, 0), 0);
     assert.ok(keyedLeq(p, back) && keyedLeq(back, p));
-    const keys = keyedToProto(p);
-    assert.throws(() => keyedFromProto([...keys, keys[0]!]), RangeError);
-    assert.throws(() => keyedFromProto([{ key: "x", state: undefined }]), RangeError);
+    const keys = keyedToProto(p, 0);
+    assert.throws(() => keyedFromProto([...keys, keys[0]!], 0), RangeError);
+    assert.throws(() => keyedFromProto([{ key: "x", state: undefined }], 0), RangeError);
   });
 
   it("difference, leq and the receive contract agree with the join", () => {

@@ -141,7 +141,16 @@ export interface AddRequest {
     | ObjectType
     | undefined;
   /** Filter keys: parameters, used by the Add that creates the key. */
-  params?: FilterParams | undefined;
+  params?:
+    | FilterParams
+    | undefined;
+  /**
+   * AWSET: the added elements expire this many milliseconds after the add (0: never; at most
+   * 100 years). Each node's copy expires when its remaining time runs out (copies travel with the
+   * time they have left), and expired elements are removed from storage. Adding an element again
+   * replaces its expiry: the new add supersedes the old one, with or without a TTL.
+   */
+  ttlMs?: bigint | undefined;
 }
 
 /** The outcome of an Add. */
@@ -1425,7 +1434,7 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
 };
 
 function createBaseAddRequest(): AddRequest {
-  return { key: "", elements: [], texts: [], type: undefined, params: undefined };
+  return { key: "", elements: [], texts: [], type: undefined, params: undefined, ttlMs: undefined };
 }
 
 export const AddRequest: MessageFns<AddRequest> = {
@@ -1444,6 +1453,12 @@ export const AddRequest: MessageFns<AddRequest> = {
     }
     if (message.params !== undefined) {
       FilterParams.encode(message.params, writer.uint32(42).fork()).join();
+    }
+    if (message.ttlMs !== undefined) {
+      if (BigInt.asUintN(64, message.ttlMs) !== message.ttlMs) {
+        throw new globalThis.Error("value provided for field message.ttlMs of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.ttlMs);
     }
     return writer;
   },
@@ -1501,6 +1516,14 @@ export const AddRequest: MessageFns<AddRequest> = {
             message.params = FilterParams.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.ttlMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1522,6 +1545,7 @@ export const AddRequest: MessageFns<AddRequest> = {
       texts: globalThis.Array.isArray(object?.texts) ? object.texts.map((e: any) => globalThis.String(e)) : [],
       type: isSet(object.type) ? objectTypeFromJSON(object.type) : undefined,
       params: isSet(object.params) ? FilterParams.fromJSON(object.params) : undefined,
+      ttlMs: isSet(object.ttlMs) ? BigInt(object.ttlMs) : isSet(object.ttl_ms) ? BigInt(object.ttl_ms) : undefined,
     };
   },
 
@@ -1542,6 +1566,9 @@ export const AddRequest: MessageFns<AddRequest> = {
     if (message.params !== undefined) {
       obj.params = FilterParams.toJSON(message.params);
     }
+    if (message.ttlMs !== undefined) {
+      obj.ttlMs = message.ttlMs.toString();
+    }
     return obj;
   },
 
@@ -1557,6 +1584,7 @@ export const AddRequest: MessageFns<AddRequest> = {
     message.params = (object.params !== undefined && object.params !== null)
       ? FilterParams.fromPartial(object.params)
       : undefined;
+    message.ttlMs = (object.ttlMs !== undefined && object.ttlMs !== null) ? BigInt(object.ttlMs) : undefined;
     return message;
   },
 };
