@@ -192,7 +192,7 @@ describe("export and import between clusters", () => {
   it("Query with_dots gives each element's dots; a Remove with exactly those dots removes it", async () => {
     const added = await withClient(a.address, (c) => call(c, c.add, { key: "d", elements: [Buffer.from("x"), Buffer.from("y")], texts: [] }));
     const page = await withClient(a.address, (c) => call(c, c.query, { key: "d", elements: [], texts: [], pageSize: 10, pageToken: Buffer.alloc(0), withText: false, withDots: true }));
-    assert.deepEqual(page.members.map((m) => m.dots), added.counters.map((counter) => [{ replica: added.replica, counter }]));
+    assert.deepEqual(page.members.map((m) => m.dots), added.counters.map((counter) => [{ replica: added.replica, counter, ttlMs: 0n }]));
     const plain = await withClient(a.address, (c) => call(c, c.query, { key: "d", elements: [], texts: [], pageSize: 10, pageToken: Buffer.alloc(0), withText: false }));
     assert.deepEqual(plain.members.map((m) => m.dots), [[], []]);
     const one = await withClient(a.address, (c) => call(c, c.query, { key: "d", elements: [Buffer.from("x"), Buffer.from("zz")], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false, withDots: true }));
