@@ -4,8 +4,10 @@
 // be a million links per update: its cost is extrapolated from the measured per-link bytes, not
 // simulated), Algorithm 2 + BP + RR with one random neighbour per period. Bytes per update
 // counted until every delta buffer is empty; periods until every node holds every element.
+// Placement (gossip/placement.ts, rendezvous hashing, R = 3): partitions per node and the share of
+// partition copies one join or leave moves, at 10, 100 and 1,000 members for several partition
+// counts. Routing to owners and hand-off on a real cluster are not part of it yet.
 // Writes docs/results/scale.json and scale.svg (--quick: 10 and 50 nodes, to a temporary directory).
-// Placement with a replication factor and hand-off are not part of it yet.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +15,7 @@ import { writeResultFile } from "../../services/common/result-file.js";
 import { drawChart } from "./charts/draw.js";
 import { commandLine, isQuick, printTargets, resultsDir, target } from "./lib/results.js";
 import { type ScaleRun, runScale } from "./scale-sim.ts";
+import { type PlacementRun, runPlacement } from "./placement-sim.ts";
 
 const quick = isQuick();
 const command = commandLine("bench:scale", quick);
@@ -27,6 +30,11 @@ for (const n of meshSizes) {
   runs.push(await runScale("all", n));
   console.log(JSON.stringify(runs.at(-1)));
 }
+const placementCases: Array<[number, number]> = quick
+  ? [[10, 64], [50, 64], [50, 4096]]
+  : [[10, 64], [10, 4096], [100, 64], [100, 4096], [1000, 64], [1000, 4096], [1000, 65536]];
+const placements: PlacementRun[] = placementCases.map(([n, p]) => runPlacement(n, p, 3, n >= 1000 ? 5 : 20));
+for (const p of placements) console.log(JSON.stringify(p));
 const fingers = runs.filter((r) => r.overlay === "fingers");
 const mesh = runs.filter((r) => r.overlay === "all");
 const smallest = fingers[0]!;
@@ -57,12 +65,22 @@ const targets = [
     (m) => m <= 0.5,
     command,
   ),
+  ...placements
+    .filter((p) => p.partitions >= 4096)
+    .flatMap((p) => [
+      target(`placement, ${p.nodes} nodes, ${p.partitions} partitions, R = 3: share of partition copies one join moves, relative to the ideal 1/(N+1)`, "0.5x to 1.5x", p.joinMoved / p.joinIdeal, (m) => m >= 0.5 && m <= 1.5, command),
+      target(`placement, ${p.nodes} nodes, ${p.partitions} partitions, R = 3: share of partition copies one leave moves, relative to the ideal 1/N`, "0.5x to 1.5x", p.leaveMoved / p.leaveIdeal, (m) => m >= 0.5 && m <= 1.5, command),
+    ]),
+  ...placements
+    .filter((p) => (p.partitions * p.r) / p.nodes >= 150)
+    .map((p) => target(`placement, ${p.nodes} nodes, ${p.partitions} partitions, R = 3: most partitions on one node relative to the mean`, "<= 1.25x", p.perNode.maxOverMean, (m) => m <= 1.25, command)),
 ];
 const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-scale-")) : resultsDir;
 const path = writeResultFile(join(dir, "scale.json"), {
-  params: { quick, fingerSizes, meshSizes, updatePeriods: 5, writersPerPeriod: 4, sync: "Algorithm 2 + BP + RR, one random neighbour per period", partitions: 1 },
+  params: { quick, fingerSizes, meshSizes, updatePeriods: 5, writersPerPeriod: 4, sync: "Algorithm 2 + BP + RR, one random neighbour per period", partitions: 1, placement: { r: 3, cases: placementCases, hashing: "rendezvous (highest random weight)" } },
   metrics: {
     runs,
+    placements,
     meshPerLinkBytes: perLinkMesh,
     extrapolated: { note: "full mesh at 1,000 nodes from its measured bytes per update per link, not simulated", nodes: 1000, bytesPerUpdate: extrapolatedMesh1000 },
   },

@@ -10,14 +10,34 @@ interface Run {
   periodsToConverge: number;
 }
 
+interface Placement {
+  nodes: number;
+  partitions: number;
+  perNode: { maxOverMean: number };
+  joinMoved: number;
+  joinIdeal: number;
+}
+
 export function scaleChart(doc: ResultDoc): ChartSpec {
   const runs = (doc.metrics as { runs: Run[] }).runs;
+  const placements = (doc.metrics as { placements?: Placement[] }).placements ?? [];
+  const byPartitions = (value: (p: Placement) => number) =>
+    [...new Set(placements.map((p) => p.partitions))].map((count) => ({
+      name: `${count} partitions`,
+      points: placements.filter((p) => p.partitions === count).map((p) => [p.nodes, value(p)] as [number, number]),
+    }));
   const series = (value: (r: Run) => number) =>
     ["fingers", "all"].map((o) => ({ name: o === "all" ? "full mesh" : "finger overlay", points: runs.filter((r) => r.overlay === o).map((r) => [r.nodes, value(r)] as [number, number]) }));
   return panels(
     [
       lineChart({ title: "Bytes per update (until every delta is acknowledged)", series: series((r) => r.bytesPerUpdate), xLabel: "nodes (log)", yLabel: "bytes (log)", logX: true, logY: true }),
       lineChart({ title: "Periods from the last update to convergence", series: series((r) => r.periodsToConverge), xLabel: "nodes (log)", yLabel: "gossip periods", logX: true }),
+      ...(placements.length === 0
+        ? []
+        : [
+            lineChart({ title: "Placement, R = 3: most partitions on one node / mean", series: byPartitions((p) => p.perNode.maxOverMean), xLabel: "nodes (log)", yLabel: "max / mean", logX: true }),
+            lineChart({ title: "Placement: copies one join moves / ideal 1/(N+1)", series: byPartitions((p) => p.joinMoved / p.joinIdeal), xLabel: "nodes (log)", yLabel: "ratio", logX: true }),
+          ]),
     ],
     { columns: 2, title: "Gossip overlay at scale (simulator: real engine, exchange and stores)" },
   );
