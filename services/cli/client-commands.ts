@@ -279,9 +279,12 @@ export async function queryCommand(args: string[]): Promise<void> {
       return;
     }
     const vv = contextFromProto(ctx);
+    // A probabilistic set has no causal context: its tombstone filter is what it reports.
+    const filter = first.filter === undefined ? undefined : { ...first.filter, estimatedCount: Number(first.filter.estimatedCount), parameters: JSON.parse(first.filter.parameters || "null") };
+    const about = filter === undefined ? `context over ${vv.replicas().length} replica(s)` : `tombstone filter ${JSON.stringify(filter.parameters)}, estimated false-positive rate ${(filter.estimatedFalsePositiveRate * 100).toPrecision(3)}%`;
     out.result(
-      { key, type: typeName, size, members, more: token.length > 0, context: ctx, pendingRemoves },
-      [`${key} (${typeName}, ${size} member(s), context over ${vv.replicas().length} replica(s)${pendingRemoves > 0 ? `, ${pendingRemoves} remove(s) waiting for adds not yet received` : ""})`, ...members.map((m) => `  ${m}`), ...(token.length > 0 ? ["  ... (--all for every page, or use scan)"] : [])].join("\n"),
+      { key, type: typeName, size, members, more: token.length > 0, context: ctx, pendingRemoves, ...(filter === undefined ? {} : { filter }) },
+      [`${key} (${typeName}, ${size} member(s), ${about}${pendingRemoves > 0 ? `, ${pendingRemoves} remove(s) waiting for adds not yet received` : ""})`, ...members.map((m) => `  ${m}`), ...(token.length > 0 ? ["  ... (--all for every page, or use scan)"] : [])].join("\n"),
     );
   } finally {
     client.close();
