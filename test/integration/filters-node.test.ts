@@ -11,6 +11,7 @@ import { TestCluster } from "../helpers/test-cluster.ts";
 import { expectRefused } from "../helpers/grpc-status.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { call } from "../../services/client/rpc.ts";
+import { runCli } from "../helpers/node-process.ts";
 import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS, GbfLattice, apbfParamsFor, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
 import { type FilterParams, UnionStrategy } from "../../services/gen/deltaset/v1/types.ts";
 
@@ -165,5 +166,17 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
     ]);
     for (const i of [0, 1, 2]) await eventually(`node ${i} has both`, () => query(i, "prob-race", ["x", "y"]), (q) => q.presence.every((x) => x.present), 15_000);
     await eventually("one filter shape everywhere", async () => Promise.all([0, 1, 2].map(async (i) => (await query(i, "prob-race", [])).filter!.parameters)), (ps) => new Set(ps).size === 1, 15_000);
+  });
+
+  it("the CLI creates a key with --strategy and --level and shows its filter", async () => {
+    const add = await runCli(["add", "prob-cli", "x", "y", "--type", "awset-prob", "--strategy", "whole-filter", "--level", "2", "--fpr", "0.1", "--addr", c.addresses[0]!]);
+    assert.equal(add.code, 0, add.stderr);
+    const q = await runCli(["query", "prob-cli", "--json", "--addr", c.addresses[0]!]);
+    const shown = JSON.parse(q.stdout);
+    assert.deepEqual([shown.filter.parameters.k, shown.filter.parameters.l, shown.filter.parameters.strategy], [6, 14, "WholeFilter"]);
+    const human = await runCli(["query", "prob-cli", "--addr", c.addresses[0]!]);
+    assert.match(human.stdout, /prob-cli \(AWSET_PROB, 2 member\(s\), tombstone filter .*"WholeFilter"/);
+    const bad = await runCli(["add", "prob-cli2", "x", "--type", "awset-prob", "--strategy", "newest", "--addr", c.addresses[0]!]);
+    assert.match(bad.stderr, /--strategy newest: one of whole-filter, active-slices, current-generation/);
   });
 });

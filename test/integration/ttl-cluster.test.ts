@@ -13,6 +13,7 @@ import type { ExportChunk, QueryResponse } from "../../services/gen/deltaset/v1/
 import { eventually } from "../helpers/eventually.ts";
 import { expectRefused } from "../helpers/grpc-status.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { runCli } from "../helpers/node-process.ts";
 import { ObjectType } from "../../services/crdt/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-ttl-"));
@@ -87,5 +88,16 @@ describe("adds with a time to live on a cluster", () => {
     );
     await expectRefused(addTtl(0, "too-long", ["x"], 4e12), grpc.status.INVALID_ARGUMENT, /above the largest/);
     assert.deepEqual(await c.read(0, "too-long"), []);
+  });
+
+  it("the CLI's --ttl gives the elements a time to live", async () => {
+    const r = await runCli(["add", "cli-ttl", "a", "--ttl", "1.5s", "--addr", c.addresses[0]!]);
+    assert.equal(r.code, 0, r.stderr);
+    const q = await query(1, "cli-ttl", ["a"]).catch(() => undefined);
+    if (q?.presence[0]!.present) assert.ok(Number(q.presence[0]!.dots[0]!.ttlMs) <= 1_500);
+    await c.converged("cli-ttl", [0, 1, 2], [], 10_000);
+    const bad = await runCli(["add", "cli-ttl", "a", "--ttl", "5 weeks", "--addr", c.addresses[0]!]);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /--ttl 5 weeks: a duration such as/);
   });
 });
