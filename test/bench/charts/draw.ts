@@ -8,6 +8,7 @@ import { renderSvg } from "../lib/plot.js";
 import type { ResultDoc } from "../lib/results.js";
 import { chaosRunChart } from "./chaos-run.js";
 import { chaosSummaryChart } from "./chaos-summary.js";
+import { countersChart } from "./counters.js";
 import { crashLoopChart } from "./crash-loop.js";
 import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
@@ -25,6 +26,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "summary.json": chaosSummaryChart,
   "eval.json": evalChart,
   "scale.json": scaleChart,
+  "counters.json": countersChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */
