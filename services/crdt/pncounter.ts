@@ -123,7 +123,24 @@ export class PNCounter {
 }
 
 function counterJoin(a: PNCounter, b: PNCounter): PNCounter {
-  return new PNCounter(store.join(a.entries, a.ctx, b.entries, b.ctx), a.ctx.join(b.ctx));
+  return new PNCounter(newestPerReplica(store.join(a.entries, a.ctx, b.entries, b.ctx)), a.ctx.join(b.ctx));
+}
+
+/**
+ * A replica's entry holds its running totals, so its newest entry supersedes every older one (an
+ * increment's delta says so by covering the replica's dots 1..d). Deltas made by redundancy removal
+ * or decomposition cover only the dots they name, and an Algorithm 2 interval that leaves out a
+ * neighbour's own deltas can join two of them with nothing covering the older entry: the causal
+ * join would keep both (and the encoding refuses two entries of one replica). Keep the newest.
+ */
+function newestPerReplica(entries: DotFun<Totals>): DotFun<Totals> {
+  const newest = new Map<string, DotFunEntry<Totals>>();
+  for (const e of entries.values()) {
+    const cur = newest.get(e.dot.replica);
+    if (cur === undefined || e.dot.counter > cur.dot.counter) newest.set(e.dot.replica, e);
+  }
+  if (newest.size === entries.size) return entries;
+  return new Map([...newest.values()].map((e) => [dotKey(e.dot), e]));
 }
 
 function sortedEntries(c: PNCounter): DotFunEntry<Totals>[] {
