@@ -37,7 +37,7 @@ export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS): stri
 }
 
 /** A cluster of one cell group: nodes started, links proxied, membership converged. */
-async function startGroup(o: SweepOptions, size: number, mode: keyof typeof MODE_FLAGS) {
+export async function startEvalGroup(o: Pick<SweepOptions, "grid" | "firstHost" | "port">, size: number, mode: keyof typeof MODE_FLAGS) {
   const dir = mkdtempSync(join(tmpdir(), `deltaset-eval-${size}n-`));
   const server = await startToxiproxyServer({ host: "127.0.0.1", port: 0 });
   const cluster = new LocalCluster({ nodes: size, dir, firstHost: o.firstHost, port: o.port, nodeArgs: [...nodeArgsFor(o.grid, mode), "--peer-proxy", server.url], metricsPort: o.port + 1 });
@@ -80,10 +80,10 @@ export async function runSweep(o: SweepOptions): Promise<Array<CellResult | Fail
   for (const size of grid.sizes) {
     for (const mode of grid.modes) {
       for (const latency of grid.latencies) {
-        let group: Awaited<ReturnType<typeof startGroup>> | undefined;
+        let group: Awaited<ReturnType<typeof startEvalGroup>> | undefined;
         let groupError: string | undefined;
         try {
-          group = await startGroup(o, size, mode);
+          group = await startEvalGroup(o, size, mode);
         } catch (err) {
           groupError = (err as Error).message;
         }

@@ -10,6 +10,7 @@ import { chaosRunChart } from "./chaos-run.js";
 import { chaosSummaryChart } from "./chaos-summary.js";
 import { countersChart } from "./counters.js";
 import { crashLoopChart } from "./crash-loop.js";
+import { filtersClusterChart } from "./filters-cluster.js";
 import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
 import { scaleChart } from "./scale.js";
@@ -27,6 +28,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "eval.json": evalChart,
   "scale.json": scaleChart,
   "counters.json": countersChart,
+  "filters-cluster.json": filtersClusterChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */
