@@ -37,9 +37,15 @@ const BATCH = 256;
 const started = performance.now();
 
 /** The thesis's filters at 1/32, sized for n; cuckoo filters with 8-bit fingerprints in buckets of 4. */
-function paramsOf(type: ObjectType): CreateParams & FilterParams {
+function paramsOf(type: ObjectType): CreateParams {
   const cuckoo = type !== ObjectType.GBF;
-  return { capacity: N, falsePositiveRate: 1 / 32, hashes: 0, bits: 0n, fingerprintBits: cuckoo ? 8 : 0, bucketSize: cuckoo ? 4 : 0, ageSlices: 0, unionStrategy: 0 } as never;
+  return { capacity: N, falsePositiveRate: 1 / 32, fingerprintBits: cuckoo ? 8 : 0, bucketSize: cuckoo ? 4 : 0 };
+}
+
+/** The same parameters as an Add carries them. */
+function wireParams(type: ObjectType): FilterParams {
+  const p = paramsOf(type);
+  return { capacity: BigInt(p.capacity!), falsePositiveRate: p.falsePositiveRate!, hashes: 0, bits: 0n, fingerprintBits: p.fingerprintBits!, bucketSize: p.bucketSize!, ageSlices: 0, unionStrategy: 0 };
 }
 
 function keys(n: number, random: Random): Buffer[] {
@@ -55,7 +61,7 @@ function reference(type: ObjectType, elements: Buffer[], probes: Buffer[]): { si
   const ops = operationsFor(type)!;
   const lattice = latticeFor(type);
   const env = (replica: string) => ({ replica, random: seededRandom(5), randomId: () => 1n });
-  const params: CreateParams = { ...paramsOf(type), bits: 0 };
+  const params = paramsOf(type);
   const one = ops.create(params);
   ops.add(one, elements, env("a"));
   const a = ops.create(params);
@@ -83,13 +89,13 @@ interface Cell {
   stateFallbacks: number;
 }
 
-async function queryPresence(c: ReplicaClient, key: string, elements: Buffer[]): Promise<{ present: boolean[]; count: bigint }> {
+async function queryPresence(c: ReplicaClient, key: string, elements: Buffer[]): Promise<{ present: boolean[]; count: number }> {
   const present: boolean[] = [];
-  let count = 0n;
+  let count = 0;
   for (let i = 0; i < elements.length; i += 5000) {
     const q = await call(c, c.query, { key, elements: elements.slice(i, i + 5000), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 30_000 });
     present.push(...q.presence.map((p) => p.present));
-    count = q.filter?.estimatedCount ?? 0n;
+    count = Number(q.filter?.estimatedCount ?? 0n);
   }
   return { present, count };
 }
@@ -108,7 +114,7 @@ async function runCell(clients: ReplicaClient[], env: Awaited<ReturnType<typeof 
   try {
     for (let i = 0, b = 0; i < N; i += BATCH, b++) {
       const c = clients[b % clients.length]!;
-      await call(c, c.add, { key, elements: elements.slice(i, i + BATCH), texts: [], type, params: paramsOf(type) }, { timeoutMs: 30_000 });
+      await call(c, c.add, { key, elements: elements.slice(i, i + BATCH), texts: [], type, params: wireParams(type) }, { timeoutMs: 30_000 });
     }
   } finally {
     await losses.stop();
@@ -119,7 +125,7 @@ async function runCell(clients: ReplicaClient[], env: Awaited<ReturnType<typeof 
   while (Date.now() < until) {
     const reads = await Promise.all(clients.map((c) => queryPresence(c, key, sample)));
     const first = JSON.stringify(reads[0]);
-    if (reads.every((r) => JSON.stringify(r) === first) && reads[0]!.count > 0n) {
+    if (reads.every((r) => JSON.stringify(r) === first) && reads[0]!.count > 0) {
       convergedMs = performance.now() - writesDone;
       break;
     }
