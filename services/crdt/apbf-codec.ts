@@ -57,9 +57,8 @@ function varintSize(x: number): number {
   return n;
 }
 
-/** Bytes of an array's sparse form: the u32 count and the gap varints of its set bits. */
-function sparseSize(a: Uint8Array): number {
-  let size = 4;
+/** Call fn with the gap before each set bit of a (index - previous index - 1), in order. */
+function forEachGap(a: Uint8Array, fn: (gap: number) => void): void {
   let prev = -1;
   for (let i = 0; i < a.length; i++) {
     const byte = a[i]!;
@@ -67,10 +66,16 @@ function sparseSize(a: Uint8Array): number {
     for (let b = 0; b < 8; b++) {
       if ((byte & (1 << b)) === 0) continue;
       const idx = i * 8 + b;
-      size += varintSize(idx - prev - 1);
+      fn(idx - prev - 1);
       prev = idx;
     }
   }
+}
+
+/** Bytes of an array's sparse form: the u32 count and the gap varints of its set bits. */
+function sparseSize(a: Uint8Array): number {
+  let size = 4;
+  forEachGap(a, (gap) => (size += varintSize(gap)));
   return size;
 }
 
@@ -96,23 +101,14 @@ function writeSparse(a: Uint8Array, out: Uint8Array, v: DataView, at: number): n
   const countAt = at;
   at += 4;
   let count = 0;
-  let prev = -1;
-  for (let i = 0; i < a.length; i++) {
-    const byte = a[i]!;
-    if (byte === 0) continue;
-    for (let b = 0; b < 8; b++) {
-      if ((byte & (1 << b)) === 0) continue;
-      const idx = i * 8 + b;
-      let gap = idx - prev - 1;
-      while (gap >= 0x80) {
-        out[at++] = (gap & 0x7f) | 0x80;
-        gap = Math.floor(gap / 128);
-      }
-      out[at++] = gap;
-      prev = idx;
-      count++;
+  forEachGap(a, (gap) => {
+    while (gap >= 0x80) {
+      out[at++] = (gap & 0x7f) | 0x80;
+      gap = Math.floor(gap / 128);
     }
-  }
+    out[at++] = gap;
+    count++;
+  });
   v.setUint32(countAt, count, true);
   return at;
 }

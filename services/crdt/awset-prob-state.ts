@@ -179,6 +179,22 @@ export class AWSetProb {
   joinInPlace(other: AWSetProb): boolean {
     if (!sameParams(this.params, other.params)) return this.joinOtherShape(other);
     checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
+    const { drop, adopt } = this.dropAndAdopt(other);
+    for (const d of drop) {
+      this.deleteDot(d);
+      this.tombstones.insert(dotBytes(d));
+    }
+    for (const [d, k] of adopt) this.addDot(k, d);
+    const filterChanged = unionInPlace(this.tombstones, other.tombstones).changed;
+    return drop.length > 0 || adopt.length > 0 || filterChanged;
+  }
+
+  /**
+   * Steps (a) and (b) of the join, every filter answer taken before anything changes: our live
+   * dots the other side does not hold and its filter reports, and its live dots we neither hold
+   * nor have tombstoned. Dots to drop come sorted (insertion order decides where a generation ends).
+   */
+  private dropAndAdopt(other: AWSetProb): { drop: ProbDot[]; adopt: [ProbDot, ElementKey][] } {
     const drop: ProbDot[] = [];
     for (const dots of this.entries.values()) {
       for (const d of dots) if (!other.owner.has(d) && other.tombstones.query(dotBytes(d))) drop.push(d);
@@ -187,14 +203,8 @@ export class AWSetProb {
     for (const [k, dots] of other.entries) {
       for (const d of dots) if (!this.owner.has(d) && !this.tombstones.query(dotBytes(d))) adopt.push([d, k]);
     }
-    drop.sort(compareDots); // insertion order decides where a generation ends: keep it canonical
-    for (const d of drop) {
-      this.deleteDot(d);
-      this.tombstones.insert(dotBytes(d));
-    }
-    for (const [d, k] of adopt) this.addDot(k, d);
-    const filterChanged = unionInPlace(this.tombstones, other.tombstones).changed;
-    return drop.length > 0 || adopt.length > 0 || filterChanged;
+    drop.sort(compareDots);
+    return { drop, adopt };
   }
 
   /** The join of a state whose filter has another shape (see the header). */
@@ -205,16 +215,8 @@ export class AWSetProb {
       this.tombstones = other.tombstones.clone();
       return true;
     }
-    const drop: ProbDot[] = [];
-    for (const dots of this.entries.values()) {
-      for (const d of dots) if (!other.owner.has(d) && other.tombstones.query(dotBytes(d))) drop.push(d);
-    }
-    const adopt: [ProbDot, ElementKey][] = [];
-    for (const [k, dots] of other.entries) {
-      for (const d of dots) if (!this.owner.has(d) && !this.tombstones.query(dotBytes(d))) adopt.push([d, k]);
-    }
+    const { drop, adopt } = this.dropAndAdopt(other);
     const theirs = compareShapes(other.params, this.params) > 0;
-    drop.sort(compareDots);
     for (const d of drop) {
       this.deleteDot(d);
       if (!theirs) this.tombstones.insert(dotBytes(d)); // the kept filter must remember the remove

@@ -38,7 +38,11 @@ export function hash32(bytes: Uint8Array, seed: number): number {
     k = Math.imul(k, C2);
     h ^= k;
   }
-  h ^= n;
+  return fmix32(h ^ n);
+}
+
+/** MurmurHash3's 32-bit finalizer: every input bit affects every output bit. */
+export function fmix32(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;

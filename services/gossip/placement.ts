@@ -5,6 +5,7 @@
 // where it outscores one of the current owners (it then replaces the lowest of them), and a member
 // leaving hands each of its partitions to the next member in that partition's order, so a change
 // of one member moves about R/N of the partition copies and nothing else. Pure and deterministic.
+import { fmix32 } from "../crdt/element-hash.js";
 import { fnv1a32 } from "./partition.js";
 
 /** R: owners per partition, or every member ("all": full replication). */
@@ -12,19 +13,9 @@ export type ReplicationFactor = number | "all";
 
 const utf8 = new TextEncoder();
 
-/** A 32-bit avalanche (MurmurHash3's finalizer): spreads the id hash and partition over all bits. */
-function mix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
 /** The member's score for a partition (ties, which are rare, are broken by id). */
 export function score(memberHash: number, partition: number): number {
-  return mix32(memberHash ^ mix32(partition + 0x9e3779b9));
+  return fmix32(memberHash ^ fmix32(partition + 0x9e3779b9));
 }
 
 export function memberHash(id: string): number {

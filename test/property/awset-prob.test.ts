@@ -37,12 +37,18 @@ interface Run {
 }
 
 function replay(L: typeof AWSetProbLattice, s: { seed: number; ops: Op[] }): Run {
+  return replayFrom(Array.from({ length: REPLICAS }, () => L.bottom()), s);
+}
+
+/** The script from given starting states; created: replicas whose own add created their key. */
+function replayFrom(prob: AWSetProb[], s: { seed: number; ops: Op[] }): Run & { created: Set<number> } {
   const rng = new SplitMix64(s.seed);
-  const prob = Array.from({ length: REPLICAS }, () => L.bottom());
   const oracle = Array.from({ length: REPLICAS }, () => AWSet.bottom());
   const names = ["a", "b", "c"];
+  const created = new Set<number>();
   for (const o of s.ops) {
     if (o.t === "add") {
+      if (prob[o.r]!.isBottom()) created.add(o.r);
       let dot = rng.next();
       while (!prob[o.r]!.isFreshDot(dot)) dot = rng.next();
       prob[o.r]!.joinInPlace(prob[o.r]!.addDelta(el(o.e), dot));
@@ -55,7 +61,7 @@ function replay(L: typeof AWSetProbLattice, s: { seed: number; ops: Op[] }): Run
       oracle[o.to]!.joinInPlace(oracle[o.from]!);
     }
   }
-  return { prob, oracle };
+  return { prob, oracle, created };
 }
 
 const elementsOf = (s: AWSetProb | AWSet) => s.elements().map((b) => b.toString("hex"));
@@ -159,28 +165,8 @@ describe("AWSET_PROB keys created with different filter shapes", () => {
   it("converge to the greatest shape among the created keys, with the same store, losing no add", () =>
     fc.assert(
       fc.property(script, (s) => {
-        // Replica r creates its key with shape r (its first add or remove), then the script runs.
-        const rng = new SplitMix64(s.seed);
-        const prob = SHAPES.map((p) => AWSetProb.bottom(p));
-        const oracle = SHAPES.map(() => AWSet.bottom());
-        const names = ["a", "b", "c"];
-        // Shapes a replica's own operation created a key with (a remove of nothing creates none).
-        const created = new Set<number>();
-        for (const o of s.ops) {
-          if (o.t === "add") {
-            if (prob[o.r]!.isBottom()) created.add(o.r);
-            let dot = rng.next();
-            while (!prob[o.r]!.isFreshDot(dot)) dot = rng.next();
-            prob[o.r]!.joinInPlace(prob[o.r]!.addDelta(el(o.e), dot));
-            oracle[o.r]!.joinInPlace(oracle[o.r]!.addDelta(names[o.r]!, [el(o.e)]));
-          } else if (o.t === "rm") {
-            prob[o.r]!.joinInPlace(prob[o.r]!.removeDelta(el(o.e)));
-            oracle[o.r]!.joinInPlace(oracle[o.r]!.removeDelta([el(o.e)]));
-          } else {
-            prob[o.to]!.joinInPlace(prob[o.from]!);
-            oracle[o.to]!.joinInPlace(oracle[o.from]!);
-          }
-        }
+        // Replica r creates its key with shape r (its first add), then the script runs.
+        const { prob, oracle, created } = replayFrom(SHAPES.map((p) => AWSetProb.bottom(p)), s);
         // Then every replica syncs with every other, three rounds.
         for (let round = 0; round < 3; round++) {
           for (let i = 0; i < REPLICAS; i++) for (let j = 0; j < REPLICAS; j++) if (i !== j) prob[j]!.joinInPlace(prob[i]!);
