@@ -8,7 +8,7 @@
 // (all adds on one replica) and by two replicas of half the adds each, joined once (the thesis's
 // 50-50 split with a final merge). Writes docs/results/filters-cluster.json and .svg (--quick: a
 // smaller n, to a temporary directory).
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
@@ -162,9 +162,17 @@ for (const mode of MODES) {
   try {
     for (const loss of LOSS_LEVELS) {
       for (const type of TYPES) {
-        const cell = await runCell(clients, group.env, type, mode, loss, seed++);
-        cells.push(cell);
-        console.log(JSON.stringify(cell));
+        try {
+          const cell = await runCell(clients, group.env, type, mode, loss, seed++);
+          cells.push(cell);
+          console.log(JSON.stringify(cell));
+        } catch (err) {
+          // What the nodes logged last, to say why (the group's directory goes with it).
+          for (const f of readdirSync(group.dir).filter((x) => x.endsWith(".log"))) {
+            console.error(`--- ${f}\n${readFileSync(join(group.dir, f), "utf8").split("\n").slice(-15).join("\n")}`);
+          }
+          throw err;
+        }
       }
     }
   } finally {
