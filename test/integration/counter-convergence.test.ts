@@ -28,6 +28,8 @@ describe("counters on a cluster with a crash", () => {
     const clients = ADDRS.map((a) => replicaClient(a));
     const random = seededRandom(3);
     let acked = 0;
+    // Failures other than UNAVAILABLE (the killed node refusing) may have been applied anyway.
+    let uncertain = 0;
     try {
       for (let k = 0; k < 300; k++) {
         if (k === 150) {
@@ -36,10 +38,10 @@ describe("counters on a cluster with a crash", () => {
         }
         const i = Math.floor(random() * 3);
         try {
-          await call(clients[i]!, clients[i]!.increment, { key: "hits", amount: 1n, requestId: "" }, { timeoutMs: 300 });
+          await call(clients[i]!, clients[i]!.increment, { key: "hits", amount: 1n, requestId: "" }, { timeoutMs: 2000 });
           acked++;
-        } catch {
-          // The killed node: not applied, not counted.
+        } catch (err) {
+          if ((err as { code?: number }).code !== 14) uncertain++;
         }
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -48,9 +50,9 @@ describe("counters on a cluster with a crash", () => {
     }
     await eventually("node 2 is back", async () => c.nodes.has(2), (x) => x, 20_000);
     const read = () => Promise.all([0, 1, 2].map((i) => c.replica(i, async (r) => Number((await call(r, r.query, { key: "hits", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false })).counterValue))));
-    const values = await eventually("every node reads every acknowledged increment", read, (v) => v.every((x) => x === acked), 30_000);
-    assert.deepEqual(values, [acked, acked, acked]);
-    assert.ok(acked > 250, `${acked} increments acknowledged`);
+    const values = await eventually("every node reads the same value", read, (v) => v.every((x) => x === v[0]) && v[0]! >= acked, 30_000);
+    assert.ok(values[0]! >= acked && values[0]! <= acked + uncertain, `${values[0]} counted for ${acked} acknowledged and ${uncertain} uncertain increments`);
+    assert.ok(acked >= 200, `${acked} increments acknowledged`);
     for (const [i, n] of c.nodes) assert.doesNotMatch(n.logs(), /gossip frame refused/, `node ${i} refused a frame`);
   });
 });

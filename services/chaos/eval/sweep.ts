@@ -58,7 +58,7 @@ export async function startEvalGroup(o: Pick<SweepOptions, "grid" | "firstHost" 
       await new Promise((r) => setTimeout(r, 200));
     }
     const env = { nodes, links: new LinkTable(linkNodes), proxyApis: [server.url], metricsAddress: (id: string) => cluster.metricsAddress(id), pid: (id: string) => cluster.pid(id) };
-    return { env, stop, dir };
+    return { env, stop, dir, cluster };
   } catch (err) {
     await stop();
     throw err;
