@@ -15,6 +15,7 @@ import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
 import { scaleChart } from "./scale.js";
 import { membershipChart } from "./membership.js";
+import { probClusterChart } from "./prob-cluster.js";
 import { replicaChart } from "./replica.js";
 import { syncChart } from "./sync.js";
 
@@ -29,6 +30,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "scale.json": scaleChart,
   "counters.json": countersChart,
   "filters-cluster.json": filtersClusterChart,
+  "prob-cluster.json": probClusterChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */
