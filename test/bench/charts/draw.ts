@@ -13,6 +13,7 @@ import { crashLoopChart } from "./crash-loop.js";
 import { filtersClusterChart } from "./filters-cluster.js";
 import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
+import { evalTypesChart } from "./eval-types.js";
 import { scaleChart } from "./scale.js";
 import { membershipChart } from "./membership.js";
 import { probClusterChart } from "./prob-cluster.js";
@@ -27,6 +28,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "crash-loop.json": crashLoopChart,
   "summary.json": chaosSummaryChart,
   "eval.json": evalChart,
+  "eval-types.json": evalTypesChart,
   "scale.json": scaleChart,
   "counters.json": countersChart,
   "filters-cluster.json": filtersClusterChart,
