@@ -22,6 +22,8 @@
 //    before the frames of the next tick leave, and passes the persisted values back as
 //    initialSeqs on restart (then the empty buffer sends full state: line 24).
 //  - Acks from the neighbour go to onAcks. Membership changes go to setNeighbours.
+//  - Placement (gossip/placement.ts): setPartitionPeers names, per partition, the peers it is
+//    exchanged with; a partition goes only to neighbours in its list (default: every neighbour).
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import { Alg1Partition, type Choose } from "./algorithm1.js";
 import { Alg2Partition } from "./algorithm2.js";
@@ -131,6 +133,8 @@ export class AntiEntropyEngine<P> {
   private readonly alg2: Alg2Partition<P>[] = [];
   private peers: string[] = [];
   private peerSet = new Set<string>();
+  /** Per partition, the peers it is exchanged with (placement); undefined: every neighbour. */
+  private partitionPeers: ReadonlyArray<ReadonlySet<string>> | undefined;
   private period = 0;
   private lastTickAt: number | undefined;
   private readonly seqChanges = new Map<number, number>();
@@ -182,6 +186,37 @@ export class AntiEntropyEngine<P> {
 
   neighbours(): string[] {
     return this.peers.slice();
+  }
+
+  /**
+   * Placement: the peers each partition is exchanged with (its other owners, say), or undefined
+   * for every neighbour and every partition. A partition goes to a neighbour only when both lists
+   * hold it; garbage collection waits only for those. A peer leaving a partition's list loses its
+   * acks there, so if it comes back it starts at 0 (full state), as a new neighbour does.
+   */
+  setPartitionPeers(peersOf: ((partition: number) => Iterable<string>) | undefined): void {
+    const before = this.partitionPeers;
+    if (peersOf === undefined) {
+      this.partitionPeers = undefined;
+      return;
+    }
+    const next = Array.from({ length: this.partitionCount }, (_, p) => new Set([...peersOf(p)].filter((id) => id !== this.self)));
+    for (let p = 0; p < this.partitionCount; p++) {
+      const old = before?.[p] ?? this.peerSet;
+      for (const id of old) if (!next[p]!.has(id)) this.alg2[p]?.forget(id);
+    }
+    this.partitionPeers = next;
+  }
+
+  /** The neighbours partition p is exchanged with. */
+  peersOf(p: number): string[] {
+    const only = this.partitionPeers?.[p];
+    return only === undefined ? this.peers : this.peers.filter((id) => only.has(id));
+  }
+
+  private exchangesWith(p: number, peer: string): boolean {
+    const only = this.partitionPeers?.[p];
+    return only === undefined || only.has(peer);
   }
 
   /**
@@ -252,6 +287,7 @@ export class AntiEntropyEngine<P> {
       const ok =
         this.sync.algorithm === 2 &&
         this.peerSet.has(from) &&
+        (this.partitionPeers === undefined || this.partitionPeers[a.partition]?.has(from) === true) &&
         Number.isInteger(a.partition) &&
         a.partition >= 0 &&
         a.partition < this.partitionCount &&
@@ -299,17 +335,31 @@ export class AntiEntropyEngine<P> {
       }
     }
     if (items.length === 0) return [];
-    this.counters.bytesSent.delta += deltaBytes * this.peers.length;
-    return this.peers.map((to) => ({ to, items: items.slice() }));
+    if (this.partitionPeers === undefined) {
+      this.counters.bytesSent.delta += deltaBytes * this.peers.length;
+      return this.peers.map((to) => ({ to, items: items.slice() }));
+    }
+    const frames: OutgoingFrame<P>[] = [];
+    for (const to of this.peers) {
+      const mine = items.filter((i) => this.exchangesWith(i.partition, to));
+      for (const i of mine) if (i.payload !== undefined) this.counters.bytesSent.delta += this.ops.sizeBytes(i.payload);
+      if (mine.length > 0) frames.push({ to, items: mine });
+    }
+    return frames;
   }
 
   private tickAlg2(cfg: Algorithm2Config, fanout?: "random" | "all"): OutgoingFrame<P>[] {
+    // With placement, a random pick is among the neighbours that lack something of a partition they
+    // share with this node: most neighbours share none of the partitions that changed, and a pick
+    // among all of them would mostly send nothing.
+    const candidates = this.partitionPeers === undefined ? this.peers : this.peers.filter((id) => this.alg2.some((part) => this.partitionPeers![part.partition]!.has(id) && part.ackOf(id) < part.seq));
     const targets =
-      this.peers.length === 0 ? [] : (fanout ?? cfg.fanout ?? "random") === "all" ? this.peers : [pick(this.random, this.peers)];
+      candidates.length === 0 ? [] : (fanout ?? cfg.fanout ?? "random") === "all" ? candidates : [pick(this.random, candidates)];
     const frames: OutgoingFrame<P>[] = [];
     for (const to of targets) {
       const items: FrameItem<P>[] = [];
       for (const part of this.alg2) {
+        if (!this.exchangesWith(part.partition, to)) continue;
         const plan = part.plan(to, cfg.bp);
         switch (plan.kind) {
           case "none":
@@ -336,7 +386,7 @@ export class AntiEntropyEngine<P> {
 
   /** Drop the deltas every current neighbour has acked (runs at the end of each tick). */
   gc(): void {
-    for (const part of this.alg2) this.counters.deltasCollected += part.gc(this.peers);
+    for (const part of this.alg2) this.counters.deltasCollected += part.gc(this.peersOf(part.partition));
   }
 
   /** The caller shipped a full state of this many bytes. */
@@ -384,7 +434,7 @@ export class AntiEntropyEngine<P> {
     if (this.sync.algorithm === 1) return { partition, seq: 0, bufferEntries: 0, bufferBytes: 0, lag: 0 };
     const part = this.alg2[partition]!;
     let lag = 0;
-    for (const j of this.peers) lag = Math.max(lag, part.lagOf(j));
+    for (const j of this.peersOf(partition)) lag = Math.max(lag, part.lagOf(j));
     return { partition, seq: part.seq, bufferEntries: part.bufferEntries.length, bufferBytes: part.bufferBytes, lag };
   }
 

@@ -4,6 +4,8 @@
 // be a million links per update: its cost is extrapolated from the measured per-link bytes, not
 // simulated), Algorithm 2 + BP + RR with one random neighbour per period. Bytes per update
 // counted until every delta buffer is empty; periods until every node holds every element.
+// Placement in the engine: every partition gossiped among its R = 3 owners only (256 partitions,
+// writes at an owner), bytes per update and periods until every owner has it, at 10, 100, 1,000.
 // Placement (gossip/placement.ts, rendezvous hashing, R = 3): partitions per node and the share of
 // partition copies one join or leave moves, at 10, 100 and 1,000 members for several partition
 // counts. Routing to owners and hand-off on a real cluster are not part of it yet.
@@ -14,7 +16,7 @@ import { join } from "node:path";
 import { writeResultFile } from "../../services/common/result-file.js";
 import { drawChart } from "./charts/draw.js";
 import { commandLine, isQuick, printTargets, resultsDir, target } from "./lib/results.js";
-import { type ScaleRun, runScale } from "./scale-sim.ts";
+import { type PlacedRun, type ScaleRun, runPlaced, runScale } from "./scale-sim.ts";
 import { type PlacementRun, runPlacement } from "./placement-sim.ts";
 
 const quick = isQuick();
@@ -29,6 +31,12 @@ for (const n of fingerSizes) {
 for (const n of meshSizes) {
   runs.push(await runScale("all", n));
   console.log(JSON.stringify(runs.at(-1)));
+}
+const placedSizes = quick ? [10, 50] : [10, 100, 1000];
+const placed: PlacedRun[] = [];
+for (const n of placedSizes) {
+  placed.push(await runPlaced(n, 3));
+  console.log(JSON.stringify(placed.at(-1)));
 }
 const placementCases: Array<[number, number]> = quick
   ? [[10, 64], [50, 64], [50, 4096]]
@@ -65,6 +73,14 @@ const targets = [
     (m) => m <= 0.5,
     command,
   ),
+  target(
+    `engine placement, R = 3: bytes per update at ${placed.at(-1)!.nodes} nodes relative to ${placed[0]!.nodes} (each partition gossiped among its owners only)`,
+    "<= 1.5x",
+    placed.at(-1)!.bytesPerUpdate / placed[0]!.bytesPerUpdate,
+    (m) => m <= 1.5,
+    command,
+  ),
+  target(`engine placement, R = 3: periods from the last update until every owner has it, at ${placed.at(-1)!.nodes} nodes`, "<= 5", placed.at(-1)!.periodsToConverge, (m) => m <= 5, command),
   ...placements
     .filter((p) => p.partitions >= 4096)
     .flatMap((p) => [
@@ -80,6 +96,7 @@ const path = writeResultFile(join(dir, "scale.json"), {
   params: { quick, fingerSizes, meshSizes, updatePeriods: 5, writersPerPeriod: 4, sync: "Algorithm 2 + BP + RR, one random neighbour per period", partitions: 1, placement: { r: 3, cases: placementCases, hashing: "rendezvous (highest random weight)" } },
   metrics: {
     runs,
+    placed,
     placements,
     meshPerLinkBytes: perLinkMesh,
     extrapolated: { note: "full mesh at 1,000 nodes from its measured bytes per update per link, not simulated", nodes: 1000, bytesPerUpdate: extrapolatedMesh1000 },

@@ -20,6 +20,7 @@ interface Placement {
 
 export function scaleChart(doc: ResultDoc): ChartSpec {
   const runs = (doc.metrics as { runs: Run[] }).runs;
+  const placed = (doc.metrics as { placed?: Array<{ nodes: number; bytesPerUpdate: number; periodsToConverge: number }> }).placed ?? [];
   const placements = (doc.metrics as { placements?: Placement[] }).placements ?? [];
   const byPartitions = (value: (p: Placement) => number) =>
     [...new Set(placements.map((p) => p.partitions))].map((count) => ({
@@ -30,7 +31,14 @@ export function scaleChart(doc: ResultDoc): ChartSpec {
     ["fingers", "all"].map((o) => ({ name: o === "all" ? "full mesh" : "finger overlay", points: runs.filter((r) => r.overlay === o).map((r) => [r.nodes, value(r)] as [number, number]) }));
   return panels(
     [
-      lineChart({ title: "Bytes per update (until every delta is acknowledged)", series: series((r) => r.bytesPerUpdate), xLabel: "nodes (log)", yLabel: "bytes (log)", logX: true, logY: true }),
+      lineChart({
+        title: "Bytes per update (until every delta is acknowledged)",
+        series: [...series((r) => r.bytesPerUpdate), ...(placed.length === 0 ? [] : [{ name: "placement, R = 3 (owners only)", points: placed.map((p) => [p.nodes, p.bytesPerUpdate] as [number, number]) }])],
+        xLabel: "nodes (log)",
+        yLabel: "bytes (log)",
+        logX: true,
+        logY: true,
+      }),
       lineChart({ title: "Periods from the last update to convergence", series: series((r) => r.periodsToConverge), xLabel: "nodes (log)", yLabel: "gossip periods", logX: true }),
       ...(placements.length === 0
         ? []

@@ -1,0 +1,69 @@
+// The engine with placement (setPartitionPeers): each partition is exchanged only with the peers
+// its list names, garbage collection waits only for them, and a peer that leaves a partition's
+// list and comes back starts over from ack 0.
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import { S, alg1, alg2, summary } from "./gossip-helpers.js";
+
+describe("engine placement: partitions exchanged with their peers only", () => {
+  it("sends each partition only to the neighbours in its list (Algorithm 2)", () => {
+    const e = alg2({}, { partitions: 2, neighbours: ["b", "c", "d"] });
+    e.setPartitionPeers((p) => (p === 0 ? ["a", "b"] : ["c", "d"]));
+    e.local(0, S("x"));
+    e.local(1, S("y"));
+    assert.deepEqual(summary(e.tick(0)), {
+      b: [[0, "delta", 1, ["x"]]],
+      c: [[1, "delta", 1, ["y"]]],
+      d: [[1, "delta", 1, ["y"]]],
+    });
+    assert.deepEqual(e.peersOf(0), ["b"]);
+  });
+
+  it("collects a partition's deltas once its own peers acked them, whoever else never did", () => {
+    const e = alg2({}, { partitions: 1, neighbours: ["b", "c"] });
+    e.setPartitionPeers(() => ["b"]);
+    e.local(0, S("x"));
+    e.onAcks("b", [{ partition: 0, seq: 1 }]);
+    e.gc();
+    assert.equal(e.buffered(0).length, 0);
+    // c is not a peer of partition 0: its acks there are ignored.
+    e.onAcks("c", [{ partition: 0, seq: 1 }]);
+    assert.equal(e.ackOf(0, "c"), 0);
+  });
+
+  it("a peer that leaves a partition's list and comes back gets the partition's full state", () => {
+    const e = alg2({}, { partitions: 1, neighbours: ["b", "c"] });
+    e.local(0, S("x"));
+    e.onAcks("b", [{ partition: 0, seq: 1 }]);
+    e.onAcks("c", [{ partition: 0, seq: 1 }]);
+    e.setPartitionPeers(() => ["b"]);
+    assert.equal(e.ackOf(0, "c"), 0, "forgotten on leaving");
+    e.local(0, S("y"));
+    e.onAcks("b", [{ partition: 0, seq: 2 }]);
+    e.gc();
+    e.setPartitionPeers(() => ["b", "c"]);
+    assert.deepEqual(summary(e.tick(0)), { c: [[0, "state", 2, []]] });
+  });
+
+  it("picks the random neighbour of a period among those that share a partition", () => {
+    const e = alg2({ fanout: "random" }, { partitions: 2, neighbours: ["b", "c", "d", "f"] });
+    e.setPartitionPeers((p) => (p === 0 ? ["b"] : ["c"]));
+    const seen = new Set<string>();
+    for (let t = 0; t < 40; t++) {
+      e.local(t % 2, S(`v${t}`));
+      for (const f of e.tick(t)) seen.add(f.to);
+    }
+    assert.deepEqual([...seen].sort(), ["b", "c"]);
+  });
+
+  it("filters Algorithm 1's frames the same way, and undefined restores every neighbour", () => {
+    const e = alg1({}, { partitions: 2, neighbours: ["b", "c"] });
+    e.setPartitionPeers((p) => (p === 0 ? ["b"] : []));
+    e.local(0, S("x"));
+    e.local(1, S("y"));
+    assert.deepEqual(summary(e.tick(0)), { b: [[0, "delta", 0, ["x"]]] });
+    e.setPartitionPeers(undefined);
+    e.local(1, S("z"));
+    assert.deepEqual(summary(e.tick(1)), { b: [[1, "delta", 0, ["z"]]], c: [[1, "delta", 0, ["z"]]] });
+  });
+});
