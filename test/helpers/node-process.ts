@@ -52,7 +52,14 @@ export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = 
       reject(new Error(`node exited with ${code} before listening:\n${stderr}`));
     });
   });
-  const ev = await listening;
+  let ev: { nodeId: string; address: string };
+  try {
+    ev = await listening;
+  } catch (err) {
+    // A node that did not come up in time must not outlive the caller.
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    throw err;
+  }
   const exited = once(child, "exit");
   return {
     child,
