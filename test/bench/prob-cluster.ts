@@ -39,6 +39,7 @@ const CHURN_EVERY = quick ? 100 : 200;
 const UNIVERSE = 100;
 const ADD_SHARE = 0.6;
 const SETTLE_MS = 30_000;
+const IDLE_MS = 5000;
 const started = performance.now();
 
 type Which = "both" | "exact" | "prob";
@@ -72,6 +73,10 @@ interface RunResult {
   churns: number;
   wireBytes: number;
   wireBytesPerOp: number;
+  /** The cluster's own traffic with no operations (membership, empty gossip), bytes per second. */
+  idleBytesPerSecond: number;
+  /** wireBytes less the idle traffic of the run's duration, per operation. */
+  opBytesPerOp: number;
   checkpoints: Checkpoint[];
   rssMiB: number[];
 }
@@ -123,7 +128,13 @@ async function run(which: Which, seed: number): Promise<RunResult> {
   const checkpoints: Checkpoint[] = [];
   let churns = 0;
   try {
+    // The idle cluster's traffic first, so that what the operations cost can be told from it.
+    const idleStart = await scrapeProxyBytes(group.env.proxyApis);
+    const idleT0 = performance.now();
+    await new Promise((r) => setTimeout(r, IDLE_MS));
+    const idleBytesPerSecond = ((await scrapeProxyBytes(group.env.proxyApis)) - idleStart) / ((performance.now() - idleT0) / 1000);
     const wireBefore = await scrapeProxyBytes(group.env.proxyApis);
+    const runT0 = performance.now();
     for (let op = 0; op < OPS; op++) {
       if (op > 0 && op % CHURN_EVERY === 0) {
         const settledMs = await settle([...clientOf.values()], keys);
@@ -165,7 +176,8 @@ async function run(which: Which, seed: number): Promise<RunResult> {
     }
     await new Promise((r) => setTimeout(r, 1000));
     const wireBytes = (await scrapeProxyBytes(group.env.proxyApis)) - wireBefore;
-    return { which, ops: OPS, churns, wireBytes, wireBytesPerOp: wireBytes / OPS, checkpoints, rssMiB: ids.map((id) => rssMiB(group.cluster.pid(id))) };
+    const idle = (idleBytesPerSecond * (performance.now() - runT0)) / 1000;
+    return { which, ops: OPS, churns, wireBytes, wireBytesPerOp: wireBytes / OPS, idleBytesPerSecond, opBytesPerOp: (wireBytes - idle) / OPS, checkpoints, rssMiB: ids.map((id) => rssMiB(group.cluster.pid(id))) };
   } finally {
     for (const c of clientOf.values()) c.close();
     await group.stop();

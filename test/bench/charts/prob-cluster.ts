@@ -16,8 +16,8 @@ interface Checkpoint {
 
 interface Metrics {
   both: { checkpoints: Checkpoint[]; rssMiB: number[] };
-  exactOnly: { wireBytesPerOp: number; rssMiB: number[] };
-  probOnly: { wireBytesPerOp: number; rssMiB: number[] };
+  exactOnly: { wireBytesPerOp: number; opBytesPerOp?: number; rssMiB: number[] };
+  probOnly: { wireBytesPerOp: number; opBytesPerOp?: number; rssMiB: number[] };
 }
 
 export function probClusterChart(doc: ResultDoc): ChartSpec {
@@ -48,10 +48,10 @@ export function probClusterChart(doc: ResultDoc): ChartSpec {
       }),
       barChart({
         title: "Bytes on the wire per operation, each key alone; mean node RSS",
-        categories: ["bytes per operation", "mean RSS (MiB)"],
+        categories: ["bytes per operation", "the same, idle traffic removed", "mean RSS (MiB)"],
         series: [
-          { name: "AWSET", values: [m.exactOnly.wireBytesPerOp, mean(m.exactOnly.rssMiB)] },
-          { name: "AWSET_PROB", values: [m.probOnly.wireBytesPerOp, mean(m.probOnly.rssMiB)] },
+          { name: "AWSET", values: [m.exactOnly.wireBytesPerOp, m.exactOnly.opBytesPerOp ?? NaN, mean(m.exactOnly.rssMiB)] },
+          { name: "AWSET_PROB", values: [m.probOnly.wireBytesPerOp, m.probOnly.opBytesPerOp ?? NaN, mean(m.probOnly.rssMiB)] },
         ],
         yLabel: "value",
       }),
