@@ -207,6 +207,7 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   try {
     const res = await addStream(client, key, batches(), {
       metadata: conn.metadata(),
+      ttlMs: values.ttl === undefined ? undefined : durationMs(values.ttl as string, "--ttl"),
       onAck: (a) => {
         if (!tty) return;
         const rate = a.elements / ((performance.now() - started) / 1000);

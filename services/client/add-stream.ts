@@ -15,7 +15,7 @@ export async function addStream(
   client: ReplicaClient,
   key: string,
   batches: AsyncIterable<Buffer[]> | Iterable<Buffer[]>,
-  opts: { window?: number; metadata?: grpc.Metadata; onAck?: (acked: AddStreamResult) => void } = {},
+  opts: { window?: number; metadata?: grpc.Metadata; onAck?: (acked: AddStreamResult) => void; ttlMs?: number } = {},
 ): Promise<AddStreamResult> {
   const window = opts.window ?? 64;
   const call = opts.metadata ? client.addStream(opts.metadata) : client.addStream();
@@ -58,7 +58,7 @@ export async function addStream(
       await waitFor(() => sentSeq - ackedSeq < BigInt(window));
       if (failure !== undefined) break;
       sentSeq++;
-      if (!call.write({ key, elements, texts: [], seq: sentSeq })) await new Promise((r) => call.once("drain", r));
+      if (!call.write({ key, elements, texts: [], seq: sentSeq, ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs) })) await new Promise((r) => call.once("drain", r));
     }
   } finally {
     call.end();

@@ -13,7 +13,7 @@ import type { Logger } from "../common/logger.js";
 import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError } from "./errors.js";
 import type { Limits } from "./limits.js";
-import { checkKey, collectElements } from "./validation.js";
+import { checkKey, collectElements, ttlFrom } from "./validation.js";
 
 export interface AddStreamDeps {
   store: Store;
@@ -38,12 +38,12 @@ export function addStreamCall(deps: AddStreamDeps) {
   const { store, limits, log } = deps;
 
   /** Several batches of one key as one add (AWSET keys only), spread. Resolves once durable. */
-  async function apply(key: string, elements: Uint8Array[]): Promise<number> {
+  async function apply(key: string, elements: Uint8Array[], ttlMs: number | undefined): Promise<number> {
     const type = store.cachedTypeOf(key) ?? (await store.typeOf(key));
     if (type !== undefined && type !== ObjectType.AWSET) {
       throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" is not an AWSET; AddStream adds to add-wins sets only (use Add)`);
     }
-    const r = await store.add(key, elements);
+    const r = await store.add(key, elements, ttlMs);
     deps.notify(key, ObjectType.AWSET, r.delta);
     return r.added;
   }
@@ -54,7 +54,7 @@ export function addStreamCall(deps: AddStreamDeps) {
     /** Received and not yet acknowledged, in order. */
     const queue: Batch[] = [];
     /** Received and not yet started: consecutive batches of one key start as one add. */
-    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[] }> = [];
+    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined }> = [];
     let running = 0;
     let lastSeq = -1n;
     let inputEnded = false;
@@ -105,13 +105,13 @@ export function addStreamCall(deps: AddStreamDeps) {
         const first = waiting.shift()!;
         const group = [first];
         const elements = [...first.elements];
-        while (waiting.length > 0 && waiting[0]!.key === first.key && elements.length + waiting[0]!.elements.length <= limits.maxElementsPerCall) {
+        while (waiting.length > 0 && waiting[0]!.key === first.key && waiting[0]!.ttlMs === first.ttlMs && elements.length + waiting[0]!.elements.length <= limits.maxElementsPerCall) {
           const next = waiting.shift()!;
           group.push(next);
           elements.push(...next.elements);
         }
         running++;
-        apply(first.key, elements).then(
+        apply(first.key, elements, first.ttlMs).then(
           (added) => {
             // The group's new elements are counted on its last batch: acks sum them anyway.
             group.at(-1)!.batch.added = added;
@@ -141,7 +141,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         lastSeq = req.seq;
         checkKey(req.key, limits);
         const elements = collectElements(req.elements, req.texts, limits, { required: true });
-        waiting.push({ batch, key: req.key, elements });
+        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs) });
         pump();
       } catch (err) {
         // Nothing after a refused batch is started: the stream ends at it.

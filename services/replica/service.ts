@@ -16,7 +16,6 @@ import {
   retentionMs,
   retryFilterBytes,
   retryFilterParams,
-  MAX_TTL_MS,
 } from "../crdt/index.js";
 import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
@@ -30,7 +29,7 @@ import { keyCalls } from "./key-calls.js";
 import { watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
-import { checkKey, collectElements, withText } from "./validation.js";
+import { checkKey, collectElements, ttlFrom, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 
 /** Called after every durable local change, with the delta to spread. */
@@ -105,10 +104,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
 
   /** An Add's ttl_ms: undefined for none; AWSET keys only, at most MAX_TTL_MS. */
   function ttlOf(ttlMs: bigint | undefined, type: ObjectType): number | undefined {
-    if (ttlMs === undefined || ttlMs === 0n) return undefined;
-    if (type !== ObjectType.AWSET) throw new RpcError(status.FAILED_PRECONDITION, `ttl_ms applies to AWSET keys only, not ${typeName(type)}`);
-    if (ttlMs > BigInt(MAX_TTL_MS)) throw invalid(`ttl_ms ${ttlMs} is above the largest, ${MAX_TTL_MS} (100 years)`);
-    return Number(ttlMs);
+    const ttl = ttlFrom(ttlMs);
+    if (ttl !== undefined && type !== ObjectType.AWSET) throw new RpcError(status.FAILED_PRECONDITION, `ttl_ms applies to AWSET keys only, not ${typeName(type)}`);
+    return ttl;
   }
 
   return {

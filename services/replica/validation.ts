@@ -1,5 +1,5 @@
 // Request validation against the configured limits.
-import { type CausalContext, DecodeError, contextFromProto } from "../crdt/index.js";
+import { type CausalContext, DecodeError, MAX_TTL_MS, contextFromProto } from "../crdt/index.js";
 import type { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Limits } from "./limits.js";
 import { invalid, tooLarge } from "./errors.js";
@@ -50,4 +50,11 @@ export function withText(element: Buffer, want: boolean): { element: Buffer; tex
   } catch {
     return { element, text: "", dots: [] };
   }
+}
+
+/** A request's ttl_ms in ms: undefined for none (unset or 0); INVALID_ARGUMENT above MAX_TTL_MS. */
+export function ttlFrom(ttlMs: bigint | undefined): number | undefined {
+  if (ttlMs === undefined || ttlMs === 0n) return undefined;
+  if (ttlMs > BigInt(MAX_TTL_MS)) throw invalid(`ttl_ms ${ttlMs} is above the largest, ${MAX_TTL_MS} (100 years)`);
+  return Number(ttlMs);
 }

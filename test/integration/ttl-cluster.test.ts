@@ -14,6 +14,7 @@ import { eventually } from "../helpers/eventually.ts";
 import { expectRefused } from "../helpers/grpc-status.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 import { runCli } from "../helpers/node-process.ts";
+import { addStream } from "../../services/client/add-stream.ts";
 import { ObjectType } from "../../services/crdt/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-ttl-"));
@@ -102,5 +103,23 @@ describe("adds with a time to live on a cluster", () => {
     const bad = await runCli(["add", "cli-ttl", "a", "--ttl", "5 weeks", "--addr", c.addresses[0]!]);
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /--ttl 5 weeks: a duration such as/);
+  });
+
+  it("AddStream batches carry a time to live; batches with another one are added apart", async () => {
+    await c.replica(0, async (r) => {
+      await addStream(r, "streamed", (function* () {
+        yield [b("s1"), b("s2")];
+        yield [b("s3")];
+      })(), { ttlMs: 1_500 });
+      await addStream(r, "streamed", (function* () {
+        yield [b("kept")];
+      })());
+    });
+    await c.converged("streamed", [0, 1, 2], ["kept", "s1", "s2", "s3"], 10_000);
+    await c.converged("streamed", [0, 1, 2], ["kept"], 10_000);
+    const bad = await c.replica(0, (r) => addStream(r, "streamed", (function* () {
+      yield [b("x")];
+    })(), { ttlMs: 4e12 }).then(() => "accepted", (e: Error) => e.message));
+    assert.match(bad, /above the largest/);
   });
 });

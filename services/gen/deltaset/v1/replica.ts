@@ -112,6 +112,11 @@ export interface AddStreamRequest {
   texts: string[];
   /** The client's number for this batch, strictly increasing along the stream; acks name it. */
   seq: bigint;
+  /**
+   * As Add's ttl_ms: the batch's elements expire this many milliseconds after they are added (0:
+   * never). Consecutive batches of one key are added together only when their ttl_ms is the same.
+   */
+  ttlMs?: bigint | undefined;
 }
 
 /** Every batch up to seq (inclusive) is durable on the node. */
@@ -1186,7 +1191,7 @@ export const DeleteResponse: MessageFns<DeleteResponse> = {
 };
 
 function createBaseAddStreamRequest(): AddStreamRequest {
-  return { key: "", elements: [], texts: [], seq: 0n };
+  return { key: "", elements: [], texts: [], seq: 0n, ttlMs: undefined };
 }
 
 export const AddStreamRequest: MessageFns<AddStreamRequest> = {
@@ -1205,6 +1210,12 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
         throw new globalThis.Error("value provided for field message.seq of type uint64 too large");
       }
       writer.uint32(32).uint64(message.seq);
+    }
+    if (message.ttlMs !== undefined) {
+      if (BigInt.asUintN(64, message.ttlMs) !== message.ttlMs) {
+        throw new globalThis.Error("value provided for field message.ttlMs of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.ttlMs);
     }
     return writer;
   },
@@ -1254,6 +1265,14 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
             message.seq = reader.uint64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.ttlMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1274,6 +1293,7 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
         : [],
       texts: globalThis.Array.isArray(object?.texts) ? object.texts.map((e: any) => globalThis.String(e)) : [],
       seq: isSet(object.seq) ? BigInt(object.seq) : 0n,
+      ttlMs: isSet(object.ttlMs) ? BigInt(object.ttlMs) : isSet(object.ttl_ms) ? BigInt(object.ttl_ms) : undefined,
     };
   },
 
@@ -1291,6 +1311,9 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
     if (message.seq !== 0n) {
       obj.seq = message.seq.toString();
     }
+    if (message.ttlMs !== undefined) {
+      obj.ttlMs = message.ttlMs.toString();
+    }
     return obj;
   },
 
@@ -1303,6 +1326,7 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
     message.elements = object.elements?.map((e) => e) || [];
     message.texts = object.texts?.map((e) => e) || [];
     message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
+    message.ttlMs = (object.ttlMs !== undefined && object.ttlMs !== null) ? BigInt(object.ttlMs) : undefined;
     return message;
   },
 };
