@@ -15,6 +15,7 @@ import { readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { ConfigError } from "./config.js";
 import type { PeerRefusal } from "./peer-interceptors.js";
+import { passThrough } from "./pass-through.js";
 
 export type Scope = "read" | "write" | "admin";
 export const SCOPES: readonly Scope[] = ["read", "write", "admin"];
@@ -165,7 +166,7 @@ const MESSAGES: Record<"token-missing" | "token-invalid", string> = {
 export function accessInterceptor(policy: AccessPolicy): grpc.ServerInterceptor {
   return (method, call) => {
     const tokens = guardOf(method.path) === "client" ? policy.tokens() : undefined;
-    if (tokens === undefined) return new grpc.ServerInterceptingCall(call);
+    if (tokens === undefined) return passThrough(call);
     const [, service = "", rpc = ""] = method.path.split("/");
     const scope = scopeOf(method.path);
     const refuse = (reason: "token-missing" | "token-invalid" | "token-scope") => {

@@ -36,6 +36,7 @@ import {
   verifyProof,
 } from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
+import { passThrough } from "./pass-through.js";
 
 export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch";
 
@@ -135,10 +136,10 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
   const warn = new RateLimitedWarn(o.log, now);
   return (method, call) => {
     const path = method.path;
-    if (!isPeerMethod(path)) return new grpc.ServerInterceptingCall(call);
+    if (!isPeerMethod(path)) return passThrough(call);
     const keys = o.keys();
     const mutual = o.mutualTls();
-    if (keys === undefined && !mutual) return new grpc.ServerInterceptingCall(call);
+    if (keys === undefined && !mutual) return passThrough(call);
     const [, service = "", rpc = ""] = path.split("/");
     let refused = false;
     let certId: string | undefined;
