@@ -24,6 +24,13 @@
 // origin skips it like any delta it sent.
 // Buffer limit: when the buffer exceeds its byte budget the oldest deltas are dropped, and
 // neighbours that still needed them fall back to full state through line 24.
+// Tail pushes (ours, for replication lag under link latency): a push of fresh local changes
+// sends only what was never sent to j, D[S(j), c) with S(j) the highest seq sent to j, instead of
+// the whole unacknowledged interval, so pushes can follow each other without waiting a round
+// trip for acks and without resending what is in flight. Its ack n then does not mean "j holds
+// everything below n", only "j holds [S, n)": it raises A(j) only once A(j) reaches S (acked
+// ranges join up, in any order). A lost push is repaired by the periods, which still send the
+// whole D[A(j), c) (lines 22-28 unchanged).
 import { type PayloadOps, joinPayloads } from "./payload.js";
 
 export interface BufferedDelta<P> {
@@ -49,6 +56,12 @@ export class Alg2Partition<P> {
   private readonly buffer: BufferedDelta<P>[] = [];
   private bytes = 0;
   private readonly acks = new Map<string, number>();
+  /** S(j): the highest seq sent to j (tail pushes start there). */
+  private readonly sent = new Map<string, number>();
+  /** Tail pushes to j not acked yet: their seq n → the seq they started at. */
+  private readonly tails = new Map<string, Map<number, number>>();
+  /** Tail pushes j acked that do not join A(j) yet: [from, n) ranges. */
+  private readonly ackedRanges = new Map<string, Array<[number, number]>>();
 
   constructor(
     private readonly ops: PayloadOps<P>,
@@ -93,15 +106,65 @@ export class Alg2Partition<P> {
     return this.c;
   }
 
-  /** A(j) = max(A(j), n). False (and nothing changed) when n is beyond c: no such seq was sent. */
+  /**
+   * A(j) = max(A(j), n); for a tail push's n, only once A(j) reaches where that push started.
+   * False (and nothing changed) when n is beyond c: no such seq was sent.
+   */
   ack(peer: string, n: number): boolean {
     if (!Number.isSafeInteger(n) || n < 0 || n > this.c) return false;
-    if (n > this.ackOf(peer)) this.acks.set(peer, n);
+    const from = this.tails.get(peer)?.get(n);
+    if (from !== undefined) {
+      this.tails.get(peer)!.delete(n);
+      if (from > this.ackOf(peer)) {
+        let ranges = this.ackedRanges.get(peer);
+        if (ranges === undefined) this.ackedRanges.set(peer, (ranges = []));
+        ranges.push([from, n]);
+        return true;
+      }
+    }
+    this.raiseAck(peer, n);
     return true;
+  }
+
+  /** A(j) = max(A(j), n), then every acked range that now joins it. */
+  private raiseAck(peer: string, n: number): void {
+    let a = Math.max(this.ackOf(peer), n);
+    const ranges = this.ackedRanges.get(peer);
+    if (ranges !== undefined) {
+      let joined = true;
+      while (joined) {
+        joined = false;
+        for (let i = ranges.length - 1; i >= 0; i--) {
+          const [from, to] = ranges[i]!;
+          if (from > a) continue;
+          a = Math.max(a, to);
+          ranges.splice(i, 1);
+          joined = true;
+        }
+      }
+      if (ranges.length === 0) this.ackedRanges.delete(peer);
+    }
+    if (a > this.ackOf(peer)) this.acks.set(peer, a);
+    // Tail pushes ending at or below A(j) no longer matter: an ack of theirs changes nothing.
+    const tails = this.tails.get(peer);
+    if (tails !== undefined) for (const to of tails.keys()) if (to <= a) tails.delete(to);
   }
 
   forget(peer: string): void {
     this.acks.delete(peer);
+    this.sent.delete(peer);
+    this.tails.delete(peer);
+    this.ackedRanges.delete(peer);
+  }
+
+  /** S(j). */
+  sentTo(peer: string): number {
+    return Math.max(this.sent.get(peer) ?? 0, this.ackOf(peer));
+  }
+
+  /** Tail pushes to j in flight (sent, not acked). */
+  tailsInFlight(peer: string): number {
+    return this.tails.get(peer)?.size ?? 0;
   }
 
   /** c - A(j): how many deltas the neighbour has not acknowledged. */
@@ -127,10 +190,51 @@ export class Alg2Partition<P> {
       parts.push(e.delta);
     }
     if (parts.length === 0) {
-      this.acks.set(peer, this.c);
+      this.raiseAck(peer, this.c);
       return { kind: "advanced", seq: this.c, held };
     }
+    this.sent.set(peer, this.c);
     return { kind: "delta", seq: this.c, payload: joinPayloads(this.ops, parts), held };
+  }
+
+  /**
+   * A tail push to j: the deltas never sent to j, D[S(j), c), with seq c (see the header). None
+   * when nothing is new for j or maxInFlight tail pushes to j are unacked; full state (an ordinary
+   * plan, acked as one) when j needs it or the interval holds a hole.
+   */
+  planTail(peer: string, bp: boolean, maxInFlight: number): Alg2Plan<P> {
+    const from = this.sentTo(peer);
+    if (from >= this.c || this.tailsInFlight(peer) >= maxInFlight) return { kind: "none" };
+    const first = this.buffer[0];
+    if (first === undefined || first.seq > this.ackOf(peer)) return { kind: "state", seq: this.c };
+    const parts: P[] = [];
+    let held = 0;
+    for (let i = from - first.seq; i < this.buffer.length; i++) {
+      const e = this.buffer[i]!;
+      if (e.hole === true) return { kind: "state", seq: this.c };
+      if (bp && e.origin === peer) {
+        held++;
+        continue;
+      }
+      parts.push(e.delta);
+    }
+    this.sent.set(peer, this.c);
+    if (parts.length === 0) {
+      // Everything new came from j: [from, c) is held there; it joins A(j) like an acked push.
+      this.ackedRangeOrRaise(peer, from, this.c);
+      return { kind: "advanced", seq: this.c, held };
+    }
+    let tails = this.tails.get(peer);
+    if (tails === undefined) this.tails.set(peer, (tails = new Map()));
+    tails.set(this.c, from);
+    return { kind: "delta", seq: this.c, payload: joinPayloads(this.ops, parts), held };
+  }
+
+  private ackedRangeOrRaise(peer: string, from: number, to: number): void {
+    if (from <= this.ackOf(peer)) return this.raiseAck(peer, to);
+    let ranges = this.ackedRanges.get(peer);
+    if (ranges === undefined) this.ackedRanges.set(peer, (ranges = []));
+    ranges.push([from, to]);
   }
 
   /** Lines 29-31: keep only the deltas some current neighbour has not acked. No neighbours: keep none. */

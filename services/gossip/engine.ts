@@ -68,6 +68,20 @@ export interface Algorithm2Config {
   initialSeqs?: readonly number[];
 }
 
+/** What one tick sends (Algorithm 2). */
+export interface TickOptions {
+  /** Overrides Algorithm 2's choice of neighbours for this tick. */
+  fanout?: "random" | "all";
+  /**
+   * A push of fresh local changes to every neighbour: each gets only what was never sent to it
+   * (a tail push, algorithm2.ts), so pushes need not wait for the acks of the ones before.
+   */
+  tail?: boolean;
+}
+
+/** Unacked tail pushes per neighbour and partition; past it, pushes wait for acks (or a period). */
+export const MAX_TAILS_IN_FLIGHT = 64;
+
 export interface EngineOptions<P> {
   /** This node's id (the origin of local deltas). */
   self: string;
@@ -304,11 +318,11 @@ export class AntiEntropyEngine<P> {
    * deltas goes to every neighbour: sending an interval more often than once a period is within
    * the algorithm, which only asks that what is not acknowledged be sent again).
    */
-  tick(now: number, opts: { fanout?: "random" | "all" } = {}): OutgoingFrame<P>[] {
+  tick(now: number, opts: TickOptions = {}): OutgoingFrame<P>[] {
     this.lastTickAt = now;
     this.counters.ticks++;
     const period = this.period++;
-    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync) : this.tickAlg2(this.sync, opts.fanout);
+    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync) : this.tickAlg2(this.sync, opts);
     for (const f of frames) {
       this.counters.framesSent++;
       for (const item of f.items) {
@@ -348,7 +362,8 @@ export class AntiEntropyEngine<P> {
     return frames;
   }
 
-  private tickAlg2(cfg: Algorithm2Config, fanout?: "random" | "all"): OutgoingFrame<P>[] {
+  private tickAlg2(cfg: Algorithm2Config, opts: TickOptions): OutgoingFrame<P>[] {
+    const fanout = opts.tail === true ? "all" : opts.fanout;
     // With placement, a random pick is among the neighbours that lack something of a partition they
     // share with this node: most neighbours share none of the partitions that changed, and a pick
     // among all of them would mostly send nothing.
@@ -360,7 +375,7 @@ export class AntiEntropyEngine<P> {
       const items: FrameItem<P>[] = [];
       for (const part of this.alg2) {
         if (!this.exchangesWith(part.partition, to)) continue;
-        const plan = part.plan(to, cfg.bp);
+        const plan = opts.tail === true ? part.planTail(to, cfg.bp, MAX_TAILS_IN_FLIGHT) : part.plan(to, cfg.bp);
         switch (plan.kind) {
           case "none":
             break;

@@ -24,7 +24,7 @@ import type { Store } from "../store/store.js";
 import { TypeMismatchError } from "../store/errors.js";
 import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
-import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem } from "./engine.js";
+import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem, type TickOptions } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
 import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { PayloadOps } from "./payload.js";
@@ -152,7 +152,7 @@ export class GossipExchange {
   // ------------------------------------------------------------ sending
 
   /** One period: persist moved sequence numbers, then what to send to whom. */
-  async tick(now: number, opts: { fanout?: "random" | "all" } = {}): Promise<Outgoing[]> {
+  async tick(now: number, opts: TickOptions = {}): Promise<Outgoing[]> {
     await persistMovedSeqs(this.engine, this.o.store);
     const out: Outgoing[] = [];
     const limit = this.o.maxMessageBytes / 2;

@@ -66,15 +66,20 @@ export interface NodeGossipOptions {
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
 
+/** Algorithm 1: exchanges per peer at once (see tick). */
+const ALG1_IN_FLIGHT = 8;
+
 export class NodeGossip {
-  /** busy: an exchange with the peer is running; repush: a push skipped it meanwhile. */
-  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: boolean; repush?: boolean }>();
+  /** busy: a period's exchanges with the peer still running. */
+  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: number }>();
   private timer: NodeJS.Timeout | undefined;
   private pushTimer: NodeJS.Timeout | undefined;
   /** Every live member (frames are accepted from them); peers holds the overlay's choice. */
   private live = new Set<string>();
   private stopped = false;
   private ticking = false;
+  /** A push asked for while a tick was running: made right after it. */
+  private pushAfterTick = false;
   private readonly lossRandom: () => number;
   private readonly refusalLog = logThrottle(60_000);
 
@@ -141,7 +146,7 @@ export class NodeGossip {
     if (push <= 0 || this.o.algorithm !== "alg2" || this.pushTimer !== undefined || this.stopped) return;
     this.pushTimer = setTimeout(() => {
       this.pushTimer = undefined;
-      void this.tick("all");
+      void this.tick("push");
     }, push);
   }
 
@@ -158,7 +163,7 @@ export class NodeGossip {
     }
     for (const [id, address] of peers) {
       if (id === this.o.store.nodeId || this.peers.has(id)) continue;
-      this.peers.set(id, { address, busy: false });
+      this.peers.set(id, { address, busy: 0 });
     }
     this.x.engine.setNeighbours(this.peers.keys());
   }
@@ -204,39 +209,55 @@ export class NodeGossip {
     return p.client;
   }
 
-  /** One period: the exchange persists moved sequence numbers and says what to send; send it. */
-  async tick(fanout?: "all"): Promise<void> {
-    if (this.stopped || this.ticking) return;
+  /**
+   * One period, or (push) a push of fresh local changes: the exchange persists moved sequence
+   * numbers and says what to send; send it.
+   *
+   * Under Algorithm 2 a period skips a peer whose previous period exchange still runs (like a lost
+   * message: nothing is acked, so nothing is lost, and the next period sends it again). Under
+   * Algorithm 1 nothing is sent again: a skipped delta-group would be lost until the next full
+   * state, and with link latency (a round trip longer than the period) every period would find
+   * the peer busy, full states included. So Algorithm 1 runs up to ALG1_IN_FLIGHT exchanges per
+   * peer at once, as a link without flow control would carry them. A push is a tail push
+   * (algorithm2.ts): each neighbour gets only what was never sent to it, so pushes run beside the
+   * period's exchange and beside each other. Waiting for the exchange in flight would make a
+   * push a round trip late whenever links have latency (an exchange is then nearly always
+   * running); a lost push is repaired by the periods, which send everything unacknowledged.
+   */
+  async tick(push?: "push"): Promise<void> {
+    if (this.stopped) return;
+    if (this.ticking) {
+      if (push !== undefined) this.pushAfterTick = true;
+      return;
+    }
     this.ticking = true;
     try {
-      for (const out of await this.x.tick(Date.now(), { fanout })) {
+      for (const out of await this.x.tick(Date.now(), push !== undefined ? { tail: true } : {})) {
         const peer = this.peers.get(out.to);
         if (peer === undefined) continue;
-        if (peer.busy) {
-          this.x.counters.busySkips++; // like a lost message: nothing is acked, so nothing is lost
-          // A push that found the peer busy is made again when its exchange ends, not a period later.
-          if (fanout === "all") peer.repush = true;
+        // A push that ships full state (the peer needs it) counts as a period's exchange: never two.
+        const period = push === undefined || out.states.length > 0;
+        if (period && peer.busy >= (this.o.algorithm === "alg1" ? ALG1_IN_FLIGHT : 1)) {
+          this.x.counters.busySkips++;
           continue;
         }
         if ((this.o.lossRate ?? 0) > 0 && this.lossRandom() < this.o.lossRate!) {
           this.x.counters.sendsDropped++; // a lost message: the engine resends what is not acked
           continue;
         }
-        peer.busy = true;
+        if (period) peer.busy++;
         const send = () => this.send(out);
         const sending = this.o.trace ? this.o.trace("gossip.send", { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length }, send) : send();
-        void sending.finally(() => {
-          peer.busy = false;
-          if (peer.repush) {
-            peer.repush = false;
-            this.schedulePush();
-          }
-        });
+        if (period) void sending.finally(() => peer.busy--);
       }
     } catch (err) {
       this.o.log.error("gossip tick failed", { err });
     } finally {
       this.ticking = false;
+      if (this.pushAfterTick) {
+        this.pushAfterTick = false;
+        this.schedulePush();
+      }
     }
   }
 

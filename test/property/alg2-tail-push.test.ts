@@ -1,0 +1,170 @@
+// Tail pushes (algorithm2.ts): pushes that carry only what was never sent to a neighbour, beside
+// the periods' whole unacknowledged intervals. Under any interleaving of local changes, periods,
+// pushes, and deliveries of frames and acks that are reordered, duplicated or lost:
+//  - safety: A(j) never passes a delta the neighbour does not hold (an ack promises everything
+//    below A(j) is there, and GC drops what every neighbour acked);
+//  - liveness: once links behave, periods bring A(j) to c.
+// The payload is the set of delta seqs, so what the neighbour holds is exactly what arrived.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import fc from "fast-check";
+import { Alg2Partition } from "../../services/gossip/algorithm2.js";
+import type { PayloadOps } from "../../services/gossip/payload.js";
+
+type Ids = ReadonlySet<number>;
+const ops: PayloadOps<Ids> = {
+  bottom: () => new Set(),
+  join: (a, b) => new Set([...a, ...b]),
+  isBottom: (p) => p.size === 0,
+  sizeBytes: (p) => p.size * 8,
+};
+
+type Step =
+  | { kind: "local" }
+  | { kind: "period" }
+  | { kind: "push" }
+  | { kind: "deliver"; pick: number; duplicate: boolean }
+  | { kind: "lose"; pick: number }
+  | { kind: "ack"; pick: number; duplicate: boolean }
+  | { kind: "loseAck"; pick: number }
+  | { kind: "fromPeer" };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 4, arbitrary: fc.constant({ kind: "local" as const }) },
+  { weight: 2, arbitrary: fc.constant({ kind: "period" as const }) },
+  { weight: 3, arbitrary: fc.constant({ kind: "push" as const }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("deliver" as const), pick: fc.nat(), duplicate: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("lose" as const), pick: fc.nat() }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant("ack" as const), pick: fc.nat(), duplicate: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("loseAck" as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "fromPeer" as const }) },
+);
+
+test("tail pushes: A(j) never passes what the neighbour holds, and periods bring it to c", () => {
+  fc.assert(
+    // A restarted node starts past 0 with an empty buffer: its first sends are full states.
+    fc.property(fc.array(step, { maxLength: 200 }), fc.boolean(), fc.nat(3), (steps, bp, initialSeq) => {
+      const part = new Alg2Partition(ops, 0, initialSeq);
+      const held = new Set<number>(); // what neighbour j holds
+      const frames: Array<{ seq: number; ids: Ids }> = []; // in flight to j
+      const acks: number[] = []; // in flight back
+      const send = (plan: ReturnType<typeof part.plan>) => {
+        if (plan.kind === "delta") frames.push({ seq: plan.seq, ids: plan.payload });
+        // A full state carries every delta below its seq.
+        if (plan.kind === "state") frames.push({ seq: plan.seq, ids: new Set(Array.from({ length: plan.seq }, (_, i) => i)) });
+      };
+      const check = () => {
+        const a = part.ackOf("j");
+        for (let l = 0; l < a; l++) assert.ok(held.has(l), `A(j) = ${a} but j lacks delta ${l}`);
+      };
+      for (const s of steps) {
+        switch (s.kind) {
+          case "local": {
+            const seq = part.seq;
+            part.append(new Set([seq]), "self");
+            break;
+          }
+          case "fromPeer": {
+            // A delta j made and sent here: j holds it (BP never sends it back).
+            const seq = part.seq;
+            part.append(new Set([seq]), "j");
+            held.add(seq);
+            break;
+          }
+          case "period":
+            send(part.plan("j", bp));
+            part.gc(["j"]);
+            break;
+          case "push":
+            send(part.planTail("j", bp, 4));
+            break;
+          case "deliver":
+          case "lose": {
+            if (frames.length === 0) break;
+            const i = s.pick % frames.length;
+            const f = frames[i]!;
+            if (s.kind === "lose" || !s.duplicate) frames.splice(i, 1);
+            if (s.kind === "deliver") {
+              for (const id of f.ids) held.add(id);
+              acks.push(f.seq);
+            }
+            break;
+          }
+          case "ack":
+          case "loseAck": {
+            if (acks.length === 0) break;
+            const i = s.pick % acks.length;
+            const n = acks[i]!;
+            if (s.kind === "loseAck" || !s.duplicate) acks.splice(i, 1);
+            if (s.kind === "ack") assert.ok(part.ack("j", n));
+            break;
+          }
+        }
+        check();
+      }
+      // Links behave from here: periods alone bring A(j) to c.
+      frames.length = 0;
+      acks.length = 0;
+      for (let round = 0; round < 3 && part.ackOf("j") < part.seq; round++) {
+        // (a full state when GC or a restart left j below the buffer)
+        const plan = part.plan("j", bp);
+        send(plan);
+        for (const f of frames.splice(0)) {
+          for (const id of f.ids) held.add(id);
+          part.ack("j", f.seq);
+        }
+        check();
+      }
+      assert.equal(part.ackOf("j"), part.seq);
+      for (let l = 0; l < part.seq; l++) assert.ok(held.has(l), `j lacks delta ${l} after the links healed`);
+    }),
+    { numRuns: 500 },
+  );
+});
+
+test("tail pushes send only what was never sent, and their acks join A(j) in any order", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  part.append(new Set([0]), "self");
+  const p1 = part.planTail("j", true, 8);
+  part.append(new Set([1]), "self");
+  const p2 = part.planTail("j", true, 8);
+  part.append(new Set([2]), "self");
+  const p3 = part.planTail("j", true, 8);
+  assert.deepEqual([p1, p2, p3].map((p) => (p.kind === "delta" ? [...p.payload] : p.kind)), [[0], [1], [2]]);
+  // The last push is acked first: j holds [2, 3) only, so A(j) stays.
+  assert.ok(part.ack("j", 3));
+  assert.equal(part.ackOf("j"), 0);
+  assert.ok(part.ack("j", 2));
+  assert.equal(part.ackOf("j"), 0);
+  // The first push's ack joins all three ranges.
+  assert.ok(part.ack("j", 1));
+  assert.equal(part.ackOf("j"), 3);
+  // Nothing new: no push; a period sends nothing either.
+  assert.equal(part.planTail("j", true, 8).kind, "none");
+  assert.equal(part.plan("j", true).kind, "none");
+});
+
+test("a lost tail push is sent again by the period, whole interval from A(j)", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  part.append(new Set([0]), "self");
+  part.planTail("j", true, 8); // lost
+  part.append(new Set([1]), "self");
+  const p2 = part.planTail("j", true, 8);
+  assert.ok(p2.kind === "delta" && [...p2.payload].join() === "1");
+  assert.ok(part.ack("j", 2)); // j holds [1, 2) only
+  assert.equal(part.ackOf("j"), 0);
+  const period = part.plan("j", true);
+  assert.ok(period.kind === "delta" && [...period.payload].sort().join() === "0,1");
+  assert.ok(part.ack("j", period.seq));
+  assert.equal(part.ackOf("j"), 2);
+});
+
+test("tail pushes stop at the in-flight bound until acks come back", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  for (let i = 0; i < 3; i++) {
+    part.append(new Set([i]), "self");
+    assert.equal(part.planTail("j", true, 2).kind, i < 2 ? "delta" : "none");
+  }
+  assert.ok(part.ack("j", 1));
+  assert.equal(part.planTail("j", true, 2).kind, "delta");
+});
