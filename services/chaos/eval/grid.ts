@@ -88,7 +88,7 @@ export function evalGrid(quick: boolean): EvalGrid {
         probeEveryMs: 150,
         gossipIntervalMs: 100,
       }
-    : { sizes: [3, 5, 9], modes: MODES, latencies: LATENCIES, losses: LOSSES, rounds: 2, writeMs: 2000, clients: 4, thinkMs: 40, prefill: 500, settleBoundMs: 15_000, probeEveryMs: 150, gossipIntervalMs: 100 };
+    : { sizes: [3, 5, 9], modes: MODES, latencies: LATENCIES, losses: LOSSES, rounds: 5, writeMs: 2000, clients: 4, thinkMs: 40, prefill: 500, settleBoundMs: 15_000, probeEveryMs: 150, gossipIntervalMs: 100 };
 }
 
 /** Gossip rounds a write needs at best to reach every one of n nodes when each round at most doubles who has it. */
