@@ -19,7 +19,11 @@ import type { PayloadOps } from "./payload.js";
 
 export type Choose = "state" | "delta" | "delta+periodic-state";
 
-export type Alg1Plan<P> = { kind: "none" } | { kind: "state" } | { kind: "delta"; payload: P };
+/**
+ * state: ship X; with periodic state, also the delta-group D (payload), so that a state the
+ * transport cannot send yet (one is running to that peer) delays nothing new.
+ */
+export type Alg1Plan<P> = { kind: "none" } | { kind: "state"; payload?: P } | { kind: "delta"; payload: P };
 
 export class Alg1Partition<P> {
   private group: P;
@@ -59,6 +63,14 @@ export class Alg1Partition<P> {
   }
 
   /**
+   * A state this partition planned was not sent (the transport had one running to that peer):
+   * the delta-group went with the plan, so the next period ships the state instead.
+   */
+  oweState(): void {
+    this.stateOwed = true;
+  }
+
+  /**
    * periodically: choose(X, D), then D = ⊥. With periodic state, partition p ships its state on
    * the periods where (period + p) mod k = 0, so the partitions take turns instead of all
    * shipping state in the same period.
@@ -70,7 +82,7 @@ export class Alg1Partition<P> {
     this.stateOwed = false;
     const stateNow =
       owed || choose === "state" || (choose === "delta+periodic-state" && (period + this.partition) % statePeriod === 0);
-    if (stateNow) return { kind: "state" };
+    if (stateNow) return choose === "state" || this.ops.isBottom(d) ? { kind: "state" } : { kind: "state", payload: d };
     if (this.ops.isBottom(d)) return { kind: "none" };
     return { kind: "delta", payload: d };
   }

@@ -343,7 +343,7 @@ export class AntiEntropyEngine<P> {
     for (const part of this.alg1) {
       const plan = part.plan(cfg.choose, period, k);
       if (plan.kind === "state") items.push({ partition: part.partition, kind: PayloadKind.STATE, seq: 0 });
-      if (plan.kind === "delta") {
+      if (plan.kind !== "none" && plan.payload !== undefined) {
         items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: 0, payload: plan.payload });
         deltaBytes += this.ops.sizeBytes(plan.payload);
       }
@@ -402,6 +402,19 @@ export class AntiEntropyEngine<P> {
   /** Drop the deltas every current neighbour has acked (runs at the end of each tick). */
   gc(): void {
     for (const part of this.alg2) this.counters.deltasCollected += part.gc(this.peersOf(part.partition));
+  }
+
+  /**
+   * The caller did not ship these partitions' STATE items (a stream to the peer was running).
+   * Algorithm 1 reset their delta-groups when it planned them, so they owe the state next period;
+   * Algorithm 2 plans it again by itself while the peer's ack stays behind.
+   */
+  statesNotSent(partitions: readonly number[]): void {
+    if (this.sync.algorithm !== 1) return;
+    for (const p of partitions) {
+      this.checkPartition(p);
+      this.alg1[p]!.oweState();
+    }
   }
 
   /** The caller shipped a full state of this many bytes. */

@@ -70,8 +70,8 @@ export interface NodeGossipOptions {
 const ALG1_IN_FLIGHT = 8;
 
 export class NodeGossip {
-  /** busy: a period's exchanges with the peer still running. */
-  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: number }>();
+  /** busy: a period's exchanges with the peer still running; streaming: one of them streams full state. */
+  private readonly peers = new Map<string, { address: string; client?: GossipClient; dialed?: string; busy: number; streaming?: boolean }>();
   private timer: NodeJS.Timeout | undefined;
   private pushTimer: NodeJS.Timeout | undefined;
   /** Every live member (frames are accepted from them); peers holds the overlay's choice. */
@@ -232,23 +232,41 @@ export class NodeGossip {
     }
     this.ticking = true;
     try {
-      for (const out of await this.x.tick(Date.now(), push !== undefined ? { tail: true } : {})) {
+      for (let out of await this.x.tick(Date.now(), push !== undefined ? { tail: true } : {})) {
         const peer = this.peers.get(out.to);
         if (peer === undefined) continue;
         // A push that ships full state (the peer needs it) counts as a period's exchange: never two.
         const period = push === undefined || out.states.length > 0;
         if (period && peer.busy >= (this.o.algorithm === "alg1" ? ALG1_IN_FLIGHT : 1)) {
           this.x.counters.busySkips++;
+          this.x.engine.statesNotSent(out.states.map((st) => st.partition));
           continue;
+        }
+        // One full-state stream per peer at a time: beside a running one, Algorithm 1's period
+        // sends its delta-groups and drops its states (the next full state comes a few periods
+        // later); doubling streams over a slow link only makes every one of them slower.
+        if (out.states.length > 0 && peer.streaming) {
+          this.x.counters.busySkips++;
+          this.x.engine.statesNotSent(out.states.map((st) => st.partition));
+          if (out.frames.length === 0) continue;
+          out = { ...out, states: [] };
         }
         if ((this.o.lossRate ?? 0) > 0 && this.lossRandom() < this.o.lossRate!) {
           this.x.counters.sendsDropped++; // a lost message: the engine resends what is not acked
           continue;
         }
+        // A period holds its slot until its frames are answered; a full-state stream runs on
+        // beside later periods (only another stream waits for it).
+        const streams = out.states.length > 0;
         if (period) peer.busy++;
-        const send = () => this.send(out);
-        const sending = this.o.trace ? this.o.trace("gossip.send", { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length }, send) : send();
-        if (period) void sending.finally(() => peer.busy--);
+        if (streams) peer.streaming = true;
+        const parts = this.send(out);
+        if (period) void parts.frames.finally(() => peer.busy--);
+        if (streams) void parts.states.finally(() => (peer.streaming = false));
+        if (this.o.trace) {
+          const both = () => Promise.all([parts.frames, parts.states]).then(() => undefined);
+          void this.o.trace("gossip.send", { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length }, both);
+        }
       }
     } catch (err) {
       this.o.log.error("gossip tick failed", { err });
@@ -261,19 +279,27 @@ export class NodeGossip {
     }
   }
 
-  private async send(out: Outgoing): Promise<void> {
-    const client = await this.clientFor(out.to);
-    if (client === undefined) return;
-    try {
+  /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */
+  private send(out: Outgoing): { frames: Promise<void>; states: Promise<void> } {
+    const client = this.clientFor(out.to);
+    const guarded = (work: (c: GossipClient) => Promise<void>) =>
+      client.then(async (c) => {
+        if (c === undefined) return;
+        try {
+          await work(c);
+        } catch (err) {
+          this.x.counters.rpcErrors++;
+          this.reportSendFailure(out.to, err);
+        }
+      });
+    const frames = out.frames.length === 0 ? Promise.resolve() : guarded(async (c) => {
       for (const frame of out.frames) {
-        const reply = await this.exchange(client, frame);
+        const reply = await this.exchange(c, frame);
         this.x.onReply(out.to, reply.boot, reply.acks);
       }
-      if (out.states.length > 0) await this.pushStates(out.to, client, out.states);
-    } catch (err) {
-      this.x.counters.rpcErrors++;
-      this.reportSendFailure(out.to, err);
-    }
+    });
+    const states = out.states.length === 0 ? Promise.resolve() : guarded((c) => this.pushStates(out.to, c, out.states));
+    return { frames, states };
   }
 
   /**

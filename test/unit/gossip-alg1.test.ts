@@ -52,15 +52,27 @@ describe("Algorithm 1", () => {
       e.local(1, S(`y${t}`));
       kinds.push(summary(e.tick(t)).b!.map(([p, kind]) => `${p}${kind[0]}`));
     }
-    // Partition p ships state when (t + p) mod 3 = 0, its delta-group otherwise.
+    // Partition p ships state when (t + p) mod 3 = 0, and its delta-group every period (on a state
+    // turn too: a state the transport must defer then delays nothing new).
     assert.deepEqual(kinds, [
-      ["0s", "1d"],
+      ["0s", "0d", "1d"],
       ["0d", "1d"],
-      ["0d", "1s"],
-      ["0s", "1d"],
+      ["0d", "1s", "1d"],
+      ["0s", "0d", "1d"],
       ["0d", "1d"],
-      ["0d", "1s"],
+      ["0d", "1s", "1d"],
     ]);
+  });
+
+  it("a state the caller could not send is owed: the next period ships it", () => {
+    const e = alg1({ choose: "delta+periodic-state", statePeriod: 10 }, { partitions: 2 });
+    for (let t = 0; t < 9; t++) e.tick(t);
+    e.local(1, S("y"));
+    // The tenth period (9): partition 1's turn ((9 + 1) mod 10 = 0); the caller defers that state.
+    assert.deepEqual(summary(e.tick(9)).b!.map(([p, kind]) => `${p}${kind[0]}`), ["1s", "1d"]);
+    e.statesNotSent([1]);
+    assert.deepEqual(summary(e.tick(10)).b!.map(([p, kind]) => `${p}${kind[0]}`), ["0s", "1s"]);
+    assert.deepEqual(summary(e.tick(11)).b ?? [], []);
   });
 
   it("rejects bad options", () => {
