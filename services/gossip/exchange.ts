@@ -63,6 +63,8 @@ export interface TransportCounters {
   rpcErrors: number;
   typeConflicts: number;
   busySkips: number;
+  /** Periods whose states waited for a stream running to the peer (their frames were sent). */
+  statesDeferred: number;
   /** Sends dropped on purpose (lossRate). */
   sendsDropped: number;
   stateStreamsSent: number;
@@ -96,6 +98,7 @@ export class GossipExchange {
     rpcErrors: 0,
     typeConflicts: 0,
     busySkips: 0,
+    statesDeferred: 0,
     sendsDropped: 0,
     stateStreamsSent: 0,
     stateStreamsReceived: 0,

@@ -246,9 +246,12 @@ export class NodeGossip {
         // sends its delta-groups and drops its states (the next full state comes a few periods
         // later); doubling streams over a slow link only makes every one of them slower.
         if (out.states.length > 0 && peer.streaming) {
-          this.x.counters.busySkips++;
           this.x.engine.statesNotSent(out.states.map((st) => st.partition));
-          if (out.frames.length === 0) continue;
+          if (out.frames.length === 0) {
+            this.x.counters.busySkips++;
+            continue;
+          }
+          this.x.counters.statesDeferred++;
           out = { ...out, states: [] };
         }
         if ((this.o.lossRate ?? 0) > 0 && this.lossRandom() < this.o.lossRate!) {
@@ -282,13 +285,16 @@ export class NodeGossip {
   /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */
   private send(out: Outgoing): { frames: Promise<void>; states: Promise<void> } {
     const client = this.clientFor(out.to);
+    // One failed send counts once, whether its frames, its stream or both failed.
+    let failed = false;
     const guarded = (work: (c: GossipClient) => Promise<void>) =>
       client.then(async (c) => {
         if (c === undefined) return;
         try {
           await work(c);
         } catch (err) {
-          this.x.counters.rpcErrors++;
+          if (!failed) this.x.counters.rpcErrors++;
+          failed = true;
           this.reportSendFailure(out.to, err);
         }
       });
