@@ -19,6 +19,8 @@ import { seededRandom } from "../common/prng.js";
 import { type Answer, GossipExchange, type Outgoing, type TransportCounters } from "./exchange.js";
 import type { AntiEntropyEngine } from "./engine.js";
 import type { KeyedStates } from "./keyed-states.js";
+import type { Ownership } from "./ownership.js";
+import { HandOff, type HandOffCounters } from "./hand-off.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
 
@@ -62,6 +64,13 @@ export interface NodeGossipOptions {
   pushLocalMs?: number;
   /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
   overlay?: OverlayKind;
+  /**
+   * Placement: which partitions this node owns. With a replication factor other than "all", each
+   * partition is exchanged only with its owners (every live member is a neighbour, the overlay is
+   * not used), gossip of partitions not owned here is refused, and a partition held here without
+   * being owned is handed off to its owners (hand-off.ts). Default: full replication.
+   */
+  ownership?: Ownership;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -77,6 +86,7 @@ export class NodeGossip {
   private ticking = false;
   private readonly lossRandom: () => number;
   private readonly refusalLog = logThrottle(60_000);
+  private readonly handOff: HandOff | undefined;
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -84,6 +94,17 @@ export class NodeGossip {
     private readonly x: GossipExchange,
   ) {
     this.lossRandom = seededRandom(o.lossSeed ?? 1);
+    const own = o.ownership;
+    if (own !== undefined && !own.full) {
+      this.handOff = new HandOff({
+        store: o.store,
+        engine: x.engine as AntiEntropyEngine<unknown>,
+        ownership: own,
+        log: o.log,
+        graceMs: Math.max(2000, 5 * o.intervalMs),
+        now: Date.now,
+      });
+    }
   }
 
   /**
@@ -107,6 +128,7 @@ export class NodeGossip {
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
+        accepts: o.ownership === undefined || o.ownership.full ? undefined : (p) => o.ownership!.owns(p),
       },
       // Frames are taken from any live member, not only this node's overlay neighbours: while
       // membership views differ, a node may be another's neighbour without the reverse.
@@ -122,6 +144,11 @@ export class NodeGossip {
 
   get counters(): TransportCounters {
     return this.x.counters;
+  }
+
+  /** Hand-off counters (placement with a replication factor other than "all"). */
+  get handOffCounters(): HandOffCounters | undefined {
+    return this.handOff?.counters;
   }
 
   /** This process's boot id (see GossipReply.boot). */
@@ -148,7 +175,9 @@ export class NodeGossip {
   /** The live peers (node id → advertised address); the overlay picks the neighbours among them. */
   setPeers(live: ReadonlyMap<string, string>): void {
     this.live = new Set(live.keys());
-    const chosen = new Set(overlayNeighbours(this.o.overlay ?? "all", this.o.store.nodeId, live.keys()));
+    const placed = this.o.ownership !== undefined && !this.o.ownership.full;
+    // With placement a partition's peers are its owners, whoever they are: every live member is a neighbour.
+    const chosen = new Set(placed ? live.keys() : overlayNeighbours(this.o.overlay ?? "all", this.o.store.nodeId, live.keys()));
     const peers = new Map([...live].filter(([id]) => chosen.has(id)));
     for (const [id, p] of this.peers) {
       if (!peers.has(id) || peers.get(id) !== p.address) {
@@ -161,6 +190,7 @@ export class NodeGossip {
       this.peers.set(id, { address, busy: false });
     }
     this.x.engine.setNeighbours(this.peers.keys());
+    if (placed) this.x.engine.setPartitionPeers((p) => this.o.ownership!.peersOf(p));
   }
 
   peerIds(): string[] {
@@ -238,6 +268,7 @@ export class NodeGossip {
     } finally {
       this.ticking = false;
     }
+    if (fanout === undefined && this.handOff !== undefined && !this.stopped) void this.handOff.run();
   }
 
   private async send(out: Outgoing): Promise<void> {

@@ -1,0 +1,114 @@
+// Hand-off of partitions this node holds but no longer owns (placement changed: a join, a leave,
+// a death). Nothing is sent here: the engine keeps exchanging such a partition with its owners
+// (Ownership.peersOf), so a new owner receives it by the chunked full-state transfer a new peer
+// gets, and acknowledges it once durable (exchange.ts acks after the store's join returned, and
+// joins are durable when they return). This part drops the local copy, key by key, only once
+// every owner in this node's view has acknowledged everything the partition holds here
+// (Algorithm 2: ack >= the partition's seq), and the placement has been stable for a grace
+// period. Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
+// to 0, so a restarted node drops nothing before the owners acknowledged its full state again.
+import type { Store } from "../store/store.js";
+import type { Logger } from "../common/logger.js";
+import type { AntiEntropyEngine } from "./engine.js";
+import type { Ownership } from "./ownership.js";
+
+export interface HandOffCounters {
+  /** Partitions whose local copy was dropped after its owners acknowledged it. */
+  partitionsDropped: number;
+  keysDropped: number;
+  /** Bytes of the records dropped (what moved to the owners). */
+  bytesDropped: number;
+  /** Keys kept because deferred removes wait on them here. */
+  keysKept: number;
+}
+
+export interface HandOffOptions {
+  store: Store;
+  engine: AntiEntropyEngine<unknown>;
+  ownership: Ownership;
+  log: Logger;
+  /** No drop until the placement has not changed for this long (ms): views settle first. */
+  graceMs: number;
+  now: () => number;
+}
+
+export class HandOff {
+  readonly counters: HandOffCounters = { partitionsDropped: 0, keysDropped: 0, bytesDropped: 0, keysKept: 0 };
+  /** Partitions that may hold keys here (all of them at start: the store may hold anything). */
+  private readonly mayHold = new Set<number>();
+  private seenVersion: number;
+  private stableSince: number;
+  private running = false;
+
+  constructor(private readonly o: HandOffOptions) {
+    for (let p = 0; p < o.ownership.partitions; p++) this.mayHold.add(p);
+    this.seenVersion = o.ownership.version;
+    this.stableSince = o.now();
+    o.store.onChange((key) => this.mayHold.add(o.ownership.partitionOf(key)));
+  }
+
+  /** A partition this node may now hold keys of (a local write). */
+  noteWrite(partition: number): void {
+    this.mayHold.add(partition);
+  }
+
+  /** Partitions held here that this node does not own, acknowledged by all their owners. */
+  ready(): number[] {
+    const { ownership: own, engine, now } = this.o;
+    if (own.full || engine.algorithm !== 2) return [];
+    if (own.version !== this.seenVersion) {
+      this.seenVersion = own.version;
+      this.stableSince = now();
+    }
+    if (now() - this.stableSince < this.o.graceMs) return [];
+    const out: number[] = [];
+    for (const p of this.mayHold) {
+      if (own.owns(p)) continue;
+      const owners = own.peersOf(p);
+      const seq = engine.seq(p);
+      if (owners.length === 0 || seq === 0) continue;
+      if (owners.every((o) => engine.ackOf(p, o) >= seq)) out.push(p);
+    }
+    return out;
+  }
+
+  /** Drop what is ready; one run at a time. */
+  async run(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      for (const p of this.ready()) await this.drop(p);
+    } catch (err) {
+      this.o.log.warn("hand-off drop failed; retried later", { err });
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async drop(p: number): Promise<void> {
+    const { store, engine, ownership } = this.o;
+    const seq = engine.seq(p);
+    let keys = 0;
+    let bytes = 0;
+    let kept = 0;
+    for await (const key of store.keys(p)) {
+      // Stop if the partition changed or came back here meanwhile: the check starts over.
+      if (engine.seq(p) !== seq || ownership.owns(p)) return;
+      const dropped = await store.dropLocalCopy(key);
+      if (dropped === false) {
+        kept++;
+        this.counters.keysKept++;
+        continue;
+      }
+      keys++;
+      bytes += dropped;
+      this.counters.keysDropped++;
+      this.counters.bytesDropped += dropped;
+    }
+    if (kept === 0) {
+      this.mayHold.delete(p);
+      if (keys > 0) this.counters.partitionsDropped++;
+    }
+    if (keys > 0) this.o.log.info("partition handed off: local copy dropped", { partition: p, keys, bytes, kept, owners: ownership.peersOf(p) });
+  }
+}
