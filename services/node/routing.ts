@@ -115,6 +115,7 @@ export class Router {
         const c = this.client(targets[i]!.address);
         const up = (upstream = method(c).call(c, call.request, metadata, options));
         let relayed = false;
+        let ended = false;
         up.on("data", (m: Res) => {
           relayed = true;
           // Back-pressure: read no further from the owner until the caller took what was sent.
@@ -124,6 +125,8 @@ export class Router {
           }
         });
         up.on("error", (err: grpc.ServiceError) => {
+          if (ended) return;
+          ended = true;
           if (err.code === grpc.status.CANCELLED && call.cancelled) return;
           if (!relayed && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length) {
             this.counters.failovers++;
@@ -133,7 +136,11 @@ export class Router {
           this.counters.forwardErrors++;
           call.emit("error", err);
         });
-        up.on("end", () => call.end());
+        up.on("end", () => {
+          if (ended) return;
+          ended = true;
+          call.end();
+        });
       };
       attempt(0);
     };

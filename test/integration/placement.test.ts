@@ -14,63 +14,13 @@ import { call } from "../../services/client/rpc.ts";
 import { FORWARDED_BY } from "../../services/node/routing.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { runCli } from "../helpers/node-process.ts";
+import { ownersAt, placedOnOwners } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-placement-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const FLAGS = ["--replication-factor", "3", "--partitions", "16", "--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150"];
-
-/** The keys node i holds in its own store (Keys is served locally, never forwarded). */
-async function localKeys(c: TestCluster, i: number): Promise<Set<string>> {
-  return c.replica(i, async (r) => {
-    const out = new Set<string>();
-    let token: Buffer = Buffer.alloc(0);
-    do {
-      const res = await call(r, r.keys, { prefix: "", pageSize: 1000, pageToken: token }, { timeoutMs: 5000 });
-      for (const k of res.keys) out.add(k.key);
-      token = res.nextPageToken;
-    } while (token.length > 0);
-    return out;
-  });
-}
-
-/** The owners of key as node i places it. */
-async function ownersAt(c: TestCluster, i: number, key: string): Promise<string[]> {
-  return c.replica(i, async (r) => (await call(r, r.owners, { key }, { timeoutMs: 5000 })).owners.map((o) => o.nodeId).sort());
-}
-
-/**
- * Per key: the nodes (ids) holding it and its owners, once every node of `alive` agrees on the
- * owners; undefined while they disagree.
- */
-async function layout(c: TestCluster, alive: number[], keys: string[]): Promise<Map<string, { holders: string[]; owners: string[] }> | undefined> {
-  const held = await Promise.all(alive.map((i) => localKeys(c, i)));
-  const out = new Map<string, { holders: string[]; owners: string[] }>();
-  for (const key of keys) {
-    const views = await Promise.all(alive.map((i) => ownersAt(c, i, key)));
-    if (views.some((v) => v.join() !== views[0]!.join())) return undefined;
-    const holders = alive.filter((_, j) => held[j]!.has(key)).map((i) => `${c.name}${i}`).sort();
-    out.set(key, { holders, owners: views[0]! });
-  }
-  return out;
-}
-
-/** Wait until every key is held by exactly its owners (R of them), as all of `alive` agree. */
-async function placedOnOwners(c: TestCluster, alive: number[], keys: string[], r: number, timeoutMs = 30_000) {
-  return eventually(
-    `every key on exactly its ${r} owners (nodes ${alive.join(",")})`,
-    async () => {
-      const l = await layout(c, alive, keys);
-      if (l === undefined) return { agreed: false, wrong: [] as unknown[] };
-      const wrong = [...l].filter(([, v]) => v.owners.length !== r || v.holders.join() !== v.owners.join()).slice(0, 5);
-      return { agreed: true, wrong, layout: l };
-    },
-    (s) => s.agreed && s.wrong.length === 0,
-    timeoutMs,
-    () => c.dumpLogs(),
-  );
-}
 
 async function readVia(c: TestCluster, i: number, key: string): Promise<string[]> {
   return (await c.read(i, key)).sort();
@@ -131,6 +81,7 @@ describe("placement with a replication factor (real processes)", () => {
       await placedOnOwners(c, four, keys, 3);
       // Writes go on through the old nodes while the fifth joins; each one counts once acknowledged.
       let writing = true;
+      let duringJoin = 0;
       const load = (async () => {
         for (let n = 0; writing && n < 400; n++) {
           const key = keys[n % keys.length]!;
@@ -138,6 +89,7 @@ describe("placement with a replication factor (real processes)", () => {
           try {
             await c.add(n % 4, key, [el]);
             acked.get(key)!.push(el);
+            duringJoin++;
           } catch {
             // not acknowledged: not counted
           }
@@ -149,6 +101,7 @@ describe("placement with a replication factor (real processes)", () => {
       await new Promise((r) => setTimeout(r, 1000));
       writing = false;
       await load;
+      assert.ok(duringJoin > 0, "adds were acknowledged while the node joined");
       const s = await placedOnOwners(c, five, keys, 3, 45_000);
       const moved = [...s.layout!.values()].filter((v) => v.owners.includes("j4")).length;
       assert.ok(moved > 0, "the new node owns some keys");

@@ -4478,7 +4478,10 @@ export const ImportResponse: MessageFns<ImportResponse> = {
 /**
  * Replica serves the replicated objects held by this node. Writes are acknowledged only after
  * they are durable on this node and are then spread to the other nodes by anti-entropy gossip.
- * Reads are local (eventually consistent). Every string field of every request (keys, texts, ids)
+ * Reads are local (eventually consistent). With a replication factor R (--replication-factor), a
+ * call naming a key this node does not own is forwarded to one of the key's owners (see Owners),
+ * which serves it the same way; Keys, prefix watches, Import and AddStream are served by the node
+ * called. Every string field of every request (keys, texts, ids)
  * must be valid UTF-8: a request with anything else is refused with INVALID_ARGUMENT naming the
  * field, never rewritten.
  */
