@@ -11,6 +11,7 @@ import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
 import type { AntiEntropyEngine } from "./engine.js";
 import type { Ownership } from "./ownership.js";
+import type { CausalContext } from "../crdt/index.js";
 
 export interface HandOffCounters {
   /** Partitions whose local copy was dropped after its owners acknowledged it. */
@@ -20,6 +21,8 @@ export interface HandOffCounters {
   bytesDropped: number;
   /** Keys kept because deferred removes wait on them here. */
   keysKept: number;
+  /** Deferred removes given to an owner before their key was dropped. */
+  removesHandedOver: number;
 }
 
 export interface HandOffOptions {
@@ -30,10 +33,16 @@ export interface HandOffOptions {
   /** No drop until the placement has not changed for this long (ms): views settle first. */
   graceMs: number;
   now: () => number;
+  /**
+   * Give a deferred remove of a key to one of its owners (a Remove of the element with the dots it
+   * waits for, acknowledged once durable there); rejects when no owner took it. Without it, keys
+   * with deferred removes are kept.
+   */
+  handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
 }
 
 export class HandOff {
-  readonly counters: HandOffCounters = { partitionsDropped: 0, keysDropped: 0, bytesDropped: 0, keysKept: 0 };
+  readonly counters: HandOffCounters = { partitionsDropped: 0, keysDropped: 0, bytesDropped: 0, keysKept: 0, removesHandedOver: 0 };
   /** Partitions that may hold keys here (all of them at start: the store may hold anything). */
   private readonly mayHold = new Set<number>();
   private seenVersion: number;
@@ -72,16 +81,38 @@ export class HandOff {
     return out;
   }
 
-  /** Drop what is ready; one run at a time. */
+  /** Hand over deferred removes of keys not owned here, then drop what is ready; one run at a time. */
   async run(): Promise<void> {
     if (this.running) return;
     this.running = true;
     try {
+      await this.handOverRemoves();
       for (const p of this.ready()) await this.drop(p);
     } catch (err) {
       this.o.log.warn("hand-off drop failed; retried later", { err });
     } finally {
       this.running = false;
+    }
+  }
+
+  /**
+   * Deferred removes of keys this node does not own go to an owner at once, without waiting for
+   * the partition's acks: the adds they wait for no longer come here, and an owner takes such a
+   * remove whatever it holds (it applies what it can and defers the rest).
+   */
+  private async handOverRemoves(): Promise<void> {
+    const { store, ownership } = this.o;
+    if (this.o.handOverRemove === undefined || ownership.full) return;
+    for (const key of store.keysWithPendingRemoves()) {
+      if (ownership.owns(ownership.partitionOf(key))) continue;
+      await this.handOver(key);
+    }
+  }
+
+  private async handOver(key: string): Promise<void> {
+    for (const { element, unseen } of this.o.store.pendingRemovesOf(key)) {
+      await this.o.handOverRemove!(key, element, unseen);
+      if (await this.o.store.forgetPendingRemove(key, element, unseen)) this.counters.removesHandedOver++;
     }
   }
 
@@ -91,9 +122,20 @@ export class HandOff {
     let keys = 0;
     let bytes = 0;
     let kept = 0;
+    let rotated = false;
     for await (const key of store.keys(p)) {
       // Stop if the partition changed or came back here meanwhile: the check starts over.
       if (engine.seq(p) !== seq || ownership.owns(p)) return;
+      // Deferred removes exist only here: an owner takes them over first (their adds never come
+      // here again, gossip of a partition not owned is refused).
+      if (this.o.handOverRemove !== undefined) await this.handOver(key);
+      // A later write to a dropped key must not mint dots (or counter values) this node already
+      // used there: from now on it mints under a new replica id.
+      if (!rotated) {
+        const id = await store.rotateReplicaId();
+        rotated = true;
+        this.o.log.info("new replica id before dropping handed-off keys", { replicaId: id, partition: p });
+      }
       const dropped = await store.dropLocalCopy(key);
       if (dropped === false) {
         kept++;

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { type OverlayKind, overlayNeighbours } from "./overlay.js";
 import { once } from "node:events";
 import * as grpc from "@grpc/grpc-js";
-import type { ObjectType } from "../crdt/index.js";
+import type { CausalContext, ObjectType } from "../crdt/index.js";
 import type { GossipClient, GossipFrame, GossipReply, GossipServer, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
@@ -71,6 +71,8 @@ export interface NodeGossipOptions {
    * being owned is handed off to its owners (hand-off.ts). Default: full replication.
    */
   ownership?: Ownership;
+  /** Gives a deferred remove to an owner of its key (hand-off.ts); without it such keys are kept. */
+  handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -103,6 +105,7 @@ export class NodeGossip {
         log: o.log,
         graceMs: Math.max(2000, 5 * o.intervalMs),
         now: Date.now,
+        handOverRemove: o.handOverRemove,
       });
     }
   }

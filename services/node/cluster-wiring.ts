@@ -127,6 +127,7 @@ export function nodeExtensions(
             channelOptions: ctx.peerChannelOptions,
             trace: ctx.telemetry?.span,
             ownership: ctx.ownership,
+            handOverRemove: (key, element, unseen) => ctx.router.removeAtOwner(key, element, unseen, config.gossip.rpcTimeoutMs),
           });
           gossipImpl = gossip.service();
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);

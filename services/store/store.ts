@@ -10,7 +10,7 @@ import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type R
 import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 import type { JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
-import { openStoreDb } from "./open-store.js";
+import { openStoreDb, rotateReplicaId } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { elementRange, expiryRange, headerKey, objectPrefix, parseExpiryKey } from "./keys.js";
 import { expireElements, groupByKey } from "./expiry.js";
@@ -265,6 +265,40 @@ export class Store extends StoreCore {
       this.headers.delete(key);
       if (ops.length > 0) await this.commit.write(ops);
       return bytes;
+    });
+  }
+
+  /**
+   * Mint under a fresh replica id from now on (recorded durably first): call before dropping the
+   * local copy of keys, whose contexts would otherwise no longer say which dots this id used there.
+   */
+  async rotateReplicaId(): Promise<string> {
+    if (this.closed) throw new StoreClosedError();
+    this.replicaId = await rotateReplicaId(this.db, "(this store)");
+    return this.replicaId;
+  }
+
+  /** Keys with deferred removes waiting here. */
+  keysWithPendingRemoves(): string[] {
+    return this.env.pending.keys();
+  }
+
+  /** A key's deferred removes: each element and the dots of the adds it still waits for. */
+  pendingRemovesOf(key: string): Array<{ element: Buffer; unseen: CausalContext }> {
+    return this.env.pending.of(key);
+  }
+
+  /**
+   * Durably forget a deferred remove another node has taken over (the hand-off of a partition this
+   * node no longer owns); false when it changed meanwhile.
+   */
+  async forgetPendingRemove(key: string, element: Uint8Array, unseen: CausalContext): Promise<boolean> {
+    if (this.closed) throw new StoreClosedError();
+    return this.lock.run(key, async () => {
+      const ops: Parameters<typeof this.commit.write>[0] = [];
+      if (!this.env.pending.forget(key, element, unseen, ops)) return false;
+      await this.commit.write(ops);
+      return true;
     });
   }
 

@@ -52,6 +52,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const gone = keyWhere((p) => !own.owns(p), "gone");
     const mine = keyWhere((p) => own.owns(p), "mine");
     const p = partitionOf(gone, P);
+    const before = store.replicaId;
     for (const key of [gone, mine]) {
       const r = await store.add(key, [b("x"), b("y")]);
       e.local(partitionOf(key, P), new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
@@ -80,6 +81,10 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const left: string[] = [];
     for await (const k of store.keys(p)) left.push(k);
     assert.deepEqual(left, []);
+    // A later add to the dropped key must not reuse a dot the owners have seen: a new replica id.
+    assert.notEqual(store.replicaId, before);
+    const again = await store.add(gone, [b("z")]);
+    assert.equal(again.dots[0]!.replica, store.replicaId);
     await store.close();
   });
 
@@ -115,6 +120,43 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     assert.equal(await held(store, gone), true);
     assert.equal(h.counters.keysKept, 1);
     assert.equal(h.counters.keysDropped, 0);
+    await store.close();
+  });
+
+  it("gives a key's deferred removes to an owner, then drops the key", async () => {
+    const { store, own, engine } = await setup("pending-handover");
+    const e = engine(Array.from({ length: P }, () => 3));
+    const given: Array<{ key: string; element: string; unseen: string }> = [];
+    let refuse = true;
+    const h = new HandOff({
+      store,
+      engine: e,
+      ownership: own,
+      log: createLogger("error"),
+      graceMs: 0,
+      now: () => 0,
+      handOverRemove: async (key, element, unseen) => {
+        if (refuse) throw new Error("no owner answered");
+        given.push({ key, element: element.toString(), unseen: JSON.stringify([...unseen.dots()]) });
+      },
+    });
+    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const p = partitionOf(gone, P);
+    await store.add(gone, [b("x")]);
+    await store.remove(gone, [b("x")], CausalContext.of([{ replica: "elsewhere~1", counter: 4 }]));
+    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 3 }]);
+    await h.run();
+    assert.equal(await held(store, gone), true, "kept while no owner took the remove");
+    assert.equal(store.pendingRemoves(gone), 1);
+    refuse = false;
+    await h.run();
+    assert.equal(given.length, 1);
+    assert.equal(given[0]!.key, gone);
+    assert.equal(given[0]!.element, "x");
+    assert.equal(given[0]!.unseen, JSON.stringify([{ replica: "elsewhere~1", counter: 4 }]), "the dots the remove waits for");
+    assert.equal(store.pendingRemoves(gone), 0, "forgotten here once an owner took it");
+    assert.equal(await held(store, gone), false);
+    assert.equal(h.counters.removesHandedOver, 1);
     await store.close();
   });
 
