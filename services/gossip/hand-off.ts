@@ -7,6 +7,9 @@
 // (Algorithm 2: ack >= the partition's seq), and the placement has been stable for a grace
 // period. Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
 // to 0, so a restarted node drops nothing before the owners acknowledged its full state again.
+// Deferred removes exist only on the node that took them: those of keys not owned here go to an
+// owner first. Before the first key goes, the store draws a new replica id, so a later write to a
+// dropped key never mints a dot this node already used there.
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
 import type { AntiEntropyEngine } from "./engine.js";
