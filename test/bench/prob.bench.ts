@@ -61,10 +61,36 @@ function tableGroup(strategy: number, share: number, error: number, load: Load, 
   return `${rules === "seed" ? "table" : "typeTable"}|${load}|${share}|${error}|${strategy}`;
 }
 
-function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: number; trendShares: number[] } {
+/**
+ * A full run trimmed to fit a loaded machine: --trend-rounds N (rounds of the trends, the
+ * sensitivity runs and the type's table; the main table keeps its rounds), --trend-shares a,b,...
+ * (sync shares of the trends), --no-type (skip the type's table). Recorded in params.
+ */
+interface Trim {
+  trendRounds?: number;
+  trendShares?: number[];
+  noType: boolean;
+}
+
+function trimFromArgs(): Trim {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const rounds = arg("--trend-rounds");
+  const shares = arg("--trend-shares");
+  return {
+    trendRounds: rounds === undefined ? undefined : Math.max(1, Number(rounds) || 1),
+    trendShares: shares === undefined ? undefined : shares.split(",").map(Number).filter((x) => x > 0 && x < 1),
+    noType: process.argv.includes("--no-type"),
+  };
+}
+
+function buildJobs(quick: boolean, trim: Trim): { jobs: Job[]; rounds: number; trendRounds: number; iterations: number; trendShares: number[] } {
   const rounds = quick ? 1 : 3;
+  const trendRounds = Math.min(rounds, trim.trendRounds ?? rounds);
   const iterations = quick ? 5_000 : SEED_SETUP.iterations;
-  const trendShares = quick ? [0.2, 0.4, 0.8] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+  const trendShares = trim.trendShares ?? (quick ? [0.2, 0.4, 0.8] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]);
   const jobs: Job[] = [];
   const add = (group: string, config: SimConfig) => jobs.push({ id: jobs.length, group, config });
   const base = { ...SEED_SETUP, iterations };
@@ -74,10 +100,10 @@ function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: n
         for (const error of [2, 5]) {
           for (const strategy of STRATEGIES) {
             add(tableGroup(strategy, share, error, load), { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) });
-            if (load !== "uniform") continue;
+            if (load !== "uniform" || round >= trendRounds) continue;
             const same = { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) };
             // The type as implemented (services/crdt), same operation sequence, for information.
-            add(tableGroup(strategy, share, error, load, "type"), { ...same, rules: "type" });
+            if (!trim.noType) add(tableGroup(strategy, share, error, load, "type"), { ...same, rules: "type" });
             // Sensitivity to the two readings where the thesis and its cited code differ.
             add(`sens|alg3|${share}|${error}|${strategy}`, { ...same, seedJoin: "alg3" });
             add(`sens|insertions|${share}|${error}|${strategy}`, { ...same, fillRule: "insertions" });
@@ -86,6 +112,7 @@ function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: n
       }
     }
     // Trends (§5.3.3): Current Generation, error 2.
+    if (round >= trendRounds) continue;
     const cg = { ...base, error: 2, strategy: UnionStrategy.CurrentGeneration };
     const dyns: Array<[string, Dynamicity]> = [
       ["static", { kind: "static" }],
@@ -105,7 +132,7 @@ function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: n
       add(`fixed|${share}`, { ...cg, syncShare: share, load: "uniform", syncCount, iterations: Math.ceil((2 * syncCount) / share), seed: seedFor(round, share, "uniform", 2) });
     }
   }
-  return { jobs, rounds, iterations, trendShares };
+  return { jobs, rounds, trendRounds, iterations, trendShares };
 }
 
 // ------------------------------------------------------------------ pool
@@ -218,7 +245,8 @@ async function main(): Promise<void> {
   const jobsArg = process.argv.indexOf("--jobs");
   const workers = jobsArg > 0 ? Math.max(1, Number(process.argv[jobsArg + 1]) || 1) : Math.max(1, Math.min(2, os.cpus().length));
   const t0 = Date.now();
-  const { jobs, rounds, iterations, trendShares } = buildJobs(quick);
+  const trim = trimFromArgs();
+  const { jobs, rounds, trendRounds, iterations, trendShares } = buildJobs(quick, trim);
   console.log(`bench:prob${quick ? " --quick" : ""}: ${jobs.length} simulation runs on ${workers} processes`);
   const byId = await runJobs(jobs, workers);
   const groups = new Map<string, SimResult[]>();
@@ -241,7 +269,7 @@ async function main(): Promise<void> {
             load, syncSharePct: pct, error, strategy: strategyName(strategy),
             paperBadSyncPct: load === "uniform" ? PAPER[pct]![error]![strategy] : null,
             ...cell(tableGroup(strategy, share, error, load)),
-            typeAsImplemented: load === "uniform" ? typeCell(cell(tableGroup(strategy, share, error, load, "type"))) : null,
+            typeAsImplemented: load === "uniform" && !trim.noType ? typeCell(cell(tableGroup(strategy, share, error, load, "type"))) : null,
           });
         }
       }
@@ -331,6 +359,10 @@ async function main(): Promise<void> {
       replicas: SEED_SETUP.replicas,
       iterations,
       rounds,
+      trendRounds,
+      trimmed: trim.trendRounds !== undefined || trim.trendShares !== undefined || trim.noType
+        ? `trimmed full run (the machine was shared and loaded): main table ${rounds} rounds; trends, sensitivity${trim.noType ? "" : " and the type's table"} ${trendRounds} round(s); trend sync shares ${trendShares.map((x) => Math.round(x * 100)).join("/")}%${trim.noType ? "; the type as implemented not run (its table: git history of this file, the previous full run)" : ""}`
+        : undefined,
       topology: "complete graph, full-state unidirectional pull (origin joins a uniformly drawn other active replica)",
       dynamicity: "intermediate, churn 1% per iteration (a uniformly drawn replica leaves for good, a new empty replica with a new identity takes its place)",
       loads: ["uniform", "zipf 1.03 (over the positions of the active list; a replica that joins takes a uniformly drawn position)"],
@@ -406,7 +438,7 @@ async function drawCharts(
         const series = [{ name: "measured (seed rules)", values: cells.map((c) => c.badSyncPct) }];
         if (load === "uniform") {
           series.push({ name: "paper (Figs 5.3/5.4)", values: cells.map((c) => c.paperBadSyncPct) as number[] });
-          series.push({ name: "type as implemented", values: cells.map((c) => c.typeAsImplemented!.badSyncPct) });
+          if (cells.every((c) => c.typeAsImplemented !== null)) series.push({ name: "type as implemented", values: cells.map((c) => c.typeAsImplemented!.badSyncPct) });
         }
         tableCharts.push(barChart({ title: `${load === "uniform" ? "Uniform" : "Zipf 1.03"}, ${pct}% syncs, error ${error}`, categories: names, series, yLabel: "% of syncs with new inconsistencies", width: 360, height: 220 }));
       }
