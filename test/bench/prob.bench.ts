@@ -28,6 +28,7 @@ import { type Target, commandLine, isQuick, printTargets, repoRoot, resultsDir, 
 import { writeResultFile } from "../../services/common/result-file.js";
 import { type Dynamicity, type Load, SEED_SETUP, type SimConfig, type SimResult, UnionStrategy, runSim, strategyName } from "./prob-sim.js";
 import { mapBytes, memoryFigures, vectorBytes } from "./prob-memory.js";
+import { REMAINING_MISSES } from "./prob-notes.js";
 
 // ------------------------------------------------------------------ paper figures
 
@@ -388,6 +389,7 @@ async function main(): Promise<void> {
         "the exclusive-share probe averages over all active replicas every 100 iterations, as §5.3.2 words it ('for all replicas'); the cited simulator samples the origin only",
         "the type as implemented (typeAsImplemented, uniform table only) differs from the seed's rules on purpose: it keeps a dot both stores hold, adopts a remote filter whole into an empty one, ORs the Current Generation union into the local shadows too, shifts after g = floor(m ln2/k) insertions and redraws a dot the local filter reports; it forgets less and loses fewer adds to false positives, so its rates are lower",
       ],
+      remainingMisses: REMAINING_MISSES,
       workers,
     },
     metrics: { table, sensitivity, trends, memory, wallSeconds },
