@@ -41,6 +41,7 @@ import { type ApbfParams, UnionStrategy, paramsFor, strategyName } from "../../s
 import { AWSet, type ElementKey, elementKey } from "../../services/crdt/awset.js";
 import { AWSetProb, type ProbDot, dotBytes } from "../../services/crdt/awset-prob-state.js";
 import { type Random, randomInt, seededRandom } from "../../services/common/prng.js";
+import { type FillRule, type SeedJoinRule, SeedProbHalf } from "./prob-seed-rules.js";
 
 export type Load = "uniform" | "zipf";
 export type Dynamicity =
@@ -68,6 +69,16 @@ export interface SimConfig {
   syncCount?: number;
   /** Probe the state (exclusive shares, filter FP estimate) every this many iterations. */
   probeEvery: number;
+  /**
+   * Rules of the probabilistic half: "seed" = the seed's own (prob-seed-rules.ts: fill-driven
+   * generations, its union strategies and tombstone join, no dot redraws), the reproduction;
+   * "type" = the AWSetProb type of services/crdt as implemented.
+   */
+  rules: "seed" | "type";
+  /** Seed rules only: step (a) of the join ("tombstone": the seed's simulator; "alg3": test d ∉ m' first). */
+  seedJoin: SeedJoinRule;
+  /** Seed rules only: how the fill check reads Eq. 4 (prob-seed-rules.ts FillRule). */
+  fillRule: FillRule;
 }
 
 export const SEED_SETUP = {
@@ -79,6 +90,9 @@ export const SEED_SETUP = {
   dynamicity: { kind: "intermediate", churn: 0.01 } as Dynamicity,
   removeFrom: "classic" as const,
   probeEvery: 100,
+  rules: "seed" as "seed" | "type",
+  seedJoin: "tombstone" as SeedJoinRule,
+  fillRule: "fill" as FillRule,
 };
 
 export interface SimResult {
@@ -120,10 +134,88 @@ export interface SimResult {
 
 const MAX_DOT_DRAWS = 64;
 
+/** The probabilistic half of a replica, under either rule set. */
+export interface ProbHalf {
+  readonly size: number;
+  values(): Iterable<ElementKey>;
+  hasValue(k: ElementKey): boolean;
+  /** A dot for a new add from `draw`, and how many draws were rejected. */
+  newDot(draw: () => bigint): { dot: ProbDot; redraws: number };
+  add(k: ElementKey, d: ProbDot): void;
+  remove(k: ElementKey): void;
+  join(remote: ProbHalf): void;
+  readonly tombstones: Apbf;
+}
+
+/** The AWSetProb type as implemented (local mutations through probAdd/probRemove below). */
+export class TypeProbHalf implements ProbHalf {
+  constructor(readonly state: AWSetProb) {}
+  get size(): number {
+    return this.state.size;
+  }
+  get tombstones(): Apbf {
+    return this.state.tombstones;
+  }
+  values(): Iterable<ElementKey> {
+    return this.state.entries.keys();
+  }
+  hasValue(k: ElementKey): boolean {
+    return this.state.entries.has(k);
+  }
+  /** Redrawn while the local filter reports the dot (AWSetProb.isFreshDot), at most MAX_DOT_DRAWS times. */
+  newDot(draw: () => bigint): { dot: ProbDot; redraws: number } {
+    let d = draw();
+    let redraws = 0;
+    while (!this.state.isFreshDot(d)) {
+      if (++redraws >= MAX_DOT_DRAWS) throw new Error(`no fresh dot in ${MAX_DOT_DRAWS} draws`);
+      d = draw();
+    }
+    return { dot: d, redraws };
+  }
+  add(k: ElementKey, d: ProbDot): void {
+    probAdd(this.state, k, d);
+  }
+  remove(k: ElementKey): void {
+    probRemove(this.state, k);
+  }
+  join(remote: ProbHalf): void {
+    this.state.joinInPlace((remote as TypeProbHalf).state);
+  }
+}
+
+/** The seed's rules (prob-seed-rules.ts): a random dot is used as drawn (§5.2.2). */
+export class SeedHalf implements ProbHalf {
+  constructor(readonly state: SeedProbHalf) {}
+  get size(): number {
+    return this.state.size;
+  }
+  get tombstones(): Apbf {
+    return this.state.tombstones;
+  }
+  values(): Iterable<ElementKey> {
+    return this.state.values();
+  }
+  hasValue(k: ElementKey): boolean {
+    return this.state.hasValue(k);
+  }
+  newDot(draw: () => bigint): { dot: ProbDot; redraws: number } {
+    return { dot: draw(), redraws: 0 };
+  }
+  add(k: ElementKey, d: ProbDot): void {
+    this.state.add(k, d);
+  }
+  remove(k: ElementKey): void {
+    this.state.remove(k);
+  }
+  join(remote: ProbHalf): void {
+    this.state.join((remote as SeedHalf).state);
+  }
+}
+
 interface Replica {
   id: string;
   classic: AWSet;
-  prob: AWSetProb;
+  prob: ProbHalf;
   /** Values only the exact half held after the last operation here. */
   classicExcl: Set<ElementKey>;
   /** Values only the probabilistic half held after the last operation here. */
@@ -189,8 +281,8 @@ export function probAdd(s: AWSetProb, key: ElementKey, d: ProbDot): void {
 export function compareHalves(r: Replica): { newClassic: number; newProb: number } {
   const classicExcl = new Set<ElementKey>();
   const probExcl = new Set<ElementKey>();
-  for (const k of r.classic.entries.keys()) if (!r.prob.entries.has(k)) classicExcl.add(k);
-  for (const k of r.prob.entries.keys()) if (!r.classic.entries.has(k)) probExcl.add(k);
+  for (const k of r.classic.entries.keys()) if (!r.prob.hasValue(k)) classicExcl.add(k);
+  for (const k of r.prob.values()) if (!r.classic.entries.has(k)) probExcl.add(k);
   let newClassic = 0;
   let newProb = 0;
   for (const k of classicExcl) if (!r.classicExcl.has(k)) newClassic++;
@@ -210,7 +302,7 @@ export function runSim(config: SimConfig): SimResult {
   const newReplica = (): Replica => ({
     id: `r${identities++}`,
     classic: AWSet.bottom(),
-    prob: AWSetProb.bottom(params),
+    prob: config.rules === "seed" ? new SeedHalf(new SeedProbHalf(params, config.seedJoin, config.fillRule)) : new TypeProbHalf(AWSetProb.bottom(params)),
     classicExcl: new Set(),
     probExcl: new Set(),
   });
@@ -241,14 +333,21 @@ export function runSim(config: SimConfig): SimResult {
     if (config.syncCount !== undefined && out.syncs >= config.syncCount) break;
     // 1. Network change.
     const dyn = config.dynamicity;
+    // A replica that joins takes a uniformly drawn position of the active list, i.e. a random Zipf
+    // rank: the seed is silent on ranks; its simulator ranks replicas in the iteration order of a
+    // hash set of ids, where a new id lands at a hash-determined place.
+    const join = (r: Replica) => active.splice(randomInt(rng, active.length + 1), 0, r);
     if (dyn.kind === "intermediate") {
-      if (active.length > 0 && rng() < dyn.churn) active[randomInt(rng, active.length)] = newReplica();
+      if (active.length > 0 && rng() < dyn.churn) {
+        active.splice(randomInt(rng, active.length), 1);
+        join(newReplica());
+      }
     } else if (dyn.kind === "dynamic") {
       const u = rng();
       if (u < dyn.leave) {
         if (active.length > 0) retired.push(active.splice(randomInt(rng, active.length), 1)[0]!);
       } else if (u >= 1 - dyn.join) {
-        active.push(retired.length > 0 ? retired.splice(randomInt(rng, retired.length), 1)[0]! : newReplica());
+        join(retired.length > 0 ? retired.splice(randomInt(rng, retired.length), 1)[0]! : newReplica());
       }
     }
     if (config.probeEvery > 0 && it % config.probeEvery === 0 && active.length > 0) {
@@ -281,7 +380,7 @@ export function runSim(config: SimConfig): SimResult {
       if (active[ti] === origin) ti = active.length - 1; // uniform over the others
       const target = active[ti]!;
       origin.classic.joinInPlace(target.classic);
-      origin.prob.joinInPlace(target.prob);
+      origin.prob.join(target.prob);
       out.syncs++;
       const { newClassic, newProb } = compareHalves(origin);
       if (newClassic > 0 || newProb > 0) out.badSyncs++;
@@ -294,28 +393,25 @@ export function runSim(config: SimConfig): SimResult {
       const el = dotBytes(v);
       const key = keyOf(v);
       origin.classic.joinInPlace(origin.classic.addDelta(origin.id, [el]));
-      let d = random64(dotRng);
-      for (let tries = 1; !origin.prob.isFreshDot(d); tries++) {
-        if (tries >= MAX_DOT_DRAWS) throw new Error(`no fresh dot in ${MAX_DOT_DRAWS} draws`);
-        out.dotRedraws++;
-        d = random64(dotRng);
-      }
-      probAdd(origin.prob, key, d);
+      const { dot, redraws } = origin.prob.newDot(() => random64(dotRng));
+      out.dotRedraws += redraws;
+      origin.prob.add(key, dot);
       out.adds++;
       const { newClassic, newProb } = compareHalves(origin);
       out.newOutsideSyncs += newClassic + newProb;
     } else {
-      const from = config.removeFrom === "classic" ? origin.classic.entries : origin.prob.entries;
-      if (from.size === 0) {
+      const from = config.removeFrom === "classic" ? origin.classic.entries.keys() : origin.prob.values();
+      const fromSize = config.removeFrom === "classic" ? origin.classic.size : origin.prob.size;
+      if (fromSize === 0) {
         out.failedRemoves++;
         continue;
       }
-      let n = randomInt(rng, from.size);
+      let n = randomInt(rng, fromSize);
       let key: ElementKey | undefined;
-      for (const k of from.keys()) if (n-- === 0) { key = k; break; }
+      for (const k of from) if (n-- === 0) { key = k; break; }
       const el = Buffer.from(key!, "latin1");
       origin.classic.joinInPlace(origin.classic.removeDelta([el]));
-      probRemove(origin.prob, key!);
+      origin.prob.remove(key!);
       out.removes++;
       const { newClassic, newProb } = compareHalves(origin);
       out.newOutsideSyncs += newClassic + newProb;

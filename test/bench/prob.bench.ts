@@ -1,7 +1,9 @@
 // npm run bench:prob [-- --quick] [-- --jobs N]
 // Reproduction of seed 000's evaluation (§5.2-§5.3; shared/notes/seed-000.md section 6): the
 // probabilistic add-wins set (APBF tombstones) against a deterministic shadow (exact AWSet) in the
-// seed's simulator setup (prob-sim.ts): 16 replicas, full-state unidirectional pull over a complete
+// seed's simulator setup (prob-sim.ts), the probabilistic half under the seed's own rules
+// (prob-seed-rules.ts; the AWSetProb type as implemented is measured alongside on the uniform
+// table, for information): 16 replicas, full-state unidirectional pull over a complete
 // graph, intermediate churn 1% (replaced by new identities), 20 000 iterations, 3 rounds, uniform
 // and Zipf 1.03 origins, APBF error 2 and 5 (capacity 4096, level 5), sync shares 80% and 40%, for
 // each union strategy. Metric: % of syncs creating new inconsistencies, split into false-positive
@@ -26,10 +28,11 @@ import { type Target, commandLine, isQuick, printTargets, repoRoot, resultsDir, 
 import { writeResultFile } from "../../services/common/result-file.js";
 import { type Dynamicity, type Load, SEED_SETUP, type SimConfig, type SimResult, UnionStrategy, runSim, strategyName } from "./prob-sim.js";
 import { mapBytes, memoryFigures, vectorBytes } from "./prob-memory.js";
+import { REMAINING_MISSES } from "./prob-notes.js";
 
 // ------------------------------------------------------------------ paper figures
 
-const SOURCE = "seed 000 §5.3.2, Figs 5.3 (80% syncs) and 5.4 (40% syncs), as read in shared/notes/seed-000.md section 6.3";
+const SOURCE = "P. Fernandes, Probabilistic Data Types (MSc dissertation, Universidade do Minho, 2021), §5.3.2 text and Figs 5.3 (80% syncs), 5.4 (40% syncs)";
 const STRATEGIES = [UnionStrategy.WholeFilter, UnionStrategy.ActiveSlices, UnionStrategy.CurrentGeneration] as const;
 const LABEL: Record<number, string> = { 0: "Whole Filter", 1: "Active Slices", 2: "Current Generation" };
 /** % of syncs creating new inconsistencies, uniform load: PAPER[syncShare%][error][strategy]. */
@@ -55,14 +58,40 @@ function seedFor(round: number, syncShare: number, load: Load, salt: number): nu
   return (0x5eed + round * 1_000_003 + Math.round(syncShare * 1000) * 7 + (load === "zipf" ? 50_021 : 0) + salt * 91_019) >>> 0;
 }
 
-function tableGroup(strategy: number, share: number, error: number, load: Load): string {
-  return `table|${load}|${share}|${error}|${strategy}`;
+function tableGroup(strategy: number, share: number, error: number, load: Load, rules: "seed" | "type" = "seed"): string {
+  return `${rules === "seed" ? "table" : "typeTable"}|${load}|${share}|${error}|${strategy}`;
 }
 
-function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: number; trendShares: number[] } {
+/**
+ * A full run trimmed to fit a loaded machine: --trend-rounds N (rounds of the trends, the
+ * sensitivity runs and the type's table; the main table keeps its rounds), --trend-shares a,b,...
+ * (sync shares of the trends), --no-type (skip the type's table). Recorded in params.
+ */
+interface Trim {
+  trendRounds?: number;
+  trendShares?: number[];
+  noType: boolean;
+}
+
+function trimFromArgs(): Trim {
+  const arg = (name: string) => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const rounds = arg("--trend-rounds");
+  const shares = arg("--trend-shares");
+  return {
+    trendRounds: rounds === undefined ? undefined : Math.max(1, Number(rounds) || 1),
+    trendShares: shares === undefined ? undefined : shares.split(",").map(Number).filter((x) => x > 0 && x < 1),
+    noType: process.argv.includes("--no-type"),
+  };
+}
+
+function buildJobs(quick: boolean, trim: Trim): { jobs: Job[]; rounds: number; trendRounds: number; iterations: number; trendShares: number[] } {
   const rounds = quick ? 1 : 3;
+  const trendRounds = Math.min(rounds, trim.trendRounds ?? rounds);
   const iterations = quick ? 5_000 : SEED_SETUP.iterations;
-  const trendShares = quick ? [0.2, 0.4, 0.8] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];
+  const trendShares = trim.trendShares ?? (quick ? [0.2, 0.4, 0.8] : [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]);
   const jobs: Job[] = [];
   const add = (group: string, config: SimConfig) => jobs.push({ id: jobs.length, group, config });
   const base = { ...SEED_SETUP, iterations };
@@ -72,11 +101,19 @@ function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: n
         for (const error of [2, 5]) {
           for (const strategy of STRATEGIES) {
             add(tableGroup(strategy, share, error, load), { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) });
+            if (load !== "uniform" || round >= trendRounds) continue;
+            const same = { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) };
+            // The type as implemented (services/crdt), same operation sequence, for information.
+            if (!trim.noType) add(tableGroup(strategy, share, error, load, "type"), { ...same, rules: "type" });
+            // Sensitivity to the two readings where the thesis and its cited code differ.
+            add(`sens|alg3|${share}|${error}|${strategy}`, { ...same, seedJoin: "alg3" });
+            add(`sens|insertions|${share}|${error}|${strategy}`, { ...same, fillRule: "insertions" });
           }
         }
       }
     }
     // Trends (§5.3.3): Current Generation, error 2.
+    if (round >= trendRounds) continue;
     const cg = { ...base, error: 2, strategy: UnionStrategy.CurrentGeneration };
     const dyns: Array<[string, Dynamicity]> = [
       ["static", { kind: "static" }],
@@ -96,7 +133,7 @@ function buildJobs(quick: boolean): { jobs: Job[]; rounds: number; iterations: n
       add(`fixed|${share}`, { ...cg, syncShare: share, load: "uniform", syncCount, iterations: Math.ceil((2 * syncCount) / share), seed: seedFor(round, share, "uniform", 2) });
     }
   }
-  return { jobs, rounds, iterations, trendShares };
+  return { jobs, rounds, trendRounds, iterations, trendShares };
 }
 
 // ------------------------------------------------------------------ pool
@@ -148,7 +185,7 @@ async function runJobs(jobs: Job[], workers: number): Promise<Map<number, SimRes
 
 /** Rough relative cost of a run (for scheduling only): iterations, more for lower sync shares. */
 function cost(c: SimConfig): number {
-  return c.iterations * (1.5 - c.syncShare);
+  return c.iterations * (1.5 - c.syncShare) * (c.rules === "type" ? 8 : 1);
 }
 
 // ------------------------------------------------------------------ aggregation
@@ -209,7 +246,8 @@ async function main(): Promise<void> {
   const jobsArg = process.argv.indexOf("--jobs");
   const workers = jobsArg > 0 ? Math.max(1, Number(process.argv[jobsArg + 1]) || 1) : Math.max(1, Math.min(2, os.cpus().length));
   const t0 = Date.now();
-  const { jobs, rounds, iterations, trendShares } = buildJobs(quick);
+  const trim = trimFromArgs();
+  const { jobs, rounds, trendRounds, iterations, trendShares } = buildJobs(quick, trim);
   console.log(`bench:prob${quick ? " --quick" : ""}: ${jobs.length} simulation runs on ${workers} processes`);
   const byId = await runJobs(jobs, workers);
   const groups = new Map<string, SimResult[]>();
@@ -219,6 +257,7 @@ async function main(): Promise<void> {
     groups.set(j.group, list);
   }
   const cell = (g: string) => aggregate(groups.get(g)!);
+  const typeCell = (c: Cell) => ({ badSyncPct: c.badSyncPct, fpSyncPct: c.fpSyncPct, forgottenSyncPct: c.forgottenSyncPct, fpShareOfBad: c.fpShareOfBad, probExclusiveStatePct: c.probExclusiveStatePct, dotRedraws: c.dotRedraws, seconds: c.seconds });
 
   // The tables.
   const table: Array<Record<string, unknown>> = [];
@@ -231,6 +270,7 @@ async function main(): Promise<void> {
             load, syncSharePct: pct, error, strategy: strategyName(strategy),
             paperBadSyncPct: load === "uniform" ? PAPER[pct]![error]![strategy] : null,
             ...cell(tableGroup(strategy, share, error, load)),
+            typeAsImplemented: load === "uniform" && !trim.noType ? typeCell(cell(tableGroup(strategy, share, error, load, "type"))) : null,
           });
         }
       }
@@ -246,6 +286,17 @@ async function main(): Promise<void> {
     syncSharesPct: trendShares.map((s) => Math.round(s * 100)),
     byDynamicity: Object.fromEntries(dynNames.map((n) => [n, trendShares.map((s) => ({ syncSharePct: Math.round(s * 100), ...cell(`dyn|${n}|${s}`) }))])),
     fixedSyncCount: { syncs: quick ? 500 : 2_000, points: trendShares.map((s) => ({ syncSharePct: Math.round(s * 100), ...cell(`fixed|${s}`) })) },
+  };
+
+  // Sensitivity (uniform table, seed rules with one reading changed).
+  const sensitivity = {
+    note: "% of syncs creating new inconsistencies, uniform load, seed rules with one reading changed: join step (a) testing d ∉ m' first (Alg. 3) instead of the cited simulator's tombstone method; fill check against the insertion-count limit of the cited APBF code instead of the fill ratio of §4.5.2",
+    rows: [0.8, 0.4].flatMap((share) => [2, 5].flatMap((error) => STRATEGIES.map((strategy) => ({
+      syncSharePct: Math.round(share * 100), error, strategy: strategyName(strategy),
+      seedRules: cell(tableGroup(strategy, share, error, "uniform")).badSyncPct,
+      alg3Join: cell(`sens|alg3|${share}|${error}|${strategy}`).badSyncPct,
+      insertionFillLimit: cell(`sens|insertions|${share}|${error}|${strategy}`).badSyncPct,
+    })))),
   };
 
   // Memory.
@@ -309,30 +360,39 @@ async function main(): Promise<void> {
       replicas: SEED_SETUP.replicas,
       iterations,
       rounds,
+      trendRounds,
+      trimmed: trim.trendRounds !== undefined || trim.trendShares !== undefined || trim.noType
+        ? `trimmed full run (the machine was shared and loaded): main table ${rounds} rounds; trends, sensitivity${trim.noType ? "" : " and the type's table"} ${trendRounds} round(s); trend sync shares ${trendShares.map((x) => Math.round(x * 100)).join("/")}%${trim.noType ? "; the type as implemented not run (its table: git history of this file, the previous full run)" : ""}`
+        : undefined,
       topology: "complete graph, full-state unidirectional pull (origin joins a uniformly drawn other active replica)",
-      dynamicity: "intermediate, churn 1% per iteration (a uniformly drawn replica leaves for good, a new identity takes its place)",
-      loads: ["uniform", "zipf 1.03"],
+      dynamicity: "intermediate, churn 1% per iteration (a uniformly drawn replica leaves for good, a new empty replica with a new identity takes its place)",
+      loads: ["uniform", "zipf 1.03 (over the positions of the active list; a replica that joins takes a uniformly drawn position)"],
       syncSharesPct: [80, 40],
-      opMix: "sync share X%, add and remove (100-X)/2% each",
+      opMix: "each iteration one operation, drawn by weight: sync X%, add and remove (100-X)/2% each; a remove on an empty set and a sync with fewer than 2 replicas fail (the iteration ends)",
       apbf: { capacity: SEED_SETUP.capacity, level: SEED_SETUP.level, errors: [2, 5], strategies: STRATEGIES.map((s) => strategyName(s)) },
       removeFrom: SEED_SETUP.removeFrom,
-      values: "random 64-bit values; probabilistic dots random 64-bit, redrawn while the local filter reports them",
+      values: "random 64-bit values (a new value per add, so adds retire no dots); probabilistic dots random 64-bit, used as drawn",
       probeEvery: SEED_SETUP.probeEvery,
-      metric: "% of syncs after which the origin has a value in its classic-exclusive (false positive) or probabilistic-exclusive (forgotten dot) set that was not there before; mean over rounds",
+      metric: "% of syncs after which the origin has a value in its classic-exclusive (false positive) or probabilistic-exclusive (forgotten dot) set that was not in that set after its previous operation; per round, then the mean over rounds",
       tolerance: "±25% relative to the paper's figure",
       paperSource: SOURCE,
-      implementation: "services/crdt/awset-prob-state.ts (AWSetProb.joinInPlace), apbf.ts, apbf-union.ts; shadow services/crdt/awset.ts",
-      knownDifferences: [
-        "join: services/crdt/awset-prob-state.ts keeps a dot both stores hold even when the remote filter reports it; the seed's simulator (tombstone method, digest 5.4) drops a local dot whenever the remote filter reports it, so false positives on shared live dots cause fewer errors here",
-        "union into an empty filter adopts the remote filter whole (apbf-union.ts rule 2): a churned-in replica learns the remote's whole window, not only what its strategy would merge",
-        "generations: a shift after g = floor(m ln2 / k) insertions, and a union fill check in insertions (apbf.ts, apbf-union.ts); the seed's code compares set bits with insertion limits (looser, digest 5.3)",
-        "hashing: element-hash.ts hash32 per slice hash index (the seed: t1ha)",
-        "probabilistic dots are redrawn while the local filter reports them (AWSetProb.isFreshDot contract); the seed keeps such a dot",
-        "the exclusive-share probe averages over all active replicas every 100 iterations (the seed's code samples the origin only)",
+      rules: "seed: the probabilistic half follows the thesis and the simulator and APBF it cites (test/bench/prob-seed-rules.ts): generations driven by fill (after every insert and union, an active slice at logical i above a fill of (i+1)/2k shifts the filter, §4.5.2); Whole Filter ORs every slot, Active Slices the k active slices, Current Generation the remote's current generation into the local active slices only (not into the local current generation, §4.5.2); no special case for an empty local filter; join by the tombstone method (§4.5.3): a local dot the remote's tombstones report is dropped and inserted into the local tombstones, a remote dot the local store lacks is adopted unless the local tombstones report it, then the filters are unioned",
+      implementation: "test/bench/prob-seed-rules.ts on the filter of services/crdt/apbf.ts (layout, hashing, query, shift); shadow services/crdt/awset.ts. typeAsImplemented: services/crdt/awset-prob-state.ts (AWSetProb.joinInPlace), apbf.ts, apbf-union.ts, same operation sequences",
+      readingsWhereTheThesisIsSilent: [
+        "join step (a) drops a local dot the remote's tombstones report even when the remote store holds it live, as the cited simulator does; Alg. 3 (§4.4.2) first tests d ∉ m' (metrics.sensitivity.alg3Join)",
+        "fill limit in set bits m(i+1)/2k, as §4.5.2 states it; the cited APBF compares set bits with the insertion count ln(1-(i+1)/2k)/ln(1-1/m), looser for i > 0 (metrics.sensitivity.insertionFillLimit)",
+        "a remove draws its value from the exact half (the cited simulator); §5.2.2 says the probabilistic one",
+        "Zipf ranks: positions of the active list; a new replica takes a uniformly drawn position (the cited simulator ranks a hash set of ids, where a new id lands at a hash-determined place)",
       ],
+      knownDifferences: [
+        "hashing: element-hash.ts hash32 per slice hash index (the thesis: t1ha)",
+        "the exclusive-share probe averages over all active replicas every 100 iterations, as §5.3.2 words it ('for all replicas'); the cited simulator samples the origin only",
+        "the type as implemented (typeAsImplemented, uniform table only) differs from the seed's rules on purpose: it keeps a dot both stores hold, adopts a remote filter whole into an empty one, ORs the Current Generation union into the local shadows too, shifts after g = floor(m ln2/k) insertions and redraws a dot the local filter reports; it forgets less and loses fewer adds to false positives, so its rates are lower",
+      ],
+      remainingMisses: REMAINING_MISSES,
       workers,
     },
-    metrics: { table, trends, memory, wallSeconds },
+    metrics: { table, sensitivity, trends, memory, wallSeconds },
     targets,
   };
 
@@ -369,7 +429,7 @@ async function drawCharts(
   quick: boolean,
 ): Promise<string[]> {
   const suffix = quick ? " (QUICK smoke run)" : "";
-  const rows = table as unknown as Array<Cell & { load: string; syncSharePct: number; error: number; strategy: string; paperBadSyncPct: number | null }>;
+  const rows = table as unknown as Array<Cell & { load: string; syncSharePct: number; error: number; strategy: string; paperBadSyncPct: number | null; typeAsImplemented: { badSyncPct: number } | null }>;
   const names = STRATEGIES.map((s) => LABEL[s]!);
   const pick = (load: string, pct: number, error: number) => STRATEGIES.map((s) => rows.find((r) => r.load === load && r.syncSharePct === pct && r.error === error && r.strategy === strategyName(s))!);
   const tableCharts = [];
@@ -377,8 +437,11 @@ async function drawCharts(
     for (const pct of [80, 40]) {
       for (const error of [2, 5]) {
         const cells = pick(load, pct, error);
-        const series = [{ name: "measured", values: cells.map((c) => c.badSyncPct) }];
-        if (load === "uniform") series.push({ name: "paper (seed Figs 5.3/5.4)", values: cells.map((c) => c.paperBadSyncPct) as number[] });
+        const series = [{ name: "measured (seed rules)", values: cells.map((c) => c.badSyncPct) }];
+        if (load === "uniform") {
+          series.push({ name: "paper (Figs 5.3/5.4)", values: cells.map((c) => c.paperBadSyncPct) as number[] });
+          if (cells.every((c) => c.typeAsImplemented !== null)) series.push({ name: "type as implemented", values: cells.map((c) => c.typeAsImplemented!.badSyncPct) });
+        }
         tableCharts.push(barChart({ title: `${load === "uniform" ? "Uniform" : "Zipf 1.03"}, ${pct}% syncs, error ${error}`, categories: names, series, yLabel: "% of syncs with new inconsistencies", width: 360, height: 220 }));
       }
     }
