@@ -296,13 +296,16 @@ export class NodeGossip {
         const streams = out.states.length > 0;
         if (period) peer.busy++;
         if (streams) peer.streaming = true;
-        const parts = this.send(out);
+        // The send starts inside the tracing span (the runner calls it at once), so its calls are children of it.
+        let parts!: ReturnType<NodeGossip["send"]>;
+        const sendOut = (o: Outgoing) => () => {
+          parts = this.send(o);
+          return Promise.all([parts.frames, parts.states]).then(() => undefined);
+        };
+        const attributes = { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length };
+        void (this.o.trace ? this.o.trace("gossip.send", attributes, sendOut(out)) : sendOut(out)());
         if (period) void parts.frames.finally(() => peer.busy--);
         if (streams) void parts.states.finally(() => (peer.streaming = false));
-        if (this.o.trace) {
-          const both = () => Promise.all([parts.frames, parts.states]).then(() => undefined);
-          void this.o.trace("gossip.send", { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length }, both);
-        }
       }
     } catch (err) {
       this.o.log.error("gossip tick failed", { err });
