@@ -6,7 +6,6 @@ import {
   keysCommand,
   incrCommand,
   membersCommand,
-  ownersCommand,
   queryCommand,
   removeCommand,
   scanCommand,
@@ -35,7 +34,6 @@ usage: deltaset <command> [options]
   delete    remove every element of a set   deltaset delete KEY
   watch     follow a key's changes          deltaset watch KEY [--since-file F] | deltaset watch --prefix P
   members   the cluster membership view     deltaset members
-  owners    the nodes that own a key        deltaset owners KEY
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
 
@@ -56,7 +54,6 @@ const commands: Record<string, (args: string[]) => Promise<void>> = {
   scan: scanCommand,
   incr: incrCommand,
   members: membersCommand,
-  owners: ownersCommand,
   export: exportCommand,
   import: importCommand,
   cluster: async (args) => (await import("./cluster-command.js")).clusterCommand(args),
