@@ -13,6 +13,8 @@ export interface LocalClusterOptions {
   nodes: number;
   dir: string;
   firstHost: number;
+  /** The first three octets of the node addresses (default 127.0.0). */
+  network?: string;
   port: number;
   /** Extra node flags (timings, --peer-proxy, ...). */
   nodeArgs: string[];
@@ -53,7 +55,7 @@ export class LocalCluster {
   private readonly logs = new Map<string, WriteStream>();
 
   constructor(private readonly o: LocalClusterOptions) {
-    const specs = planCluster({ nodes: o.nodes, port: o.port, dir: o.dir, firstHost: o.firstHost, extra: o.nodeArgs });
+    const specs = planCluster({ nodes: o.nodes, port: o.port, dir: o.dir, firstHost: o.firstHost, network: o.network, extra: o.nodeArgs });
     this.specs = specs.map((s) => {
       if (!o.metricsPort) return s;
       const host = s.address.slice(0, s.address.lastIndexOf(":"));

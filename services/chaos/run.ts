@@ -32,6 +32,8 @@ export interface RunOptions {
   /** Keep node data and logs after the run (default: removed when the run is valid). */
   keepData?: boolean;
   firstHost?: number;
+  /** The first three octets of the local node addresses (default 127.0.0). */
+  network?: string;
   port?: number;
   /** Node flags for timings etc. (local mode). */
   nodeArgs?: string[];
@@ -199,6 +201,7 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
         nodes: o.nodes,
         dir: dataDir,
         firstHost: o.firstHost ?? 111,
+        network: o.network,
         port: o.port ?? 7070,
         nodeArgs: [...(o.nodeArgs ?? CHAOS_NODE_ARGS), "--peer-proxy", api],
         metricsPort: (o.port ?? 7070) + 1,

@@ -356,6 +356,26 @@ export async function membersCommand(args: string[]): Promise<void> {
   }
 }
 
+export async function ownersCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse(args);
+  const conn = connection(values);
+  const key = needKey(positionals, "deltaset owners KEY [--addr HOST:PORT] [--json]");
+  if (positionals.length > 1) throw new UsageError("deltaset owners takes one key");
+  const client = replicaClient(values.addr as string, conn.creds);
+  try {
+    const res = await call(client, client.owners, { key }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    createOutput(values.json as boolean).result(
+      { key, partition: res.partition, replicationFactor: res.replicationFactor, local: res.local, owners: res.owners },
+      [
+        `"${key}" is in partition ${res.partition} (replication factor ${res.replicationFactor}); ${res.local ? "this node owns it" : "this node forwards its calls"}`,
+        ...res.owners.map((o) => `  ${o.nodeId.padEnd(16)} ${o.address}`),
+      ].join("\n"),
+    );
+  } finally {
+    client.close();
+  }
+}
+
 export type { ReplicaClient, grpc };
 
 export async function keysCommand(args: string[]): Promise<void> {

@@ -6,6 +6,7 @@ import {
   keysCommand,
   incrCommand,
   membersCommand,
+  ownersCommand,
   queryCommand,
   removeCommand,
   scanCommand,
@@ -34,6 +35,7 @@ usage: deltaset <command> [options]
   delete    remove every element of a set   deltaset delete KEY
   watch     follow a key's changes          deltaset watch KEY [--since-file F] | deltaset watch --prefix P
   members   the cluster membership view     deltaset members
+  owners    the nodes that own a key        deltaset owners KEY
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
 
@@ -54,6 +56,7 @@ const commands: Record<string, (args: string[]) => Promise<void>> = {
   scan: scanCommand,
   incr: incrCommand,
   members: membersCommand,
+  owners: ownersCommand,
   export: exportCommand,
   import: importCommand,
   cluster: async (args) => (await import("./cluster-command.js")).clusterCommand(args),

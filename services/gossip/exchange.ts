@@ -53,6 +53,11 @@ export interface ExchangeOptions {
   random: () => number;
   /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
   ops?: PayloadOps<KeyedStates>;
+  /**
+   * Placement: whether this node takes a partition's gossip (it owns it). Items of other
+   * partitions are neither joined nor acknowledged, so their sender keeps them. Default: all.
+   */
+  accepts?: (partition: number) => boolean;
 }
 
 /** Counters of the transport (the engine keeps its own). */
@@ -71,6 +76,10 @@ export interface TransportCounters {
   stateStreamsReceived: number;
   /** Received full states whose new part was too big to buffer (forwarded by full state). */
   freshPartsNotBuffered: number;
+  /** Items and state chunks of partitions this node does not own, left unapplied and unacked. */
+  notOwnedRefused: number;
+  /** Payload bytes of state-stream chunks applied here (what full-state transfers and hand-offs moved in). */
+  stateBytesApplied: number;
 }
 
 /** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
@@ -103,6 +112,8 @@ export class GossipExchange {
     stateStreamsSent: 0,
     stateStreamsReceived: 0,
     freshPartsNotBuffered: 0,
+    notOwnedRefused: 0,
+    stateBytesApplied: 0,
   };
   private frameId = 0n;
   private readonly rr: boolean;
@@ -321,6 +332,10 @@ export class GossipExchange {
     }
     const items: ReceivedItem<KeyedStates>[] = [];
     for (const d of decoded) {
+      if (this.o.accepts !== undefined && !this.o.accepts(d.partition)) {
+        this.counters.notOwnedRefused++;
+        continue;
+      }
       const fresh = new Map<string, KeyedState>();
       for (const [key, ks] of d.keys) {
         const part = await this.joinKey(key, ks);
@@ -347,6 +362,7 @@ export class GossipExchange {
     const fresh = new Map<number, Map<string, KeyedState>>();
     const freshElements = new Map<number, number>();
     const holds = new Map<string, () => void>();
+    const accepted = new Map<number, boolean>();
     const rejectChunk = (details: string) => {
       this.counters.chunksRejected++;
       return this.refuse(status.INVALID_ARGUMENT, details, from);
@@ -361,6 +377,13 @@ export class GossipExchange {
         }
         count++;
         if (c.partition >= this.o.partitions) return this.refuse(status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from);
+        // Decided once per partition and stream, so a partition is taken or left whole.
+        let taken = accepted.get(c.partition);
+        if (taken === undefined) accepted.set(c.partition, (taken = this.o.accepts === undefined || this.o.accepts(c.partition)));
+        if (!taken) {
+          this.counters.notOwnedRefused++;
+          continue;
+        }
         if (c.partitionDone) {
           const open = [...sequences].find(([, s]) => s.partition === c.partition);
           if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
@@ -400,6 +423,7 @@ export class GossipExchange {
         }
         try {
           const parts: unknown[] = [];
+          this.counters.stateBytesApplied += c.slice.payload.length;
           const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
           this.spreadSettled(c.key, r.settled);
           if (r.changed) parts.push(r.newPart);

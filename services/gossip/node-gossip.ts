@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { type OverlayKind, overlayNeighbours } from "./overlay.js";
 import { once } from "node:events";
 import * as grpc from "@grpc/grpc-js";
-import type { ObjectType } from "../crdt/index.js";
+import type { CausalContext, ObjectType } from "../crdt/index.js";
 import type { GossipClient, GossipFrame, GossipReply, GossipServer, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
@@ -19,6 +19,8 @@ import { seededRandom } from "../common/prng.js";
 import { type Answer, GossipExchange, type Outgoing, type TransportCounters } from "./exchange.js";
 import type { AntiEntropyEngine } from "./engine.js";
 import type { KeyedStates } from "./keyed-states.js";
+import type { Ownership } from "./ownership.js";
+import { HandOff, type HandOffCounters } from "./hand-off.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
 
@@ -62,6 +64,15 @@ export interface NodeGossipOptions {
   pushLocalMs?: number;
   /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
   overlay?: OverlayKind;
+  /**
+   * Placement: which partitions this node owns. With a replication factor other than "all", each
+   * partition is exchanged only with its owners (every live member is a neighbour, the overlay is
+   * not used), gossip of partitions not owned here is refused, and a partition held here without
+   * being owned is handed off to its owners (hand-off.ts). Default: full replication.
+   */
+  ownership?: Ownership;
+  /** Gives a deferred remove to an owner of its key (hand-off.ts); without it such keys are kept. */
+  handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -82,6 +93,7 @@ export class NodeGossip {
   private pushAfterTick = false;
   private readonly lossRandom: () => number;
   private readonly refusalLog = logThrottle(60_000);
+  private readonly handOff: HandOff | undefined;
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -89,6 +101,18 @@ export class NodeGossip {
     private readonly x: GossipExchange,
   ) {
     this.lossRandom = seededRandom(o.lossSeed ?? 1);
+    const own = o.ownership;
+    if (own !== undefined && !own.full) {
+      this.handOff = new HandOff({
+        store: o.store,
+        engine: x.engine as AntiEntropyEngine<unknown>,
+        ownership: own,
+        log: o.log,
+        graceMs: Math.max(2000, 5 * o.intervalMs),
+        now: Date.now,
+        handOverRemove: o.handOverRemove,
+      });
+    }
   }
 
   /**
@@ -112,6 +136,7 @@ export class NodeGossip {
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
+        accepts: o.ownership === undefined || o.ownership.full ? undefined : (p) => o.ownership!.owns(p),
       },
       // Frames are taken from any live member, not only this node's overlay neighbours: while
       // membership views differ, a node may be another's neighbour without the reverse.
@@ -127,6 +152,11 @@ export class NodeGossip {
 
   get counters(): TransportCounters {
     return this.x.counters;
+  }
+
+  /** Hand-off counters (placement with a replication factor other than "all"). */
+  get handOffCounters(): HandOffCounters | undefined {
+    return this.handOff?.counters;
   }
 
   /** This process's boot id (see GossipReply.boot). */
@@ -153,7 +183,9 @@ export class NodeGossip {
   /** The live peers (node id → advertised address); the overlay picks the neighbours among them. */
   setPeers(live: ReadonlyMap<string, string>): void {
     this.live = new Set(live.keys());
-    const chosen = new Set(overlayNeighbours(this.o.overlay ?? "all", this.o.store.nodeId, live.keys()));
+    const placed = this.o.ownership !== undefined && !this.o.ownership.full;
+    // With placement a partition's peers are its owners, whoever they are: every live member is a neighbour.
+    const chosen = new Set(placed ? live.keys() : overlayNeighbours(this.o.overlay ?? "all", this.o.store.nodeId, live.keys()));
     const peers = new Map([...live].filter(([id]) => chosen.has(id)));
     for (const [id, p] of this.peers) {
       if (!peers.has(id) || peers.get(id) !== p.address) {
@@ -166,6 +198,7 @@ export class NodeGossip {
       this.peers.set(id, { address, busy: 0 });
     }
     this.x.engine.setNeighbours(this.peers.keys());
+    if (placed) this.x.engine.setPartitionPeers((p) => this.o.ownership!.peersOf(p));
   }
 
   peerIds(): string[] {
@@ -283,6 +316,7 @@ export class NodeGossip {
         this.schedulePush();
       }
     }
+    if (fanout === undefined && this.handOff !== undefined && !this.stopped) void this.handOff.run();
   }
 
   /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */

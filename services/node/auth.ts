@@ -128,6 +128,7 @@ const METHOD_SCOPES: Record<string, Scope> = {
   "/deltaset.v1.Replica/Export": "read",
   "/deltaset.v1.Replica/Keys": "read",
   "/deltaset.v1.Replica/Watch": "read",
+  "/deltaset.v1.Replica/Owners": "read",
   "/deltaset.v1.Membership/Members": "read",
   "/deltaset.v1.Membership/Watch": "read",
   "/deltaset.v1.Replica/Add": "write",

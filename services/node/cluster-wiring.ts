@@ -54,6 +54,7 @@ export function nodeExtensions(
         if (gossip === undefined || membership === undefined) return;
         const live = new Map<string, string>();
         for (const m of membership.members()) if (isLive(m.state) && m.nodeId !== ctx.store.nodeId) live.set(m.nodeId, m.address);
+        if (ctx.ownership.setLive(live, ctx.advertise())) ctx.log.info("placement changed", { owned: ctx.ownership.owned().length, partitions: config.partitions, members: live.size + 1 });
         gossip.setPeers(live);
         const now = gossip.peerIds().join(",");
         if (now !== lastPeers) {
@@ -125,6 +126,8 @@ export function nodeExtensions(
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,
             trace: ctx.telemetry?.span,
+            ownership: ctx.ownership,
+            handOverRemove: (key, element, unseen) => ctx.router.removeAtOwner(key, element, unseen, config.gossip.rpcTimeoutMs),
           });
           gossipImpl = gossip.service();
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);

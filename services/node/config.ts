@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { DEFAULT_MEMBERSHIP_CONFIG, type MembershipConfig, resolveConfig } from "../membership/config.js";
 import type { Limits } from "../replica/limits.js";
 import { isLoopbackHost } from "./loopback.js";
+import type { ReplicationFactor } from "../gossip/placement.js";
 import { CONFIG_FILE_SETTING, SETTINGS, type Setting } from "./settings.js";
 
 // The request limits belong to the Replica service; the node configures them.
@@ -81,6 +82,8 @@ export interface NodeConfig {
   /** Static peers (the cluster launcher's list before membership; kept for tests). */
   peers: string[];
   partitions: number;
+  /** Owners per partition: "all" (full replication) or a positive integer, as text (replicationFactorOf). */
+  replicationFactor: string;
   sync: "fsync" | "buffered";
   storage: StorageSettings;
   /** The garbage collection of adds whose time to live ran out. */
@@ -130,6 +133,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   seeds: [],
   peers: [],
   partitions: 64,
+  replicationFactor: "all",
   sync: "fsync",
   storage: {
     // 4x LevelDB's default: bulk loads then flush and compact a third as often (measured by
@@ -311,6 +315,7 @@ export function validateConfig(c: NodeConfig): void {
   if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise "${c.advertise}" is not host:port`);
   for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port`);
   if (c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
+  replicationFactorOf(c);
   if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
@@ -360,4 +365,12 @@ export function validateConfig(c: NodeConfig): void {
 /** The configuration as printed at start (nothing secret is in it: token files are paths). */
 export function describeConfig(c: NodeConfig): Record<string, unknown> {
   return JSON.parse(JSON.stringify(c)) as Record<string, unknown>;
+}
+
+/** The replication factor of a configuration: "all" or a positive integer. */
+export function replicationFactorOf(c: Pick<NodeConfig, "replicationFactor">): ReplicationFactor {
+  const v = String(c.replicationFactor).trim();
+  if (v === "all") return "all";
+  if (/^[1-9][0-9]{0,5}$/.test(v)) return Number(v);
+  throw new ConfigError(`replication factor must be "all" or a positive integer, not "${c.replicationFactor}"`);
 }

@@ -179,10 +179,11 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
   const lagging = gauge("deltaset_gossip_lagging_partitions", "Partitions some neighbour has not fully acked");
   const neighbours = gauge("deltaset_gossip_neighbours", "Anti-entropy neighbours (live members)");
   const members = gauge("deltaset_members", "Members in this node's view, by state");
+  const handOff = counter("deltaset_handoff_events", "Hand-off of partitions this node holds without owning them (--replication-factor R): partitions, keys and bytes dropped after their owners acknowledged them, keys kept for deferred removes");
 
   const observables: Observable[] = [
     bytesSent, bytesReceived, itemsSent, itemsReceived, framesSent, framesReceived, ticks, fallbacks, redundant, overflow,
-    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, neighbours, members,
+    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, neighbours, members, handOff,
   ];
   meter.addBatchObservableCallback((r: BatchObservableResult) => {
     const src = getSources();
@@ -212,6 +213,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     // forwarded by full state, and peers whose acks were reset after they restarted.
     r.observe(transport, c.largeCatchUps, eventAttrs("largeCatchUps"));
     r.observe(transport, c.peerRestarts, eventAttrs("peerRestarts"));
+    for (const [event, n] of Object.entries(src.gossip.handOffCounters ?? {})) r.observe(handOff, n, eventAttrs(event));
     let bytes = 0;
     let maxBytes = 0;
     let entries = 0;

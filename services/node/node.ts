@@ -7,7 +7,9 @@ import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
 import { Store } from "../store/store.js";
 import { accessInterceptor } from "./auth.js";
-import { ConfigError, type NodeConfig } from "./config.js";
+import { ConfigError, type NodeConfig, replicationFactorOf } from "./config.js";
+import { Ownership } from "../gossip/ownership.js";
+import { Router } from "./routing.js";
 import { NodeCredentials } from "./credential-reload.js";
 import type { Logger } from "../common/logger.js";
 import { logThrottle } from "../common/log-throttle.js";
@@ -60,6 +62,10 @@ export interface NodeContext {
   peerChannelOptions: grpc.ChannelOptions;
   /** Metrics and traces, when on. */
   telemetry?: NodeTelemetry;
+  /** Which partitions this node owns (placement over the live members; cluster-wiring feeds it). */
+  ownership: Ownership;
+  /** Forwards calls for keys owned elsewhere. */
+  router: Router;
 }
 
 export async function startNode(
@@ -115,7 +121,10 @@ export async function startNode(
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
     const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog)] };
-    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry };
+    const factor = replicationFactorOf(config);
+    const ownership = new Ownership(store.nodeId, advertise, config.partitions, factor);
+    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, log: nodeLog });
+    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
       keys: () => creds.keys,
@@ -128,7 +137,7 @@ export async function startNode(
     const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [calls.interceptor, peerAuth, access] });
     server.addService(
       ReplicaService,
-      createReplicaService({
+      router.wrap(createReplicaService({
         store,
         limits: config.limits,
         log: nodeLog,
@@ -138,7 +147,11 @@ export async function startNode(
         onCall: telemetry?.onCall,
         now: Date.now,
         clockSkewBoundMs: config.maxClockSkewMs,
-      }),
+        owners: (key) => {
+          const p = ownership.partitionOf(key);
+          return { partition: p, owners: ownership.ownerAddresses(p), replicationFactor: String(factor), local: ownership.owns(p) };
+        },
+      })),
     );
     for (const e of exts) e.register?.(server);
     const health = addOperatorServices(server);
@@ -176,6 +189,7 @@ export async function startNode(
         for (const e of [...exts].reverse()) await e.stop?.();
         await sweeper.stop();
         const how = await drain(server, config.drainTimeoutMs, calls.count);
+        router.close();
         await store.close();
         await telemetry?.shutdown();
         nodeLog.info("node stopped", { drain: how });

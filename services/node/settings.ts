@@ -150,6 +150,11 @@ export const GOSSIP_SETTINGS: SettingGroup = {
   about: "delta-state anti-entropy between the live members",
   settings: [
     { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int", readme: true, description: "anti-entropy partitions (1-65535); keys hash into them, each with its own delta buffer and acks" },
+    {
+      flag: "replication-factor", env: "DELTASET_REPLICATION_FACTOR", path: "replicationFactor", kind: "string", value: "all|R", readme: true,
+      description: "copies of each partition: `all` (every node holds every key) or R >= 1 (the R live members ranked first by rendezvous hashing own it; the others forward its calls)",
+      details: "The default is `all`: every node answers every read from its own store, which small clusters and every tool that compares the nodes' local states rely on. Use 3 on clusters of more than about five nodes.",
+    },
     { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int", readme: true, description: "milliseconds between anti-entropy rounds" },
     {
       flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string", value: "alg1|alg2", readme: true,

@@ -18,7 +18,7 @@ import {
   retryFilterParams,
 } from "../crdt/index.js";
 import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
-import type { ReplicaServer } from "../gen/deltaset/v1/replica.js";
+import type { OwnersResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
 import type { Logger } from "../common/logger.js";
@@ -46,6 +46,8 @@ export interface ReplicaServiceDeps {
   now?: () => number;
   /** B: the most the nodes' clocks are assumed to differ (ms); default 2000 (--max-clock-skew-ms). */
   clockSkewBoundMs?: number;
+  /** The owners of a key's partition (placement); default: this node alone, full replication. */
+  owners?: (key: string) => OwnersResponse;
 }
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
@@ -296,6 +298,11 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     keys: unary("Keys", (req) => keyOps.keys(req)),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
     watch: watchCall({ store, limits, log, onCall: deps.onCall }),
+    owners: unary("Owners", async (req) => {
+      checkKey(req.key, limits);
+      if (deps.owners !== undefined) return deps.owners(req.key);
+      return { partition: store.partitionOf(req.key), owners: [{ nodeId: store.nodeId, address: "" }], replicationFactor: "all", local: true };
+    }),
   };
 }
 

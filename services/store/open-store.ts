@@ -140,3 +140,17 @@ async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined
   }
   return meta;
 }
+
+/**
+ * Draw a new replica id for a data directory and record it durably: the dots and counter entries
+ * minted from then on are under it. Used before a node drops keys it handed off: a key's next dot
+ * is one past the highest the key's context holds for the replica, so after its copy is gone the
+ * old id would mint dots its peers have already seen (and would take as known, or removed).
+ */
+export async function rotateReplicaId(db: StoreDb, dir: string): Promise<string> {
+  const meta = await readMeta(db, dir);
+  if (meta === undefined) throw new StoreOpenError(`data directory ${dir} has no store format record`);
+  const replicaId = `${meta.nodeId}~${randomBytes(4).toString("hex")}`;
+  await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, replicaId })), SYNCED);
+  return replicaId;
+}

@@ -107,6 +107,29 @@ export class PendingRemoves {
     return hits;
   }
 
+  /** Keys with pending removes. */
+  keys(): string[] {
+    return [...this.byKey.keys()];
+  }
+
+  /** The pending removes of a key: each element and the dots of adds it still waits for. */
+  of(key: string): Array<{ element: Buffer; unseen: CausalContext }> {
+    return [...(this.byKey.get(key) ?? [])].map(([ek, unseen]) => ({ element: Buffer.from(elementBytes(ek)), unseen: unseen.clone() }));
+  }
+
+  /**
+   * Forget an element's pending remove that another node took over (hand-off), if it still waits
+   * for exactly `unseen`; false when it changed meanwhile (then it is handed over again).
+   */
+  forget(key: string, element: Uint8Array, unseen: CausalContext, ops: BatchOp[]): boolean {
+    const ek = elementKey(element);
+    const cur = this.byKey.get(key)?.get(ek);
+    if (cur === undefined || !cur.equals(unseen)) return false;
+    this.delete(key, ek);
+    ops.push({ type: "del", key: recordKey(key, ek) });
+    return true;
+  }
+
   private set(key: string, ek: ElementKey, c: CausalContext): void {
     let mine = this.byKey.get(key);
     if (mine === undefined) this.byKey.set(key, (mine = new Map()));

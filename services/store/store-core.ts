@@ -44,7 +44,7 @@ export abstract class StoreCore {
      * new volume) then mints fresh dots instead of reusing counters its peers have already seen,
      * which would make them treat its new writes as already known and drop them.
      */
-    readonly replicaId: string,
+    public replicaId: string,
     readonly partitions: number,
     protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,

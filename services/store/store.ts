@@ -7,10 +7,10 @@
 // part of the object they name, and every change, local or remote, goes through the layout's
 // join, which is the lattice's join.
 import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams } from "../crdt/index.js";
-import { TypeMismatchError, UnstorableTypeError } from "./errors.js";
+import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 import type { JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
-import { openStoreDb } from "./open-store.js";
+import { openStoreDb, rotateReplicaId } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { elementRange, expiryRange, headerKey, objectPrefix, parseExpiryKey } from "./keys.js";
 import { expireElements, groupByKey } from "./expiry.js";
@@ -243,6 +243,64 @@ export class Store extends StoreCore {
   }
 
   // ------------------------------------------------------------ partitions and chunked full state
+
+  /**
+   * Remove every record of a key from this node only (the hand-off of a partition this node no
+   * longer owns, once its owners acknowledged it): no remove is made or spread, so the copies
+   * elsewhere stay. Refused (false) while the key has deferred removes waiting here, which exist
+   * nowhere else. Returns the bytes of the records removed (keys and values), or false.
+   */
+  async dropLocalCopy(key: string): Promise<number | false> {
+    if (this.closed) throw new StoreClosedError();
+    return this.lock.run(key, async () => {
+      if (this.env.pending.has(key)) return false;
+      await this.commit.drain(); // every queued write of the key is in the database
+      const prefix = objectPrefix(this.partitionOf(key), key);
+      const ops: Array<{ type: "del"; key: Buffer }> = [];
+      let bytes = 0;
+      for await (const [k, v] of this.db.iterator({ gte: prefix, lt: Buffer.concat([prefix, Buffer.from([0xff])]) })) {
+        ops.push({ type: "del", key: k });
+        bytes += k.length + v.length;
+      }
+      this.headers.delete(key);
+      if (ops.length > 0) await this.commit.write(ops);
+      return bytes;
+    });
+  }
+
+  /**
+   * Mint under a fresh replica id from now on (recorded durably first): call before dropping the
+   * local copy of keys, whose contexts would otherwise no longer say which dots this id used there.
+   */
+  async rotateReplicaId(): Promise<string> {
+    if (this.closed) throw new StoreClosedError();
+    this.replicaId = await rotateReplicaId(this.db, "(this store)");
+    return this.replicaId;
+  }
+
+  /** Keys with deferred removes waiting here. */
+  keysWithPendingRemoves(): string[] {
+    return this.env.pending.keys();
+  }
+
+  /** A key's deferred removes: each element and the dots of the adds it still waits for. */
+  pendingRemovesOf(key: string): Array<{ element: Buffer; unseen: CausalContext }> {
+    return this.env.pending.of(key);
+  }
+
+  /**
+   * Durably forget a deferred remove another node has taken over (the hand-off of a partition this
+   * node no longer owns); false when it changed meanwhile.
+   */
+  async forgetPendingRemove(key: string, element: Uint8Array, unseen: CausalContext): Promise<boolean> {
+    if (this.closed) throw new StoreClosedError();
+    return this.lock.run(key, async () => {
+      const ops: Parameters<typeof this.commit.write>[0] = [];
+      if (!this.env.pending.forget(key, element, unseen, ops)) return false;
+      await this.commit.write(ops);
+      return true;
+    });
+  }
 
   /** Keys of one partition, in key order. */
   keys(partition: number): AsyncGenerator<string> {

@@ -8,8 +8,12 @@
 // writes at an owner), bytes per update and periods until every owner has it, at 10, 100, 1,000.
 // Placement (gossip/placement.ts, rendezvous hashing, R = 3): partitions per node and the share of
 // partition copies one join or leave moves, at 10, 100 and 1,000 members for several partition
-// counts. Routing to owners and hand-off on a real cluster are not part of it yet.
-// Writes docs/results/scale.json and scale.svg (--quick: 10 and 50 nodes, to a temporary directory).
+// counts.
+// A real cluster (scale-cluster.ts; node processes on loopback, --replication-factor 3): the share
+// of key copies a ninth node's join moves to it, and the throughput of batch Adds spread over 9
+// nodes against a single node, in the same run.
+// Writes docs/results/scale.json and scale.svg (--quick: 10 and 50 nodes and a shorter cluster
+// run, to a temporary directory).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +22,7 @@ import { drawChart } from "./charts/draw.js";
 import { commandLine, isQuick, printTargets, resultsDir, target } from "./lib/results.js";
 import { type PlacedRun, type ScaleRun, runPlaced, runScale } from "./scale-sim.ts";
 import { type PlacementRun, runPlacement } from "./placement-sim.ts";
+import { runScaleCluster } from "./scale-cluster.ts";
 
 const quick = isQuick();
 const command = commandLine("bench:scale", quick);
@@ -43,6 +48,9 @@ const placementCases: Array<[number, number]> = quick
   : [[10, 64], [10, 4096], [100, 64], [100, 4096], [1000, 64], [1000, 4096], [1000, 65536]];
 const placements: PlacementRun[] = placementCases.map(([n, p]) => runPlacement(n, p, 3, n >= 1000 ? 5 : 20));
 for (const p of placements) console.log(JSON.stringify(p));
+const clusterParams = quick ? { keys: 90, elementsPerKey: 50, seconds: 5, callers: 8, batch: 100 } : { keys: 360, elementsPerKey: 100, seconds: 20, callers: 16, batch: 100 };
+const cluster = await runScaleCluster(clusterParams);
+const [spread, alone] = cluster.throughput;
 const fingers = runs.filter((r) => r.overlay === "fingers");
 const mesh = runs.filter((r) => r.overlay === "all");
 const smallest = fingers[0]!;
@@ -87,17 +95,32 @@ const targets = [
       target(`placement, ${p.nodes} nodes, ${p.partitions} partitions, R = 3: share of partition copies one join moves, relative to the ideal 1/(N+1)`, "0.5x to 1.5x", p.joinMoved / p.joinIdeal, (m) => m >= 0.5 && m <= 1.5, command),
       target(`placement, ${p.nodes} nodes, ${p.partitions} partitions, R = 3: share of partition copies one leave moves, relative to the ideal 1/N`, "0.5x to 1.5x", p.leaveMoved / p.leaveIdeal, (m) => m >= 0.5 && m <= 1.5, command),
     ]),
+  target(
+    `real cluster, R = 3: share of key copies one join (8 to 9 nodes) moves, relative to the ideal 1/9`,
+    "0.5x to 1.5x",
+    cluster.join.movedShare / cluster.join.ideal,
+    (m) => m >= 0.5 && m <= 1.5,
+    command,
+  ),
+  target(
+    `real cluster: batch Adds per second spread over 9 nodes with R = 3, relative to one node (same client, same run)`,
+    ">= 1x",
+    spread!.elementsPerSecond / alone!.elementsPerSecond,
+    (m) => m >= 1,
+    command,
+  ),
   ...placements
     .filter((p) => (p.partitions * p.r) / p.nodes >= 150)
     .map((p) => target(`placement, ${p.nodes} nodes, ${p.partitions} partitions, R = 3: most partitions on one node relative to the mean`, "<= 1.25x", p.perNode.maxOverMean, (m) => m <= 1.25, command)),
 ];
 const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-scale-")) : resultsDir;
 const path = writeResultFile(join(dir, "scale.json"), {
-  params: { quick, fingerSizes, meshSizes, updatePeriods: 5, writersPerPeriod: 4, sync: "Algorithm 2 + BP + RR, one random neighbour per period", partitions: 1, placement: { r: 3, cases: placementCases, hashing: "rendezvous (highest random weight)" } },
+  params: { quick, fingerSizes, meshSizes, updatePeriods: 5, writersPerPeriod: 4, sync: "Algorithm 2 + BP + RR, one random neighbour per period", partitions: 1, placement: { r: 3, cases: placementCases, hashing: "rendezvous (highest random weight)" }, cluster: { ...clusterParams, nodes: 9, partitions: 256, replicationFactor: 3 } },
   metrics: {
     runs,
     placed,
     placements,
+    cluster,
     meshPerLinkBytes: perLinkMesh,
     extrapolated: { note: "full mesh at 1,000 nodes from its measured bytes per update per link, not simulated", nodes: 1000, bytesPerUpdate: extrapolatedMesh1000 },
   },

@@ -249,7 +249,7 @@ describe("operators", () => {
       assert.ok(services.includes(s), `${s} missing from ${services.join(", ")}`);
     }
     const methods = (await refl.listMethods("deltaset.v1.Replica")).map((m) => m.name);
-    assert.deepEqual([...methods].sort(), ["Add", "AddStream", "Delete", "Export", "Import", "Increment", "Keys", "Merge", "Query", "Remove", "Scan", "Watch"]);
+    assert.deepEqual([...methods].sort(), ["Add", "AddStream", "Delete", "Export", "Import", "Increment", "Keys", "Merge", "Owners", "Query", "Remove", "Scan", "Watch"]);
     const d = await refl.getDescriptorBySymbol("deltaset.v1.AddRequest");
     assert.ok(d !== undefined);
   });

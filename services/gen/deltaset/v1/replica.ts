@@ -39,6 +39,32 @@ export const protobufPackage = "deltaset.v1";
 
 export const protobufFileName = "deltaset/v1/replica.proto";
 
+export interface OwnersRequest {
+  /** The key whose owners are asked for (UTF-8). */
+  key: string;
+}
+
+/** One owner of a partition. */
+export interface Owner {
+  nodeId: string;
+  /** The address clients and peers dial (host:port). */
+  address: string;
+}
+
+export interface OwnersResponse {
+  /** The key's partition. */
+  partition: number;
+  /**
+   * The owners, highest rendezvous score first; a node forwards a call it does not own to the
+   * first of them it reaches.
+   */
+  owners: Owner[];
+  /** The node's replication factor: "all" or R. */
+  replicationFactor: string;
+  /** Whether the node that answered owns the key (serves it from its own store). */
+  local: boolean;
+}
+
 export interface WatchKeysRequest {
   /** The key to follow; or empty with prefix set. */
   key: string;
@@ -504,6 +530,283 @@ export interface ImportResponse {
   /** Number of members after the import (for sets). */
   size: bigint;
 }
+
+function createBaseOwnersRequest(): OwnersRequest {
+  return { key: "" };
+}
+
+export const OwnersRequest: MessageFns<OwnersRequest> = {
+  encode(message: OwnersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OwnersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOwnersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): OwnersRequest {
+    return { key: isSet(object.key) ? globalThis.String(object.key) : "" };
+  },
+
+  toJSON(message: OwnersRequest): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<OwnersRequest>, I>>(base?: I): OwnersRequest {
+    return OwnersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OwnersRequest>, I>>(object: I): OwnersRequest {
+    const message = createBaseOwnersRequest();
+    message.key = object.key ?? "";
+    return message;
+  },
+};
+
+function createBaseOwner(): Owner {
+  return { nodeId: "", address: "" };
+}
+
+export const Owner: MessageFns<Owner> = {
+  encode(message: Owner, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    if (message.address !== "") {
+      writer.uint32(18).string(message.address);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Owner {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOwner();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.nodeId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Owner {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+    };
+  },
+
+  toJSON(message: Owner): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Owner>, I>>(base?: I): Owner {
+    return Owner.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Owner>, I>>(object: I): Owner {
+    const message = createBaseOwner();
+    message.nodeId = object.nodeId ?? "";
+    message.address = object.address ?? "";
+    return message;
+  },
+};
+
+function createBaseOwnersResponse(): OwnersResponse {
+  return { partition: 0, owners: [], replicationFactor: "", local: false };
+}
+
+export const OwnersResponse: MessageFns<OwnersResponse> = {
+  encode(message: OwnersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== 0) {
+      writer.uint32(8).uint32(message.partition);
+    }
+    for (const v of message.owners) {
+      Owner.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.replicationFactor !== "") {
+      writer.uint32(26).string(message.replicationFactor);
+    }
+    if (message.local !== false) {
+      writer.uint32(32).bool(message.local);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OwnersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOwnersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.partition = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.owners.push(Owner.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.replicationFactor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.local = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): OwnersResponse {
+    return {
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      owners: globalThis.Array.isArray(object?.owners) ? object.owners.map((e: any) => Owner.fromJSON(e)) : [],
+      replicationFactor: isSet(object.replicationFactor)
+        ? globalThis.String(object.replicationFactor)
+        : isSet(object.replication_factor)
+        ? globalThis.String(object.replication_factor)
+        : "",
+      local: isSet(object.local) ? globalThis.Boolean(object.local) : false,
+    };
+  },
+
+  toJSON(message: OwnersResponse): unknown {
+    const obj: any = {};
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    if (message.owners?.length) {
+      obj.owners = message.owners.map((e) => Owner.toJSON(e));
+    }
+    if (message.replicationFactor !== "") {
+      obj.replicationFactor = message.replicationFactor;
+    }
+    if (message.local !== false) {
+      obj.local = message.local;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<OwnersResponse>, I>>(base?: I): OwnersResponse {
+    return OwnersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<OwnersResponse>, I>>(object: I): OwnersResponse {
+    const message = createBaseOwnersResponse();
+    message.partition = object.partition ?? 0;
+    message.owners = object.owners?.map((e) => Owner.fromPartial(e)) || [];
+    message.replicationFactor = object.replicationFactor ?? "";
+    message.local = object.local ?? false;
+    return message;
+  },
+};
 
 function createBaseWatchKeysRequest(): WatchKeysRequest {
   return { key: "", prefix: "", since: undefined };
@@ -4175,7 +4478,10 @@ export const ImportResponse: MessageFns<ImportResponse> = {
 /**
  * Replica serves the replicated objects held by this node. Writes are acknowledged only after
  * they are durable on this node and are then spread to the other nodes by anti-entropy gossip.
- * Reads are local (eventually consistent). Every string field of every request (keys, texts, ids)
+ * Reads are local (eventually consistent). With a replication factor R (--replication-factor), a
+ * call naming a key this node does not own is forwarded to one of the key's owners (see Owners),
+ * which serves it the same way; Keys, prefix watches, Import and AddStream are served by the node
+ * called. Every string field of every request (keys, texts, ids)
  * must be valid UTF-8: a request with anything else is refused with INVALID_ARGUMENT naming the
  * field, never rewritten.
  */
@@ -4376,6 +4682,20 @@ export const ReplicaService = {
     responseSerialize: (value: KeyEvent): Buffer => Buffer.from(KeyEvent.encode(value).finish()),
     responseDeserialize: (value: Buffer): KeyEvent => KeyEvent.decode(value),
   },
+  /**
+   * The live nodes that own a key's partition, as this node's membership view places them
+   * (--replication-factor R: the R members ranked first by rendezvous hashing; "all": every live
+   * member). A client may call an owner directly to save the hop a non-owner's forwarding costs.
+   */
+  owners: {
+    path: "/deltaset.v1.Replica/Owners" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: OwnersRequest): Buffer => Buffer.from(OwnersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): OwnersRequest => OwnersRequest.decode(value),
+    responseSerialize: (value: OwnersResponse): Buffer => Buffer.from(OwnersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): OwnersResponse => OwnersResponse.decode(value),
+  },
 } as const;
 
 export interface ReplicaServer extends UntypedServiceImplementation {
@@ -4478,6 +4798,12 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
    */
   watch: handleServerStreamingCall<WatchKeysRequest, KeyEvent>;
+  /**
+   * The live nodes that own a key's partition, as this node's membership view places them
+   * (--replication-factor R: the R members ranked first by rendezvous hashing; "all": every live
+   * member). A client may call an owner directly to save the hop a non-owner's forwarding costs.
+   */
+  owners: handleUnaryCall<OwnersRequest, OwnersResponse>;
 }
 
 export interface ReplicaClient extends Client {
@@ -4694,6 +5020,26 @@ export interface ReplicaClient extends Client {
    */
   watch(request: WatchKeysRequest, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
   watch(request: WatchKeysRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
+  /**
+   * The live nodes that own a key's partition, as this node's membership view places them
+   * (--replication-factor R: the R members ranked first by rendezvous hashing; "all": every live
+   * member). A client may call an owner directly to save the hop a non-owner's forwarding costs.
+   */
+  owners(
+    request: OwnersRequest,
+    callback: (error: ServiceError | null, response: OwnersResponse) => void,
+  ): ClientUnaryCall;
+  owners(
+    request: OwnersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: OwnersResponse) => void,
+  ): ClientUnaryCall;
+  owners(
+    request: OwnersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: OwnersResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ReplicaClient = makeGenericClientConstructor(ReplicaService, "deltaset.v1.Replica") as unknown as {

@@ -1,0 +1,159 @@
+// Hand-off of partitions this node holds but no longer owns (placement changed: a join, a leave,
+// a death). Nothing is sent here: the engine keeps exchanging such a partition with its owners
+// (Ownership.peersOf), so a new owner receives it by the chunked full-state transfer a new peer
+// gets, and acknowledges it once durable (exchange.ts acks after the store's join returned, and
+// joins are durable when they return). This part drops the local copy, key by key, only once
+// every owner in this node's view has acknowledged everything the partition holds here
+// (Algorithm 2: ack >= the partition's seq), and the placement has been stable for a grace
+// period. Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
+// to 0, so a restarted node drops nothing before the owners acknowledged its full state again.
+// Deferred removes exist only on the node that took them: those of keys not owned here go to an
+// owner first. Before the first key goes, the store draws a new replica id, so a later write to a
+// dropped key never mints a dot this node already used there.
+import type { Store } from "../store/store.js";
+import type { Logger } from "../common/logger.js";
+import type { AntiEntropyEngine } from "./engine.js";
+import type { Ownership } from "./ownership.js";
+import type { CausalContext } from "../crdt/index.js";
+
+export interface HandOffCounters {
+  /** Partitions whose local copy was dropped after its owners acknowledged it. */
+  partitionsDropped: number;
+  keysDropped: number;
+  /** Bytes of the records dropped (what moved to the owners). */
+  bytesDropped: number;
+  /** Keys kept because deferred removes wait on them here. */
+  keysKept: number;
+  /** Deferred removes given to an owner before their key was dropped. */
+  removesHandedOver: number;
+}
+
+export interface HandOffOptions {
+  store: Store;
+  engine: AntiEntropyEngine<unknown>;
+  ownership: Ownership;
+  log: Logger;
+  /** No drop until the placement has not changed for this long (ms): views settle first. */
+  graceMs: number;
+  now: () => number;
+  /**
+   * Give a deferred remove of a key to one of its owners (a Remove of the element with the dots it
+   * waits for, acknowledged once durable there); rejects when no owner took it. Without it, keys
+   * with deferred removes are kept.
+   */
+  handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
+}
+
+export class HandOff {
+  readonly counters: HandOffCounters = { partitionsDropped: 0, keysDropped: 0, bytesDropped: 0, keysKept: 0, removesHandedOver: 0 };
+  /** Partitions that may hold keys here (all of them at start: the store may hold anything). */
+  private readonly mayHold = new Set<number>();
+  private seenVersion: number;
+  private stableSince: number;
+  private running = false;
+
+  constructor(private readonly o: HandOffOptions) {
+    for (let p = 0; p < o.ownership.partitions; p++) this.mayHold.add(p);
+    this.seenVersion = o.ownership.version;
+    this.stableSince = o.now();
+    o.store.onChange((key) => this.mayHold.add(o.ownership.partitionOf(key)));
+  }
+
+  /** A partition this node may now hold keys of (a local write). */
+  noteWrite(partition: number): void {
+    this.mayHold.add(partition);
+  }
+
+  /** Partitions held here that this node does not own, acknowledged by all their owners. */
+  ready(): number[] {
+    const { ownership: own, engine, now } = this.o;
+    if (own.full || engine.algorithm !== 2) return [];
+    if (own.version !== this.seenVersion) {
+      this.seenVersion = own.version;
+      this.stableSince = now();
+    }
+    if (now() - this.stableSince < this.o.graceMs) return [];
+    const out: number[] = [];
+    for (const p of this.mayHold) {
+      if (own.owns(p)) continue;
+      const owners = own.peersOf(p);
+      const seq = engine.seq(p);
+      if (owners.length === 0 || seq === 0) continue;
+      if (owners.every((o) => engine.ackOf(p, o) >= seq)) out.push(p);
+    }
+    return out;
+  }
+
+  /** Hand over deferred removes of keys not owned here, then drop what is ready; one run at a time. */
+  async run(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      await this.handOverRemoves();
+      for (const p of this.ready()) await this.drop(p);
+    } catch (err) {
+      this.o.log.warn("hand-off drop failed; retried later", { err });
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /**
+   * Deferred removes of keys this node does not own go to an owner at once, without waiting for
+   * the partition's acks: the adds they wait for no longer come here, and an owner takes such a
+   * remove whatever it holds (it applies what it can and defers the rest).
+   */
+  private async handOverRemoves(): Promise<void> {
+    const { store, ownership } = this.o;
+    if (this.o.handOverRemove === undefined || ownership.full) return;
+    for (const key of store.keysWithPendingRemoves()) {
+      if (ownership.owns(ownership.partitionOf(key))) continue;
+      await this.handOver(key);
+    }
+  }
+
+  private async handOver(key: string): Promise<void> {
+    for (const { element, unseen } of this.o.store.pendingRemovesOf(key)) {
+      await this.o.handOverRemove!(key, element, unseen);
+      if (await this.o.store.forgetPendingRemove(key, element, unseen)) this.counters.removesHandedOver++;
+    }
+  }
+
+  private async drop(p: number): Promise<void> {
+    const { store, engine, ownership } = this.o;
+    const seq = engine.seq(p);
+    let keys = 0;
+    let bytes = 0;
+    let kept = 0;
+    let rotated = false;
+    for await (const key of store.keys(p)) {
+      // Stop if the partition changed or came back here meanwhile: the check starts over.
+      if (engine.seq(p) !== seq || ownership.owns(p)) return;
+      // Deferred removes exist only here: an owner takes them over first (their adds never come
+      // here again, gossip of a partition not owned is refused).
+      if (this.o.handOverRemove !== undefined) await this.handOver(key);
+      // A later write to a dropped key must not mint dots (or counter values) this node already
+      // used there: from now on it mints under a new replica id.
+      if (!rotated) {
+        const id = await store.rotateReplicaId();
+        rotated = true;
+        this.o.log.info("new replica id before dropping handed-off keys", { replicaId: id, partition: p });
+      }
+      const dropped = await store.dropLocalCopy(key);
+      if (dropped === false) {
+        kept++;
+        this.counters.keysKept++;
+        continue;
+      }
+      keys++;
+      bytes += dropped;
+      this.counters.keysDropped++;
+      this.counters.bytesDropped += dropped;
+    }
+    if (kept === 0) {
+      this.mayHold.delete(p);
+      if (keys > 0) this.counters.partitionsDropped++;
+    }
+    if (keys > 0) this.o.log.info("partition handed off: local copy dropped", { partition: p, keys, bytes, kept, owners: ownership.peersOf(p) });
+  }
+}

@@ -1,0 +1,176 @@
+// The hand-off of partitions a node holds without owning them (gossip/hand-off.ts), on a real
+// LevelDB store and the real engine: the local copy goes only once every owner acknowledged all of
+// it and the placement was stable for the grace period; keys owned here, keys with deferred
+// removes, and everything after a restart (acks back at 0) stay.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { CausalContext, ObjectType } from "../../services/crdt/index.ts";
+import { AntiEntropyEngine } from "../../services/gossip/engine.ts";
+import { HandOff } from "../../services/gossip/hand-off.ts";
+import { keyedStatesOps } from "../../services/gossip/keyed-states.ts";
+import { Ownership } from "../../services/gossip/ownership.ts";
+import { partitionOf } from "../../services/gossip/partition.ts";
+import { Store } from "../../services/store/store.ts";
+import { createLogger } from "../../services/common/logger.ts";
+
+const root = mkdtempSync(join(tmpdir(), "deltaset-handoff-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+const P = 8;
+const b = (s: string) => Buffer.from(s);
+
+/** A key of the first partition the predicate accepts. */
+function keyWhere(ok: (p: number) => boolean, tag: string): string {
+  for (let i = 0; ; i++) if (ok(partitionOf(`${tag}${i}`, P))) return `${tag}${i}`;
+}
+
+async function setup(name: string) {
+  const store = await Store.open({ dir: join(root, name), nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
+  // R = 1 with peers b and c: this node (a) owns some partitions, b and c the others.
+  const own = new Ownership("a", "127.0.0.1:1", P, 1);
+  own.setLive(new Map([["b", "127.0.0.1:2"], ["c", "127.0.0.1:3"]]));
+  const engine = (seqs?: number[]) => {
+    const e = new AntiEntropyEngine<unknown>({ self: "a", ops: keyedStatesOps as never, random: () => 0.5, partitions: P, sync: { algorithm: 2, bp: true, rr: true, initialSeqs: seqs }, neighbours: ["b", "c"] });
+    e.setPartitionPeers((p) => own.peersOf(p));
+    return e;
+  };
+  return { store, own, engine };
+}
+
+async function held(store: Store, key: string): Promise<boolean> {
+  return (await store.readState(key)) !== undefined;
+}
+
+describe("hand-off: a partition not owned here is dropped only once its owners acked it", () => {
+  it("waits for every owner's ack and for the grace period, then drops only that partition's keys", async () => {
+    const { store, own, engine } = await setup("acks");
+    const e = engine();
+    let now = 0;
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 1000, now: () => now });
+    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const mine = keyWhere((p) => own.owns(p), "mine");
+    const p = partitionOf(gone, P);
+    const before = store.replicaId;
+    for (const key of [gone, mine]) {
+      const r = await store.add(key, [b("x"), b("y")]);
+      e.local(partitionOf(key, P), new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
+    }
+    const [owner] = own.peersOf(p);
+    const seq = e.seq(p);
+    assert.ok(seq > 0);
+    now = 5000;
+    assert.deepEqual(h.ready(), [], "no ack yet");
+    e.onAcks(owner!, [{ partition: p, seq: seq - 1 }]);
+    assert.deepEqual(h.ready(), [], "an ack below the partition's seq does not cover everything held");
+    e.onAcks(owner!, [{ partition: p, seq }]);
+    assert.deepEqual(h.ready(), [p]);
+    // A placement change restarts the grace period.
+    own.setLive(new Map([["b", "127.0.0.1:2"]]));
+    own.setLive(new Map([["b", "127.0.0.1:2"], ["c", "127.0.0.1:3"]]));
+    assert.deepEqual(h.ready(), [], "within the grace period after a change");
+    now += 1000;
+    assert.deepEqual(h.ready(), [p]);
+    await h.run();
+    assert.equal(await held(store, gone), false, "the handed-off key is gone here");
+    assert.equal(await held(store, mine), true, "a key owned here stays");
+    assert.equal(h.counters.keysDropped, 1);
+    assert.ok(h.counters.bytesDropped > 0);
+    assert.equal(h.counters.partitionsDropped, 1);
+    const left: string[] = [];
+    for await (const k of store.keys(p)) left.push(k);
+    assert.deepEqual(left, []);
+    // A later add to the dropped key must not reuse a dot the owners have seen: a new replica id.
+    assert.notEqual(store.replicaId, before);
+    const again = await store.add(gone, [b("z")]);
+    assert.equal(again.dots[0]!.replica, store.replicaId);
+    await store.close();
+  });
+
+  it("after a restart nothing is dropped until the owners acknowledge the full state again", async () => {
+    const { store, own, engine } = await setup("restart");
+    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const p = partitionOf(gone, P);
+    await store.add(gone, [b("x")]);
+    // A restarted node: seqs past the durable ones, every ack at 0.
+    const e = engine(Array.from({ length: P }, () => 7));
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
+    assert.deepEqual(h.ready(), []);
+    await h.run();
+    assert.equal(await held(store, gone), true);
+    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 7 }]);
+    await h.run();
+    assert.equal(await held(store, gone), false);
+    await store.close();
+  });
+
+  it("keeps a key whose deferred removes wait here (they exist nowhere else)", async () => {
+    const { store, own, engine } = await setup("pending");
+    const e = engine(Array.from({ length: P }, () => 3));
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
+    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const p = partitionOf(gone, P);
+    await store.add(gone, [b("x")]);
+    // A remove of an add this node has not seen yet waits here.
+    const r = await store.remove(gone, [b("x")], CausalContext.of([{ replica: "elsewhere~1", counter: 4 }]));
+    assert.equal(r.pending, 1);
+    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 3 }]);
+    await h.run();
+    assert.equal(await held(store, gone), true);
+    assert.equal(h.counters.keysKept, 1);
+    assert.equal(h.counters.keysDropped, 0);
+    await store.close();
+  });
+
+  it("gives a key's deferred removes to an owner, then drops the key", async () => {
+    const { store, own, engine } = await setup("pending-handover");
+    const e = engine(Array.from({ length: P }, () => 3));
+    const given: Array<{ key: string; element: string; unseen: string }> = [];
+    let refuse = true;
+    const h = new HandOff({
+      store,
+      engine: e,
+      ownership: own,
+      log: createLogger("error"),
+      graceMs: 0,
+      now: () => 0,
+      handOverRemove: async (key, element, unseen) => {
+        if (refuse) throw new Error("no owner answered");
+        given.push({ key, element: element.toString(), unseen: JSON.stringify([...unseen.dots()]) });
+      },
+    });
+    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const p = partitionOf(gone, P);
+    await store.add(gone, [b("x")]);
+    await store.remove(gone, [b("x")], CausalContext.of([{ replica: "elsewhere~1", counter: 4 }]));
+    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 3 }]);
+    await h.run();
+    assert.equal(await held(store, gone), true, "kept while no owner took the remove");
+    assert.equal(store.pendingRemoves(gone), 1);
+    refuse = false;
+    await h.run();
+    assert.equal(given.length, 1);
+    assert.equal(given[0]!.key, gone);
+    assert.equal(given[0]!.element, "x");
+    assert.equal(given[0]!.unseen, JSON.stringify([{ replica: "elsewhere~1", counter: 4 }]), "the dots the remove waits for");
+    assert.equal(store.pendingRemoves(gone), 0, "forgotten here once an owner took it");
+    assert.equal(await held(store, gone), false);
+    assert.equal(h.counters.removesHandedOver, 1);
+    await store.close();
+  });
+
+  it("with R = all nothing is ever dropped", async () => {
+    const store = await Store.open({ dir: join(root, "all"), nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
+    const own = new Ownership("a", "127.0.0.1:1", P, "all");
+    own.setLive(new Map([["b", "127.0.0.1:2"]]));
+    const e = new AntiEntropyEngine<unknown>({ self: "a", ops: keyedStatesOps as never, random: () => 0.5, partitions: P, sync: { algorithm: 2, bp: true, rr: true, initialSeqs: Array.from({ length: P }, () => 2) }, neighbours: ["b"] });
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
+    await store.add("k", [b("x")]);
+    for (let p = 0; p < P; p++) e.onAcks("b", [{ partition: p, seq: 2 }]);
+    assert.deepEqual(h.ready(), []);
+    await h.run();
+    assert.equal(await held(store, "k"), true);
+    await store.close();
+  });
+});
