@@ -316,7 +316,7 @@ export class NodeGossip {
         this.schedulePush();
       }
     }
-    if (fanout === undefined && this.handOff !== undefined && !this.stopped) void this.handOff.run();
+    if (push === undefined && this.handOff !== undefined && !this.stopped) void this.handOff.run();
   }
 
   /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */
