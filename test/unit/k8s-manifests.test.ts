@@ -107,7 +107,10 @@ for (const target of TARGETS) {
     assert.equal(config.dataDir, "/var/lib/deltaset/data");
     assert.equal(config.metricsListen, "0.0.0.0:9464");
     assert.equal(config.cluster, "deltaset");
-    assert.equal(config.partitions, 64);
+    const scaled = target === "overlays/kind-scale";
+    assert.equal(config.partitions, scaled ? 256 : 64);
+    assert.equal(config.replicationFactor, scaled ? "3" : "all");
+    if (scaled) assert.equal(sts(objs).spec.replicas, 9);
     assert.equal(config.peerProxy, target === "overlays/chaos" ? "127.0.0.1:8474" : undefined);
     const tls = target === "overlays/kind-tls";
     assert.deepEqual(config.tls, tls ? { cert: "/etc/deltaset/tls/tls.crt", key: "/etc/deltaset/tls/tls.key", ca: "/etc/deltaset/tls/ca.crt", mutual: false } : {});
