@@ -120,7 +120,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params);
       const r = await store.add(req.key, elements, ttlMs);
       notify(req.key, ObjectType.AWSET, r.delta);
-      return { added: r.added, replica: store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };
+      // The replica the dots were minted under, not the store's current one: hand-off may draw a
+      // new replica id while the add waits to be durable.
+      return { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };
     }),
 
     remove: unary("Remove", async (req) => {
