@@ -37,6 +37,7 @@ import {
   seriesParams,
 } from "../../services/crdt/scalable-filter.js";
 import { gzipSync } from "node:zlib";
+import { gcfSeedLayout, orcfSeedLayout } from "./filters-seed-layout.js";
 
 /** The six configurations of seed 001 section 6.1; all target a rate of 1/32. */
 export const CONFIGS = ["GBF_5", "GCF_4", "ORCF_4", "ScGBF_5", "ScGCF_4", "ScORCF_4"] as const;
@@ -52,6 +53,8 @@ export const SEED_INTERVALS = [1e3, 1e4, 1e5, 1e6, 1e7];
 export function runInterval(seedInterval: number, n: number): number {
   return Math.max(1, Math.round((seedInterval * n) / SEED_OPS));
 }
+/** Probe keys drawn at a time (fresh keys for the false-positive rate). */
+const PROBE_BATCH = 1 << 16;
 /** Replica ids (ORCF tags and AWSet dots). */
 export const REPLICAS = ["a", "b"] as const;
 
@@ -344,6 +347,8 @@ export interface FprResult {
   interval: number;
   seed: number;
   fpr: number;
+  /** Fresh keys probed. */
+  probes: number;
   merges: number;
   /** Adds not applied because the replica had reported full (cuckoo types stop after a failure). */
   dropped: number;
@@ -364,7 +369,6 @@ export function runFprCell(c: FprCell): FprResult {
   const t0 = process.hrtime.bigint();
   const random = seededRandom(c.seed);
   const keys = randomKeys(c.n, random);
-  const probes = randomKeys(c.probes, seededRandom(c.seed ^ 0x7f4a7c15));
   const pair = makePair(c.config, c.n, seededRandom(c.seed ^ 0x2545f491), c.form ?? "delta");
   const isFull = [false, false];
   const local = c.split === 1;
@@ -388,8 +392,14 @@ export function runFprCell(c: FprCell): FprResult {
     pair.merge();
     merges++;
   }
+  // Fresh keys, drawn a batch at a time so millions of probes stay within bounded memory.
   let positives = 0;
-  for (const k of probes) if (pair.contains(0, k)) positives++;
+  const probeRandom = seededRandom(c.seed ^ 0x7f4a7c15);
+  for (let done = 0; done < c.probes; ) {
+    const batch = randomKeys(Math.min(PROBE_BATCH, c.probes - done), probeRandom);
+    for (const k of batch) if (pair.contains(0, k)) positives++;
+    done += batch.length;
+  }
   // No false negatives: every applied add must still be found (a sample, to bound the cost).
   let falseNegatives = 0;
   const step = Math.max(1, Math.floor(added.length / 4096));
@@ -402,6 +412,7 @@ export function runFprCell(c: FprCell): FprResult {
     interval: c.interval,
     seed: c.seed,
     fpr: positives / c.probes,
+    probes: c.probes,
     merges,
     dropped,
     load: st.count / c.n,
@@ -435,6 +446,9 @@ export interface MemResult extends MemCell {
   stored: number;
   raw: number;
   gzip: number;
+  /** GCF_4 / ORCF_4: the size of the same state in the seed's own layout (filters-seed-layout.ts), raw and gzip. */
+  seedRaw?: number;
+  seedGzip?: number;
   overflow: number;
   seconds: number;
 }
@@ -509,6 +523,22 @@ function memReplica(type: MemType, n: number, replica: string, random: Random): 
   return r;
 }
 
+/** The seed's serialised layout of a cuckoo state (undefined for the other types). */
+function seedLayoutOf(type: MemType, state: unknown): Uint8Array | undefined {
+  if (type === "GCF_4") {
+    const g = state as Gcf;
+    return gcfSeedLayout(g.params!, g.entries());
+  }
+  if (type === "ORCF_4") {
+    const o = state as Orcf;
+    return orcfSeedLayout(
+      o.params!,
+      o.entries().map((e) => ({ bucket: e.bucket, fp: e.fp, replica: REPLICAS.indexOf(e.replica as (typeof REPLICAS)[number]), t: e.t })),
+    );
+  }
+  return undefined;
+}
+
 /**
  * One memory run: n operations, a share addShare of them adds of fresh keys and the rest removes
  * of a uniformly chosen element present at that replica (an operation that finds nothing to
@@ -545,12 +575,14 @@ export function runMemCell(c: MemCell): MemResult {
   const bytes = s.encode();
   const gz = gzipSync(bytes).length;
   const stored = s.stored();
+  const seed = seedLayoutOf(c.type, s.s);
   return {
     ...c,
     stored,
     load: stored / c.n,
     raw: bytes.length,
     gzip: gz,
+    ...(seed === undefined ? {} : { seedRaw: seed.length, seedGzip: gzipSync(seed).length }),
     overflow: s.overflow() / c.n,
     seconds: Number(process.hrtime.bigint() - t0) / 1e9,
   };
