@@ -53,10 +53,19 @@ export interface OrcfEntry extends OrcfTagged {
 const fpOf = (e: OrcfTagged) => e.fp;
 const tagOf = (e: OrcfTagged) => dotKey(makeDot(e.replica, e.t));
 
+/** Where a live tag's entry is: one of its two candidate buckets (kicks move it to the other one). */
+interface TagPlace {
+  bucket: number;
+  e: OrcfTagged;
+}
+
 export class Orcf {
   private constructor(
     private t: CuckooTable<OrcfTagged> | null,
     private readonly h: CausalContext,
+    // Live tag -> place, built on the first join and kept up to date after it, so joining a small
+    // delta into a large state costs the delta's size, not the state's (null: not built).
+    private index: Map<string, TagPlace> | null = null,
   ) {}
 
   /** The lattice bottom: no entries, no history, no parameters. */
@@ -98,7 +107,7 @@ export class Orcf {
   }
 
   clone(): Orcf {
-    return new Orcf(this.t?.clone() ?? null, this.h.clone());
+    return new Orcf(this.t?.clone() ?? null, this.h.clone(), this.index === null ? null : new Map(this.index));
   }
 
   /** Entries stored (copies, counting repeated adds of one element). */
@@ -183,7 +192,10 @@ export class Orcf {
     const { i1, fp } = cuckooHash(p, element);
     const entry: OrcfTagged = { fp, replica, t: tag.counter };
     const placed = this.t.insert("ORCF", i1, entry, random, keep);
-    if (keep) this.h.addDot(tag);
+    if (keep) {
+      this.h.addDot(tag);
+      this.index?.set(dotKey(tag), { bucket: placed, e: entry });
+    }
     return Orcf.fromParts(p, [{ bucket: placed, ...entry }], CausalContext.of([tag]));
   }
 
@@ -213,17 +225,39 @@ export class Orcf {
     const found = this.matches(element);
     if (found.length === 0) return Orcf.empty(p);
     const pick = found[randomInt(random, found.length)]!;
-    if (apply) this.t!.removeAt(pick.bucket, pick.slot);
+    if (apply) {
+      this.t!.removeAt(pick.bucket, pick.slot);
+      this.index?.delete(tagOf(pick.e));
+    }
     return Orcf.fromParts(p, [], CausalContext.of([makeDot(pick.e.replica, pick.e.t)]));
   }
 
   // ---------------------------------------------------------------------------------- lattice
 
   /** Live tags and where they sit. */
-  private liveTags(): Map<string, { bucket: number; e: OrcfTagged }> {
-    const m = new Map<string, { bucket: number; e: OrcfTagged }>();
+  private liveTags(): Map<string, TagPlace> {
+    const m = new Map<string, TagPlace>();
     if (this.t !== null) for (const [bucket, e] of this.t.entries()) m.set(tagOf(e), { bucket, e });
     return m;
+  }
+
+  private tagIndex(): Map<string, TagPlace> {
+    if (this.index === null) this.index = this.liveTags();
+    return this.index;
+  }
+
+  /** Remove a live tag's entry, found in the bucket its place names or in that bucket's alternate. */
+  private removeTag(tag: string, place: TagPlace): void {
+    const t = this.t!;
+    let slot = t.bucket(place.bucket).indexOf(place.e);
+    let bucket = place.bucket;
+    if (slot < 0) {
+      bucket = altIndex(t.params, place.bucket, place.e.fp);
+      slot = t.bucket(bucket).indexOf(place.e);
+    }
+    if (slot < 0) throw new Error(`ORCF index out of date: tag ${tag} is in neither candidate bucket`);
+    t.removeAt(bucket, slot);
+    this.index!.delete(tag);
   }
 
   /** Join other into this state (Eqs 3.12-3.16); true if anything changed. */
@@ -231,21 +265,32 @@ export class Orcf {
     const params = joinedParams("ORCF", this.params, other.params);
     if (other === this || params === null) return false;
     if (this.t === null) this.t = new CuckooTable(params, fpOf);
-    const mine = this.liveTags();
+    const mine = this.tagIndex();
     const theirs = other.liveTags();
     let changed = false;
     // This side's entries that the other side observed and no longer holds were removed there.
-    for (const [tag, { bucket, e }] of mine) {
-      if (!theirs.has(tag) && other.h.contains(e.replica, e.t)) {
-        const b = this.t.bucket(bucket);
-        this.t.removeAt(bucket, b.indexOf(e));
-        changed = true;
+    // Walk the smaller of this side's live tags and the other side's history (a delta's is small).
+    const removed: Array<[string, TagPlace]> = [];
+    if (other.h.dotCount() < mine.size) {
+      for (const replica of other.h.replicas()) {
+        for (const [first, last] of other.h.rangesOf(replica)) {
+          for (let n = first; n <= last; n++) {
+            const tag = dotKey(makeDot(replica, n));
+            const place = mine.get(tag);
+            if (place !== undefined && !theirs.has(tag)) removed.push([tag, place]);
+          }
+        }
       }
+    } else {
+      for (const [tag, place] of mine) if (!theirs.has(tag) && other.h.contains(place.e.replica, place.e.t)) removed.push([tag, place]);
     }
+    for (const [tag, place] of removed) this.removeTag(tag, place);
+    changed ||= removed.length > 0;
     // The other side's entries this side has never observed are new (S3).
     for (const [tag, { bucket, e }] of theirs) {
       if (!mine.has(tag) && !this.h.contains(e.replica, e.t)) {
         this.t.push(bucket, e);
+        mine.set(tag, { bucket, e });
         changed = true;
       }
     }
