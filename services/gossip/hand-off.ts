@@ -139,7 +139,10 @@ export class HandOff {
         rotated = true;
         this.o.log.info("new replica id before dropping handed-off keys", { replicaId: id, partition: p });
       }
-      const dropped = await store.dropLocalCopy(key);
+      // Checked again under the key's lock once earlier writes are durable: a write that slipped in
+      // since the check above would otherwise travel only as a delta (lost to an owner that needs
+      // a full state from here); the partition is then tried again once its owners acked it.
+      const dropped = await store.dropLocalCopy(key, () => engine.seq(p) === seq && !ownership.owns(p));
       if (dropped === false) {
         kept++;
         this.counters.keysKept++;

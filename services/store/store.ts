@@ -248,13 +248,18 @@ export class Store extends StoreCore {
    * Remove every record of a key from this node only (the hand-off of a partition this node no
    * longer owns, once its owners acknowledged it): no remove is made or spread, so the copies
    * elsewhere stay. Refused (false) while the key has deferred removes waiting here, which exist
-   * nowhere else. Returns the bytes of the records removed (keys and values), or false.
+   * nowhere else, or when `stillDroppable`, asked under the key's lock after every earlier write
+   * is durable, says no. Returns the bytes of the records removed (keys and values), or false.
    */
-  async dropLocalCopy(key: string): Promise<number | false> {
+  async dropLocalCopy(key: string, stillDroppable?: () => boolean): Promise<number | false> {
     if (this.closed) throw new StoreClosedError();
     return this.lock.run(key, async () => {
       if (this.env.pending.has(key)) return false;
       await this.commit.drain(); // every queued write of the key is in the database
+      // A write that took the lock before this drop is durable now and its change has been told
+      // (listeners run as it returns): the caller's condition sees it and may keep the key.
+      await new Promise((r) => setImmediate(r));
+      if (stillDroppable !== undefined && !stillDroppable()) return false;
       const prefix = objectPrefix(this.partitionOf(key), key);
       const ops: Array<{ type: "del"; key: Buffer }> = [];
       let bytes = 0;

@@ -160,6 +160,40 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     await store.close();
   });
 
+  it("keeps a key a write reached after the partition's acks were checked, and drops it once that write is acked", async () => {
+    const { store, own, engine } = await setup("late-write");
+    const e = engine();
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
+    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const p = partitionOf(gone, P);
+    // As the node does: the engine hears of a write once it is durable.
+    const write = async (el: string) => {
+      const r = await store.add(gone, [b(el)]);
+      e.local(p, new Map([[gone, { type: ObjectType.AWSET, state: r.delta }]]));
+    };
+    await write("x");
+    const ackAll = () => {
+      for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: e.seq(p) }]);
+    };
+    ackAll();
+    // The write lands between hand-off's check of the partition and the drop of the key: the id
+    // rotation is the last step before the drop, so the write is started there.
+    const rotate = store.rotateReplicaId.bind(store);
+    let late: Promise<void> | undefined;
+    store.rotateReplicaId = async () => {
+      late ??= write("late");
+      return rotate();
+    };
+    await h.run();
+    await late;
+    assert.equal(await held(store, gone), true, "not dropped: the owners have not acked the late write");
+    assert.equal(h.counters.keysDropped, 0);
+    ackAll();
+    await h.run();
+    assert.equal(await held(store, gone), false, "dropped once the owners acked it");
+    await store.close();
+  });
+
   it("with R = all nothing is ever dropped", async () => {
     const store = await Store.open({ dir: join(root, "all"), nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
     const own = new Ownership("a", "127.0.0.1:1", P, "all");
