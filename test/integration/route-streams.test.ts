@@ -169,6 +169,14 @@ describe("Import and AddStream through a node that does not own the key (R = 3, 
     for (const o of owners!) await eventually(`${o} has the imported key`, () => localRead(index(o), key!), (v) => v.length === 1000);
   });
 
+  it("a forwarded unary Add is counted once, as ok", async () => {
+    const [{ key }] = await keysOwnedElsewhere("unary", 1);
+    const before = await forwarded(N, "Add", "ok");
+    await c.add(N, key!, ["x"]);
+    assert.equal(await forwarded(N, "Add", "ok"), before + 1);
+    assert.equal(await forwarded(N, "Add", "error"), 0);
+  });
+
   it("an Import of a key this node owns stays here; a bad stream gets a clear error", async () => {
     let key = "";
     for (let k = 0; key === ""; k++) if ((await ownerOrder(N, `own${k}`)).includes(`${c.name}${N}`)) key = `own${k}`;
@@ -209,6 +217,16 @@ describe("Import and AddStream through a node that does not own the key (R = 3, 
     for (const k of keys) {
       for (const o of await ownerOrder(N, k)) await eventually(`${o} holds every element of ${k}`, () => localRead(index(o), k), (v) => JSON.stringify(v) === JSON.stringify(want.get(k)));
     }
+  });
+
+  it("AddStream: a batch the owner refuses ends the stream with the owner's error naming its seq", async () => {
+    const [{ key: counter }, { key: set }] = await keysOwnedElsewhere("refuse", 2);
+    await c.replica(N, (r) => call(r, r.increment, { key: counter!, amount: 1n, requestId: "" }));
+    const out = await c.replica(N, (r) => streamBatches(r, [{ key: set!, elements: ["a"] }, { key: counter!, elements: ["b"] }, { key: set!, elements: ["c"] }], 1));
+    assert.equal(out.err?.code, grpc.status.FAILED_PRECONDITION, out.err?.details);
+    assert.match(out.err!.details, /batch seq 2: at owner r\d/);
+    assert.equal(out.acked, 1);
+    assert.deepEqual(await c.read(N, set!), ["a"]);
   });
 
   it("AddStream: an owner SIGKILLed mid-stream is failed over; no acknowledged element is lost", async () => {
