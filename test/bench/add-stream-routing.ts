@@ -2,7 +2,8 @@
 // node called does not own is forwarded to an owner as a unary Add) against the default `all`
 // (every node takes every batch itself), same clients, same run. One stream per node, batches of
 // BATCH elements, each batch to a key drawn from KEYS; elements/s counts acknowledged elements.
-// Usage: npm run bench:add-stream-routing [-- seconds]
+// The setups alternate for `rounds` rounds, so a shared machine's load falls on both alike.
+// Usage: npm run bench:add-stream-routing [-- seconds [rounds]]
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +14,7 @@ import { ownersAt } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const SECONDS = Number(process.argv[2] ?? 8);
+const ROUNDS = Number(process.argv[3] ?? 1);
 const BATCH = 100;
 const KEYS = 200;
 const WINDOW = 64;
@@ -73,5 +75,7 @@ async function run(setup: string, factor: string, hosts: number[], port: number)
   }
 }
 
-await run("R = all, 5 nodes", "all", [71, 72, 73, 74, 75], 7841);
-await run("R = 3, 5 nodes  ", "3", [76, 77, 78, 79, 80], 7842);
+for (let r = 0; r < ROUNDS; r++) {
+  await run("R = all, 5 nodes", "all", [71, 72, 73, 74, 75], 7841);
+  await run("R = 3, 5 nodes  ", "3", [76, 77, 78, 79, 80], 7842);
+}
