@@ -6,12 +6,22 @@
 // an owner's failure ends the call with its error: the chunks it applied stay (each is safe
 // alone) and the client may import the whole export again, which is idempotent.
 import * as grpc from "@grpc/grpc-js";
-import type { ExportChunk, ImportResponse } from "../gen/deltaset/v1/replica.js";
-import type { Router, Target } from "./routing.js";
+import type { ExportChunk, ImportResponse, ReplicaClient } from "../gen/deltaset/v1/replica.js";
 
 type ImportCall = grpc.ServerReadableStream<ExportChunk, ImportResponse>;
+type Target = { nodeId: string; address: string };
 
-export function forwardImport(router: Router, local: grpc.handleClientStreamingCall<ExportChunk, ImportResponse>): grpc.handleClientStreamingCall<ExportChunk, ImportResponse> {
+/** What proxying an Import needs of the router (node/routing.ts, which imports this file). */
+export interface ImportRouter {
+  readonly forwardTimeoutMs: number;
+  routes(metadata: grpc.Metadata): boolean;
+  targets(key: unknown, metadata: grpc.Metadata): Target[] | undefined;
+  outgoing(call: ImportCall): { metadata: grpc.Metadata; options: Partial<grpc.CallOptions> };
+  client(address: string): ReplicaClient;
+  record(method: string, outcome: "ok" | "error" | "failover"): void;
+}
+
+export function forwardImport(router: ImportRouter, local: grpc.handleClientStreamingCall<ExportChunk, ImportResponse>): grpc.handleClientStreamingCall<ExportChunk, ImportResponse> {
   return (call, callback) => {
     if (!router.routes(call.metadata)) return local(call, callback);
     firstChunk(call).then(async (first) => {
@@ -47,7 +57,7 @@ function firstChunk(call: ImportCall): Promise<ExportChunk | undefined | "cancel
   });
 }
 
-async function proxy(router: Router, call: ImportCall, callback: grpc.sendUnaryData<ImportResponse>, key: string, targets: Target[]): Promise<void> {
+async function proxy(router: ImportRouter, call: ImportCall, callback: grpc.sendUnaryData<ImportResponse>, key: string, targets: Target[]): Promise<void> {
   const { metadata, options } = router.outgoing(call);
   const callDeadline = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
   let target: Target | undefined;
