@@ -84,6 +84,11 @@ export interface NodeConfig {
   partitions: number;
   /** Owners per partition: "all" (full replication) or a positive integer, as text (replicationFactorOf). */
   replicationFactor: string;
+  /**
+   * How long a forwarded part of a stream waits for an owner (ms): an Import for an owner's
+   * connection before trying the next, each add an AddStream forwards for its answer.
+   */
+  forwardTimeoutMs: number;
   sync: "fsync" | "buffered";
   storage: StorageSettings;
   /** The garbage collection of adds whose time to live ran out. */
@@ -134,6 +139,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   peers: [],
   partitions: 64,
   replicationFactor: "all",
+  forwardTimeoutMs: 10_000,
   sync: "fsync",
   storage: {
     // 4x LevelDB's default: bulk loads then flush and compact a third as often (measured by
@@ -160,6 +166,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxExportChunk: 10_000,
     maxExportChunkBytes: 1024 * 1024,
     streamWindow: 64,
+    streamForwardedAdds: 16,
     maxWatchers: 1000,
     watchBuffer: 10_000,
     maxFilterBytes: 16 * 1024 * 1024,
@@ -316,6 +323,7 @@ export function validateConfig(c: NodeConfig): void {
   for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port`);
   if (c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
+  if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);
   if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);

@@ -38,6 +38,8 @@ export interface RpcRecorder {
   onRefused(service: string, reason: Refusal): void;
   /** A TLS handshake with this node failed (reason: OpenSSL's code). */
   onTlsHandshakeFailure(reason: string): void;
+  /** A call this node made to an owner of a key it does not own ended (outcome: ok, error, failover). */
+  onForwarded(method: string, outcome: string): void;
 }
 
 /** Client API calls: count by method and status, errors, and a latency histogram. */
@@ -51,6 +53,9 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
   });
   const refused = meter.createCounter("deltaset_auth_refused", { description: "Calls refused for lack of a valid token or peer certificate" });
   const handshakes = meter.createCounter("deltaset_tls_handshake_failures", { description: "Incoming TLS handshakes that failed, by OpenSSL reason" });
+  const forwarded = meter.createCounter("deltaset_forwarded_calls", {
+    description: "Calls this node made to an owner of a key it does not own (--replication-factor R), by method and outcome: ok, error, or failover (UNAVAILABLE, the next owner was tried)",
+  });
   // Attribute objects are reused: one per method/status seen, not one per call.
   const attrs = new Map<string, Attributes>();
   const attrsOf = (method: string, code: number): Attributes => {
@@ -60,6 +65,7 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
     return a;
   };
   const methodAttrs = new Map<string, Attributes>();
+  const forwardAttrs = new Map<string, Attributes>();
   return {
     onCall(method, code, ms) {
       const a = attrsOf(method, code);
@@ -74,6 +80,12 @@ export function rpcMetrics(meter: Meter): RpcRecorder {
     },
     onTlsHandshakeFailure(reason) {
       handshakes.add(1, { reason });
+    },
+    onForwarded(method, outcome) {
+      const k = `${method}\u0000${outcome}`;
+      let a = forwardAttrs.get(k);
+      if (a === undefined) forwardAttrs.set(k, (a = { method, outcome }));
+      forwarded.add(1, a);
     },
   };
 }

@@ -123,7 +123,7 @@ export async function startNode(
     const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog)] };
     const factor = replicationFactorOf(config);
     const ownership = new Ownership(store.nodeId, advertise, config.partitions, factor);
-    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, log: nodeLog });
+    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, log: nodeLog, onForward: telemetry?.onForwarded });
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
@@ -147,6 +147,7 @@ export async function startNode(
         onCall: telemetry?.onCall,
         now: Date.now,
         clockSkewBoundMs: config.maxClockSkewMs,
+        addRoute: (call) => router.addRoute(call),
         owners: (key) => {
           const p = ownership.partitionOf(key);
           return { partition: p, owners: ownership.ownerAddresses(p), replicationFactor: String(factor), local: ownership.owns(p) };

@@ -4,12 +4,17 @@
 // a call itself whatever its view says (a write it takes without owning the key is handed off to
 // the owners by gossip). UNAVAILABLE from one owner moves on to the next. Unary calls with a key
 // (Add, Remove, Query, Merge, Increment, Delete) and key-addressed streams (Scan, Export, a key
-// Watch) are forwarded; Keys, prefix watches, Import and AddStream are served by the node called.
+// Watch) are forwarded whole; Import is proxied to one owner (forward-import.ts); an AddStream's
+// adds of keys owned elsewhere go to an owner one by one as unary Adds (addRoute). Keys and prefix
+// watches are served by the node called. Every call to an owner is counted by method and outcome.
 import * as grpc from "@grpc/grpc-js";
-import { ReplicaClient, type ReplicaServer } from "../gen/deltaset/v1/replica.js";
+import { ObjectType, type CausalContext, contextToProto } from "../crdt/index.js";
+import { type AddResponse, ReplicaClient, type ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Ownership } from "../gossip/ownership.js";
 import type { Logger } from "../common/logger.js";
-import { type CausalContext, contextToProto } from "../crdt/index.js";
+import type { AddRoute } from "../replica/add-stream.js";
+import { RpcError } from "../replica/errors.js";
+import { forwardImport } from "./forward-import.js";
 
 /** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
 export const FORWARDED_BY = "x-deltaset-forwarded-by";
@@ -19,35 +24,50 @@ export interface RoutingDeps {
   credentials?: grpc.ChannelCredentials;
   channelOptions: grpc.ChannelOptions;
   maxMessageBytes: number;
+  /**
+   * How long a stream's part waits for an owner (--forward-timeout-ms): an Import for an owner's
+   * connection before it tries the next owner, each add an AddStream forwards for its answer.
+   */
+  forwardTimeoutMs: number;
   log: Logger;
+  /** Observes each call made to an owner: its method and how it ended (metrics). */
+  onForward?: (method: string, outcome: ForwardOutcome) => void;
 }
 
-/** Counts of routed calls, for metrics and tests. */
-export interface RoutingCounters {
-  forwarded: number;
-  failovers: number;
-  forwardErrors: number;
-}
+/** How one call to an owner ended: answered, failed, or UNAVAILABLE and retried at the next owner. */
+export type ForwardOutcome = "ok" | "error" | "failover";
 
-type Target = { nodeId: string; address: string };
+export type Target = { nodeId: string; address: string };
 
 export class Router {
-  readonly counters: RoutingCounters = { forwarded: 0, failovers: 0, forwardErrors: 0 };
   private readonly clients = new Map<string, ReplicaClient>();
 
   constructor(private readonly d: RoutingDeps) {}
 
+  get forwardTimeoutMs(): number {
+    return this.d.forwardTimeoutMs;
+  }
+
+  record(method: string, outcome: ForwardOutcome): void {
+    this.d.onForward?.(method, outcome);
+  }
+
+  /** Whether calls of this caller may be forwarded at all (placement on, not forwarded already). */
+  routes(metadata: grpc.Metadata): boolean {
+    return !this.d.ownership.full && metadata.get(FORWARDED_BY).length === 0;
+  }
+
   /** The owners to forward a call for key to, in order; undefined: serve it here. */
   targets(key: unknown, metadata: grpc.Metadata): Target[] | undefined {
     const o = this.d.ownership;
-    if (o.full || typeof key !== "string" || key === "" || metadata.get(FORWARDED_BY).length > 0) return undefined;
+    if (!this.routes(metadata) || typeof key !== "string" || key === "") return undefined;
     const p = o.partitionOf(key);
     if (o.owns(p)) return undefined;
     const out = o.ownerAddresses(p).filter((t) => t.nodeId !== o.self && t.address !== "");
     return out.length === 0 ? undefined : out;
   }
 
-  private client(address: string): ReplicaClient {
+  client(address: string): ReplicaClient {
     let c = this.clients.get(address);
     if (c === undefined) {
       c = new ReplicaClient(address, this.d.credentials ?? grpc.credentials.createInsecure(), {
@@ -63,7 +83,7 @@ export class Router {
   }
 
   /** The caller's credentials and deadline, and the one-hop mark. */
-  private outgoing(call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }): { metadata: grpc.Metadata; options: Partial<grpc.CallOptions> } {
+  outgoing(call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }): { metadata: grpc.Metadata; options: Partial<grpc.CallOptions> } {
     const metadata = new grpc.Metadata();
     for (const v of call.metadata.get("authorization")) metadata.add("authorization", v);
     metadata.set(FORWARDED_BY, this.d.ownership.self);
@@ -72,8 +92,33 @@ export class Router {
     return { metadata, options: finite ? { deadline } : {} };
   }
 
+  /**
+   * Send one unary call to the owners in order until one answers: UNAVAILABLE moves on to the
+   * next; done gets the answer, or the last error and the owner that gave it.
+   */
+  private attempt<Res>(
+    name: string,
+    targets: Target[],
+    send: (c: ReplicaClient, cb: (err: grpc.ServiceError | null, res?: Res) => void) => void,
+    done: (err: grpc.ServiceError | null, res: Res | undefined, target: Target) => void,
+  ): void {
+    const next = (i: number) => {
+      send(this.client(targets[i]!.address), (err, res) => {
+        if (err !== null && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length) {
+          this.record(name, "failover");
+          next(i + 1);
+          return;
+        }
+        this.record(name, err === null ? "ok" : "error");
+        done(err, res, targets[i]!);
+      });
+    };
+    next(0);
+  }
+
   /** A unary handler that forwards calls for keys owned elsewhere. */
   unary<Req extends { key?: unknown }, Res>(
+    name: string,
     local: grpc.handleUnaryCall<Req, Res>,
     method: (c: ReplicaClient) => (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown,
   ): grpc.handleUnaryCall<Req, Res> {
@@ -81,27 +126,46 @@ export class Router {
       const targets = this.targets(call.request.key, call.metadata);
       if (targets === undefined) return local(call, callback);
       const { metadata, options } = this.outgoing(call);
-      const attempt = (i: number) => {
-        this.counters.forwarded++;
-        const c = this.client(targets[i]!.address);
-        method(c).call(c, call.request, metadata, options, (err, res) => {
-          if (err !== null && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length) {
-            this.counters.failovers++;
-            attempt(i + 1);
-            return;
-          }
-          if (err !== null) {
-            this.counters.forwardErrors++;
-            callback(err);
-          } else callback(null, res);
-        });
+      this.attempt<Res>(
+        name,
+        targets,
+        (c, cb) => method(c).call(c, call.request, metadata, options, cb),
+        (err, res) => (err !== null ? callback(err) : callback(null, res)),
+      );
+    };
+  }
+
+  /**
+   * For one AddStream call: the adds of keys owned elsewhere go to an owner as unary Adds (AWSET,
+   * as AddStream makes), with the caller's token, each within the stream's deadline and
+   * --forward-timeout-ms; undefined when nothing of this call is forwarded.
+   */
+  addRoute(call: { metadata: grpc.Metadata; getDeadline(): grpc.Deadline }): AddRoute | undefined {
+    if (!this.routes(call.metadata)) return undefined;
+    const { metadata, options } = this.outgoing(call);
+    const streamDeadline = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
+    return (key) => {
+      const targets = this.targets(key, call.metadata);
+      if (targets === undefined) return undefined;
+      return (elements, ttlMs) => {
+        const opts = { ...options, deadline: Math.min(streamDeadline, Date.now() + this.d.forwardTimeoutMs) };
+        const buffers = elements.map((e) => (Buffer.isBuffer(e) ? e : Buffer.from(e.buffer, e.byteOffset, e.byteLength)));
+        const req = { key, elements: buffers, texts: [], type: ObjectType.AWSET, ttlMs: ttlMs === undefined ? undefined : BigInt(ttlMs) };
+        return new Promise<number>((resolve, reject) =>
+          this.attempt<AddResponse>(
+            "AddStream",
+            targets,
+            (c, cb) => c.add(req, metadata, opts, cb),
+            (err, res, t) => (err !== null ? reject(new RpcError(err.code, `at owner ${t.nodeId} (${t.address}): ${err.details}`)) : resolve(res!.added)),
+          ),
+        );
       };
-      attempt(0);
     };
   }
 
   /** A server-streaming handler that forwards calls for keys owned elsewhere, relaying the stream. */
   stream<Req extends { key?: unknown }, Res>(
+    name: string,
     local: grpc.handleServerStreamingCall<Req, Res>,
     method: (c: ReplicaClient) => (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>) => grpc.ClientReadableStream<Res>,
   ): grpc.handleServerStreamingCall<Req, Res> {
@@ -112,7 +176,6 @@ export class Router {
       let upstream: grpc.ClientReadableStream<Res> | undefined;
       call.on("cancelled", () => upstream?.cancel());
       const attempt = (i: number) => {
-        this.counters.forwarded++;
         const c = this.client(targets[i]!.address);
         const up = (upstream = method(c).call(c, call.request, metadata, options));
         let relayed = false;
@@ -130,16 +193,17 @@ export class Router {
           ended = true;
           if (err.code === grpc.status.CANCELLED && call.cancelled) return;
           if (!relayed && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length) {
-            this.counters.failovers++;
+            this.record(name, "failover");
             attempt(i + 1);
             return;
           }
-          this.counters.forwardErrors++;
+          this.record(name, "error");
           call.emit("error", err);
         });
         up.on("end", () => {
           if (ended) return;
           ended = true;
+          this.record(name, "ok");
           call.end();
         });
       };
@@ -176,15 +240,16 @@ export class Router {
   wrap(impl: ReplicaServer): ReplicaServer {
     return {
       ...impl,
-      add: this.unary(impl.add, (c) => c.add),
-      remove: this.unary(impl.remove, (c) => c.remove),
-      query: this.unary(impl.query, (c) => c.query),
-      merge: this.unary(impl.merge, (c) => c.merge),
-      increment: this.unary(impl.increment, (c) => c.increment),
-      delete: this.unary(impl.delete, (c) => c.delete),
-      scan: this.stream(impl.scan, (c) => c.scan),
-      export: this.stream(impl.export, (c) => c.export),
-      watch: this.stream(impl.watch, (c) => c.watch),
+      add: this.unary("Add", impl.add, (c) => c.add),
+      remove: this.unary("Remove", impl.remove, (c) => c.remove),
+      query: this.unary("Query", impl.query, (c) => c.query),
+      merge: this.unary("Merge", impl.merge, (c) => c.merge),
+      increment: this.unary("Increment", impl.increment, (c) => c.increment),
+      delete: this.unary("Delete", impl.delete, (c) => c.delete),
+      scan: this.stream("Scan", impl.scan, (c) => c.scan),
+      export: this.stream("Export", impl.export, (c) => c.export),
+      watch: this.stream("Watch", impl.watch, (c) => c.watch),
+      import: forwardImport(this, impl.import),
     };
   }
 

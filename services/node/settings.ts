@@ -130,6 +130,10 @@ export const LIMITS_SETTINGS: SettingGroup = {
       description: "most bytes of an Export chunk's slice (the default, and the most a request may ask for); at most half of --max-message-bytes",
     },
     { flag: "stream-window", env: "DELTASET_STREAM_WINDOW", path: "limits.streamWindow", kind: "int", description: "AddStream batches a node works on at once per stream; it reads no further until one is durable (flow control)" },
+    {
+      flag: "stream-forwarded-adds", env: "DELTASET_STREAM_FORWARDED_ADDS", path: "limits.streamForwardedAdds", kind: "int",
+      description: "with a replication factor: adds of keys the node does not own that one AddStream sends to their owners at once (within the stream window)",
+    },
     { flag: "max-watchers", env: "DELTASET_MAX_WATCHERS", path: "limits.maxWatchers", kind: "int", description: "Watch streams a node serves at once; one more answers RESOURCE_EXHAUSTED" },
     { flag: "watch-buffer", env: "DELTASET_WATCH_BUFFER", path: "limits.watchBuffer", kind: "int", description: "events a Watch stream may fall behind by before the node ends it (RESOURCE_EXHAUSTED: resume from the last event's context); writes never wait for watchers" },
     { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter and the tombstone filter of an awset-prob key, created or received" },
@@ -154,6 +158,10 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       flag: "replication-factor", env: "DELTASET_REPLICATION_FACTOR", path: "replicationFactor", kind: "string", value: "all|R", readme: true,
       description: "copies of each partition: `all` (every node holds every key) or R >= 1 (the R live members ranked first by rendezvous hashing own it; the others forward its calls)",
       details: "The default is `all`: every node answers every read from its own store, which small clusters and every tool that compares the nodes' local states rely on. Use 3 on clusters of more than about five nodes.",
+    },
+    {
+      flag: "forward-timeout-ms", env: "DELTASET_FORWARD_TIMEOUT_MS", path: "forwardTimeoutMs", kind: "int",
+      description: "with a replication factor: how long a forwarded Import waits for an owner's connection before it tries the next owner, and how long an add that an AddStream forwards to an owner may take (the caller's deadline, when sooner, wins)",
     },
     { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int", readme: true, description: "milliseconds between anti-entropy rounds" },
     {

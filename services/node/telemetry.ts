@@ -28,6 +28,8 @@ export interface NodeTelemetry {
   readonly onRefused?: RpcRecorder["onRefused"];
   /** Failed incoming TLS handshakes (metrics on). */
   readonly onTlsHandshakeFailure?: RpcRecorder["onTlsHandshakeFailure"];
+  /** Calls forwarded to owners (metrics on). */
+  readonly onForwarded?: RpcRecorder["onForwarded"];
   /** Manual spans (tracing on). */
   readonly span?: SpanRunner;
   /** Export the anti-entropy and membership figures once those parts run. */
@@ -219,6 +221,7 @@ export async function startTelemetry(
     onCall: rpc?.onCall,
     onRefused: rpc?.onRefused,
     onTlsHandshakeFailure: rpc?.onTlsHandshakeFailure,
+    onForwarded: rpc?.onForwarded,
     span,
     observeCluster(s) {
       sources = s;

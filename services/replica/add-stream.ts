@@ -5,7 +5,11 @@
 // so the transport's flow control slows the client down instead of batches piling up here. A
 // batch that fails (validation, another type, the store) ends the stream with its error naming
 // the batch's seq, after the batches before it have been acknowledged; nothing received after a
-// refusal is started.
+// refusal is started. With placement, `route` may send the add of a key this node does not own to
+// an owner instead (node/routing.ts): its batches are acknowledged once that owner answered, so an
+// ack still means durable, and they take their place in the same in-order queue and window. Such
+// adds wait a network hop and the owner's commit, not this node's disk, so more of them run at
+// once (`streamForwardedAdds`).
 import { type ServerDuplexStream, status } from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
 import type { AddStreamAck, AddStreamRequest } from "../gen/deltaset/v1/replica.js";
@@ -21,7 +25,15 @@ export interface AddStreamDeps {
   log: Logger;
   notify: (key: string, type: ObjectType, delta: unknown) => void;
   onCall?: (method: string, code: number, ms: number) => void;
+  /** Per call: where adds of keys owned elsewhere go (undefined: every add is made here). */
+  route?: (call: ServerDuplexStream<AddStreamRequest, AddStreamAck>) => AddRoute | undefined;
 }
+
+/**
+ * For a key this node does not own: a function adding elements to it at an owner, resolving with
+ * how many were new once that owner made them durable; undefined when the add is made here.
+ */
+export type AddRoute = (key: string) => ((elements: Uint8Array[], ttlMs: number | undefined) => Promise<number>) | undefined;
 
 interface Batch {
   seq: bigint;
@@ -31,8 +43,11 @@ interface Batch {
   error?: unknown;
 }
 
-/** store.add calls a stream runs at once: enough for group commit to batch their writes. */
+/** store.add calls a stream runs at once here: enough for group commit to batch their writes. */
 const RUNNING_ADDS = 4;
+/** Protobuf framing per element (tag and length) and per message (key, type, ttl), generously. */
+const ELEMENT_OVERHEAD = 6;
+const GROUP_OVERHEAD = 64;
 
 export function addStreamCall(deps: AddStreamDeps) {
   const { store, limits, log } = deps;
@@ -51,11 +66,14 @@ export function addStreamCall(deps: AddStreamDeps) {
   return (call: ServerDuplexStream<AddStreamRequest, AddStreamAck>): void => {
     const started = performance.now();
     const window = limits.streamWindow;
+    const route = deps.route?.(call);
     /** Received and not yet acknowledged, in order. */
     const queue: Batch[] = [];
     /** Received and not yet started: consecutive batches of one key start as one add. */
-    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined }> = [];
+    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; bytes: number; ttlMs: number | undefined }> = [];
+    /** Adds running here and at owners. */
     let running = 0;
+    let runningAtOwners = 0;
     let lastSeq = -1n;
     let inputEnded = false;
     let refused = false;
@@ -99,19 +117,28 @@ export function addStreamCall(deps: AddStreamDeps) {
       if (inputEnded && queue.length === 0) finish();
     };
 
-    /** Start adds while fewer than RUNNING_ADDS run, each taking the waiting batches of one key. */
+    /** Start adds in order while their kind (here, at an owner) has room, each taking the waiting batches of one key. */
     const pump = () => {
-      while (running < RUNNING_ADDS && waiting.length > 0 && !refused) {
+      while (waiting.length > 0 && !refused) {
+        const remote = route?.(waiting[0]!.key);
+        if (remote === undefined ? running >= RUNNING_ADDS : runningAtOwners >= limits.streamForwardedAdds) return;
         const first = waiting.shift()!;
         const group = [first];
         const elements = [...first.elements];
-        while (waiting.length > 0 && waiting[0]!.key === first.key && waiting[0]!.ttlMs === first.ttlMs && elements.length + waiting[0]!.elements.length <= limits.maxElementsPerCall) {
+        let bytes = first.bytes;
+        // A group also fits one message: a forwarded add carries it to an owner as one Add.
+        const fits = (n: { elements: Uint8Array[]; bytes: number }) =>
+          elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.bytes + first.key.length + GROUP_OVERHEAD <= limits.maxMessageBytes;
+        while (waiting.length > 0 && waiting[0]!.key === first.key && waiting[0]!.ttlMs === first.ttlMs && fits(waiting[0]!)) {
           const next = waiting.shift()!;
           group.push(next);
           elements.push(...next.elements);
+          bytes += next.bytes;
         }
-        running++;
-        apply(first.key, elements, first.ttlMs).then(
+        const atOwner = remote !== undefined;
+        if (atOwner) runningAtOwners++;
+        else running++;
+        (atOwner ? remote(elements, first.ttlMs) : apply(first.key, elements, first.ttlMs)).then(
           (added) => {
             // The group's new elements are counted on its last batch: acks sum them anyway.
             group.at(-1)!.batch.added = added;
@@ -125,7 +152,8 @@ export function addStreamCall(deps: AddStreamDeps) {
             }
           },
         ).finally(() => {
-          running--;
+          if (atOwner) runningAtOwners--;
+          else running--;
           settle();
           pump();
         });
@@ -141,7 +169,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         lastSeq = req.seq;
         checkKey(req.key, limits);
         const elements = collectElements(req.elements, req.texts, limits, { required: true });
-        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs) });
+        waiting.push({ batch, key: req.key, elements, bytes: elements.reduce((n, e) => n + e.length + ELEMENT_OVERHEAD, 0), ttlMs: ttlFrom(req.ttlMs) });
         pump();
       } catch (err) {
         // Nothing after a refused batch is started: the stream ends at it.

@@ -24,7 +24,7 @@ import type { Limits } from "./limits.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
-import { addStreamCall } from "./add-stream.js";
+import { type AddStreamDeps, addStreamCall } from "./add-stream.js";
 import { keyCalls } from "./key-calls.js";
 import { watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
@@ -48,6 +48,8 @@ export interface ReplicaServiceDeps {
   clockSkewBoundMs?: number;
   /** The owners of a key's partition (placement); default: this node alone, full replication. */
   owners?: (key: string) => OwnersResponse;
+  /** Where an AddStream's adds of keys owned elsewhere go (placement); default: all are made here. */
+  addRoute?: AddStreamDeps["route"];
 }
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
@@ -296,7 +298,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
 
     export: transfer.export,
     import: transfer.import,
-    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall }),
+    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute }),
     keys: unary("Keys", (req) => keyOps.keys(req)),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
     watch: watchCall({ store, limits, log, onCall: deps.onCall }),

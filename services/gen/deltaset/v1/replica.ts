@@ -4480,8 +4480,8 @@ export const ImportResponse: MessageFns<ImportResponse> = {
  * they are durable on this node and are then spread to the other nodes by anti-entropy gossip.
  * Reads are local (eventually consistent). With a replication factor R (--replication-factor), a
  * call naming a key this node does not own is forwarded to one of the key's owners (see Owners),
- * which serves it the same way; Keys, prefix watches, Import and AddStream are served by the node
- * called. Every string field of every request (keys, texts, ids)
+ * which serves it the same way (Import and AddStream: see each); Keys and prefix watches are
+ * served by the node called. Every string field of every request (keys, texts, ids)
  * must be valid UTF-8: a request with anything else is refused with INVALID_ARGUMENT naming the
  * field, never rewritten.
  */
@@ -4601,6 +4601,9 @@ export const ReplicaService = {
    * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
    * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
    * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   * With a replication factor, a key this node does not own is imported at one owner: the whole
+   * stream is proxied to the first owner reachable before the first chunk is sent; an owner that
+   * fails after that ends the call with its error (the chunks it applied stay): import again.
    */
   import: {
     path: "/deltaset.v1.Replica/Import" as const,
@@ -4621,6 +4624,9 @@ export const ReplicaService = {
    * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
    * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, and any batch
    * after the last ack may or may not have been applied (adds are idempotent: resend them).
+   * With a replication factor, the batches of a key this node does not own are added at one of
+   * its owners (the next on UNAVAILABLE) and acknowledged, in the same order, once that owner has
+   * them durably; a batch no owner took ends the stream with the owner's error naming its seq.
    */
   addStream: {
     path: "/deltaset.v1.Replica/AddStream" as const,
@@ -4633,8 +4639,10 @@ export const ReplicaService = {
   },
   /**
    * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
-   * bytes), one page at a time, each with its type and, for a set, its element count. Every node
-   * holds every key, so any node answers for the cluster (up to what gossip has not brought yet).
+   * bytes), one page at a time, each with its type and, for a set, its element count. With full
+   * replication (the default) every node holds every key, so any node answers for the cluster (up
+   * to what gossip has not brought yet); with a replication factor, only the keys of the partitions
+   * it holds. Never forwarded.
    */
   keys: {
     path: "/deltaset.v1.Replica/Keys" as const,
@@ -4757,6 +4765,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
    * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
    * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   * With a replication factor, a key this node does not own is imported at one owner: the whole
+   * stream is proxied to the first owner reachable before the first chunk is sent; an owner that
+   * fails after that ends the call with its error (the chunks it applied stay): import again.
    */
   import: handleClientStreamingCall<ExportChunk, ImportResponse>;
   /**
@@ -4769,12 +4780,17 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
    * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, and any batch
    * after the last ack may or may not have been applied (adds are idempotent: resend them).
+   * With a replication factor, the batches of a key this node does not own are added at one of
+   * its owners (the next on UNAVAILABLE) and acknowledged, in the same order, once that owner has
+   * them durably; a batch no owner took ends the stream with the owner's error naming its seq.
    */
   addStream: handleBidiStreamingCall<AddStreamRequest, AddStreamAck>;
   /**
    * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
-   * bytes), one page at a time, each with its type and, for a set, its element count. Every node
-   * holds every key, so any node answers for the cluster (up to what gossip has not brought yet).
+   * bytes), one page at a time, each with its type and, for a set, its element count. With full
+   * replication (the default) every node holds every key, so any node answers for the cluster (up
+   * to what gossip has not brought yet); with a replication factor, only the keys of the partitions
+   * it holds. Never forwarded.
    */
   keys: handleUnaryCall<KeysRequest, KeysResponse>;
   /**
@@ -4938,6 +4954,9 @@ export interface ReplicaClient extends Client {
    * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
    * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
    * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   * With a replication factor, a key this node does not own is imported at one owner: the whole
+   * stream is proxied to the first owner reachable before the first chunk is sent; an owner that
+   * fails after that ends the call with its error (the chunks it applied stay): import again.
    */
   import(callback: (error: ServiceError | null, response: ImportResponse) => void): ClientWritableStream<ExportChunk>;
   import(
@@ -4963,14 +4982,19 @@ export interface ReplicaClient extends Client {
    * fails validation, or names a key of another type, ends the stream with INVALID_ARGUMENT or
    * FAILED_PRECONDITION naming its seq: batches acknowledged before it are durable, and any batch
    * after the last ack may or may not have been applied (adds are idempotent: resend them).
+   * With a replication factor, the batches of a key this node does not own are added at one of
+   * its owners (the next on UNAVAILABLE) and acknowledged, in the same order, once that owner has
+   * them durably; a batch no owner took ends the stream with the owner's error naming its seq.
    */
   addStream(): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   addStream(options: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   addStream(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   /**
    * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
-   * bytes), one page at a time, each with its type and, for a set, its element count. Every node
-   * holds every key, so any node answers for the cluster (up to what gossip has not brought yet).
+   * bytes), one page at a time, each with its type and, for a set, its element count. With full
+   * replication (the default) every node holds every key, so any node answers for the cluster (up
+   * to what gossip has not brought yet); with a replication factor, only the keys of the partitions
+   * it holds. Never forwarded.
    */
   keys(request: KeysRequest, callback: (error: ServiceError | null, response: KeysResponse) => void): ClientUnaryCall;
   keys(
