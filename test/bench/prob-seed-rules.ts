@@ -18,6 +18,13 @@
 //    and the respective current generation slice" — a union is not an insertion, so the local
 //    current generation keeps only local insertions (the type also ORs it into its shadows).
 //    No special case for an empty local filter (the type adopts the remote whole, its rule 2).
+//    What an insertion writes into the current-generation copy is read as every bit the item maps
+//    to ("insertions affect both the slice itself and the respective current generation slice");
+//    the cited APBF's code writes only the bits the insertion newly sets in the slice, so a bit an
+//    older generation (or a union) already set never reaches a remote. The text does not settle it
+//    ("knowing which of the set bits of an active slice correspond to the current generation";
+//    clearing "guaranteeing that older set bits are not included in future content mergers"):
+//    ShadowRule keeps the code's reading for a sensitivity run.
 //  - join, the tombstone method (§4.5.3 with Alg. 3 of §4.4.2, as the seed's simulator runs it):
 //    (a) a local dot the remote's tombstones report is dropped and inserted into the local
 //        tombstones on its own; (b) a remote dot the local store lacks is adopted unless the local
@@ -65,15 +72,26 @@ export function checkAndShift(f: Apbf, rule: FillRule = "fill"): number {
   return s;
 }
 
+/**
+ * What an insertion writes into the current-generation copy of an active slice (Current Generation
+ * only): "all" = every bit the item maps to, so the copy holds the whole current generation
+ * (§4.5.2 "insertions affect both the slice itself and the respective current generation slice");
+ * "newBits" = only the bits the insertion newly sets in the slice, a bit an older generation or a
+ * union already set staying out of the copy (the cited APBF's code). Kept for a sensitivity run.
+ */
+export type ShadowRule = "all" | "newBits";
+
 /** Insert into the k active slices and the current-generation copies, then the fill check. */
-export function seedInsert(f: Apbf, item: Uint8Array, rule: FillRule = "fill"): number {
+export function seedInsert(f: Apbf, item: Uint8Array, rule: FillRule = "fill", shadowRule: ShadowRule = "all"): number {
   for (let i = 0; i < f.k; i++) {
     const slot = f.slot(i);
     const pos = f.position(item, f.hashIndex[slot]!);
     const byte = pos >>> 3;
     const mask = 1 << (pos & 7);
-    f.bits[slot * f.sliceBytes + byte]! |= mask;
-    if (f.shadows.length > 0) f.shadows[i * f.sliceBytes + byte]! |= mask;
+    const at = slot * f.sliceBytes + byte;
+    const wasSet = (f.bits[at]! & mask) !== 0;
+    f.bits[at]! |= mask;
+    if (f.shadows.length > 0 && (shadowRule === "all" || !wasSet)) f.shadows[i * f.sliceBytes + byte]! |= mask;
   }
   return checkAndShift(f, rule);
 }
@@ -116,6 +134,7 @@ export class SeedProbHalf {
     params: ApbfParams,
     private readonly joinRule: SeedJoinRule = "tombstone",
     private readonly fillRule: FillRule = "fill",
+    private readonly shadowRule: ShadowRule = "all",
   ) {
     this.tombstones = Apbf.create(params);
   }
@@ -144,7 +163,7 @@ export class SeedProbHalf {
     if (dots === undefined) return;
     for (const d of [...dots].sort(compareDots)) {
       this.drop(d);
-      seedInsert(this.tombstones, dotBytes(d), this.fillRule);
+      seedInsert(this.tombstones, dotBytes(d), this.fillRule, this.shadowRule);
     }
   }
 
@@ -157,7 +176,7 @@ export class SeedProbHalf {
     }
     for (const d of dropped.sort(compareDots)) {
       this.drop(d);
-      seedInsert(this.tombstones, dotBytes(d), this.fillRule);
+      seedInsert(this.tombstones, dotBytes(d), this.fillRule, this.shadowRule);
     }
     const adopted: Array<[ProbDot, ElementKey]> = [];
     for (const [d, k] of remote.byDot) if (!this.byDot.has(d) && !this.tombstones.query(dotBytes(d))) adopted.push([d, k]);

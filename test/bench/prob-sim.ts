@@ -41,7 +41,7 @@ import { type ApbfParams, UnionStrategy, paramsFor, strategyName } from "../../s
 import { AWSet, type ElementKey, elementKey } from "../../services/crdt/awset.js";
 import { AWSetProb, type ProbDot, dotBytes } from "../../services/crdt/awset-prob-state.js";
 import { type Random, randomInt, seededRandom } from "../../services/common/prng.js";
-import { type FillRule, type SeedJoinRule, SeedProbHalf } from "./prob-seed-rules.js";
+import { type FillRule, type SeedJoinRule, SeedProbHalf, type ShadowRule } from "./prob-seed-rules.js";
 
 export type Load = "uniform" | "zipf";
 export type Dynamicity =
@@ -79,6 +79,8 @@ export interface SimConfig {
   seedJoin: SeedJoinRule;
   /** Seed rules only: how the fill check reads Eq. 4 (prob-seed-rules.ts FillRule). */
   fillRule: FillRule;
+  /** Seed rules, Current Generation only: what an insertion writes into the current-generation copy (prob-seed-rules.ts ShadowRule). */
+  shadowRule: ShadowRule;
 }
 
 export const SEED_SETUP = {
@@ -93,6 +95,7 @@ export const SEED_SETUP = {
   rules: "seed" as "seed" | "type",
   seedJoin: "tombstone" as SeedJoinRule,
   fillRule: "fill" as FillRule,
+  shadowRule: "all" as ShadowRule,
 };
 
 export interface SimResult {
@@ -302,7 +305,7 @@ export function runSim(config: SimConfig): SimResult {
   const newReplica = (): Replica => ({
     id: `r${identities++}`,
     classic: AWSet.bottom(),
-    prob: config.rules === "seed" ? new SeedHalf(new SeedProbHalf(params, config.seedJoin, config.fillRule)) : new TypeProbHalf(AWSetProb.bottom(params)),
+    prob: config.rules === "seed" ? new SeedHalf(new SeedProbHalf(params, config.seedJoin, config.fillRule, config.shadowRule)) : new TypeProbHalf(AWSetProb.bottom(params)),
     classicExcl: new Set(),
     probExcl: new Set(),
   });

@@ -101,6 +101,11 @@ function buildJobs(quick: boolean, trim: Trim): { jobs: Job[]; rounds: number; t
         for (const error of [2, 5]) {
           for (const strategy of STRATEGIES) {
             add(tableGroup(strategy, share, error, load), { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) });
+            // The reading of the current-generation copy (prob-seed-rules.ts ShadowRule), Current
+            // Generation only (no other strategy keeps one), both loads, every round of the table.
+            if (strategy === UnionStrategy.CurrentGeneration) {
+              add(`sens|newBits|${load}|${share}|${error}`, { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0), shadowRule: "newBits" });
+            }
             if (load !== "uniform" || round >= trendRounds) continue;
             const same = { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) };
             // The type as implemented (services/crdt), same operation sequence, for information.
@@ -299,6 +304,28 @@ async function main(): Promise<void> {
     })))),
   };
 
+  // Sensitivity to the current-generation copy (Current Generation only, both loads, all rounds).
+  const shadowSensitivity = {
+    note: "Current Generation under the two readings of what an insertion writes into the current-generation copy: every bit it maps to (seedRules, §4.5.2 'insertions affect both the slice itself and the respective current generation slice') or only the bits it newly sets in the slice (newBits, the cited APBF's code); same operation sequences and rounds as the table; whole filter and active slices keep no copy and are repeated from the table for the ranking",
+    rows: (["uniform", "zipf"] as const).flatMap((load) => [0.8, 0.4].flatMap((share) => [2, 5].map((error) => {
+      const pct = Math.round(share * 100);
+      const nb = cell(`sens|newBits|${load}|${share}|${error}`);
+      const wf = row(load, pct, error, UnionStrategy.WholeFilter).badSyncPct;
+      const as = row(load, pct, error, UnionStrategy.ActiveSlices).badSyncPct;
+      return {
+        load, syncSharePct: pct, error,
+        paperBadSyncPct: load === "uniform" ? PAPER[pct]![error]![UnionStrategy.CurrentGeneration] : null,
+        seedRules: row(load, pct, error, UnionStrategy.CurrentGeneration).badSyncPct,
+        newBits: nb.badSyncPct,
+        newBitsPerRound: nb.badSyncPctPerRound,
+        newBitsProbExclusiveStatePct: nb.probExclusiveStatePct,
+        wholeFilter: wf,
+        activeSlices: as,
+        newBitsFewest: nb.badSyncPct <= Math.min(wf, as),
+      };
+    }))),
+  };
+
   // Memory.
   const memory = memoryFigures();
 
@@ -376,12 +403,13 @@ async function main(): Promise<void> {
       metric: "% of syncs after which the origin has a value in its classic-exclusive (false positive) or probabilistic-exclusive (forgotten dot) set that was not in that set after its previous operation; per round, then the mean over rounds",
       tolerance: "±25% relative to the paper's figure",
       paperSource: SOURCE,
-      rules: "seed: the probabilistic half follows the thesis and the simulator and APBF it cites (test/bench/prob-seed-rules.ts): generations driven by fill (after every insert and union, an active slice at logical i above a fill of (i+1)/2k shifts the filter, §4.5.2); Whole Filter ORs every slot, Active Slices the k active slices, Current Generation the remote's current generation into the local active slices only (not into the local current generation, §4.5.2); no special case for an empty local filter; join by the tombstone method (§4.5.3): a local dot the remote's tombstones report is dropped and inserted into the local tombstones, a remote dot the local store lacks is adopted unless the local tombstones report it, then the filters are unioned",
+      rules: "seed: the probabilistic half follows the thesis and the simulator and APBF it cites (test/bench/prob-seed-rules.ts): generations driven by fill (after every insert and union, an active slice at logical i above a fill of (i+1)/2k shifts the filter, §4.5.2); Whole Filter ORs every slot, Active Slices the k active slices, Current Generation the remote's current generation into the local active slices only (not into the local current generation, §4.5.2), an insertion writing every bit it maps to into the current generation; no special case for an empty local filter; join by the tombstone method (§4.5.3): a local dot the remote's tombstones report is dropped and inserted into the local tombstones, a remote dot the local store lacks is adopted unless the local tombstones report it, then the filters are unioned",
       implementation: "test/bench/prob-seed-rules.ts on the filter of services/crdt/apbf.ts (layout, hashing, query, shift); shadow services/crdt/awset.ts. typeAsImplemented: services/crdt/awset-prob-state.ts (AWSetProb.joinInPlace), apbf.ts, apbf-union.ts, same operation sequences",
       readingsWhereTheThesisIsSilent: [
         "join step (a) drops a local dot the remote's tombstones report even when the remote store holds it live, as the cited simulator does; Alg. 3 (§4.4.2) first tests d ∉ m' (metrics.sensitivity.alg3Join)",
         "fill limit in set bits m(i+1)/2k, as §4.5.2 states it; the cited APBF compares set bits with the insertion count ln(1-(i+1)/2k)/ln(1-1/m), looser for i > 0 (metrics.sensitivity.insertionFillLimit)",
         "a remove draws its value from the exact half (the cited simulator); §5.2.2 says the probabilistic one",
+        "Current Generation: an insertion writes every bit the item maps to into the current-generation copy (§4.5.2 'insertions affect both the slice itself and the respective current generation slice'); the cited APBF's code writes only the bits the insertion newly sets in the slice, so a bit an older generation or a union already set is never passed on; the text ('knowing which of the set bits of an active slice correspond to the current generation'; clearing 'guaranteeing that older set bits are not included in future content mergers') does not settle it (metrics.sensitivity.currentGenerationCopy)",
         "Zipf ranks: positions of the active list; a new replica takes a uniformly drawn position (the cited simulator ranks a hash set of ids, where a new id lands at a hash-determined place)",
       ],
       knownDifferences: [
@@ -392,7 +420,7 @@ async function main(): Promise<void> {
       remainingMisses: REMAINING_MISSES,
       workers,
     },
-    metrics: { table, sensitivity, trends, memory, wallSeconds },
+    metrics: { table, sensitivity: { ...sensitivity, currentGenerationCopy: shadowSensitivity }, trends, memory, wallSeconds },
     targets,
   };
 

@@ -82,6 +82,45 @@ describe("seed rules: unions", () => {
     assert.ok(local.query(item(2)));
   });
 
+  it("an insertion writes every bit it maps to into the current generation ('all'), or only the bits it newly sets ('newBits')", () => {
+    const p = paramsFor(2, 1024, 5, UnionStrategy.CurrentGeneration);
+    const shadowHas = (f: Apbf, n: number) =>
+      Array.from({ length: f.k }, (_, i) => {
+        const pos = f.position(item(n), f.hashIndex[f.slot(i)]!);
+        return (f.shadows[i * f.sliceBytes + (pos >>> 3)]! & (1 << (pos & 7))) !== 0;
+      });
+    for (const rule of ["all", "newBits"] as const) {
+      const f = Apbf.create(p);
+      // Bits of item 7 already set in every active slice by an older generation (a forced shift
+      // clears the current generation and moves them up; re-inserting then finds them set).
+      seedInsert(f, item(7), "fill", rule);
+      f.shift(1);
+      seedInsert(f, item(7), "fill", rule);
+      const has = shadowHas(f, 7);
+      // Logical 0 is the new, empty slice: the insertion sets that bit anew under both rules.
+      assert.equal(has[0], true, rule);
+      // Logical 1..k-1 held the bits already (the old 0..k-2): only 'all' copies them.
+      assert.deepEqual(has.slice(1), Array(f.k - 1).fill(rule === "all"), rule);
+      // Either way the slices themselves hold the item.
+      assert.ok(f.query(item(7)));
+    }
+  });
+
+  it("under 'newBits' a remote's current generation misses bits an older generation set, so a union may not carry an item", () => {
+    const p = paramsFor(2, 1024, 5, UnionStrategy.CurrentGeneration);
+    const carried = (rule: "all" | "newBits") => {
+      const remote = Apbf.create(p);
+      seedInsert(remote, item(9), "fill", rule);
+      remote.shift(1);
+      seedInsert(remote, item(9), "fill", rule);
+      const local = Apbf.create(p);
+      seedUnion(local, remote);
+      return local.query(item(9));
+    };
+    assert.equal(carried("all"), true);
+    assert.equal(carried("newBits"), false);
+  });
+
   it("Active Slices leaves the local older slices alone; Whole Filter ORs every slot", () => {
     for (const strategy of [UnionStrategy.ActiveSlices, UnionStrategy.WholeFilter]) {
       const p = paramsFor(2, 1024, 5, strategy);
