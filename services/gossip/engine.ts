@@ -30,6 +30,7 @@ import { Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
 import { PeerBoots } from "./peer-boots.js";
+import { type PartitionDropCount, PartitionDrops } from "./peer-drops.js";
 import { type Random, pick } from "../common/prng.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 
@@ -153,6 +154,9 @@ export class AntiEntropyEngine<P> {
   private lastTickAt: number | undefined;
   private readonly seqChanges = new Map<number, number>();
   private readonly boots = new PeerBoots();
+  private readonly drops = new PartitionDrops();
+  /** Per peer, how many times its acks were reset: a reply to a send made before a reset is void. */
+  private readonly resets = new Map<string, number>();
 
   constructor(opts: EngineOptions<P>) {
     this.self = opts.self;
@@ -242,8 +246,49 @@ export class AntiEntropyEngine<P> {
   noticeBoot(id: string, boot: bigint): boolean {
     if (!this.boots.restarted(id, boot)) return false;
     for (const part of this.alg2) part.forget(id);
+    this.drops.forgetPeer(id);
+    this.bumpResets(id);
     this.counters.peerRestarts++;
     return true;
+  }
+
+  /**
+   * The partitions a neighbour says it dropped (peer-drops.ts). Where its count went up, its acks
+   * there go back to 0, so it gets full state once it takes the partition again. Returns those
+   * partitions: the acks the same message carries for them must be ignored.
+   */
+  noticeDrops(id: string, drops: readonly PartitionDropCount[]): Set<number> {
+    const raised = this.drops.noticePeer(id, drops).filter((p) => Number.isInteger(p) && p >= 0 && p < this.partitionCount);
+    for (const p of raised) this.alg2[p]?.forget(id);
+    if (raised.length > 0) {
+      this.bumpResets(id);
+      this.counters.peerDrops += raised.length;
+    }
+    return new Set(raised);
+  }
+
+  /** This node dropped its local copy of partition p (hand-off): its messages say so from now on. */
+  noteDropped(p: number): void {
+    this.checkPartition(p);
+    this.drops.noteOwn(p);
+  }
+
+  /** This node's drops, for every frame and reply it sends. */
+  droppedCounts(): PartitionDropCount[] {
+    return this.drops.ownCounts();
+  }
+
+  /**
+   * How many times this peer's acks were reset. Taken when a send is planned and compared when
+   * its reply comes: a reply to a send planned before a reset acknowledges an interval that was
+   * based on the acks the reset voided, so it proves nothing.
+   */
+  resetsOf(id: string): number {
+    return this.resets.get(id) ?? 0;
+  }
+
+  private bumpResets(id: string): void {
+    this.resets.set(id, this.resetsOf(id) + 1);
   }
 
   // ------------------------------------------------------------------ inputs

@@ -18,7 +18,7 @@ import {
   latticeFor,
   sizeOf,
 } from "../crdt/index.js";
-import type { GossipFrame, GossipReply, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import type { GossipFrame, GossipReply, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import { TypeMismatchError } from "../store/errors.js";
@@ -177,7 +177,7 @@ export class GossipExchange {
       let batchBytes = 0;
       const flush = () => {
         if (batch.length === 0) return;
-        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot });
+        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped() });
         batch = [];
         batchBytes = 0;
       };
@@ -264,9 +264,34 @@ export class GossipExchange {
    * acked: its acks go back to 0 (full state next) and the acks of this reply, which promise only
    * what this frame carried, are ignored.
    */
-  onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>): void {
+  onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>, dropped: readonly PartitionDrop[] = [], resetsAtSend?: number): void {
     if (this.noticeBoot(from, boot)) return;
-    this.engine.onAcks(from, acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    // Acks answer what was sent: if the peer's acks were reset since (a restart or a drop it told
+    // of meanwhile), that send was planned on acks that no longer hold, and its acks prove nothing.
+    const stale = resetsAtSend !== undefined && resetsAtSend !== this.engine.resetsOf(from);
+    const reset = this.noticeDrops(from, dropped);
+    if (stale) return;
+    this.engine.onAcks(from, acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+  }
+
+  /** How many times a peer's acks were reset (taken when a send is planned; see onReply). */
+  resetsOf(peer: string): number {
+    return this.engine.resetsOf(peer);
+  }
+
+  /** This node's dropped partitions, as its frames and replies carry them. */
+  private dropped(): PartitionDrop[] {
+    return this.engine.droppedCounts().map((d) => ({ partition: d.partition, count: BigInt(d.count) }));
+  }
+
+  /** A peer's dropped partitions, from its frame or reply; returns those whose count went up. */
+  private noticeDrops(peer: string, dropped: readonly PartitionDrop[]): Set<number> {
+    const reset = this.engine.noticeDrops(
+      peer,
+      dropped.filter((d) => d.count <= BigInt(Number.MAX_SAFE_INTEGER)).map((d) => ({ partition: d.partition, count: Number(d.count) })),
+    );
+    if (reset.size > 0) this.o.log.info("peer dropped partitions it held: it gets their full state when it owns them", { peer, partitions: [...reset] });
+    return reset;
   }
 
   /** A peer's boot id, from its reply or its own frame; true when it restarted (acks reset). */
@@ -313,6 +338,7 @@ export class GossipExchange {
     const bad = this.checkPeer(f.cluster, f.from, f.partitions);
     if (bad) return bad;
     this.noticeBoot(f.from, f.boot);
+    const reset = this.noticeDrops(f.from, f.dropped);
     const decoded: Array<{ partition: number; kind: PayloadKind; seq: number; keys: KeyedStates; bytes: number }> = [];
     for (const p of f.payloads) {
       if (p.partition >= this.o.partitions || (p.kind !== PayloadKind.DELTA && p.kind !== PayloadKind.STATE) || p.seq > BigInt(Number.MAX_SAFE_INTEGER)) {
@@ -344,8 +370,8 @@ export class GossipExchange {
       items.push({ partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes });
     }
     const acks = this.engine.onFrame(f.from, items);
-    this.engine.onAcks(f.from, f.acks.map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
-    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot } };
+    this.engine.onAcks(f.from, f.acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped() } };
   }
 
   /**
@@ -445,7 +471,7 @@ export class GossipExchange {
           throw err;
         }
       }
-      return { reply: { from: this.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: this.o.boot } };
+      return { reply: { from: this.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: this.o.boot, dropped: this.dropped() } };
     } finally {
       for (const release of holds.values()) release();
     }

@@ -8,7 +8,9 @@
 // period. Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
 // to 0, so a restarted node drops nothing before the owners acknowledged its full state again.
 // Deferred removes exist only on the node that took them: those of keys not owned here go to an
-// owner first. Before the first key goes, the store draws a new replica id, so a later write to a
+// owner first. Peers are told of the drop (engine.noteDropped, carried by every gossip message)
+// and reset their acks for this node on that partition: otherwise, if it owned the partition
+// again after views disagreed for a while, they would send it only what came after those acks. Before the first key goes, the store draws a new replica id, so a later write to a
 // dropped key never mints a dot this node already used there.
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
@@ -138,6 +140,9 @@ export class HandOff {
         const id = await store.rotateReplicaId();
         rotated = true;
         this.o.log.info("new replica id before dropping handed-off keys", { replicaId: id, partition: p });
+        // From now on this node's messages say it dropped p: peers reset what they think it acked
+        // there, so it gets the partition's full state if it owns it again.
+        engine.noteDropped(p);
       }
       // Checked again under the key's lock once earlier writes are durable: a write that slipped in
       // since the check above would otherwise travel only as a delta (lost to an owner that needs

@@ -45,6 +45,8 @@ export interface GossipCounters {
   largeCatchUps: number;
   /** Neighbours that came back without what they had acknowledged: their acks were reset. */
   peerRestarts: number;
+  /** Partitions whose acks for a peer were reset because the peer said it dropped them. */
+  peerDrops: number;
 }
 
 export function newCounters(): GossipCounters {
@@ -64,6 +66,7 @@ export function newCounters(): GossipCounters {
     stateFallbacks: 0,
     largeCatchUps: 0,
     peerRestarts: 0,
+    peerDrops: 0,
     bufferOverflowDrops: 0,
     deltasCollected: 0,
     bpHeldBack: 0,

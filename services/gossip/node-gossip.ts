@@ -322,6 +322,8 @@ export class NodeGossip {
   /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */
   private send(out: Outgoing): { frames: Promise<void>; states: Promise<void> } {
     const client = this.clientFor(out.to);
+    // The sends were planned on the peer's acks as they are now (see Exchange.onReply).
+    const resets = this.x.resetsOf(out.to);
     // One failed send counts once, whether its frames, its stream or both failed.
     let failed = false;
     const guarded = (work: (c: GossipClient) => Promise<void>) =>
@@ -338,10 +340,10 @@ export class NodeGossip {
     const frames = out.frames.length === 0 ? Promise.resolve() : guarded(async (c) => {
       for (const frame of out.frames) {
         const reply = await this.exchange(c, frame);
-        this.x.onReply(out.to, reply.boot, reply.acks);
+        this.x.onReply(out.to, reply.boot, reply.acks, reply.dropped, resets);
       }
     });
-    const states = out.states.length === 0 ? Promise.resolve() : guarded((c) => this.pushStates(out.to, c, out.states));
+    const states = out.states.length === 0 ? Promise.resolve() : guarded((c) => this.pushStates(out.to, c, out.states, resets));
     return { frames, states };
   }
 
@@ -372,7 +374,7 @@ export class NodeGossip {
   }
 
   /** Stream the full state of partitions (the exchange reads the chunks from the store as they are written). */
-  private async pushStates(to: string, client: GossipClient, parts: Outgoing["states"]): Promise<void> {
+  private async pushStates(to: string, client: GossipClient, parts: Outgoing["states"], resets: number): Promise<void> {
     let settle!: (err: grpc.ServiceError | null, res?: StateReply) => void;
     const done = new Promise<StateReply>((resolve, reject) => {
       settle = (err, res) => (err ? reject(err) : resolve(res!));
@@ -386,7 +388,7 @@ export class NodeGossip {
       }
       call.end();
       const res = await done;
-      this.x.onReply(to, res.boot, res.acks);
+      this.x.onReply(to, res.boot, res.acks, res.dropped, resets);
     } catch (err) {
       call.cancel();
       throw err;

@@ -35,11 +35,13 @@ export interface SimulationOptions {
   maxMessageBytes?: number;
 }
 
+// `resets` is not on the wire: it is what the sender's RPC callback remembers of the send (the
+// peer's reset count when it was planned; Exchange.onReply), carried to the reply as a closure would.
 export type SimMessage =
-  | { kind: "frame"; bytes: Uint8Array }
-  | { kind: "reply"; bytes: Uint8Array }
-  | { kind: "state"; chunks: Uint8Array[] }
-  | { kind: "state-reply"; bytes: Uint8Array };
+  | { kind: "frame"; bytes: Uint8Array; resets: number }
+  | { kind: "reply"; bytes: Uint8Array; resets: number }
+  | { kind: "state"; chunks: Uint8Array[]; resets: number }
+  | { kind: "state-reply"; bytes: Uint8Array; resets: number };
 
 /** Bytes put on the wire, counted when sent (lost messages count too). */
 export interface TrafficStats {
@@ -153,6 +155,16 @@ export class GossipSimulation {
 
   engine(id: string): AntiEntropyEngine<KeyedStates> {
     return this.node(id).x.engine;
+  }
+
+  /** A node's exchange (the transport half a node process runs). */
+  exchange(id: string): GossipExchange {
+    return this.node(id).x;
+  }
+
+  /** A node's current boot id (a new one at every restart). */
+  bootOf(id: string): bigint {
+    return this.node(id).x.boot;
   }
 
   /** A node's transport counters (chunks applied, frames refused...), as a node's metrics report them. */
@@ -269,14 +281,31 @@ export class GossipSimulation {
     this.nodes.set(id, await this.startNode(id, wipe ? undefined : n.db, wipe ? n.incarnation + 1 : n.incarnation));
   }
 
+  /**
+   * A node drops its local copy of partition p, as the hand-off does once the partition's owners
+   * acknowledged it (gossip/hand-off.ts: a new replica id, the drop noted for peers, then each
+   * key's records removed); the simulation keeps exchanging p with it, as when it owns p again.
+   */
+  async dropPartition(id: string, p: number): Promise<number> {
+    const n = this.node(id);
+    const keys: string[] = [];
+    for await (const k of n.store.keys(p)) keys.push(k);
+    if (keys.length === 0) return 0;
+    await n.store.rotateReplicaId();
+    n.x.engine.noteDropped(p);
+    for (const k of keys) await n.store.dropLocalCopy(k);
+    return keys.length;
+  }
+
   private async tickNode(n: SimNode, t: number): Promise<void> {
     for (const out of await n.x.tick(t)) {
+      const resets = n.x.resetsOf(out.to);
       for (const frame of out.frames) {
         const bytes = GossipFrame.encode(frame).finish();
         this.traffic.frames++;
         this.traffic.frameBytes += bytes.length;
         for (const p of frame.payloads) for (const k of p.keys) this.traffic.deltaPayloadBytes += k.state?.payload.length ?? 0;
-        this.channel.send(t, n.id, out.to, { kind: "frame", bytes });
+        this.channel.send(t, n.id, out.to, { kind: "frame", bytes, resets });
       }
       if (out.states.length === 0) continue;
       const chunks: Uint8Array[] = [];
@@ -288,7 +317,7 @@ export class GossipSimulation {
       }
       if (chunks.length === 0) continue;
       this.traffic.frames++;
-      this.channel.send(t, n.id, out.to, { kind: "state", chunks });
+      this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
     }
   }
 
@@ -299,7 +328,7 @@ export class GossipSimulation {
         if (frame === undefined) return;
         const a = await n.x.receiveFrame(frame);
         if ("refused" in a) return;
-        this.reply(at, n.id, from, "reply", GossipReply.encode(a.reply).finish());
+        this.reply(at, n.id, from, "reply", GossipReply.encode(a.reply).finish(), msg.resets);
         return;
       }
       case "state": {
@@ -307,26 +336,26 @@ export class GossipSimulation {
         if (chunks === undefined) return;
         const a = await n.x.receiveStateStream(chunks);
         if ("refused" in a) return;
-        this.reply(at, n.id, from, "state-reply", StateReply.encode(a.reply).finish());
+        this.reply(at, n.id, from, "state-reply", StateReply.encode(a.reply).finish(), msg.resets);
         return;
       }
       case "reply": {
         const r = this.decode(() => GossipReply.decode(msg.bytes));
-        if (r !== undefined) n.x.onReply(from, r.boot, r.acks);
+        if (r !== undefined) n.x.onReply(from, r.boot, r.acks, r.dropped, msg.resets);
         return;
       }
       case "state-reply": {
         const r = this.decode(() => StateReply.decode(msg.bytes));
-        if (r !== undefined) n.x.onReply(from, r.boot, r.acks);
+        if (r !== undefined) n.x.onReply(from, r.boot, r.acks, r.dropped, msg.resets);
         return;
       }
     }
   }
 
-  private reply(at: number, from: string, to: string, kind: "reply" | "state-reply", bytes: Uint8Array): void {
+  private reply(at: number, from: string, to: string, kind: "reply" | "state-reply", bytes: Uint8Array, resets: number): void {
     this.traffic.replies++;
     this.traffic.replyBytes += bytes.length;
-    this.channel.send(at, from, to, { kind, bytes });
+    this.channel.send(at, from, to, { kind, bytes, resets });
   }
 
   private decode<T>(fn: () => T): T | undefined {

@@ -41,14 +41,14 @@ export async function startFakePeer(host: string, nodeId: string, keys?: Cluster
   const gossip: GossipServer = {
     exchange: (c, cb) => {
       count("exchange");
-      cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT });
+      cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT, dropped: [] });
     },
     pushState: (c, cb) => {
       count("pushState");
       let chunks = 0n;
       c.on("data", (_chunk: StateChunk) => chunks++);
       c.on("error", () => {});
-      c.on("end", () => cb(null, { from: nodeId, acks: [], chunks, boot: FAKE_BOOT }));
+      c.on("end", () => cb(null, { from: nodeId, acks: [], chunks, boot: FAKE_BOOT, dropped: [] }));
     },
   };
   server.addService(MembershipService, membership);

@@ -101,6 +101,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       payloads: [{ partition: partitionOf(k, ctx.partitions), kind: pick(r, [PayloadKind.DELTA, PayloadKind.STATE]), seq: BigInt(1 + randomInt(r, 10)), keys: [{ key: k, state: state(r) }] }],
       acks: random() ? [{ partition: randomInt(r, ctx.partitions), seq: BigInt(randomInt(r, 5)) }] : [],
       boot: 42n,
+      dropped: random() ? [{ partition: randomInt(r, ctx.partitions), count: BigInt(randomInt(r, 3)) }] : [],
     });
     function random() {
       return r() < 0.5;

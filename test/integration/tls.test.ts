@@ -60,7 +60,7 @@ async function scrape(n: NodeProcess): Promise<string> {
   return (await fetch(endpoint)).text();
 }
 
-const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n });
+const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n, dropped: [] });
 
 before(async () => {
   clusterCa = makeCa(dir, "cluster-ca");

@@ -132,6 +132,52 @@ describe("the simulator runs the node's receive path", () => {
     await sim.close();
   });
 
+  it("a node that dropped a partition's copy (hand-off) gets all of it again when it takes the partition back", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 2 ** 31 }), fc.constantFrom("a", "b", "c"), async (seed, victim) => {
+        const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 4, seed, faults: NO_FAULTS });
+        const writer = victim === "a" ? "b" : "a";
+        const p = sim.partitionOf("k0");
+        const keys = Array.from({ length: 40 }, (_, i) => `k${i}`).filter((k) => sim.partitionOf(k) === p);
+        for (const [i, k] of keys.entries()) await sim.add(writer, k, [b(`v${i}`)]);
+        assert.notEqual(await sim.runUntilConverged(50), -1);
+        for (let i = 0; i < 5; i++) await sim.step(); // every ack is back: the peers hold the victim caught up
+        assert.equal(await sim.dropPartition(victim, p), keys.length);
+        // A write after the drop: without the reset, peers would send the victim only this.
+        await sim.add(writer, keys[0]!, [b("late")]);
+        assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+        for (const [i, k] of keys.entries()) {
+          const want = i === 0 ? ["late", "v0"] : [`v${i}`];
+          assert.deepEqual(await sim.elementsOf(victim, k), want, `${victim} lacks ${k}`);
+        }
+        await sim.close();
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it("a reply to a send planned before the peer's acks were reset proves nothing", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 9, faults: NO_FAULTS });
+    const x = sim.exchange("a");
+    const p = sim.partitionOf("k");
+    await sim.add("a", "k", [b("x")]);
+    const c = x.engine.seq(p);
+    const before = x.resetsOf("b");
+    // b says it dropped p (in any message): a resets b's acks there.
+    x.onReply("b", sim.bootOf("b"), [], [{ partition: p, count: 1n }], before);
+    assert.equal(x.resetsOf("b"), before + 1);
+    // The reply to a frame a planned before that reset comes in late, acking c: ignored.
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [{ partition: p, count: 1n }], before);
+    assert.equal(x.engine.ackOf(p, "b"), 0);
+    // The same ack in a reply to a send planned after the reset counts.
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [{ partition: p, count: 1n }], x.resetsOf("b"));
+    assert.equal(x.engine.ackOf(p, "b"), c);
+    // A higher count again: the acks of the message that says so are ignored, and b's ack is reset.
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [{ partition: p, count: 2n }], x.resetsOf("b"));
+    assert.equal(x.engine.ackOf(p, "b"), 0);
+    await sim.close();
+  });
+
   it("a malformed frame is refused by the exchange and changes nothing", async () => {
     const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 6, faults: NO_FAULTS });
     await sim.add("a", "k", [b("x")]);
@@ -146,7 +192,9 @@ describe("the simulator runs the node's receive path", () => {
         acks: [],
         partitions: 2,
         boot: 1n,
+        dropped: [],
       }).finish(),
+      resets: 0,
     });
     await sim.step();
     assert.equal(sim.transport("c").framesRejected, 1);

@@ -100,6 +100,18 @@ export interface PartitionAck {
   seq: bigint;
 }
 
+/**
+ * A partition whose local copy the sender dropped (hand-off under a replication factor), and how
+ * many times since its process started. A receiver that sees a higher count than before resets
+ * its acks for the sender on that partition (the sender may no longer hold what it acknowledged,
+ * so it gets full state when it owns the partition again) and ignores that partition's acks in the
+ * same message. Counts start at 0 with each boot id; partitions never dropped are not listed.
+ */
+export interface PartitionDrop {
+  partition: number;
+  count: bigint;
+}
+
 /** One gossip message from a node to a neighbour. */
 export interface GossipFrame {
   /** Cluster name; frames from another cluster are refused. */
@@ -119,6 +131,8 @@ export interface GossipFrame {
    * sender resets its acks for it, so the restarted sender gets full state.
    */
   boot: bigint;
+  /** The partitions the sender dropped (see PartitionDrop). */
+  dropped: PartitionDrop[];
 }
 
 /** The receiver's answer to a frame. */
@@ -133,6 +147,8 @@ export interface GossipReply {
    * so the sender resets its acks for it (full state) and ignores the acks of this reply.
    */
   boot: bigint;
+  /** The partitions the receiver dropped (see PartitionDrop). */
+  dropped: PartitionDrop[];
 }
 
 /**
@@ -189,6 +205,8 @@ export interface StateReply {
   chunks: bigint;
   /** The receiver's boot id (see GossipReply.boot). */
   boot: bigint;
+  /** The partitions the receiver dropped (see PartitionDrop). */
+  dropped: PartitionDrop[];
 }
 
 function createBaseKeyState(): KeyState {
@@ -486,8 +504,96 @@ export const PartitionAck: MessageFns<PartitionAck> = {
   },
 };
 
+function createBasePartitionDrop(): PartitionDrop {
+  return { partition: 0, count: 0n };
+}
+
+export const PartitionDrop: MessageFns<PartitionDrop> = {
+  encode(message: PartitionDrop, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== 0) {
+      writer.uint32(8).uint32(message.partition);
+    }
+    if (message.count !== 0n) {
+      if (BigInt.asUintN(64, message.count) !== message.count) {
+        throw new globalThis.Error("value provided for field message.count of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PartitionDrop {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePartitionDrop();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.partition = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.count = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PartitionDrop {
+    return {
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      count: isSet(object.count) ? BigInt(object.count) : 0n,
+    };
+  },
+
+  toJSON(message: PartitionDrop): unknown {
+    const obj: any = {};
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    if (message.count !== 0n) {
+      obj.count = message.count.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PartitionDrop>, I>>(base?: I): PartitionDrop {
+    return PartitionDrop.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PartitionDrop>, I>>(object: I): PartitionDrop {
+    const message = createBasePartitionDrop();
+    message.partition = object.partition ?? 0;
+    message.count = (object.count !== undefined && object.count !== null) ? BigInt(object.count) : 0n;
+    return message;
+  },
+};
+
 function createBaseGossipFrame(): GossipFrame {
-  return { cluster: "", from: "", frameId: 0n, payloads: [], acks: [], partitions: 0, boot: 0n };
+  return { cluster: "", from: "", frameId: 0n, payloads: [], acks: [], partitions: 0, boot: 0n, dropped: [] };
 }
 
 export const GossipFrame: MessageFns<GossipFrame> = {
@@ -518,6 +624,9 @@ export const GossipFrame: MessageFns<GossipFrame> = {
         throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
       }
       writer.uint32(57).fixed64(message.boot);
+    }
+    for (const v of message.dropped) {
+      PartitionDrop.encode(v!, writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -591,6 +700,14 @@ export const GossipFrame: MessageFns<GossipFrame> = {
             message.boot = reader.fixed64() as bigint;
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.dropped.push(PartitionDrop.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -614,6 +731,9 @@ export const GossipFrame: MessageFns<GossipFrame> = {
       acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => PartitionAck.fromJSON(e)) : [],
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
       boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
+      dropped: globalThis.Array.isArray(object?.dropped)
+        ? object.dropped.map((e: any) => PartitionDrop.fromJSON(e))
+        : [],
     };
   },
 
@@ -640,6 +760,9 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     if (message.boot !== 0n) {
       obj.boot = message.boot.toString();
     }
+    if (message.dropped?.length) {
+      obj.dropped = message.dropped.map((e) => PartitionDrop.toJSON(e));
+    }
     return obj;
   },
 
@@ -655,12 +778,13 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     message.acks = object.acks?.map((e) => PartitionAck.fromPartial(e)) || [];
     message.partitions = object.partitions ?? 0;
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
+    message.dropped = object.dropped?.map((e) => PartitionDrop.fromPartial(e)) || [];
     return message;
   },
 };
 
 function createBaseGossipReply(): GossipReply {
-  return { from: "", acks: [], boot: 0n };
+  return { from: "", acks: [], boot: 0n, dropped: [] };
 }
 
 export const GossipReply: MessageFns<GossipReply> = {
@@ -676,6 +800,9 @@ export const GossipReply: MessageFns<GossipReply> = {
         throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
       }
       writer.uint32(25).fixed64(message.boot);
+    }
+    for (const v of message.dropped) {
+      PartitionDrop.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -717,6 +844,14 @@ export const GossipReply: MessageFns<GossipReply> = {
             message.boot = reader.fixed64() as bigint;
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.dropped.push(PartitionDrop.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -734,6 +869,9 @@ export const GossipReply: MessageFns<GossipReply> = {
       from: isSet(object.from) ? globalThis.String(object.from) : "",
       acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => PartitionAck.fromJSON(e)) : [],
       boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
+      dropped: globalThis.Array.isArray(object?.dropped)
+        ? object.dropped.map((e: any) => PartitionDrop.fromJSON(e))
+        : [],
     };
   },
 
@@ -748,6 +886,9 @@ export const GossipReply: MessageFns<GossipReply> = {
     if (message.boot !== 0n) {
       obj.boot = message.boot.toString();
     }
+    if (message.dropped?.length) {
+      obj.dropped = message.dropped.map((e) => PartitionDrop.toJSON(e));
+    }
     return obj;
   },
 
@@ -759,6 +900,7 @@ export const GossipReply: MessageFns<GossipReply> = {
     message.from = object.from ?? "";
     message.acks = object.acks?.map((e) => PartitionAck.fromPartial(e)) || [];
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
+    message.dropped = object.dropped?.map((e) => PartitionDrop.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1103,7 +1245,7 @@ export const StateChunk: MessageFns<StateChunk> = {
 };
 
 function createBaseStateReply(): StateReply {
-  return { from: "", acks: [], chunks: 0n, boot: 0n };
+  return { from: "", acks: [], chunks: 0n, boot: 0n, dropped: [] };
 }
 
 export const StateReply: MessageFns<StateReply> = {
@@ -1125,6 +1267,9 @@ export const StateReply: MessageFns<StateReply> = {
         throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
       }
       writer.uint32(33).fixed64(message.boot);
+    }
+    for (const v of message.dropped) {
+      PartitionDrop.encode(v!, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1174,6 +1319,14 @@ export const StateReply: MessageFns<StateReply> = {
             message.boot = reader.fixed64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.dropped.push(PartitionDrop.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1192,6 +1345,9 @@ export const StateReply: MessageFns<StateReply> = {
       acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => PartitionAck.fromJSON(e)) : [],
       chunks: isSet(object.chunks) ? BigInt(object.chunks) : 0n,
       boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
+      dropped: globalThis.Array.isArray(object?.dropped)
+        ? object.dropped.map((e: any) => PartitionDrop.fromJSON(e))
+        : [],
     };
   },
 
@@ -1209,6 +1365,9 @@ export const StateReply: MessageFns<StateReply> = {
     if (message.boot !== 0n) {
       obj.boot = message.boot.toString();
     }
+    if (message.dropped?.length) {
+      obj.dropped = message.dropped.map((e) => PartitionDrop.toJSON(e));
+    }
     return obj;
   },
 
@@ -1221,6 +1380,7 @@ export const StateReply: MessageFns<StateReply> = {
     message.acks = object.acks?.map((e) => PartitionAck.fromPartial(e)) || [];
     message.chunks = (object.chunks !== undefined && object.chunks !== null) ? BigInt(object.chunks) : 0n;
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
+    message.dropped = object.dropped?.map((e) => PartitionDrop.fromPartial(e)) || [];
     return message;
   },
 };
