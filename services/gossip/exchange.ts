@@ -88,6 +88,8 @@ export interface Outgoing {
   frames: GossipFrame[];
   /** Partitions to stream in full (stateStream), with the seq each one's end marker acknowledges. */
   states: Array<{ partition: number; seq: number }>;
+  /** The peer's reset count when these were planned: handed back to onReply with their replies. */
+  resets: number;
 }
 
 /** A refused call: the gRPC status to answer with, and why. Nothing of it was applied. */
@@ -170,7 +172,9 @@ export class GossipExchange {
     await persistMovedSeqs(this.engine, this.o.store);
     const out: Outgoing[] = [];
     const limit = this.o.maxMessageBytes / 2;
+    // Planned now, on the acks as they are now: each send remembers the peer's reset count.
     for (const f of this.engine.tick(now, opts)) {
+      const resets = this.engine.resetsOf(f.to);
       const states: Outgoing["states"] = [];
       const frames: GossipFrame[] = [];
       let batch: GossipFrame["payloads"] = [];
@@ -198,7 +202,7 @@ export class GossipExchange {
         batchBytes += size;
       }
       flush();
-      out.push({ to: f.to, frames, states });
+      out.push({ to: f.to, frames, states, resets });
     }
     return out;
   }

@@ -322,8 +322,7 @@ export class NodeGossip {
   /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */
   private send(out: Outgoing): { frames: Promise<void>; states: Promise<void> } {
     const client = this.clientFor(out.to);
-    // The sends were planned on the peer's acks as they are now (see Exchange.onReply).
-    const resets = this.x.resetsOf(out.to);
+    const resets = out.resets; // the peer's reset count when these sends were planned (Exchange.onReply)
     // One failed send counts once, whether its frames, its stream or both failed.
     let failed = false;
     const guarded = (work: (c: GossipClient) => Promise<void>) =>

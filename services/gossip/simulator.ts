@@ -299,7 +299,7 @@ export class GossipSimulation {
 
   private async tickNode(n: SimNode, t: number): Promise<void> {
     for (const out of await n.x.tick(t)) {
-      const resets = n.x.resetsOf(out.to);
+      const resets = out.resets;
       for (const frame of out.frames) {
         const bytes = GossipFrame.encode(frame).finish();
         this.traffic.frames++;
