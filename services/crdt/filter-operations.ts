@@ -4,7 +4,7 @@ import { type CuckooParams, cuckooParams, cuckooParamsFor, slotCount } from "./c
 import { FilterParamError } from "./filter-common.js";
 import { Gbf, GbfLattice, type GbfParams, gbfParams, gbfParamsFor } from "./gbf.js";
 import { Gcf, GcfLattice } from "./gcf.js";
-import { ObjectType } from "./lattice.js";
+import { type Lattice, ObjectType } from "./lattice.js";
 import { type ClientOperations, type CreateParams, registerOperations } from "./operations.js";
 import { Orcf, OrcfLattice } from "./orcf.js";
 import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, cuckooSubParams, gbfSubParams, seriesParams } from "./scalable-filter.js";
@@ -39,12 +39,17 @@ function series(p: CreateParams): SeriesParams {
 
 const cuckooBytes = (c: CuckooParams) => Math.ceil((slotCount(c) * c.fingerprintBits) / 8);
 
-/** Insert each element in place and gather the deltas. */
-function addAll<S>(s: S, elements: readonly Uint8Array[], insert: (s: S, e: Uint8Array) => S, join: (a: S, b: S) => S): S {
+/**
+ * Insert each element in place and gather the deltas. Each delta is a new value the mutator made
+ * for this call, so they are gathered in place into the first: a batch of k elements costs k
+ * small joins, not k copies of a growing delta.
+ */
+function addAll<S>(s: S, elements: readonly Uint8Array[], insert: (s: S, e: Uint8Array) => S, L: Pick<Lattice<S>, "joinInPlace">): S {
   let delta: S | undefined;
   for (const e of elements) {
     const d = insert(s, e);
-    delta = delta === undefined ? d : join(delta, d);
+    if (delta === undefined) delta = d;
+    else L.joinInPlace(delta, d);
   }
   return delta!;
 }
@@ -64,7 +69,7 @@ const contains = (s: FilterLike, elements: readonly Uint8Array[]) => elements.ma
 const gbfOps: ClientOperations<Gbf> = {
   create: (p) => Gbf.empty(bloomParams(p)),
   sizeOf: (p) => Math.ceil(bloomParams(p).bits / 8),
-  add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), GbfLattice.join),
+  add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), GbfLattice),
   contains,
   probabilistic: true,
   describe: (s) => figures(s, 0, s.cardinality()),
@@ -74,7 +79,7 @@ const gbfOps: ClientOperations<Gbf> = {
 const gcfOps: ClientOperations<Gcf> = {
   create: (p) => Gcf.empty(cuckoo(p)),
   sizeOf: (p) => cuckooBytes(cuckoo(p)),
-  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), GcfLattice.join),
+  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), GcfLattice),
   contains,
   probabilistic: true,
   describe: (s) => figures(s, s.loadFactor(), s.count),
@@ -84,8 +89,8 @@ const gcfOps: ClientOperations<Gcf> = {
 const orcfOps: ClientOperations<Orcf> = {
   create: (p) => Orcf.empty(cuckoo(p)),
   sizeOf: (p) => cuckooBytes(cuckoo(p)),
-  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), OrcfLattice.join),
-  remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), OrcfLattice.join),
+  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), OrcfLattice),
+  remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), OrcfLattice),
   contains,
   probabilistic: true,
   describe: (s) => figures(s, s.loadFactor(), s.count),
@@ -100,7 +105,7 @@ const seriesLoad = (s: { subFilters: readonly { loadFactor(): number }[] }) => s
 const scGbfOps: ClientOperations<ScGbf> = {
   create: (p) => ScGbf.empty(series(p)),
   sizeOf: seriesBloomBytes,
-  add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice.join),
+  add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice),
   contains,
   probabilistic: true,
   describe: (s) => figures(s, 0, s.cardinality()),
@@ -110,7 +115,7 @@ const scGbfOps: ClientOperations<ScGbf> = {
 const scGcfOps: ClientOperations<ScGcf> = {
   create: (p) => ScGcf.empty(series(p)),
   sizeOf: seriesCuckooBytes,
-  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), ScGcfLattice.join),
+  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), ScGcfLattice),
   contains,
   probabilistic: true,
   describe: (s) => figures(s, seriesLoad(s), s.cardinality()),
@@ -120,8 +125,8 @@ const scGcfOps: ClientOperations<ScGcf> = {
 const scOrcfOps: ClientOperations<ScOrcf> = {
   create: (p) => ScOrcf.empty(series(p)),
   sizeOf: seriesCuckooBytes,
-  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), ScOrcfLattice.join),
-  remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), ScOrcfLattice.join),
+  add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), ScOrcfLattice),
+  remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), ScOrcfLattice),
   contains,
   probabilistic: true,
   describe: (s) => figures(s, seriesLoad(s), s.cardinality()),
