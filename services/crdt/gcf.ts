@@ -64,6 +64,34 @@ export class Gcf {
     return g;
   }
 
+  /**
+   * Visit the non-empty buckets in index order, each with its fingerprints ascending (the codec's
+   * order), without listing every entry first.
+   */
+  forEachBucket(visit: (i: number, fingerprints: readonly number[]) => void): void {
+    if (this.t === null) return;
+    for (const i of this.t.bucketIndexes()) {
+      const b = this.t.bucket(i);
+      visit(i, b.length > 1 ? [...b].sort((x, y) => x - y) : b);
+    }
+  }
+
+  /** Non-empty buckets. */
+  get bucketCount(): number {
+    return this.t?.bucketIndexes().length ?? 0;
+  }
+
+  /**
+   * Add (i, f), known to be in range and not stored yet (the decoder's fingerprints ascend within
+   * a bucket), keeping the state reduced: RangeError when its dual is already present.
+   */
+  pushDecoded(i: number, f: number): void {
+    const p = this.t!.params;
+    const alt = altIndex(p, i, f);
+    if (alt !== i && this.has(alt, f)) throw new RangeError(`pair (${i}, ${f}) and its dual are both present`);
+    this.t!.push(i, f);
+  }
+
   /** Bucket count, bucket size, fingerprint bits, kick quota and hash seed; null for the bottom. */
   get params(): CuckooParams | null {
     return this.t?.params ?? null;
@@ -190,15 +218,9 @@ export function encodeGcf(s: Gcf): Uint8Array {
   writeHeader(w, FilterKind.GCF, HASH_FAMILY, p !== null);
   if (p === null) return w.finish();
   writeCuckooParams(w, p);
-  const byBucket = new Map<number, number[]>();
-  for (const [i, f] of s.entries()) {
-    const b = byBucket.get(i);
-    if (b === undefined) byBucket.set(i, [f]);
-    else b.push(f);
-  }
-  w.varint(byBucket.size);
+  w.varint(s.bucketCount);
   let prev = -1;
-  for (const [i, fps] of byBucket) {
+  s.forEachBucket((i, fps) => {
     w.varint(i - prev - 1).varint(fps.length);
     prev = i;
     let pf = -1;
@@ -206,7 +228,7 @@ export function encodeGcf(s: Gcf): Uint8Array {
       w.varint(f - pf - 1);
       pf = f;
     }
-  }
+  });
   return w.finish();
 }
 
@@ -232,7 +254,7 @@ export function decodeGcf(bytes: Uint8Array): Gcf {
     }
     const p = readCuckooParams(r);
     const fpLimit = 2 ** p.fingerprintBits;
-    const entries: Array<[number, number]> = [];
+    const g = Gcf.empty(p);
     const nb = r.varint("bucket count", p.buckets);
     let i = -1;
     for (let b = 0; b < nb; b++) {
@@ -242,13 +264,14 @@ export function decodeGcf(bytes: Uint8Array): Gcf {
       if (n === 0) throw new DecodeError(`GCF bucket ${i} listed with no entries`);
       let f = -1;
       for (let k = 0; k < n; k++) {
+        // Gaps make the fingerprints of a bucket strictly ascending: no pair can repeat.
         f += r.varint("fingerprint gap") + 1;
         if (f >= fpLimit) throw new DecodeError(`GCF fingerprint ${f} wider than ${p.fingerprintBits} bits`);
-        entries.push([i, f]);
+        g.pushDecoded(i, f);
       }
     }
     r.end("GCF");
-    return Gcf.fromEntries(p, entries);
+    return g;
   });
 }
 
