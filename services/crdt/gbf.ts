@@ -112,7 +112,28 @@ class Bits {
   clone(): Bits {
     return new Bits(this.sparse && new Set(this.sparse), this.dense && this.dense.slice(), this.count);
   }
+
+  /** A set held as the given bytes (bit i at byte i>>3, bit i&7), which it takes over. */
+  static fromDense(d: Uint8Array): Bits {
+    let count = 0;
+    for (let i = 0; i < d.length; i++) count += POPCOUNT[d[i]!]!;
+    return new Bits(null, d, count);
+  }
+
+  /** The set as ceil(m/8) bytes: the dense array itself when dense (do not change it). */
+  denseBytes(m: number): Uint8Array {
+    if (this.dense !== null) return this.dense;
+    const d = new Uint8Array(Math.ceil(m / 8));
+    for (const i of this.sparse!) d[i >>> 3]! |= 1 << (i & 7);
+    return d;
+  }
 }
+
+const POPCOUNT = Uint8Array.from({ length: 256 }, (_, v) => {
+  let n = 0;
+  for (let b = v; b !== 0; b &= b - 1) n++;
+  return n;
+});
 
 export class Gbf {
   private constructor(
@@ -146,6 +167,17 @@ export class Gbf {
 
   clone(): Gbf {
     return new Gbf(this.p, this.bitset.clone());
+  }
+
+  /** A filter whose bits are these bytes (the dense codec form; the filter takes them over). */
+  static fromDense(params: GbfParams, bytes: Uint8Array): Gbf {
+    if (bytes.length !== Math.ceil(params.bits / 8)) throw new RangeError(`${bytes.length} bytes for ${params.bits} bits`);
+    return new Gbf(params, Bits.fromDense(bytes));
+  }
+
+  /** The bits as ceil(m/8) bytes (the dense codec form); read only. */
+  denseBytes(): Uint8Array {
+    return this.bitset.denseBytes(this.requireParams("denseBytes").bits);
   }
 
   /** The element's k bit positions. */
@@ -258,9 +290,12 @@ export function encodeGbf(s: Gbf): Uint8Array {
   if (s.params === null) return w.finish();
   const p = s.params;
   w.varint(p.bits).varint(p.hashes).varint(p.seed);
-  const idx = s.bitIndexes();
   const denseSize = Math.ceil(p.bits / 8);
-  if (sparseBodySize(idx) <= denseSize) {
+  // A sparse body takes at least a byte per set bit: past the dense size it cannot be the shorter,
+  // and listing millions of set bits only to find that out is what made large filters slow.
+  const count = s.setBits;
+  const idx = count + varintSize(count) > denseSize ? undefined : s.bitIndexes();
+  if (idx !== undefined && sparseBodySize(idx) <= denseSize) {
     w.byte(0).varint(idx.length);
     let prev = -1;
     for (const i of idx) {
@@ -268,9 +303,7 @@ export function encodeGbf(s: Gbf): Uint8Array {
       prev = i;
     }
   } else {
-    const d = new Uint8Array(denseSize);
-    for (const i of idx) d[i >>> 3]! |= 1 << (i & 7);
-    w.byte(1).bytes(d);
+    w.byte(1).bytes(s.denseBytes());
   }
   return w.finish();
 }
@@ -284,6 +317,15 @@ export function decodeGbf(bytes: Uint8Array): Gbf {
     }
     const p = gbfParams(r.varint("bits", MAX_BITS), r.varint("hashes", MAX_HASHES), r.varint("seed", 0xffffffff));
     const form = r.byte("body form");
+    if (form === 1) {
+      const d = r.bytes(Math.ceil(p.bits / 8), "dense bits");
+      const spare = d.length * 8 - p.bits;
+      if (spare > 0 && d[d.length - 1]! >>> (8 - spare) !== 0) {
+        throw new DecodeError(`GBF padding bit set beyond m = ${p.bits}`);
+      }
+      r.end("GBF");
+      return Gbf.fromDense(p, d.slice());
+    }
     const idx: number[] = [];
     if (form === 0) {
       const n = r.varint("bit count", p.bits);
@@ -292,17 +334,6 @@ export function decodeGbf(bytes: Uint8Array): Gbf {
         prev += r.varint("bit gap") + 1;
         if (prev >= p.bits) throw new DecodeError(`GBF bit ${prev} outside 0..${p.bits - 1}`);
         idx.push(prev);
-      }
-    } else if (form === 1) {
-      const d = r.bytes(Math.ceil(p.bits / 8), "dense bits");
-      for (let byte = 0; byte < d.length; byte++) {
-        const v = d[byte]!;
-        for (let bit = 0; bit < 8; bit++) {
-          if ((v & (1 << bit)) === 0) continue;
-          const i = byte * 8 + bit;
-          if (i >= p.bits) throw new DecodeError(`GBF padding bit ${i} set beyond m = ${p.bits}`);
-          idx.push(i);
-        }
       }
     } else throw new DecodeError(`GBF unknown body form ${form}`);
     r.end("GBF");
