@@ -68,6 +68,17 @@ export class Orcf {
     private index: Map<string, TagPlace> | null = null,
   ) {}
 
+  /** Add a decoded entry (checked by the decoder) to a filter that has not joined yet. */
+  pushDecoded(bucket: number, e: OrcfTagged): void {
+    this.t!.push(bucket, e);
+    this.index?.set(tagOf(e), { bucket, e });
+  }
+
+  /** This filter with history h (the decoder's: its entries' tags are in h). */
+  withHistory(h: CausalContext): Orcf {
+    return new Orcf(this.t, h);
+  }
+
   /** The lattice bottom: no entries, no history, no parameters. */
   static bottom(): Orcf {
     return new Orcf(null, new CausalContext());
@@ -126,6 +137,17 @@ export class Orcf {
   /** The estimated false-positive rate at the current load (seed 001, Eq 3.18). */
   estimatedFpr(): number {
     return this.t?.estimatedFpr() ?? 0;
+  }
+
+  /** Visit the non-empty buckets in index order, each with its entries in codec order (fingerprint, replica, timestamp). */
+  forEachBucket(visit: (i: number, entries: readonly OrcfTagged[]) => void): void {
+    if (this.t === null) return;
+    for (const i of this.t.bucketIndexes()) visit(i, [...this.t.bucket(i)].sort(compareTagged));
+  }
+
+  /** Non-empty buckets. */
+  get bucketCount(): number {
+    return this.t?.bucketIndexes().length ?? 0;
   }
 
   /** Every entry with its bucket, by bucket, then fingerprint, replica, timestamp. */
@@ -374,20 +396,13 @@ export function encodeOrcf(s: Orcf): Uint8Array {
       prev = b;
     });
   }
-  const entries = s.entries();
-  const buckets = new Map<number, OrcfEntry[]>();
-  for (const e of entries) {
-    const b = buckets.get(e.bucket);
-    if (b === undefined) buckets.set(e.bucket, [e]);
-    else b.push(e);
-  }
-  w.varint(buckets.size);
+  w.varint(s.bucketCount);
   let prev = -1;
-  for (const [i, es] of buckets) {
+  s.forEachBucket((i, es) => {
     w.varint(i - prev - 1).varint(es.length);
     prev = i;
     for (const e of es) w.varint(e.fp).varint(index.get(e.replica)!).varint(e.t);
-  }
+  });
   return w.finish();
 }
 
@@ -419,7 +434,9 @@ export function decodeOrcf(bytes: Uint8Array): Orcf {
         prev = b;
       }
     }
-    const entries: OrcfEntry[] = [];
+    const o = Orcf.empty(p);
+    // Tags seen so far, per replica index (numbers, not tag strings: a large filter has millions).
+    const seen = replicas.map(() => new Set<number>());
     const nb = r.varint("bucket count", p.buckets);
     let i = -1;
     for (let b = 0; b < nb; b++) {
@@ -430,16 +447,21 @@ export function decodeOrcf(bytes: Uint8Array): Orcf {
       let last: OrcfTagged | undefined;
       for (let k = 0; k < n; k++) {
         const fp = r.varint("fingerprint", 2 ** p.fingerprintBits - 1);
-        const replica = replicas[r.varint("replica index", Math.max(0, replicas.length - 1))];
+        const ri = r.varint("replica index", Math.max(0, replicas.length - 1));
+        const replica = replicas[ri];
         if (replica === undefined) throw new DecodeError("ORCF entry names a replica but the table is empty");
         const e = { fp, replica, t: r.varint("timestamp") };
         if (last !== undefined && compareTagged(last, e) >= 0) throw new DecodeError(`ORCF bucket ${i} entries not sorted`);
         last = e;
-        entries.push({ bucket: i, ...e });
+        if (e.t < 1) throw new DecodeError(`ORCF timestamp ${e.t} is not positive`);
+        if (seen[ri]!.has(e.t)) throw new DecodeError(`ORCF tag ${e.t}@${replica} appears twice`);
+        if (!h.contains(replica, e.t)) throw new DecodeError(`ORCF tag ${e.t}@${replica} is not in the history`);
+        seen[ri]!.add(e.t);
+        o.pushDecoded(i, e);
       }
     }
     r.end("ORCF");
-    return Orcf.fromParts(p, entries, h);
+    return o.withHistory(h);
   });
 }
 
