@@ -268,6 +268,14 @@ export class Orcf {
     return this.index;
   }
 
+  /** The bucket a live tag's entry sits in now, or undefined when the tag is not live here. */
+  bucketOf(replica: string, t: number): number | undefined {
+    if (this.t === null) return undefined;
+    const place = this.tagIndex().get(dotKey(makeDot(replica, t)));
+    if (place === undefined) return undefined;
+    return this.t.bucket(place.bucket).includes(place.e) ? place.bucket : altIndex(this.t.params, place.bucket, place.e.fp);
+  }
+
   /** Remove a live tag's entry, found in the bucket its place names or in that bucket's alternate. */
   private removeTag(tag: string, place: TagPlace): void {
     const t = this.t!;

@@ -9,10 +9,14 @@
 // since the previous merge (what anti-entropy with deltas ships) instead of the whole state: the
 // receiver's state after it has the same meaning as after a full-state join (same bits; same
 // universe of (bucket, fingerprint) pairs; same live tags and history), because right after a
-// merge both replicas hold equal states and an add changes the meaning only by its delta. Only
-// the layout may differ: a shipped entry sits where the sender first put it, not where later kicks
-// moved it. A full-state join of a million-entry filter every thousand operations would not fit in
-// the time of a run. The scalable series are merged by full-state joins (their joins are pure and
+// merge both replicas hold equal states and an add changes the meaning only by its delta. The
+// layout is the same too: each shipped cuckoo entry goes where the sender holds it at the merge
+// (kicks may have moved it since it was added), which is where a full-state join would put it,
+// since that join adds exactly the entries the receiver's universe lacks, at the sender's
+// placement. The layout matters: it decides which buckets overflow and so when later adds fail
+// (shipping entries where they were first put left 2-3x more overflow at frequent merges, and
+// lower loads). A full-state join of a million-entry filter every thousand operations would not
+// fit in the time of a run. The scalable series are merged by full-state joins (their joins are pure and
 // per sub-filter); the unit test test/unit/filters-bench.test.ts checks the two forms agree.
 //
 // Keys are 128-bit random byte strings (the seed: 128-bit random integers), from a seeded PRNG.
@@ -20,7 +24,7 @@ import { CausalContext } from "../../services/crdt/causal-context.js";
 import { makeDot, type Dot } from "../../services/crdt/dot.js";
 import { AWSet } from "../../services/crdt/awset.js";
 import { AWSetLattice } from "../../services/crdt/awset-lattice.js";
-import { cuckooParams, type CuckooParams } from "../../services/crdt/cuckoo-table.js";
+import { altIndex, cuckooParams, type CuckooParams } from "../../services/crdt/cuckoo-table.js";
 import { FilterFullError, type Random, randomInt, seededRandom } from "../../services/crdt/filter-common.js";
 import { Gbf, GbfLattice, type GbfParams, gbfParamsFor } from "../../services/crdt/gbf.js";
 import { Gcf, GcfLattice } from "../../services/crdt/gcf.js";
@@ -131,6 +135,9 @@ class DeltaPair<S> implements Pair {
     private readonly joinPending: (acc: S, delta: S) => S,
     private readonly containsFn: (s: S, key: Uint8Array) => boolean,
     private readonly statsFn: (s: S) => { count: number; overflow: number; subFilters: number },
+    // Where the sender holds the delta's content now (kicks move entries after they were made):
+    // shipped there, the receiver gets the layout a full-state join would give it.
+    private readonly relocate: (sender: S, delta: S) => S = (_s, d) => d,
   ) {
     this.states = [fresh(), fresh()];
     this.pending = [fresh(), fresh()];
@@ -142,8 +149,9 @@ class DeltaPair<S> implements Pair {
     return true;
   }
   merge(): void {
-    this.L.joinInPlace(this.states[0], this.pending[1]);
-    this.L.joinInPlace(this.states[1], this.pending[0]);
+    const [d0, d1] = [this.relocate(this.states[0], this.pending[0]), this.relocate(this.states[1], this.pending[1])];
+    this.L.joinInPlace(this.states[0], d1);
+    this.L.joinInPlace(this.states[1], d0);
     this.pending = [this.fresh(), this.fresh()];
   }
   contains(r: 0 | 1, key: Uint8Array): boolean {
@@ -221,10 +229,12 @@ class OrcfDeltaPair implements Pair {
     }
     return true;
   }
-  /** The join of the pending add-deltas of replica r. */
+  /** The join of the pending add-deltas of replica r, each entry where r holds it now (see DeltaPair). */
   pendingDelta(r: 0 | 1): Orcf {
     const q = this.pending[r];
-    return Orcf.fromParts(this.p, q.entries, CausalContext.of(q.dots));
+    const s = this.states[r];
+    const entries = q.entries.map((e) => ({ ...e, bucket: s.bucketOf(e.replica, e.t) ?? e.bucket }));
+    return Orcf.fromParts(this.p, entries, CausalContext.of(q.dots));
   }
   merge(): void {
     const [d0, d1] = [this.pendingDelta(0), this.pendingDelta(1)];
@@ -275,6 +285,7 @@ export function makePair(config: ConfigName, n: number, random: Random, form: Me
         (acc, d) => (acc.joinInPlace(d), acc),
         (s, k) => s.contains(k),
         stats,
+        (sender, d) => Gcf.fromEntries(p, d.entries().map(([i, f]) => (sender.has(i, f) ? [i, f] : [altIndex(p, i, f), f]))),
       );
     }
     case "ORCF_4": {

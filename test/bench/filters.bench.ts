@@ -60,9 +60,9 @@ function plans(quick: boolean): { fpr: FprPlan[]; memN: number; memRuns: number;
   return {
     fpr: [
       { config: "GBF_5", n: 2 ** 20 / d, runs: r(3) },
-      { config: "GCF_4", n: 2 ** 20 / d, runs: r(3) },
+      { config: "GCF_4", n: 2 ** 20 / d, runs: r(5) },
       { config: "GCF_4", n: 2 ** 14 / d, runs: r(5) },
-      { config: "ORCF_4", n: 2 ** 20 / d, runs: r(3) },
+      { config: "ORCF_4", n: 2 ** 20 / d, runs: r(5) },
       { config: "ScGBF_5", n: 2 ** 14 / d, runs: r(3) },
       { config: "ScGCF_4", n: 2 ** 14 / d, runs: r(3) },
       { config: "ScORCF_4", n: 2 ** 13 / d, runs: r(2) },
@@ -223,7 +223,7 @@ async function main(): Promise<void> {
         probesPerRun: p.probes,
         merge:
           "both replicas end every merge with the join of the two states, and a final merge follows the last operation. GBF_5, GCF_4, ORCF_4: " +
-          "each side ships the join of its add-deltas since the previous merge (same meaning as a full-state join; see filters-workload.ts). Scalable series: full-state pure joins",
+          "each side ships the join of its add-deltas since the previous merge, each cuckoo entry where the sender holds it at the merge (the same state and layout as a full-state join; see filters-workload.ts). Scalable series: full-state pure joins",
         allLocal: "one replica, never merged: the reference (a pair kept fully in sync stands for a plain filter in the seed)",
         cuckooFull: "a replica whose cuckoo filter reports full (500 kicks) receives no further adds (seed 001 section 6.2)",
         bounds:

@@ -86,6 +86,33 @@ describe("filters bench workload", () => {
     assert.ok(OrcfLattice.equals(o, union));
   });
 
+  it("a merge of shipped deltas leaves the layout a full-state join leaves (entries where the sender holds them now)", () => {
+    for (const [config, L] of [
+      ["GCF_4", GcfLattice as Lattice<unknown>],
+      ["ORCF_4", OrcfLattice as Lattice<unknown>],
+    ] as const) {
+      const n = 1024;
+      const pair = makePair(config, n, seededRandom(11));
+      const keys = randomKeys(n, seededRandom(12));
+      const pick = seededRandom(13);
+      let merges = 0;
+      for (let i = 0; i < n; i++) {
+        pair.add(pick() < 0.5 ? 0 : 1, keys[i]!);
+        if ((i + 1) % 37 !== 0) continue;
+        // The full-state joins of the two states as they are, layout included (the encoding lists
+        // each bucket's entries, so equal encodings mean equal layouts).
+        const [a, b] = [L.decode(pair.encoded(0)), L.decode(pair.encoded(1))];
+        const want0 = L.encode(L.join(a, b));
+        const want1 = L.encode(L.join(b, a));
+        pair.merge();
+        merges++;
+        assert.deepEqual(Buffer.from(pair.encoded(0)), Buffer.from(want0), `${config}: replica 0's layout after merge ${merges}`);
+        assert.deepEqual(Buffer.from(pair.encoded(1)), Buffer.from(want1), `${config}: replica 1's layout after merge ${merges}`);
+      }
+      assert.ok(merges > 20);
+    }
+  });
+
   it("scales the seed's merge intervals to the run's n", () => {
     assert.equal(runInterval(1e3, 2 ** 20), 1000);
     assert.equal(runInterval(1e3, 2 ** 14), 16);
