@@ -146,6 +146,22 @@ export class CuckooTable<E> {
     return [...this.map.keys()].sort((a, b) => a - b);
   }
 
+  /** How many buckets hold entries. */
+  get usedBuckets(): number {
+    return this.map.size;
+  }
+
+  /**
+   * Visit the non-empty buckets in index order, each with its entries in `order` (a copy; slots
+   * keep their layout): the canonical order codecs and listings use.
+   */
+  forEachBucket(order: (a: E, b: E) => number, visit: (i: number, entries: readonly E[]) => void): void {
+    for (const i of this.bucketIndexes()) {
+      const b = this.map.get(i)!;
+      visit(i, b.length > 1 ? [...b].sort(order) : b);
+    }
+  }
+
   *entries(): IterableIterator<[number, E]> {
     for (const [i, b] of this.map) for (const e of b) yield [i, e];
   }

@@ -35,6 +35,7 @@ import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 export type { CuckooParams };
 
 const fpOf = (f: number) => f;
+const ascending = (a: number, b: number) => a - b;
 
 export class Gcf {
   private constructor(private t: CuckooTable<number> | null) {}
@@ -69,16 +70,12 @@ export class Gcf {
    * order), without listing every entry first.
    */
   forEachBucket(visit: (i: number, fingerprints: readonly number[]) => void): void {
-    if (this.t === null) return;
-    for (const i of this.t.bucketIndexes()) {
-      const b = this.t.bucket(i);
-      visit(i, b.length > 1 ? [...b].sort((x, y) => x - y) : b);
-    }
+    this.t?.forEachBucket(ascending, visit);
   }
 
   /** Non-empty buckets. */
   get bucketCount(): number {
-    return this.t?.bucketIndexes().length ?? 0;
+    return this.t?.usedBuckets ?? 0;
   }
 
   /**
@@ -122,9 +119,10 @@ export class Gcf {
 
   /** The (bucket, fingerprint) pairs in this layout, by bucket then fingerprint. */
   entries(): Array<[number, number]> {
-    if (this.t === null) return [];
     const out: Array<[number, number]> = [];
-    for (const i of this.t.bucketIndexes()) for (const f of [...this.t.bucket(i)].sort((a, b) => a - b)) out.push([i, f]);
+    this.forEachBucket((i, fps) => {
+      for (const f of fps) out.push([i, f]);
+    });
     return out;
   }
 

@@ -141,23 +141,20 @@ export class Orcf {
 
   /** Visit the non-empty buckets in index order, each with its entries in codec order (fingerprint, replica, timestamp). */
   forEachBucket(visit: (i: number, entries: readonly OrcfTagged[]) => void): void {
-    if (this.t === null) return;
-    for (const i of this.t.bucketIndexes()) visit(i, [...this.t.bucket(i)].sort(compareTagged));
+    this.t?.forEachBucket(compareTagged, visit);
   }
 
   /** Non-empty buckets. */
   get bucketCount(): number {
-    return this.t?.bucketIndexes().length ?? 0;
+    return this.t?.usedBuckets ?? 0;
   }
 
   /** Every entry with its bucket, by bucket, then fingerprint, replica, timestamp. */
   entries(): OrcfEntry[] {
-    if (this.t === null) return [];
     const out: OrcfEntry[] = [];
-    for (const i of this.t.bucketIndexes()) {
-      const b = [...this.t.bucket(i)].sort(compareTagged);
-      for (const e of b) out.push({ bucket: i, fp: e.fp, replica: e.replica, t: e.t });
-    }
+    this.forEachBucket((i, es) => {
+      for (const e of es) out.push({ bucket: i, fp: e.fp, replica: e.replica, t: e.t });
+    });
     return out;
   }
 
@@ -271,22 +268,25 @@ export class Orcf {
   /** The bucket a live tag's entry sits in now, or undefined when the tag is not live here. */
   bucketOf(replica: string, t: number): number | undefined {
     if (this.t === null) return undefined;
-    const place = this.tagIndex().get(dotKey(makeDot(replica, t)));
-    if (place === undefined) return undefined;
-    return this.t.bucket(place.bucket).includes(place.e) ? place.bucket : altIndex(this.t.params, place.bucket, place.e.fp);
+    const tag = dotKey(makeDot(replica, t));
+    const place = this.tagIndex().get(tag);
+    return place === undefined ? undefined : this.locate(tag, place).bucket;
   }
 
-  /** Remove a live tag's entry, found in the bucket its place names or in that bucket's alternate. */
-  private removeTag(tag: string, place: TagPlace): void {
+  /** The bucket and slot of an indexed entry: the bucket its place names, or that bucket's alternate. */
+  private locate(tag: string, place: TagPlace): { bucket: number; slot: number } {
     const t = this.t!;
-    let slot = t.bucket(place.bucket).indexOf(place.e);
-    let bucket = place.bucket;
-    if (slot < 0) {
-      bucket = altIndex(t.params, place.bucket, place.e.fp);
-      slot = t.bucket(bucket).indexOf(place.e);
+    for (const bucket of [place.bucket, altIndex(t.params, place.bucket, place.e.fp)]) {
+      const slot = t.bucket(bucket).indexOf(place.e);
+      if (slot >= 0) return { bucket, slot };
     }
-    if (slot < 0) throw new Error(`ORCF index out of date: tag ${tag} is in neither candidate bucket`);
-    t.removeAt(bucket, slot);
+    throw new Error(`ORCF index out of date: tag ${tag} is in neither candidate bucket`);
+  }
+
+  /** Remove a live tag's entry. */
+  private removeTag(tag: string, place: TagPlace): void {
+    const { bucket, slot } = this.locate(tag, place);
+    this.t!.removeAt(bucket, slot);
     this.index!.delete(tag);
   }
 

@@ -16,6 +16,7 @@
 // empty slot is 0. The few dozen bytes of the enclosing object's own class descriptor and the
 // ORCF's small version vector are left out.
 import type { CuckooParams } from "../../services/crdt/cuckoo-table.js";
+import { ByteWriter } from "../../services/crdt/filter-common.js";
 
 const TC_NULL = 0x70;
 const TC_REFERENCE = 0x71;
@@ -54,8 +55,7 @@ const HASH_MAP: ClassDesc = {
 
 /** A minimal java.io.ObjectOutputStream: the records this layout needs, byte for byte. */
 export class JavaObjectStream {
-  private buf = new Uint8Array(1 << 16);
-  private len = 0;
+  private readonly w = new ByteWriter();
   private nextHandle = BASE_HANDLE;
   private readonly descHandles = new Map<ClassDesc, number>();
 
@@ -63,17 +63,8 @@ export class JavaObjectStream {
     this.u16(0xaced).u16(5); // STREAM_MAGIC, STREAM_VERSION
   }
 
-  private room(n: number): void {
-    if (this.len + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.len + n) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.len));
-    this.buf = next;
-  }
   u8(v: number): this {
-    this.room(1);
-    this.buf[this.len++] = v & 0xff;
+    this.w.byte(v & 0xff);
     return this;
   }
   u16(v: number): this {
@@ -88,16 +79,10 @@ export class JavaObjectStream {
   }
   utf(s: string): this {
     const b = new TextEncoder().encode(s);
-    this.u16(b.length);
-    this.room(b.length);
-    this.buf.set(b, this.len);
-    this.len += b.length;
-    return this;
+    return this.u16(b.length).bytes(b);
   }
   bytes(b: Uint8Array): this {
-    this.room(b.length);
-    this.buf.set(b, this.len);
-    this.len += b.length;
+    this.w.bytes(b);
     return this;
   }
 
@@ -162,7 +147,7 @@ export class JavaObjectStream {
   }
 
   finish(): Uint8Array {
-    return this.buf.slice(0, this.len);
+    return this.w.finish();
   }
 }
 
