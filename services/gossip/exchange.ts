@@ -275,12 +275,12 @@ export class GossipExchange {
     const stale = resetsAtSend !== undefined && resetsAtSend !== this.engine.resetsOf(from);
     const reset = this.noticeDrops(from, dropped);
     if (stale) return;
-    this.engine.onAcks(from, acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    this.takeAcks(from, acks, reset);
   }
 
-  /** How many times a peer's acks were reset (taken when a send is planned; see onReply). */
-  resetsOf(peer: string): number {
-    return this.engine.resetsOf(peer);
+  /** A peer's acks, but those of partitions whose acks this very message reset. */
+  private takeAcks(from: string, acks: ReadonlyArray<{ partition: number; seq: bigint }>, reset: ReadonlySet<number>): void {
+    this.engine.onAcks(from, acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
   }
 
   /** This node's dropped partitions, as its frames and replies carry them. */
@@ -374,7 +374,7 @@ export class GossipExchange {
       items.push({ partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes });
     }
     const acks = this.engine.onFrame(f.from, items);
-    this.engine.onAcks(f.from, f.acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    this.takeAcks(f.from, f.acks, reset);
     return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped() } };
   }
 
