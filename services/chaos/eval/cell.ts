@@ -136,8 +136,10 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
       const workload = new Workload({ nodes: env.nodes, clients: grid.clients, keys, history, random, opTimeoutMs: 2000 + 4 * latency.latencyMs, thinkMs: grid.thinkMs });
       const probe = new LagProbe({ nodes: env.nodes, key: `eval-lag-${spec.seed}`, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}-r${r}`, boundMs: grid.settleBoundMs / 2 });
       try {
+        // Every node followed before the writes start (the marker the probe waits for is one more add).
+        await probe.start();
+        probeAdds++;
         workload.start();
-        probe.start();
         await new Promise((res) => setTimeout(res, grid.writeMs));
         await workload.stop();
         const stopAt = Date.now();
