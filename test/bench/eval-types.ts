@@ -124,7 +124,7 @@ const cells: TypeCell[] = [];
 let seed = 500;
 for (const mode of MODES) {
   for (const latency of LATENCY_LEVELS) {
-    const group = await startEvalGroup({ grid, firstHost: 191, port: 7395 }, NODES, mode);
+    const group = await startEvalGroup({ grid, firstHost: 191, port: 7395 }, NODES, mode, latency);
     const clients = group.env.nodes.map((n) => new ReplicaClient(n.address, grpc.credentials.createInsecure()));
     try {
       if (latency.latencyMs > 0) {

@@ -5,10 +5,23 @@ import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { seededRandom } from "../../services/common/prng.ts";
-import { hopsToReachAll, lossWindows, percentile, physicalLimitMs } from "../../services/chaos/eval/grid.ts";
+import { LATENCIES, hopsToReachAll, lossWindows, membershipTiming, percentile, physicalLimitMs } from "../../services/chaos/eval/grid.ts";
 import { exchangeLoss, nodeCountersOf, sumSamples } from "../../services/chaos/eval/counters.ts";
 import { byteRatios, sweepTargets } from "../../services/chaos/eval/targets.ts";
 import type { CellResult } from "../../services/chaos/eval/cell.ts";
+
+describe("membership timing of a cell group", () => {
+  it("waits for a probe's ack longer than the slowest round trip of its links, and probes no faster than that", () => {
+    for (const l of LATENCIES) {
+      const m = membershipTiming(l);
+      assert.ok(m.probeTimeoutMs > 2 * (l.latencyMs + l.jitterMs), `${l.name}: timeout ${m.probeTimeoutMs}`);
+      assert.ok(m.probeIntervalMs > m.probeTimeoutMs, `${l.name}: interval ${m.probeIntervalMs}`);
+    }
+    // Links without latency keep the timing the sweep always used.
+    assert.deepEqual(membershipTiming({ latencyMs: 0, jitterMs: 0 }), { probeTimeoutMs: 400, probeIntervalMs: 500 });
+    assert.deepEqual(membershipTiming(LATENCIES[2]!), { probeTimeoutMs: 1000, probeIntervalMs: 1250 });
+  });
+});
 
 describe("loss windows", () => {
   it("cover about the asked share of link time, on existing links, inside the span", () => {

@@ -91,6 +91,19 @@ export function evalGrid(quick: boolean): EvalGrid {
     : { sizes: [3, 5, 9], modes: MODES, latencies: LATENCIES, losses: LOSSES, rounds: 5, writeMs: 2000, clients: 4, thinkMs: 40, prefill: 500, settleBoundMs: 15_000, probeEveryMs: 150, gossipIntervalMs: 100 };
 }
 
+/**
+ * Membership timing for links of this latency. SWIM declares a probe failed when no ack comes
+ * within the probe timeout, so the timeout must exceed a round trip: with 200 ± 50 ms each way
+ * and the old fixed 400 ms, about half the probes failed, and the indirect probes, suspicions and
+ * refutations that followed multiplied idle traffic (5 nodes: 13.9 kB/s against 0.9 kB/s with a
+ * timeout past the round trip), which the sweep then counted as bytes per update.
+ */
+export function membershipTiming(latency: Pick<LatencyLevel, "latencyMs" | "jitterMs"> = { latencyMs: 0, jitterMs: 0 }): { probeTimeoutMs: number; probeIntervalMs: number } {
+  const worstRoundTrip = 2 * (latency.latencyMs + latency.jitterMs);
+  const probeTimeoutMs = Math.max(400, 2 * worstRoundTrip);
+  return { probeTimeoutMs, probeIntervalMs: Math.max(500, Math.round(1.25 * probeTimeoutMs)) };
+}
+
 /** Gossip rounds a write needs at best to reach every one of n nodes when each round at most doubles who has it. */
 export function hopsToReachAll(nodes: number): number {
   return Math.max(1, Math.ceil(Math.log2(nodes)));

@@ -11,7 +11,7 @@ import { LinkTable, precreateLinkProxies } from "../links.js";
 import { LocalCluster } from "../local-cluster.js";
 import { membershipConverged } from "../run.js";
 import { type CellResult, runCell } from "./cell.js";
-import { type EvalGrid, MODE_FLAGS } from "./grid.js";
+import { type EvalGrid, type LatencyLevel, MODE_FLAGS, membershipTiming } from "./grid.js";
 
 export interface SweepOptions {
   grid: EvalGrid;
@@ -24,11 +24,12 @@ export interface SweepOptions {
   onCell?: (cell: CellResult | FailedCell, done: number, total: number) => void;
 }
 
-export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS): string[] {
+export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS, latency?: Pick<LatencyLevel, "latencyMs" | "jitterMs">): string[] {
+  const m = membershipTiming(latency);
   return [
     "--gossip-interval-ms", String(grid.gossipIntervalMs),
-    "--probe-interval-ms", "500",
-    "--probe-timeout-ms", "400",
+    "--probe-interval-ms", String(m.probeIntervalMs),
+    "--probe-timeout-ms", String(m.probeTimeoutMs),
     "--reap-after-ms", "60000",
     "--gossip-rpc-timeout-ms", "3000",
     "--log-level", "warn",
@@ -36,11 +37,14 @@ export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS): stri
   ];
 }
 
-/** A cluster of one cell group: nodes started, links proxied, membership converged. */
-export async function startEvalGroup(o: Pick<SweepOptions, "grid" | "firstHost" | "port">, size: number, mode: keyof typeof MODE_FLAGS) {
+/**
+ * A cluster of one cell group: nodes started, links proxied, membership converged. `latency` is
+ * the largest link latency its cells will set (membership timing is chosen for it).
+ */
+export async function startEvalGroup(o: Pick<SweepOptions, "grid" | "firstHost" | "port">, size: number, mode: keyof typeof MODE_FLAGS, latency?: Pick<LatencyLevel, "latencyMs" | "jitterMs">) {
   const dir = mkdtempSync(join(tmpdir(), `deltaset-eval-${size}n-`));
   const server = await startToxiproxyServer({ host: "127.0.0.1", port: 0 });
-  const cluster = new LocalCluster({ nodes: size, dir, firstHost: o.firstHost, port: o.port, nodeArgs: [...nodeArgsFor(o.grid, mode), "--peer-proxy", server.url], metricsPort: o.port + 1 });
+  const cluster = new LocalCluster({ nodes: size, dir, firstHost: o.firstHost, port: o.port, nodeArgs: [...nodeArgsFor(o.grid, mode, latency), "--peer-proxy", server.url], metricsPort: o.port + 1 });
   const stop = async () => {
     await cluster.stopAll();
     await server.close();
@@ -83,7 +87,7 @@ export async function runSweep(o: SweepOptions): Promise<Array<CellResult | Fail
         let group: Awaited<ReturnType<typeof startEvalGroup>> | undefined;
         let groupError: string | undefined;
         try {
-          group = await startEvalGroup(o, size, mode);
+          group = await startEvalGroup(o, size, mode, latency);
         } catch (err) {
           groupError = (err as Error).message;
         }
