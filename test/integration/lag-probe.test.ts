@@ -43,13 +43,21 @@ describe("eval lag probe", () => {
     const probe = new LagProbe({ nodes, key: "lp-a", random: seededRandom(1), probeEveryMs: 60, tag: "a", boundMs: 10_000 });
     try {
       await probe.start();
-      await new Promise((r) => setTimeout(r, 1500));
-      const report = await probe.stop();
-      assert.equal(report.failed, 0);
-      assert.equal(report.unseen, 0);
-      assert.ok(report.samples.length >= 10, `${report.samples.length} samples`);
-      for (const s of report.samples) assert.ok(s >= 0 && s < 10_000, `sample ${s}`);
-      const elements = ["a-ready", ...Array.from({ length: report.samples.length }, (_, i) => `a-${i + 1}`)];
+      probe.begin();
+      await new Promise((r) => setTimeout(r, 700));
+      const first = await probe.stop();
+      // Probing again on the same watches: the second report counts only its own probes.
+      probe.begin();
+      await new Promise((r) => setTimeout(r, 800));
+      const second = await probe.stop();
+      for (const report of [first, second]) {
+        assert.equal(report.failed, 0);
+        assert.equal(report.unseen, 0);
+        assert.ok(report.samples.length >= 5, `${report.samples.length} samples`);
+        for (const s of report.samples) assert.ok(s >= 0 && s < 10_000, `sample ${s}`);
+      }
+      const probes = first.samples.length + second.samples.length;
+      const elements = ["a-ready", ...Array.from({ length: probes }, (_, i) => `a-${i + 1}`)];
       for (const i of [0, 1, 2]) assert.deepEqual(await present(i, "lp-a", elements), elements.map(() => true), `node ${i}`);
     } finally {
       probe.close();
@@ -60,6 +68,7 @@ describe("eval lag probe", () => {
     const probe = new LagProbe({ nodes, key: "lp-b", random: seededRandom(2), probeEveryMs: 80, tag: "b", boundMs: 20_000 });
     try {
       await probe.start();
+      probe.begin();
       await new Promise((r) => setTimeout(r, 400));
       await cluster.kill(2);
       await new Promise((r) => setTimeout(r, 500));

@@ -125,20 +125,22 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
   const cpuBefore = await Promise.all(env.nodes.map((n) => cpuSecondsOf(env.pid(n.nodeId))));
   const t0 = performance.now();
 
-  const losses = new LossWindows(proxies, loss.windowShare, random);
-  losses.start();
   const rounds: RoundResult[] = [];
   const lags: number[] = [];
   let unseen = 0;
   let probeAdds = 0;
+  // One probe for the cell, every node followed before the loss windows and the first round's
+  // writes start (the marker it waits for is one more add); it probes during each round's writes.
+  const probe = new LagProbe({ nodes: env.nodes, key: `eval-lag-${spec.seed}`, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}`, boundMs: grid.settleBoundMs / 2 });
+  const losses = new LossWindows(proxies, loss.windowShare, random);
   try {
+    await probe.start();
+    probeAdds++;
+    losses.start();
     for (let r = 0; r < grid.rounds; r++) {
       const workload = new Workload({ nodes: env.nodes, clients: grid.clients, keys, history, random, opTimeoutMs: 2000 + 4 * latency.latencyMs, thinkMs: grid.thinkMs });
-      const probe = new LagProbe({ nodes: env.nodes, key: `eval-lag-${spec.seed}`, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}-r${r}`, boundMs: grid.settleBoundMs / 2 });
       try {
-        // Every node followed before the writes start (the marker the probe waits for is one more add).
-        await probe.start();
-        probeAdds++;
+        probe.begin();
         workload.start();
         await new Promise((res) => setTimeout(res, grid.writeMs));
         await workload.stop();
@@ -161,10 +163,10 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
         log(`  round ${r + 1}: converged ${rounds.at(-1)!.convergenceMs ?? "never"} ms after the last write; valid ${check.valid}`);
       } finally {
         workload.close();
-        probe.close();
       }
     }
   } finally {
+    probe.close();
     await losses.stop();
   }
   const seconds = (performance.now() - t0) / 1000;

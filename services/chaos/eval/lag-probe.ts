@@ -5,7 +5,8 @@
 // every node by Query every 10 ms: at 9 nodes that was some 800 Queries a second into the nodes it
 // measured, half the calls they served, and each sample carried up to a poll interval more.
 // start() opens the watches and waits until every one of them reports a marker element, so no
-// probe runs before all nodes are followed. A watch that ends is opened again from the context of
+// probe runs before all nodes are followed; the watches stay open across stop() and begin(), so
+// one probe serves every round of a cell. A watch that ends is opened again from the context of
 // its last event (its catch-up carries what changed meanwhile). A node that has the element before
 // the Add is acknowledged counts 0. Probes not visible everywhere within boundMs are counted as
 // unseen, not dropped. Bounded in count by the run's length.
@@ -69,7 +70,7 @@ export class LagProbe {
     for (const n of o.nodes) this.clients.set(n.nodeId, new ReplicaClient(n.address, grpc.credentials.createInsecure()));
   }
 
-  /** Follow every node, wait until each reports a marker element, then probe every probeEveryMs. */
+  /** Follow every node and wait until each reports a marker element; then begin() probes. */
   async start(): Promise<void> {
     for (const n of this.o.nodes) {
       this.followed.set(n.nodeId, { copy: new WatchedSet() });
@@ -80,18 +81,26 @@ export class LagProbe {
     await this.addAt(node.nodeId, marker, 5000);
     const ready = await this.visible(elementKey(marker), this.o.nodes.map((n) => n.nodeId), this.o.readyBoundMs ?? 30_000).seen;
     if (ready === undefined) throw new Error(`lag probe: not every node's watch of "${this.o.key}" reported the marker`);
+  }
+
+  /** Probe every probeEveryMs until stop (again after a stop: the watches stay open). */
+  begin(): void {
+    if (this.timer !== undefined || this.closed) return;
     this.timer = setInterval(() => {
       const p = this.probe().finally(() => this.running.delete(p));
       this.running.add(p);
     }, this.o.probeEveryMs);
   }
 
-  /** Stop sending probes and wait for the running ones to finish (each is bounded). */
+  /** Stop sending probes, wait for the running ones to finish (each is bounded), and report the probes since the last stop. */
   async stop(): Promise<LagReport> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await Promise.all([...this.running]);
-    return { samples: [...this.samples], unseen: this.unseen, failed: this.failed };
+    const report = { samples: this.samples.splice(0), unseen: this.unseen, failed: this.failed };
+    this.unseen = 0;
+    this.failed = 0;
+    return report;
   }
 
   close(): void {
