@@ -62,12 +62,19 @@ start_forwards() {
 echo "== kind cluster '$KIND_CLUSTER'"
 deploy_chaos_overlay
 
+# Membership probes must wait longer than the slowest round trip the cells will set.
+max_lat=0; max_jit=0
+for lat in "${latencies[@]}"; do
+  if [ "${lat%%:*}" -ge "$max_lat" ]; then max_lat="${lat%%:*}"; max_jit="${lat##*:}"; fi
+done
+
 failed=()
 seed=1
 for mode in "${modes[@]}"; do
   echo "== mode $mode"
-  # The mode's settings, a 100 ms gossip period (the physical limit assumes it), and nothing else changed.
-  mapfile -t env_pairs < <(npx deltaset chaos eval-env "$mode")
+  # The mode's settings, a 100 ms gossip period (the physical limit assumes it), membership timing
+  # for the largest latency, and nothing else changed.
+  mapfile -t env_pairs < <(npx deltaset chaos eval-env "$mode" --latency-ms "$max_lat" --jitter-ms "$max_jit")
   kctl set env statefulset/deltaset DELTASET_GOSSIP_INTERVAL_MS=100 DELTASET_GOSSIP_PUSH_LOCAL_MS=0 DELTASET_GOSSIP_CHOOSE=delta+periodic-state "${env_pairs[@]}"
   start_forwards
   for lat in "${latencies[@]}"; do

@@ -7,7 +7,10 @@ import { parseArgs } from "node:util";
 import { UsageError } from "./client-commands.js";
 
 export const EVAL_USAGE = `usage:
-  deltaset chaos eval-env MODE              print the node environment of a sync mode (NAME=VALUE lines)
+  deltaset chaos eval-env MODE [--latency-ms N [--jitter-ms N]]
+                                            print the node environment of a sync mode (NAME=VALUE
+                                            lines); with the largest link latency the cells will
+                                            set, also membership probe timing above its round trip
   deltaset chaos eval-cell --nodes-addrs A,B,C --toxiproxy URL[,URL...] --metrics M1,M2,M3 [options]
                                             run one sweep cell against running nodes
 
@@ -39,10 +42,17 @@ function num(raw: string | undefined, flag: string, fallback: number, min: numbe
 
 export async function evalEnvCommand(args: string[]): Promise<void> {
   const { MODES } = await import("../chaos/eval/grid.js");
-  const { modeEnv } = await import("../chaos/eval/mode-env.js");
+  const { modeEnv, membershipEnv } = await import("../chaos/eval/mode-env.js");
   const mode = args[0];
   if (mode === undefined || !(MODES as string[]).includes(mode)) throw new UsageError(`eval-env takes one mode of: ${MODES.join(" ")}\n${EVAL_USAGE}`);
-  for (const [k, v] of Object.entries(modeEnv(mode as (typeof MODES)[number]))) process.stdout.write(`${k}=${v}\n`);
+  const { values } = parseArgs({ args: args.slice(1), options: { "latency-ms": { type: "string" }, "jitter-ms": { type: "string" } } });
+  const env = modeEnv(mode as (typeof MODES)[number]);
+  if (values["latency-ms"] !== undefined) {
+    const latencyMs = num(values["latency-ms"], "--latency-ms", 0, 0, 10_000);
+    const jitterMs = num(values["jitter-ms"], "--jitter-ms", 0, 0, 10_000);
+    Object.assign(env, membershipEnv({ latencyMs, jitterMs }));
+  }
+  for (const [k, v] of Object.entries(env)) process.stdout.write(`${k}=${v}\n`);
 }
 
 export async function evalCellCommand(args: string[]): Promise<void> {

@@ -79,6 +79,10 @@ describe("deltaset chaos eval-env", () => {
     const r = await runCli(["chaos", "eval-env", "alg2+bp+rr+push"]);
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(r.stdout.trim().split("\n"), ["DELTASET_GOSSIP_ALGORITHM=alg2", "DELTASET_GOSSIP_BP=true", "DELTASET_GOSSIP_RR=true", "DELTASET_GOSSIP_PUSH_LOCAL_MS=5"]);
+    // With the largest link latency of the cells: membership probes wait past its round trip.
+    const slow = await runCli(["chaos", "eval-env", "alg2", "--latency-ms", "200", "--jitter-ms", "50"]);
+    assert.equal(slow.code, 0, slow.stderr);
+    assert.deepEqual(slow.stdout.trim().split("\n").slice(-2), ["DELTASET_PROBE_TIMEOUT_MS=1000", "DELTASET_PROBE_INTERVAL_MS=1250"]);
     const full = await runCli(["chaos", "eval-env", "full-state"]);
     assert.deepEqual(full.stdout.trim().split("\n"), ["DELTASET_GOSSIP_ALGORITHM=alg1", "DELTASET_GOSSIP_CHOOSE=state"]);
   });
