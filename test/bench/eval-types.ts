@@ -3,10 +3,10 @@
 // (AWSET_PROB), a grow-only Bloom filter (GBF), an observed-remove cuckoo filter (ORCF) and a
 // PN-counter, on real node processes with every peer link through its own fault proxy, over
 // latency (none, 50 ± 10 ms) × gossip loss (0, about 10%: reset windows, the rate of failed
-// exchanges measured) × sync mode (full state, Algorithm 2 + BP + RR), 3 nodes, `rounds` rounds per
-// cell: steady updates from 3 clients for writeMs, then the time until every node reads the same
+// exchanges measured) × sync mode (full state, Algorithm 2 + BP + RR) × 3, 5 and 9 nodes, `rounds`
+// rounds per cell: steady updates from 3 clients for writeMs, then the time until every node reads the same
 // (convergence), bytes on the wire per update at the proxies. Writes docs/results/eval-types.json
-// and .svg (--quick: 2 rounds and one latency, to a temporary directory).
+// and .svg (--quick: 3 nodes, 2 rounds and one latency, to a temporary directory).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,7 +24,7 @@ import { commandLine, isQuick, printTargets, resultsDir, target } from "./lib/re
 
 const quick = isQuick();
 const command = commandLine("eval:types", quick);
-const NODES = 3;
+const SIZES = quick ? [3] : [3, 5, 9];
 const ROUNDS = quick ? 2 : 5;
 const WRITE_MS = 1500;
 const CLIENTS = 3;
@@ -38,6 +38,7 @@ const started = performance.now();
 
 interface TypeCell {
   type: EvalType;
+  nodes: number;
   mode: SyncMode;
   latency: string;
   latencyMs: number;
@@ -105,6 +106,7 @@ async function runCell(env: Awaited<ReturnType<typeof startEvalGroup>>["env"], c
   const times = rounds.flatMap((r) => (r.convergenceMs === null ? [] : [r.convergenceMs]));
   return {
     type,
+    nodes: env.nodes.length,
     mode,
     latency: latency.name,
     latencyMs: latency.latencyMs,
@@ -112,7 +114,7 @@ async function runCell(env: Awaited<ReturnType<typeof startEvalGroup>>["env"], c
     lossWindowShare: loss.windowShare,
     rounds,
     convergenceMs: { p50: percentile(times, 50), p95: percentile(times, 95), unconverged: rounds.length - times.length },
-    physicalLimitMs: physicalLimitMs(NODES, grid.gossipIntervalMs, latency.latencyMs),
+    physicalLimitMs: physicalLimitMs(env.nodes.length, grid.gossipIntervalMs, latency.latencyMs),
     updates,
     wireBytesPerUpdate: updates > 0 ? wire / updates : null,
     measuredLoss: exchangeLoss(totals).rate,
@@ -122,9 +124,9 @@ async function runCell(env: Awaited<ReturnType<typeof startEvalGroup>>["env"], c
 
 const cells: TypeCell[] = [];
 let seed = 500;
-for (const mode of MODES) {
+for (const size of SIZES) for (const mode of MODES) {
   for (const latency of LATENCY_LEVELS) {
-    const group = await startEvalGroup({ grid, firstHost: 191, port: 7395 }, NODES, mode, latency);
+    const group = await startEvalGroup({ grid, firstHost: 191, port: 7395 }, size, mode, latency);
     const clients = group.env.nodes.map((n) => new ReplicaClient(n.address, grpc.credentials.createInsecure()));
     try {
       if (latency.latencyMs > 0) {
@@ -145,26 +147,31 @@ for (const mode of MODES) {
   }
 }
 
-const of = (type: EvalType, mode: SyncMode, lossShare: number, latencyMs = 0) => cells.find((c) => c.type === type && c.mode === mode && c.lossWindowShare === lossShare && c.latencyMs === latencyMs)!;
+const of = (type: EvalType, nodes: number, mode: SyncMode, lossShare: number, latencyMs = 0) =>
+  cells.find((c) => c.type === type && c.nodes === nodes && c.mode === mode && c.lossWindowShare === lossShare && c.latencyMs === latencyMs)!;
 const targets = [
   target("every round of every cell converged (every node reading the same) within 20 s of its last update", "all", cells.filter((c) => c.convergenceMs.unconverged === 0).length / cells.length, (m) => m === 1, command),
-  ...EVAL_TYPES.map((t) =>
-    target(
-      `${t}: bytes on the wire per update, Algorithm 2 + BP + RR relative to full state (no latency, no loss)`,
-      "< 1x",
-      (of(t, "alg2+bp+rr", 0).wireBytesPerUpdate ?? NaN) / (of(t, "full-state", 0).wireBytesPerUpdate ?? NaN),
-      (m) => m < 1,
-      command,
+  ...SIZES.flatMap((n) =>
+    EVAL_TYPES.map((t) =>
+      target(
+        `${t}, ${n} nodes: bytes on the wire per update, Algorithm 2 + BP + RR relative to full state (no latency, no loss)`,
+        "< 1x",
+        (of(t, n, "alg2+bp+rr", 0).wireBytesPerUpdate ?? NaN) / (of(t, n, "full-state", 0).wireBytesPerUpdate ?? NaN),
+        (m) => m < 1,
+        command,
+      ),
     ),
   ),
-  ...EVAL_TYPES.map((t) => {
-    const c = of(t, "alg2+bp+rr", 0);
-    return target(`${t}: convergence p95 after the last update, Algorithm 2 + BP + RR, no latency, no loss, relative to the physical limit`, "<= 3x", (c.convergenceMs.p95 ?? Infinity) / c.physicalLimitMs, (m) => m <= 3, command);
-  }),
+  ...SIZES.flatMap((n) =>
+    EVAL_TYPES.map((t) => {
+      const c = of(t, n, "alg2+bp+rr", 0);
+      return target(`${t}, ${n} nodes: convergence p95 after the last update, Algorithm 2 + BP + RR, no latency, no loss, relative to the physical limit`, "<= 3x", (c.convergenceMs.p95 ?? Infinity) / c.physicalLimitMs, (m) => m <= 3, command);
+    }),
+  ),
 ];
 const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-eval-types-")) : resultsDir;
 const path = writeResultFile(join(dir, "eval-types.json"), {
-  params: { quick, nodes: NODES, rounds: ROUNDS, writeMs: WRITE_MS, clients: CLIENTS, thinkMs: THINK_MS, gossipIntervalMs: grid.gossipIntervalMs, modes: MODES, latencies: LATENCY_LEVELS, losses: LOSS_LEVELS, types: EVAL_TYPES },
+  params: { quick, nodes: SIZES, rounds: ROUNDS, writeMs: WRITE_MS, clients: CLIENTS, thinkMs: THINK_MS, gossipIntervalMs: grid.gossipIntervalMs, modes: MODES, latencies: LATENCY_LEVELS, losses: LOSS_LEVELS, types: EVAL_TYPES },
   metrics: { cells },
   targets,
 });

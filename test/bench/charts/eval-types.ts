@@ -6,6 +6,8 @@ import type { ResultDoc } from "../lib/results.js";
 
 interface Cell {
   type: string;
+  /** Absent in results written before sizes were swept (3 nodes). */
+  nodes?: number;
   mode: string;
   latency: string;
   lossWindowShare: number;
@@ -18,22 +20,24 @@ interface Cell {
 export function evalTypesChart(doc: ResultDoc): ChartSpec {
   const cells = (doc.metrics as { cells: Cell[] }).cells;
   const types = [...new Set(cells.map((c) => c.type))];
-  const lines = [...new Set(cells.map((c) => `${c.mode}, latency ${c.latency}`))];
+  const sizes = [...new Set(cells.map((c) => c.nodes ?? 3))];
+  const lineOf = (c: Cell) => `${sizes.length > 1 ? `${c.nodes ?? 3} nodes, ` : ""}${c.mode}, latency ${c.latency}`;
+  const lines = [...new Set(cells.map(lineOf))];
   const series = (type: string, value: (c: Cell) => number | null) =>
     lines.map((l) => ({
       name: l,
-      points: cells.filter((c) => c.type === type && `${c.mode}, latency ${c.latency}` === l).map((c) => [c.lossWindowShare * 100, value(c) ?? NaN] as [number, number]),
+      points: cells.filter((c) => c.type === type && lineOf(c) === l).map((c) => [c.lossWindowShare * 100, value(c) ?? NaN] as [number, number]),
     }));
   return panels(
     types.flatMap((t) => {
-      const limits = [...new Set(cells.filter((c) => c.type === t).map((c) => `${c.latency}|${c.physicalLimitMs}`))].map((x) => x.split("|"));
+      const limits = [...new Set(cells.filter((c) => c.type === t).map((c) => `${sizes.length > 1 ? `${c.nodes ?? 3} nodes, ` : ""}latency ${c.latency}|${c.physicalLimitMs}`))].map((x) => x.split("|"));
       const losses = [...new Set(cells.map((c) => c.lossWindowShare * 100))];
       return [
         lineChart({
           title: `${t}: convergence p95 after the last update`,
           series: [
             ...series(t, (c) => c.convergenceMs.p95),
-            ...limits.map(([latency, ms]) => ({ name: `physical limit, latency ${latency}`, points: losses.map((x) => [x, Number(ms)] as [number, number]) })),
+            ...limits.map(([where, ms]) => ({ name: `physical limit, ${where}`, points: losses.map((x) => [x, Number(ms)] as [number, number]) })),
           ],
           xLabel: "loss windows (% of link time)",
           yLabel: "ms",
@@ -41,6 +45,6 @@ export function evalTypesChart(doc: ResultDoc): ChartSpec {
         lineChart({ title: `${t}: bytes on the wire per update`, series: series(t, (c) => c.wireBytesPerUpdate), xLabel: "loss windows (% of link time)", yLabel: "bytes (log)", logY: true }),
       ];
     }),
-    { columns: 2, title: "The newer data types under latency and loss (3 real nodes)" },
+    { columns: 2, title: `The newer data types under latency and loss (${sizes.join(", ")} real nodes)` },
   );
 }
