@@ -104,6 +104,12 @@ export function membershipTiming(latency: Pick<LatencyLevel, "latencyMs" | "jitt
   return { probeTimeoutMs, probeIntervalMs: Math.max(500, Math.round(1.25 * probeTimeoutMs)) };
 }
 
+/** membershipTiming as node flags: what the sweep starts its nodes with and eval-env prints. */
+export function membershipFlags(latency?: Pick<LatencyLevel, "latencyMs" | "jitterMs">): string[] {
+  const m = membershipTiming(latency);
+  return ["--probe-timeout-ms", String(m.probeTimeoutMs), "--probe-interval-ms", String(m.probeIntervalMs)];
+}
+
 /** Gossip rounds a write needs at best to reach every one of n nodes when each round at most doubles who has it. */
 export function hopsToReachAll(nodes: number): number {
   return Math.max(1, Math.ceil(Math.log2(nodes)));

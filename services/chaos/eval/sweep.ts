@@ -11,7 +11,7 @@ import { LinkTable, precreateLinkProxies } from "../links.js";
 import { LocalCluster } from "../local-cluster.js";
 import { membershipConverged } from "../run.js";
 import { type CellResult, runCell } from "./cell.js";
-import { type EvalGrid, type LatencyLevel, MODE_FLAGS, membershipTiming } from "./grid.js";
+import { type EvalGrid, type LatencyLevel, MODE_FLAGS, membershipFlags } from "./grid.js";
 
 export interface SweepOptions {
   grid: EvalGrid;
@@ -25,11 +25,9 @@ export interface SweepOptions {
 }
 
 export function nodeArgsFor(grid: EvalGrid, mode: keyof typeof MODE_FLAGS, latency?: Pick<LatencyLevel, "latencyMs" | "jitterMs">): string[] {
-  const m = membershipTiming(latency);
   return [
     "--gossip-interval-ms", String(grid.gossipIntervalMs),
-    "--probe-interval-ms", String(m.probeIntervalMs),
-    "--probe-timeout-ms", String(m.probeTimeoutMs),
+    ...membershipFlags(latency),
     "--reap-after-ms", "60000",
     "--gossip-rpc-timeout-ms", "3000",
     "--log-level", "warn",
