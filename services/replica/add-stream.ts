@@ -127,8 +127,9 @@ export function addStreamCall(deps: AddStreamDeps) {
         const elements = [...first.elements];
         let bytes = first.bytes;
         // A group also fits one message: a forwarded add carries it to an owner as one Add.
+        const keyBytes = Buffer.byteLength(first.key, "utf8");
         const fits = (n: { elements: Uint8Array[]; bytes: number }) =>
-          elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.bytes + first.key.length + GROUP_OVERHEAD <= limits.maxMessageBytes;
+          elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.bytes + keyBytes + GROUP_OVERHEAD <= limits.maxMessageBytes;
         while (waiting.length > 0 && waiting[0]!.key === first.key && waiting[0]!.ttlMs === first.ttlMs && fits(waiting[0]!)) {
           const next = waiting.shift()!;
           group.push(next);
