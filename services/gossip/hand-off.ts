@@ -10,8 +10,9 @@
 // Deferred removes exist only on the node that took them: those of keys not owned here go to an
 // owner first. Peers are told of the drop (engine.noteDropped, carried by every gossip message)
 // and reset their acks for this node on that partition: otherwise, if it owned the partition
-// again after views disagreed for a while, they would send it only what came after those acks. Before the first key goes, the store draws a new replica id, so a later write to a
-// dropped key never mints a dot this node already used there.
+// again after views disagreed for a while, they would send it only what came after those acks.
+// Before the first key goes, the store draws a new replica id, so a later write to a dropped key
+// never mints a dot this node already used there.
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
 import type { AntiEntropyEngine } from "./engine.js";
