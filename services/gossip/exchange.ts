@@ -18,7 +18,7 @@ import {
   latticeFor,
   sizeOf,
 } from "../crdt/index.js";
-import type { GossipFrame, GossipReply, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import type { GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import { TypeMismatchError } from "../store/errors.js";
@@ -80,6 +80,8 @@ export interface TransportCounters {
   notOwnedRefused: number;
   /** Payload bytes of state-stream chunks applied here (what full-state transfers and hand-offs moved in). */
   stateBytesApplied: number;
+  /** Deferred removes taken over from a node that no longer owns their keys (HandOver). */
+  removesTakenOver: number;
 }
 
 /** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
@@ -116,6 +118,7 @@ export class GossipExchange {
     freshPartsNotBuffered: 0,
     notOwnedRefused: 0,
     stateBytesApplied: 0,
+    removesTakenOver: 0,
   };
   private frameId = 0n;
   private readonly rr: boolean;
@@ -376,6 +379,43 @@ export class GossipExchange {
     const acks = this.engine.onFrame(f.from, items);
     this.takeAcks(f.from, f.acks, reset);
     return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped() } };
+  }
+
+  /**
+   * Deferred removes handed over by a node that no longer owns their keys: all checked (this node
+   * owns every key's partition, the contexts decode) before any is applied, each applied as a
+   * Remove with its context would be, and answered once durable. Removes of adds this node already
+   * holds take effect now and travel as local deltas; the rest wait here as deferred removes.
+   */
+  async receiveHandOver(req: HandOverRequest): Promise<Answer<HandOverReply>> {
+    const bad = this.checkPeer(req.cluster, req.from, req.partitions);
+    if (bad) return bad;
+    const removes: Array<{ key: string; element: Uint8Array; unseen: CausalContext }> = [];
+    for (const [i, r] of req.removes.entries()) {
+      if (r.key === "" || r.element.length === 0) return this.refuse(status.INVALID_ARGUMENT, `removes[${i}]: key and element must not be empty`, req.from);
+      const p = partitionOf(r.key, this.o.partitions);
+      if (this.o.accepts !== undefined && !this.o.accepts(p)) {
+        return this.refuse(status.FAILED_PRECONDITION, `removes[${i}]: this node does not own partition ${p} of key "${r.key}"`, req.from);
+      }
+      try {
+        removes.push({ key: r.key, element: r.element, unseen: contextFromProto(r.unseen) });
+      } catch (err) {
+        return this.refuse(status.INVALID_ARGUMENT, `removes[${i}]: ${(err as Error).message}`, req.from);
+      }
+    }
+    let pending = 0;
+    for (const r of removes) {
+      try {
+        const out = await this.o.store.remove(r.key, [r.element], r.unseen);
+        pending += out.pending;
+        if (!out.delta.ctx.isEmpty()) this.local(r.key, ObjectType.AWSET, out.delta);
+      } catch (err) {
+        if (err instanceof TypeMismatchError) return this.refuse(status.FAILED_PRECONDITION, err.message, req.from);
+        throw err;
+      }
+      this.counters.removesTakenOver++;
+    }
+    return { reply: { from: this.self, pending } };
   }
 
   /**

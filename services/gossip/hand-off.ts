@@ -15,6 +15,7 @@
 // never mints a dot this node already used there.
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
+import { logThrottle } from "../common/log-throttle.js";
 import type { AntiEntropyEngine } from "./engine.js";
 import type { Ownership } from "./ownership.js";
 import type { CausalContext } from "../crdt/index.js";
@@ -40,9 +41,9 @@ export interface HandOffOptions {
   graceMs: number;
   now: () => number;
   /**
-   * Give a deferred remove of a key to one of its owners (a Remove of the element with the dots it
-   * waits for, acknowledged once durable there); rejects when no owner took it. Without it, keys
-   * with deferred removes are kept.
+   * Give a deferred remove of a key to one of its owners (the element and the dots it waits for,
+   * answered once durable there: the node sends it by the peer-authenticated Gossip HandOver);
+   * rejects when no owner took it. Without it, keys with deferred removes are kept.
    */
   handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
 }
@@ -54,6 +55,8 @@ export class HandOff {
   private seenVersion: number;
   private stableSince: number;
   private running = false;
+  /** A failure that recurs every run (no owner reachable) is warned about once a minute. */
+  private readonly failureLog = logThrottle(60_000);
 
   constructor(private readonly o: HandOffOptions) {
     for (let p = 0; p < o.ownership.partitions; p++) this.mayHold.add(p);
@@ -95,7 +98,8 @@ export class HandOff {
       await this.handOverRemoves();
       for (const p of this.ready()) await this.drop(p);
     } catch (err) {
-      this.o.log.warn("hand-off drop failed; retried later", { err });
+      const admitted = this.failureLog.admit("run");
+      if (admitted !== undefined) this.o.log.warn("hand-off failed; retried every period", { err, suppressedSinceLast: admitted.suppressed });
     } finally {
       this.running = false;
     }

@@ -7,8 +7,8 @@ import { randomBytes } from "node:crypto";
 import { type OverlayKind, overlayNeighbours } from "./overlay.js";
 import { once } from "node:events";
 import * as grpc from "@grpc/grpc-js";
-import type { CausalContext, ObjectType } from "../crdt/index.js";
-import type { GossipClient, GossipFrame, GossipReply, GossipServer, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import { type CausalContext, type ObjectType, contextToProto } from "../crdt/index.js";
+import type { GossipClient, GossipFrame, GossipReply, GossipServer, HandOverReply, HandOverRequest, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
 import { PeerGossipClient } from "../client/peer-clients.js";
@@ -71,8 +71,6 @@ export interface NodeGossipOptions {
    * being owned is handed off to its owners (hand-off.ts). Default: full replication.
    */
   ownership?: Ownership;
-  /** Gives a deferred remove to an owner of its key (hand-off.ts); without it such keys are kept. */
-  handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -110,7 +108,7 @@ export class NodeGossip {
         log: o.log,
         graceMs: Math.max(2000, 5 * o.intervalMs),
         now: Date.now,
-        handOverRemove: o.handOverRemove,
+        handOverRemove: (key, element, unseen) => this.handOverRemove(key, element, unseen),
       });
     }
   }
@@ -372,6 +370,36 @@ export class NodeGossip {
     );
   }
 
+  /**
+   * Give a deferred remove of a key this node no longer owns to one of the key's owners, by the
+   * peer-authenticated HandOver call (the remove's client is long gone, and its token with it);
+   * resolves once an owner holds it durably, rejects when none took it (hand-off retries later).
+   */
+  private async handOverRemove(key: string, element: Buffer, unseen: CausalContext): Promise<void> {
+    const own = this.o.ownership!;
+    const request: HandOverRequest = {
+      cluster: this.o.cluster,
+      from: this.o.store.nodeId,
+      partitions: this.o.partitions,
+      removes: [{ key, element, unseen: contextToProto(unseen) }],
+    };
+    let last: unknown = new Error(`no live owner of "${key}" to hand a deferred remove to`);
+    for (const owner of own.peersOf(own.partitionOf(key))) {
+      const client = await this.clientFor(owner);
+      if (client === undefined) continue;
+      try {
+        await new Promise<HandOverReply>((resolve, reject) =>
+          client.handOver(request, new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
+        );
+        return;
+      } catch (err) {
+        last = err;
+        this.reportSendFailure(owner, err);
+      }
+    }
+    throw last;
+  }
+
   /** Stream the full state of partitions (the exchange reads the chunks from the store as they are written). */
   private async pushStates(to: string, client: GossipClient, parts: Outgoing["states"], resets: number): Promise<void> {
     let settle!: (err: grpc.ServiceError | null, res?: StateReply) => void;
@@ -404,6 +432,18 @@ export class NodeGossip {
           (err: unknown) => {
             this.o.log.error("applying a gossip frame failed", { from: call.request.from, err });
             callback({ code: grpc.status.UNAVAILABLE, details: "could not apply the frame; retry later", metadata: new grpc.Metadata() });
+          },
+        );
+      },
+      handOver: (call, callback) => {
+        this.x.receiveHandOver(call.request).then(
+          (a) => {
+            answer(a, callback);
+            if ("reply" in a) this.schedulePush();
+          },
+          (err: unknown) => {
+            this.o.log.error("taking over deferred removes failed", { from: call.request.from, err });
+            callback({ code: grpc.status.UNAVAILABLE, details: "could not take the removes; retry later", metadata: new grpc.Metadata() });
           },
         );
       },

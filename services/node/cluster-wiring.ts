@@ -80,6 +80,7 @@ export function nodeExtensions(
           const lateGossip: GossipServer = {
             exchange: (call, cb) => (gossipImpl ? gossipImpl.exchange(call, cb) : cb(unavailable)),
             pushState: (call, cb) => (gossipImpl ? gossipImpl.pushState(call, cb) : cb(unavailable)),
+            handOver: (call, cb) => (gossipImpl ? gossipImpl.handOver(call, cb) : cb(unavailable)),
           };
           server.addService(withBodyDigests(GossipService), lateGossip);
         },
@@ -127,7 +128,6 @@ export function nodeExtensions(
             channelOptions: ctx.peerChannelOptions,
             trace: ctx.telemetry?.span,
             ownership: ctx.ownership,
-            handOverRemove: (key, element, unseen) => ctx.router.removeAtOwner(key, element, unseen, config.gossip.rpcTimeoutMs),
           });
           gossipImpl = gossip.service();
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);

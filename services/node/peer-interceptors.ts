@@ -1,6 +1,6 @@
 // Peer authentication on the wire: a client interceptor that signs every call a node makes to a
 // peer (peer-proof.ts), and a server interceptor that lets a Gossip or Membership protocol call
-// (Exchange, PushState, Join, Leave, Ping, PingReq) reach its handler only when
+// (Exchange, PushState, HandOver, Join, Leave, Ping, PingReq) reach its handler only when
 //  - with a cluster key: it carries a valid, fresh, never-seen proof;
 //  - with mutual TLS: its connection presented a node certificate (peer-identity.ts);
 //  - the node id the proof and the certificate name is the sender the message claims (`from`,
@@ -44,6 +44,7 @@ export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch";
 const SENDER: Record<string, (m: any) => unknown> = {
   [GossipService.exchange.path]: (m) => m.from,
   [GossipService.pushState.path]: (m) => m.from,
+  [GossipService.handOver.path]: (m) => m.from,
   [MembershipService.join.path]: (m) => m.self?.nodeId,
   [MembershipService.leave.path]: (m) => m.nodeId,
   [MembershipService.ping.path]: (m) => m.from,

@@ -8,7 +8,7 @@
 // adds of keys owned elsewhere go to an owner one by one as unary Adds (addRoute). Keys and prefix
 // watches are served by the node called. Every call to an owner is counted by method and outcome.
 import * as grpc from "@grpc/grpc-js";
-import { ObjectType, type CausalContext, contextToProto } from "../crdt/index.js";
+import { ObjectType } from "../crdt/index.js";
 import { type AddResponse, ReplicaClient, type ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Ownership } from "../gossip/ownership.js";
 import type { Logger } from "../common/logger.js";
@@ -209,31 +209,6 @@ export class Router {
       };
       attempt(0);
     };
-  }
-
-  /**
-   * Give a deferred remove to an owner of its key (the hand-off of a partition this node no longer
-   * owns): a Remove of the element with the dots it waits for, marked forwarded so the owner takes
-   * it whatever its view. Tries the owners in order; rejects when none took it.
-   */
-  async removeAtOwner(key: string, element: Buffer, unseen: CausalContext, timeoutMs: number): Promise<void> {
-    const o = this.d.ownership;
-    const owners = o.ownerAddresses(o.partitionOf(key)).filter((t) => t.nodeId !== o.self && t.address !== "");
-    let last: unknown = new Error(`no owner of "${key}" to hand a deferred remove to`);
-    for (const t of owners) {
-      const c = this.client(t.address);
-      const metadata = new grpc.Metadata();
-      metadata.set(FORWARDED_BY, o.self);
-      try {
-        await new Promise<void>((resolve, reject) =>
-          c.remove({ key, elements: [element], texts: [], context: contextToProto(unseen) }, metadata, { deadline: Date.now() + timeoutMs }, (err) => (err ? reject(err) : resolve())),
-        );
-        return;
-      } catch (err) {
-        last = err;
-      }
-    }
-    throw last;
   }
 
   /** The Replica service with forwarding in front of the calls that name a key. */

@@ -43,6 +43,7 @@ export async function startFakePeer(host: string, nodeId: string, keys?: Cluster
       count("exchange");
       cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT, dropped: [] });
     },
+    handOver: (c, cb) => (count("handOver"), cb(null, { from: nodeId, pending: c.request.removes.length })),
     pushState: (c, cb) => {
       count("pushState");
       let chunks = 0n;

@@ -3,7 +3,7 @@
 // fuzzer's control keys (see control.ts). Peer frames name the fuzzer's fake member as sender and
 // carry only the addresses the caller allows (see address-guard.ts).
 import { type Random, pick, randomInt } from "../../services/common/prng.ts";
-import { GossipFrame, GossipService, PayloadKind, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
+import { GossipFrame, GossipService, HandOverRequest, PayloadKind, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { JoinRequest, LeaveRequest, MemberState, MembersRequest, MembershipService, PingReqRequest, PingRequest, WatchRequest } from "../../services/gen/deltaset/v1/membership.ts";
 import { AddRequest, ExportChunk, ExportRequest, IncrementRequest, MergeRequest, QueryRequest, RemoveRequest, ReplicaService, ScanRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { AWSetState, type CausalContext, CounterState, EncodedState, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
@@ -171,6 +171,19 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
     },
     { path: GossipService.exchange.path, kind: "unary", peer: true, seeds: many(gossipFrame) },
     { path: GossipService.pushState.path, kind: "clientStream", peer: true, seeds: many(stateChunk) },
+    {
+      path: GossipService.handOver.path,
+      kind: "unary",
+      peer: true,
+      seeds: many(() =>
+        enc(HandOverRequest, {
+          cluster: ctx.cluster,
+          from: ctx.peerId,
+          partitions: ctx.partitions,
+          removes: Array.from({ length: 1 + randomInt(r, 3) }, () => ({ key: key(r), element: Buffer.from(`e${randomInt(r, 100)}`), unseen: r() < 0.8 ? context(r) : undefined })),
+        }),
+      ),
+    },
     { path: MembershipService.join.path, kind: "unary", peer: true, seeds: many(() => enc(JoinRequest, { cluster: ctx.cluster, self: { ...member(ctx, r), nodeId: ctx.peerId, address: ctx.peerAddress, state: MemberState.ALIVE } })) },
     { path: MembershipService.leave.path, kind: "unary", peer: true, seeds: many(() => enc(LeaveRequest, { cluster: ctx.cluster, nodeId: `fz-ghost-${randomInt(r, 5)}`, incarnation: pick(r, [0n, 1n, U64_MAX]) })) },
     {

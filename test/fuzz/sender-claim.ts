@@ -1,13 +1,15 @@
-// The node id a peer frame claims as its sender (Gossip's `from`, Join's self, Leave's node_id,
-// Ping's and PingReq's `from`), read with the generated decoders. The fuzzer signs a mutant as the
-// sender it names, as a cluster-key holder could, so mutated senders reach the handlers instead of
-// stopping at the proof check (a frame naming no usable id is signed as the fake member).
-import { GossipFrame, GossipService, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
+// The node id a peer frame claims as its sender (Gossip's `from` in Exchange, PushState and
+// HandOver, Join's self, Leave's node_id, Ping's and PingReq's `from`), read with the generated
+// decoders. The fuzzer signs a mutant as the sender it names, as a cluster-key holder could, so
+// mutated senders reach the handlers instead of stopping at the proof check (a frame naming no
+// usable id is signed as the fake member).
+import { GossipFrame, GossipService, HandOverRequest, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { JoinRequest, LeaveRequest, MembershipService, PingReqRequest, PingRequest } from "../../services/gen/deltaset/v1/membership.ts";
 
 const SENDER: Record<string, (b: Buffer) => string | undefined> = {
   [GossipService.exchange.path]: (b) => GossipFrame.decode(b).from,
   [GossipService.pushState.path]: (b) => StateChunk.decode(b).from,
+  [GossipService.handOver.path]: (b) => HandOverRequest.decode(b).from,
   [MembershipService.join.path]: (b) => JoinRequest.decode(b).self?.nodeId,
   [MembershipService.leave.path]: (b) => LeaveRequest.decode(b).nodeId,
   [MembershipService.ping.path]: (b) => PingRequest.decode(b).from,

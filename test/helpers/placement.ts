@@ -3,6 +3,12 @@
 import { call } from "../../services/client/rpc.ts";
 import { eventually } from "./eventually.ts";
 import type { TestCluster } from "./test-cluster.ts";
+import { partitionOf } from "../../services/gossip/partition.ts";
+
+/** The first key `${tag}${i}` whose partition (of `partitions`) the predicate accepts. */
+export function keyWhere(ok: (p: number) => boolean, tag: string, partitions: number): string {
+  for (let i = 0; ; i++) if (ok(partitionOf(`${tag}${i}`, partitions))) return `${tag}${i}`;
+}
 
 /** The keys node i holds in its own store (Keys is served locally, never forwarded). */
 export async function localKeys(c: TestCluster, i: number): Promise<Set<string>> {

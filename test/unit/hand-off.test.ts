@@ -14,6 +14,7 @@ import { keyedStatesOps } from "../../services/gossip/keyed-states.ts";
 import { Ownership } from "../../services/gossip/ownership.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { Store } from "../../services/store/store.ts";
+import { keyWhere } from "../helpers/placement.ts";
 import { createLogger } from "../../services/common/logger.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-handoff-"));
@@ -21,10 +22,6 @@ after(() => rmSync(root, { recursive: true, force: true }));
 const P = 8;
 const b = (s: string) => Buffer.from(s);
 
-/** A key of the first partition the predicate accepts. */
-function keyWhere(ok: (p: number) => boolean, tag: string): string {
-  for (let i = 0; ; i++) if (ok(partitionOf(`${tag}${i}`, P))) return `${tag}${i}`;
-}
 
 async function setup(name: string) {
   const store = await Store.open({ dir: join(root, name), nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
@@ -49,8 +46,8 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const e = engine();
     let now = 0;
     const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 1000, now: () => now });
-    const gone = keyWhere((p) => !own.owns(p), "gone");
-    const mine = keyWhere((p) => own.owns(p), "mine");
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
+    const mine = keyWhere((p) => own.owns(p), "mine", P);
     const p = partitionOf(gone, P);
     const before = store.replicaId;
     for (const key of [gone, mine]) {
@@ -90,7 +87,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
 
   it("after a restart nothing is dropped until the owners acknowledge the full state again", async () => {
     const { store, own, engine } = await setup("restart");
-    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
     const p = partitionOf(gone, P);
     await store.add(gone, [b("x")]);
     // A restarted node: seqs past the durable ones, every ack at 0.
@@ -109,7 +106,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const { store, own, engine } = await setup("pending");
     const e = engine(Array.from({ length: P }, () => 3));
     const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
-    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
     const p = partitionOf(gone, P);
     await store.add(gone, [b("x")]);
     // A remove of an add this node has not seen yet waits here.
@@ -140,7 +137,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
         given.push({ key, element: element.toString(), unseen: JSON.stringify([...unseen.dots()]) });
       },
     });
-    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
     const p = partitionOf(gone, P);
     await store.add(gone, [b("x")]);
     await store.remove(gone, [b("x")], CausalContext.of([{ replica: "elsewhere~1", counter: 4 }]));
@@ -164,7 +161,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const { store, own, engine } = await setup("late-write");
     const e = engine();
     const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
-    const gone = keyWhere((p) => !own.owns(p), "gone");
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
     const p = partitionOf(gone, P);
     // As the node does: the engine hears of a write once it is durable.
     const write = async (el: string) => {

@@ -209,6 +209,39 @@ export interface StateReply {
   dropped: PartitionDrop[];
 }
 
+/** A remove that waits for adds not seen yet: the element and the dots of it still to come. */
+export interface DeferredRemove {
+  /** The key; its partition must be one the receiver owns. */
+  key: string;
+  /** The element. */
+  element: Buffer;
+  /** The element's dots the remove covers and the sender had not seen. */
+  unseen?: CausalContext | undefined;
+}
+
+/** Deferred removes handed over to an owner of their keys. */
+export interface HandOverRequest {
+  /** Cluster name; requests from another cluster are refused. */
+  cluster: string;
+  /** Node id of the sender. */
+  from: string;
+  /** Partition count the sender uses; must equal the receiver's. */
+  partitions: number;
+  /**
+   * The removes. They are checked together before any is applied (a refusal changes nothing),
+   * and taking one again is harmless, so a sender retries the whole request after a failure.
+   */
+  removes: DeferredRemove[];
+}
+
+/** The receiver's answer to a hand-over, sent once the removes are durable. */
+export interface HandOverReply {
+  /** Node id of the receiver. */
+  from: string;
+  /** Removes that still wait here for adds (the rest removed what they cover at once). */
+  pending: number;
+}
+
 function createBaseKeyState(): KeyState {
   return { key: "", state: undefined };
 }
@@ -1385,6 +1418,313 @@ export const StateReply: MessageFns<StateReply> = {
   },
 };
 
+function createBaseDeferredRemove(): DeferredRemove {
+  return { key: "", element: Buffer.alloc(0), unseen: undefined };
+}
+
+export const DeferredRemove: MessageFns<DeferredRemove> = {
+  encode(message: DeferredRemove, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.element.length !== 0) {
+      writer.uint32(18).bytes(message.element);
+    }
+    if (message.unseen !== undefined) {
+      CausalContext.encode(message.unseen, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeferredRemove {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeferredRemove();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.element = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.unseen = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeferredRemove {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      element: isSet(object.element) ? Buffer.from(bytesFromBase64(object.element)) : Buffer.alloc(0),
+      unseen: isSet(object.unseen) ? CausalContext.fromJSON(object.unseen) : undefined,
+    };
+  },
+
+  toJSON(message: DeferredRemove): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.element.length !== 0) {
+      obj.element = base64FromBytes(message.element);
+    }
+    if (message.unseen !== undefined) {
+      obj.unseen = CausalContext.toJSON(message.unseen);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeferredRemove>, I>>(base?: I): DeferredRemove {
+    return DeferredRemove.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeferredRemove>, I>>(object: I): DeferredRemove {
+    const message = createBaseDeferredRemove();
+    message.key = object.key ?? "";
+    message.element = object.element ?? Buffer.alloc(0);
+    message.unseen = (object.unseen !== undefined && object.unseen !== null)
+      ? CausalContext.fromPartial(object.unseen)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseHandOverRequest(): HandOverRequest {
+  return { cluster: "", from: "", partitions: 0, removes: [] };
+}
+
+export const HandOverRequest: MessageFns<HandOverRequest> = {
+  encode(message: HandOverRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.cluster !== "") {
+      writer.uint32(10).string(message.cluster);
+    }
+    if (message.from !== "") {
+      writer.uint32(18).string(message.from);
+    }
+    if (message.partitions !== 0) {
+      writer.uint32(24).uint32(message.partitions);
+    }
+    for (const v of message.removes) {
+      DeferredRemove.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HandOverRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHandOverRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.cluster = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.partitions = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.removes.push(DeferredRemove.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HandOverRequest {
+    return {
+      cluster: isSet(object.cluster) ? globalThis.String(object.cluster) : "",
+      from: isSet(object.from) ? globalThis.String(object.from) : "",
+      partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
+      removes: globalThis.Array.isArray(object?.removes)
+        ? object.removes.map((e: any) => DeferredRemove.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: HandOverRequest): unknown {
+    const obj: any = {};
+    if (message.cluster !== "") {
+      obj.cluster = message.cluster;
+    }
+    if (message.from !== "") {
+      obj.from = message.from;
+    }
+    if (message.partitions !== 0) {
+      obj.partitions = Math.round(message.partitions);
+    }
+    if (message.removes?.length) {
+      obj.removes = message.removes.map((e) => DeferredRemove.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HandOverRequest>, I>>(base?: I): HandOverRequest {
+    return HandOverRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HandOverRequest>, I>>(object: I): HandOverRequest {
+    const message = createBaseHandOverRequest();
+    message.cluster = object.cluster ?? "";
+    message.from = object.from ?? "";
+    message.partitions = object.partitions ?? 0;
+    message.removes = object.removes?.map((e) => DeferredRemove.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseHandOverReply(): HandOverReply {
+  return { from: "", pending: 0 };
+}
+
+export const HandOverReply: MessageFns<HandOverReply> = {
+  encode(message: HandOverReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.from !== "") {
+      writer.uint32(10).string(message.from);
+    }
+    if (message.pending !== 0) {
+      writer.uint32(16).uint32(message.pending);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HandOverReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHandOverReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pending = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HandOverReply {
+    return {
+      from: isSet(object.from) ? globalThis.String(object.from) : "",
+      pending: isSet(object.pending) ? globalThis.Number(object.pending) : 0,
+    };
+  },
+
+  toJSON(message: HandOverReply): unknown {
+    const obj: any = {};
+    if (message.from !== "") {
+      obj.from = message.from;
+    }
+    if (message.pending !== 0) {
+      obj.pending = Math.round(message.pending);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HandOverReply>, I>>(base?: I): HandOverReply {
+    return HandOverReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HandOverReply>, I>>(object: I): HandOverReply {
+    const message = createBaseHandOverReply();
+    message.from = object.from ?? "";
+    message.pending = object.pending ?? 0;
+    return message;
+  },
+};
+
 /**
  * Gossip is served by every node for its peers. Frames from another cluster, from an unknown
  * peer, or that fail validation are refused and counted; they never change state.
@@ -1418,6 +1758,21 @@ export const GossipService = {
     responseSerialize: (value: StateReply): Buffer => Buffer.from(StateReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): StateReply => StateReply.decode(value),
   },
+  /**
+   * Take over removes that wait on the sender for adds it will no longer receive: the sender no
+   * longer owns their keys (placement with a replication factor) and drops its copy. The
+   * receiver must own every key's partition; it applies each remove with its context, keeps what
+   * it has not seen as deferred removes of its own, and answers once all of that is durable.
+   */
+  handOver: {
+    path: "/deltaset.v1.Gossip/HandOver" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HandOverRequest): Buffer => Buffer.from(HandOverRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HandOverRequest => HandOverRequest.decode(value),
+    responseSerialize: (value: HandOverReply): Buffer => Buffer.from(HandOverReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HandOverReply => HandOverReply.decode(value),
+  },
 } as const;
 
 export interface GossipServer extends UntypedServiceImplementation {
@@ -1432,6 +1787,13 @@ export interface GossipServer extends UntypedServiceImplementation {
    * chunk, so a stream cut in the middle loses nothing.
    */
   pushState: handleClientStreamingCall<StateChunk, StateReply>;
+  /**
+   * Take over removes that wait on the sender for adds it will no longer receive: the sender no
+   * longer owns their keys (placement with a replication factor) and drops its copy. The
+   * receiver must own every key's partition; it applies each remove with its context, keeps what
+   * it has not seen as deferred removes of its own, and answers once all of that is durable.
+   */
+  handOver: handleUnaryCall<HandOverRequest, HandOverReply>;
 }
 
 export interface GossipClient extends Client {
@@ -1473,6 +1835,27 @@ export interface GossipClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: StateReply) => void,
   ): ClientWritableStream<StateChunk>;
+  /**
+   * Take over removes that wait on the sender for adds it will no longer receive: the sender no
+   * longer owns their keys (placement with a replication factor) and drops its copy. The
+   * receiver must own every key's partition; it applies each remove with its context, keeps what
+   * it has not seen as deferred removes of its own, and answers once all of that is durable.
+   */
+  handOver(
+    request: HandOverRequest,
+    callback: (error: ServiceError | null, response: HandOverReply) => void,
+  ): ClientUnaryCall;
+  handOver(
+    request: HandOverRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HandOverReply) => void,
+  ): ClientUnaryCall;
+  handOver(
+    request: HandOverRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HandOverReply) => void,
+  ): ClientUnaryCall;
 }
 
 export const GossipClient = makeGenericClientConstructor(GossipService, "deltaset.v1.Gossip") as unknown as {
