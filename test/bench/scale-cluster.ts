@@ -3,12 +3,16 @@
 //    held by exactly its owners again, the share of key copies that moved to the new node (ideal:
 //    1/9) and the bytes the displaced owners dropped (deltaset_handoff_events).
 //  - Throughput: batch Adds from concurrent callers spread over the 9 nodes (each call to any
-//    node; a non-owner forwards it), against the same client on a single node, in the same run.
+//    node; a non-owner forwards it), against the same client on a single node, in the same run,
+//    with the CPU every node process used per acknowledged element: on one host all 9 nodes share
+//    its cores, so the throughput ratio is bounded by the CPU ratio; the CPU per element says what
+//    9 hosts would carry.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
+import { cpuSecondsOf } from "../../services/chaos/eval/counters.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { localKeys, placedOnOwners } from "../helpers/placement.ts";
@@ -45,6 +49,19 @@ export interface Throughput {
   calls: number;
   failed: number;
   elementsPerSecond: number;
+  /** CPU the node processes used over the load (all of them, user + system), ms per second. */
+  nodeCpuMsPerSecond: number;
+  /** CPU of the load generator (this process) over the load, ms per second. */
+  clientCpuMsPerSecond: number;
+  /** Node CPU per acknowledged element (µs), summed over every node that stored or forwarded it. */
+  nodeCpuUsPerElement: number;
+}
+
+/** CPU seconds used so far by the node processes of c. */
+async function nodesCpu(c: TestCluster, nodes: number[]): Promise<number> {
+  let total = 0;
+  for (const i of nodes) total += (await cpuSecondsOf(c.nodes.get(i)?.child.pid)) ?? Number.NaN;
+  return total;
 }
 
 async function handOffCounter(metrics: string, event: string): Promise<number> {
@@ -81,6 +98,9 @@ async function load(c: TestCluster, nodes: number[], callers: number, batch: num
   let calls = 0;
   let failed = 0;
   let seq = 0;
+  const cpu0 = await nodesCpu(c, nodes);
+  const client0 = process.cpuUsage();
+  const started = performance.now();
   try {
     await Promise.all(
       Array.from({ length: callers }, async (_, w) => {
@@ -100,7 +120,22 @@ async function load(c: TestCluster, nodes: number[], callers: number, batch: num
   } finally {
     for (const r of clients) r.close();
   }
-  return { setup, nodes: nodes.length, callers, batch, seconds, calls, failed, elementsPerSecond: (calls * batch) / seconds };
+  const elapsed = (performance.now() - started) / 1000;
+  const nodeCpu = (await nodesCpu(c, nodes)) - cpu0;
+  const client = process.cpuUsage(client0);
+  return {
+    setup,
+    nodes: nodes.length,
+    callers,
+    batch,
+    seconds,
+    calls,
+    failed,
+    elementsPerSecond: (calls * batch) / seconds,
+    nodeCpuMsPerSecond: (nodeCpu * 1000) / elapsed,
+    clientCpuMsPerSecond: (client.user + client.system) / 1000 / elapsed,
+    nodeCpuUsPerElement: (nodeCpu * 1e6) / Math.max(1, calls * batch),
+  };
 }
 
 export async function runScaleCluster(opts: { keys: number; elementsPerKey: number; seconds: number; callers: number; batch: number }): Promise<{ join: JoinMove; throughput: Throughput[] }> {

@@ -51,6 +51,9 @@ for (const p of placements) console.log(JSON.stringify(p));
 const clusterParams = quick ? { keys: 90, elementsPerKey: 50, seconds: 5, callers: 8, batch: 100 } : { keys: 360, elementsPerKey: 100, seconds: 20, callers: 16, batch: 100 };
 const cluster = await runScaleCluster(clusterParams);
 const [spread, alone] = cluster.throughput;
+// Not a target: what 9 hosts would carry if each gave its node the CPU the single node used here
+// (the 9 nodes of this run share one host's cores). Ratio of CPU per acknowledged element.
+const projectedNineHosts = (spread!.nodes * alone!.nodeCpuUsPerElement) / spread!.nodeCpuUsPerElement;
 const fingers = runs.filter((r) => r.overlay === "fingers");
 const mesh = runs.filter((r) => r.overlay === "all");
 const smallest = fingers[0]!;
@@ -123,6 +126,12 @@ const path = writeResultFile(join(dir, "scale.json"), {
     cluster,
     meshPerLinkBytes: perLinkMesh,
     extrapolated: { note: "full mesh at 1,000 nodes from its measured bytes per update per link, not simulated", nodes: 1000, bytesPerUpdate: extrapolatedMesh1000 },
+    nineHostsProjection: {
+      note: "not measured: throughput relative to one node if each of the 9 nodes had a host giving it the CPU the single node used here, from the node CPU per acknowledged element of both setups (the 9 nodes of this run share one host)",
+      singleNodeCpuUsPerElement: alone!.nodeCpuUsPerElement,
+      clusterCpuUsPerElement: spread!.nodeCpuUsPerElement,
+      relativeThroughput: projectedNineHosts,
+    },
   },
   targets,
 });
