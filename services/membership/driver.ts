@@ -6,6 +6,7 @@ import type { MembershipConfig } from "./config.js";
 import { MembershipCore } from "./core.js";
 import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
 import { PeerPool } from "./peer-pool.js";
+import { ProbeTiming, type ProbeTimingStats } from "./probe-timing.js";
 import { isLive } from "./types.js";
 import type {
   Answer,
@@ -45,6 +46,8 @@ export interface MembershipDriverOptions {
   joinBackoff?: Partial<BackoffOptions>;
   /** Diagnostics (join failures, listener errors). */
   log?: (message: string, error?: unknown) => void;
+  /** Operator warnings (probe round trips near the probe timeout: probe-timing.ts). */
+  warn?: (message: string, fields: Record<string, unknown>) => void;
   /** Uniform [0, 1) source; Math.random by default. */
   random?: () => number;
   /**
@@ -96,6 +99,8 @@ export class MembershipDriver {
   private readonly deferred = new Map<number, (result: PingReply | Refusal) => void>();
   private readonly inflight = new Map<number, { call: grpc.ClientUnaryCall; address: string; settle: () => void }>();
   private readonly log: (message: string, error?: unknown) => void;
+  private readonly warn: (message: string, fields: Record<string, unknown>) => void;
+  private readonly probeTiming: ProbeTiming;
   private readonly dialAddress: MembershipDriverOptions["dialAddress"];
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
@@ -103,6 +108,7 @@ export class MembershipDriver {
 
   constructor(options: MembershipDriverOptions) {
     this.log = options.log ?? (() => {});
+    this.warn = options.warn ?? (() => {});
     this.dialAddress = options.dialAddress;
     this.core = new MembershipCore({
       cluster: options.cluster,
@@ -113,6 +119,7 @@ export class MembershipDriver {
       now: clock(),
     });
     const config = this.core.config;
+    this.probeTiming = new ProbeTiming({ timeoutMs: config.probeTimeoutMs });
     this.pool = new PeerPool(options.credentials, Math.max(1000, config.probeIntervalMs), options.channelOptions);
     this.joiner = new SeedJoiner({
       seeds: options.seeds,
@@ -131,6 +138,11 @@ export class MembershipDriver {
       onError: (message, error) => this.log(message, error),
     });
     endpoints.set(this, this.endpoint());
+  }
+
+  /** Round trips of the recent direct probes this node made, against its probe timeout. */
+  probeTimingStats(): ProbeTimingStats {
+    return this.probeTiming.stats();
   }
 
   /** Start probing and joining through the seeds (in the background). */
@@ -282,6 +294,17 @@ export class MembershipDriver {
     });
   }
 
+  /** A direct probe answered after rttMs: warn when recent round trips near the probe timeout. */
+  private noteRoundTrip(rttMs: number): void {
+    const w = this.probeTiming.record(rttMs, clock());
+    if (w === undefined) return;
+    this.warn("probe round trips are close to the probe timeout: healthy peers will be suspected, and membership traffic multiplies; set --probe-timeout-ms to about twice the slowest round trip between nodes (and --probe-interval-ms above it)", {
+      p95RoundTripMs: Math.round(w.p95Ms),
+      probeTimeoutMs: w.timeoutMs,
+      samples: w.samples,
+    });
+  }
+
   private sendVia(call: OutboundCall, dialed: string, deadline: number): Promise<boolean> {
     return new Promise((resolve) => {
       const client = this.pool.client(call.address, dialed);
@@ -307,10 +330,15 @@ export class MembershipDriver {
       };
       let handle: grpc.ClientUnaryCall;
       switch (call.kind) {
-        case "ping":
+        case "ping": {
+          const sentAt = performance.now();
           handle = client.ping(call.request, new grpc.Metadata(), options, (error, reply) =>
-            finish(error, () => this.core.receivePingReply(call.id, reply, clock())));
+            finish(error, () => {
+              this.noteRoundTrip(performance.now() - sentAt);
+              this.core.receivePingReply(call.id, reply, clock());
+            }));
           break;
+        }
         case "pingReq":
           handle = client.pingReq(call.request, new grpc.Metadata(), options, (error, reply) =>
             finish(error, () => this.core.receivePingReply(call.id, reply, clock())));

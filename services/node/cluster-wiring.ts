@@ -98,6 +98,7 @@ export function nodeExtensions(
             self: { nodeId: ctx.store.nodeId, address: ctx.advertise() },
             seeds: seedProvider(config),
             config: config.membership,
+            warn: (message, fields) => ctx.log.warn(`membership: ${message}`, fields),
             log: (message, error) => {
               // A TLS failure toward a peer is a configuration problem, not a peer being down.
               const text = error instanceof Error ? error.message : String(error ?? "");

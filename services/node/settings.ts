@@ -200,7 +200,7 @@ export const MEMBERSHIP_SETTINGS: SettingGroup = {
   about: "SWIM failure detection and dissemination (the names are those of the membership core's MembershipConfig)",
   settings: [
     { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int", readme: true, description: "period between two probes started by this node (failure detection)" },
-    { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int", readme: true, description: "how long a direct ping may take before indirect probes are sent; keep it above the slowest round trip between nodes (below it, probes fail, and the indirect probes and suspicions that follow multiply membership traffic)" },
+    { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int", readme: true, description: "how long a direct ping may take before indirect probes are sent; keep it at about twice the slowest round trip between nodes (below the round trip, probes fail, and the indirect probes and suspicions that follow multiply membership traffic); a node logs a warning when the p95 of its recent probe round trips passes half of it, and exports them as deltaset_membership_probe_rtt_ms" },
     {
       flag: "indirect-checks", env: "DELTASET_INDIRECT_CHECKS", path: "membership.indirectChecks", kind: "int",
       aliases: { flags: ["indirect-probes"], envs: ["DELTASET_INDIRECT_PROBES"], paths: ["membership.indirectProbes"] },

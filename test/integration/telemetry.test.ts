@@ -147,6 +147,10 @@ describe("two nodes with metrics, console tracing and OTLP tracing", () => {
     assert.equal(sample(b1, "deltaset_gossip_neighbours"), 1);
     assert.equal(sample(b1, "deltaset_members", { state: "alive" }), 2);
     assert.equal(sample(b1, "deltaset_members", { state: "dead" }), 0);
+    // Probe round trips on loopback, against the probe timeout (150 ms here).
+    assert.equal(sample(b1, "deltaset_membership_probe_rtt_ms", { stat: "timeout" }), 150);
+    const p95 = sample(b1, "deltaset_membership_probe_rtt_ms", { stat: "p95" });
+    assert.ok(p95 > 0 && p95 <= sample(b1, "deltaset_membership_probe_rtt_ms", { stat: "max" }) && p95 < 150, `probe round trip p95 ${p95} ms`);
     for (const name of ["deltaset_gossip_state_fallbacks_total", "deltaset_gossip_buffer_bytes", "deltaset_gossip_lag_max", "deltaset_store_data_bytes"]) {
       assert.match(b1, new RegExp(`^${name}\\b`, "m"), `${name} is exported`);
     }
