@@ -78,6 +78,12 @@ export interface TickOptions {
    * (a tail push, algorithm2.ts), so pushes need not wait for the acks of the ones before.
    */
   tail?: boolean;
+  /**
+   * Neighbours to leave out of this tick (an exchange with them still runs). Nothing is planned
+   * or built for them, and Algorithm 2's random pick is among the others. Algorithm 1 has no acks:
+   * what a left-out neighbour misses waits for the next full state, as a lost message would.
+   */
+  skip?: (peer: string) => boolean;
 }
 
 /** Unacked tail pushes per neighbour and partition; past it, pushes wait for acks (or a period). */
@@ -367,7 +373,8 @@ export class AntiEntropyEngine<P> {
     this.lastTickAt = now;
     this.counters.ticks++;
     const period = this.period++;
-    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync) : this.tickAlg2(this.sync, opts);
+    const open = opts.skip === undefined ? this.peers : this.peers.filter((id) => !opts.skip!(id));
+    const frames = this.sync.algorithm === 1 ? this.tickAlg1(period, this.sync, open) : this.tickAlg2(this.sync, opts, open);
     for (const f of frames) {
       this.counters.framesSent++;
       for (const item of f.items) {
@@ -381,7 +388,7 @@ export class AntiEntropyEngine<P> {
     return frames;
   }
 
-  private tickAlg1(period: number, cfg: Algorithm1Config): OutgoingFrame<P>[] {
+  private tickAlg1(period: number, cfg: Algorithm1Config, peers: readonly string[]): OutgoingFrame<P>[] {
     const k = cfg.statePeriod ?? DEFAULT_STATE_PERIOD;
     const items: FrameItem<P>[] = [];
     let deltaBytes = 0;
@@ -394,12 +401,14 @@ export class AntiEntropyEngine<P> {
       }
     }
     if (items.length === 0) return [];
+    // A left-out neighbour misses this period's full states too: they are owed next period.
+    if (peers.length < this.peers.length) this.statesNotSent(items.filter((i) => i.kind === PayloadKind.STATE).map((i) => i.partition));
     if (this.partitionPeers === undefined) {
-      this.counters.bytesSent.delta += deltaBytes * this.peers.length;
-      return this.peers.map((to) => ({ to, items: items.slice() }));
+      this.counters.bytesSent.delta += deltaBytes * peers.length;
+      return peers.map((to) => ({ to, items: items.slice() }));
     }
     const frames: OutgoingFrame<P>[] = [];
-    for (const to of this.peers) {
+    for (const to of peers) {
       const mine = items.filter((i) => this.exchangesWith(i.partition, to));
       for (const i of mine) if (i.payload !== undefined) this.counters.bytesSent.delta += this.ops.sizeBytes(i.payload);
       if (mine.length > 0) frames.push({ to, items: mine });
@@ -407,12 +416,12 @@ export class AntiEntropyEngine<P> {
     return frames;
   }
 
-  private tickAlg2(cfg: Algorithm2Config, opts: TickOptions): OutgoingFrame<P>[] {
+  private tickAlg2(cfg: Algorithm2Config, opts: TickOptions, peers: readonly string[]): OutgoingFrame<P>[] {
     const fanout = opts.tail === true ? "all" : opts.fanout;
     // With placement, a random pick is among the neighbours that lack something of a partition they
     // share with this node: most neighbours share none of the partitions that changed, and a pick
     // among all of them would mostly send nothing.
-    const candidates = this.partitionPeers === undefined ? this.peers : this.peers.filter((id) => this.alg2.some((part) => this.partitionPeers![part.partition]!.has(id) && part.ackOf(id) < part.seq));
+    const candidates = this.partitionPeers === undefined ? peers : peers.filter((id) => this.alg2.some((part) => this.partitionPeers![part.partition]!.has(id) && part.ackOf(id) < part.seq));
     const targets =
       candidates.length === 0 ? [] : (fanout ?? cfg.fanout ?? "random") === "all" ? candidates : [pick(this.random, candidates)];
     const frames: OutgoingFrame<P>[] = [];

@@ -25,7 +25,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem, type TickOptions } from "./engine.js";
-import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto } from "./keyed-states.js";
+import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
 import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
@@ -67,6 +67,7 @@ export interface TransportCounters {
   chunksRejected: number;
   rpcErrors: number;
   typeConflicts: number;
+  /** Peers a period left out because their previous period exchange still ran. */
   busySkips: number;
   /** Periods whose states waited for a stream running to the peer (their frames were sent). */
   statesDeferred: number;
@@ -358,7 +359,7 @@ export class GossipExchange {
       }
       try {
         const keys = keyedFromProto(p.keys, this.o.store.now());
-        decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: p.keys.reduce((n, k) => n + (k.state?.payload.length ?? 0), 0) });
+        decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: protoKeysSize(p.keys) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);
       }

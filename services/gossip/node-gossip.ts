@@ -244,8 +244,9 @@ export class NodeGossip {
    * One period, or (push) a push of fresh local changes: the exchange persists moved sequence
    * numbers and says what to send; send it.
    *
-   * Under Algorithm 2 a period skips a peer whose previous period exchange still runs (like a lost
-   * message: nothing is acked, so nothing is lost, and the next period sends it again). Under
+   * Under Algorithm 2 a period leaves out a peer whose previous period exchange still runs (like a
+   * lost message: nothing is acked, so nothing is lost, and a later period sends it), and picks its
+   * random neighbour among the others. Under
    * Algorithm 1 nothing is sent again: a skipped delta-group would be lost until the next full
    * state, and with link latency (a round trip longer than the period) every period would find
    * the peer busy, full states included. So Algorithm 1 runs up to ALG1_IN_FLIGHT exchanges per
@@ -263,12 +264,25 @@ export class NodeGossip {
     }
     this.ticking = true;
     try {
-      for (let out of await this.x.tick(Date.now(), push !== undefined ? { tail: true } : {})) {
+      // A period leaves out the peers whose previous period exchange still runs: nothing is built
+      // for them (a frame of everything they have not acked can be megabytes), and Algorithm 2
+      // picks its random neighbour among the others.
+      const inFlight = this.o.algorithm === "alg1" ? ALG1_IN_FLIGHT : 1;
+      const skip =
+        push === undefined
+          ? (id: string) => {
+              const busy = (this.peers.get(id)?.busy ?? 0) >= inFlight;
+              if (busy) this.x.counters.busySkips++;
+              return busy;
+            }
+          : undefined;
+      for (let out of await this.x.tick(Date.now(), push !== undefined ? { tail: true } : { skip })) {
         const peer = this.peers.get(out.to);
         if (peer === undefined) continue;
         // A push that ships full state (the peer needs it) counts as a period's exchange: never two.
         const period = push === undefined || out.states.length > 0;
-        if (period && peer.busy >= (this.o.algorithm === "alg1" ? ALG1_IN_FLIGHT : 1)) {
+        // A push that ships full state to a busy peer waits (the skip above covers periods).
+        if (period && peer.busy >= inFlight) {
           this.x.counters.busySkips++;
           this.x.engine.statesNotSent(out.states.map((st) => st.partition));
           continue;

@@ -19,6 +19,17 @@ describe("Algorithm 1", () => {
     assert.deepEqual(e.tick(1), [], "D = ⊥ after shipping: nothing to send");
   });
 
+  it("a neighbour left out of a tick gets no frame; a full state it missed is owed next period", () => {
+    const e = alg1({ choose: "delta+periodic-state", statePeriod: 5 }, { partitions: 1 });
+    assert.deepEqual(summary(e.tick(0, { skip: (id) => id === "b" })), { c: [[0, "state", 0, []]] }, "period 0 ships state");
+    assert.deepEqual(summary(e.tick(1)).b, [[0, "state", 0, []]], "b missed it: owed at once, not 5 periods later");
+    assert.deepEqual(e.tick(2), []);
+    const d = alg1({ choose: "delta" }, { partitions: 1 });
+    d.local(0, S("x"));
+    assert.deepEqual(summary(d.tick(0, { skip: (id) => id === "b" })), { c: [[0, "delta", 0, ["x"]]] });
+    assert.equal(d.counters.framesSent, 1);
+  });
+
   it("transitive mode forwards what was received (the new part); non-transitive does not", () => {
     const t = alg1({ transitive: true });
     assert.deepEqual(t.onFrame("b", [delta(0, 0, S("q"))]), [], "no acks under Algorithm 1");

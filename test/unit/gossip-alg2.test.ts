@@ -107,6 +107,32 @@ describe("Algorithm 2: delta-intervals and acks", () => {
   });
 });
 
+describe("Algorithm 2: neighbours left out of a tick (an exchange with them still runs)", () => {
+  it("builds nothing for them, counts nothing as sent, and sends them everything later", () => {
+    const e = alg2();
+    e.local(0, S("x"));
+    const frames = e.tick(0, { skip: (id) => id === "b" });
+    assert.deepEqual(summary(frames), { c: [[0, "delta", 1, ["x"]]] });
+    assert.equal(e.counters.framesSent, 1);
+    assert.equal(e.counters.itemsSent.delta, 1);
+    e.local(0, S("y"));
+    assert.deepEqual(summary(e.tick(1)).b, [[0, "delta", 2, ["x", "y"]]], "b gets what it missed once it is no longer left out");
+  });
+
+  it("the random pick is among the others, every period", () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const e = alg2({ fanout: "random" }, { neighbours: ["b", "c", "d"], seed });
+      e.local(0, S("x"));
+      const to = e.tick(0, { skip: (id) => id !== "d" }).map((f) => f.to);
+      assert.deepEqual(to, ["d"], `seed ${seed}`);
+    }
+    const e = alg2({ fanout: "random" });
+    e.local(0, S("x"));
+    assert.deepEqual(e.tick(0, { skip: () => true }), [], "nobody to send to: nothing built");
+    assert.equal(e.counters.framesSent, 0);
+  });
+});
+
 describe("Algorithm 2: garbage collection and full-state fallback", () => {
   it("drops a delta only once every current neighbour has acked it", () => {
     const e = alg2();
