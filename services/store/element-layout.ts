@@ -25,11 +25,17 @@ import { loadOwners, sameDots, unheldDots, windowOf, writeBack } from "./element
 import { CausalContext as Ctx } from "../crdt/causal-context.js";
 
 async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: boolean): Promise<JoinResult<AWSet>> {
+  const removed = removedDots(incoming);
+  // Nothing new, decided from the header alone: every dot the incoming state names was seen here
+  // already, and it removes none (each dot of its context is one of its live dots). Such a join
+  // adds nothing (its dots are here or were removed here) and removes nothing, so no element
+  // record need be read. Gossip brings many of these: a delta a node already got from its origin
+  // arrives again through the other neighbours.
+  if (removed.isEmpty() && incoming.ctx.leq(o.h.ctx)) return { changed: false, newPart: AWSet.bottom() };
   // The awaits are skipped when there is nothing to read (a local add or remove has read its
   // elements already): each costs a turn of the event loop on the write path.
   const unread = [...incoming.entries.keys()].filter((ek) => !o.view.isLoaded(ek));
   if (unread.length > 0) await o.view.prefetch(unread);
-  const removed = removedDots(incoming);
   const unheld = removed.isEmpty() ? undefined : unheldDots(o, removed);
   if (unheld !== undefined) await loadOwners(o, env, unheld);
   const window = windowOf(o);
