@@ -67,8 +67,10 @@ export interface TransportCounters {
   chunksRejected: number;
   rpcErrors: number;
   typeConflicts: number;
-  /** Peers a period left out because their previous period exchange still ran. */
+  /** Peers a period left out because their previous period exchange still ran (nothing built for them). */
   busySkips: number;
+  /** Frames built but not sent: a full-state push to a busy peer, or states beside a running stream. */
+  framesNotSent: number;
   /** Periods whose states waited for a stream running to the peer (their frames were sent). */
   statesDeferred: number;
   /** Sends dropped on purpose (lossRate). */
@@ -112,6 +114,7 @@ export class GossipExchange {
     rpcErrors: 0,
     typeConflicts: 0,
     busySkips: 0,
+    framesNotSent: 0,
     statesDeferred: 0,
     sendsDropped: 0,
     stateStreamsSent: 0,

@@ -283,7 +283,7 @@ export class NodeGossip {
         const period = push === undefined || out.states.length > 0;
         // A push that ships full state to a busy peer waits (the skip above covers periods).
         if (period && peer.busy >= inFlight) {
-          this.x.counters.busySkips++;
+          this.x.counters.framesNotSent++;
           this.x.engine.statesNotSent(out.states.map((st) => st.partition));
           continue;
         }
@@ -293,7 +293,7 @@ export class NodeGossip {
         if (out.states.length > 0 && peer.streaming) {
           this.x.engine.statesNotSent(out.states.map((st) => st.partition));
           if (out.frames.length === 0) {
-            this.x.counters.busySkips++;
+            this.x.counters.framesNotSent++;
             continue;
           }
           this.x.counters.statesDeferred++;

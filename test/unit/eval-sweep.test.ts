@@ -71,6 +71,7 @@ describe("node counters", () => {
     "deltaset_gossip_sent_frames_total 50",
     'deltaset_gossip_transport_events_total{event="rpc_errors"} 4',
     'deltaset_gossip_transport_events_total{event="busy_skips"} 10',
+    'deltaset_gossip_transport_events_total{event="frames_not_sent"} 3',
     'deltaset_gossip_transport_events_total{event="frames_rejected"} 7',
     "deltaset_gossip_state_fallbacks_total 2",
     "deltaset_gossip_sent_bytes_total_extra 999",
@@ -79,12 +80,12 @@ describe("node counters", () => {
   it("sums the samples of a metric, filtered by labels, and no other metric", () => {
     assert.equal(sumSamples(text, "deltaset_gossip_sent_bytes_total"), 120);
     assert.equal(sumSamples(text, "deltaset_gossip_transport_events_total", { event: "rpc_errors" }), 4);
-    assert.deepEqual(nodeCountersOf(text), { payloadBytes: 120, frames: 50, rpcErrors: 4, busySkips: 10, stateFallbacks: 2 });
+    assert.deepEqual(nodeCountersOf(text), { payloadBytes: 120, frames: 50, rpcErrors: 4, busySkips: 10, framesNotSent: 3, stateFallbacks: 2 });
   });
 
-  it("measures loss as failed sends over attempted ones (busy skips are not attempts)", () => {
-    assert.deepEqual(exchangeLoss(nodeCountersOf(text)), { attempted: 40, failed: 4, rate: 0.1 });
-    assert.equal(exchangeLoss({ payloadBytes: 0, frames: 0, rpcErrors: 0, busySkips: 0, stateFallbacks: 0 }).rate, null);
+  it("measures loss as failed sends over attempted ones (frames built but not sent are no attempts; a busy neighbour left out gets no frame)", () => {
+    assert.deepEqual(exchangeLoss(nodeCountersOf(text)), { attempted: 47, failed: 4, rate: 4 / 47 });
+    assert.equal(exchangeLoss({ payloadBytes: 0, frames: 0, rpcErrors: 0, busySkips: 0, framesNotSent: 0, stateFallbacks: 0 }).rate, null);
   });
 });
 

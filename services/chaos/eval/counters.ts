@@ -10,8 +10,10 @@ export interface NodeCounters {
   frames: number;
   /** Sends that failed (RPC error, reset, deadline). */
   rpcErrors: number;
-  /** Frames not sent because the previous exchange with that neighbour was still running. */
+  /** Neighbours a period left out because the previous exchange with them was still running (nothing built). */
   busySkips: number;
+  /** Frames the engine produced that were not sent (a full-state push to a busy neighbour, states beside a running stream). */
+  framesNotSent: number;
   /** Full states shipped because the delta buffer no longer held what a neighbour lacked. */
   stateFallbacks: number;
 }
@@ -37,6 +39,7 @@ export function nodeCountersOf(text: string): NodeCounters {
     frames: sumSamples(text, "deltaset_gossip_sent_frames_total"),
     rpcErrors: sumSamples(text, "deltaset_gossip_transport_events_total", { event: "rpc_errors" }),
     busySkips: sumSamples(text, "deltaset_gossip_transport_events_total", { event: "busy_skips" }),
+    framesNotSent: sumSamples(text, "deltaset_gossip_transport_events_total", { event: "frames_not_sent" }),
     stateFallbacks: sumSamples(text, "deltaset_gossip_state_fallbacks_total"),
   };
 }
@@ -47,22 +50,24 @@ export function diffCounters(after: NodeCounters, before: NodeCounters): NodeCou
     frames: after.frames - before.frames,
     rpcErrors: after.rpcErrors - before.rpcErrors,
     busySkips: after.busySkips - before.busySkips,
+    framesNotSent: after.framesNotSent - before.framesNotSent,
     stateFallbacks: after.stateFallbacks - before.stateFallbacks,
   };
 }
 
 export function sumCounters(all: readonly NodeCounters[]): NodeCounters {
-  const z: NodeCounters = { payloadBytes: 0, frames: 0, rpcErrors: 0, busySkips: 0, stateFallbacks: 0 };
+  const z: NodeCounters = { payloadBytes: 0, frames: 0, rpcErrors: 0, busySkips: 0, framesNotSent: 0, stateFallbacks: 0 };
   for (const c of all) for (const k of Object.keys(z) as Array<keyof NodeCounters>) z[k] += c[k];
   return z;
 }
 
 /**
- * The measured loss of gossip exchanges: the share of sends that were attempted (frames minus
- * those skipped because a neighbour was still busy) and failed.
+ * The measured loss of gossip exchanges: the share of sends that were attempted (the frames the
+ * engine produced, minus those not sent) and failed. A neighbour left out of a period because it
+ * was busy gets no frame at all, so it is no attempt.
  */
 export function exchangeLoss(c: NodeCounters): { attempted: number; failed: number; rate: number | null } {
-  const attempted = c.frames - c.busySkips;
+  const attempted = c.frames - c.framesNotSent;
   return { attempted, failed: c.rpcErrors, rate: attempted > 0 ? c.rpcErrors / attempted : null };
 }
 
