@@ -4,6 +4,7 @@
 // with a 400 ms timeout: 13.9 kB/s against 0.9 kB/s idle) while no node was ever declared dead, so
 // nothing showed it. This keeps the last round trips and says when their 95th percentile passes a
 // share of the timeout, at most once per interval. Pure: time is passed in.
+import { nearestRank } from "../common/percentile.js";
 
 export interface ProbeTimingOptions {
   /** The probe timeout (--probe-timeout-ms). */
@@ -56,7 +57,7 @@ export class ProbeTiming {
     else this.ring[this.next] = rttMs;
     this.next = (this.next + 1) % this.window;
     if (this.ring.length < this.minSamples || now - this.lastWarnAt < this.warnEveryMs) return undefined;
-    const p95 = percentile(sorted(this.ring), 95);
+    const p95 = nearestRank(sorted(this.ring), 95);
     if (p95 <= this.warnShare * this.o.timeoutMs) return undefined;
     this.lastWarnAt = now;
     return { p95Ms: p95, timeoutMs: this.o.timeoutMs, samples: this.ring.length };
@@ -65,15 +66,10 @@ export class ProbeTiming {
   stats(): ProbeTimingStats {
     if (this.ring.length === 0) return { samples: 0, p50Ms: null, p95Ms: null, maxMs: null, timeoutMs: this.o.timeoutMs };
     const s = sorted(this.ring);
-    return { samples: s.length, p50Ms: percentile(s, 50), p95Ms: percentile(s, 95), maxMs: s[s.length - 1]!, timeoutMs: this.o.timeoutMs };
+    return { samples: s.length, p50Ms: nearestRank(s, 50), p95Ms: nearestRank(s, 95), maxMs: s[s.length - 1]!, timeoutMs: this.o.timeoutMs };
   }
 }
 
 function sorted(xs: readonly number[]): number[] {
   return [...xs].sort((a, b) => a - b);
-}
-
-/** Nearest-rank percentile of an ascending, non-empty array. */
-function percentile(s: readonly number[], p: number): number {
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
 }

@@ -3,6 +3,7 @@
 // Toxiproxy toxics, and the physical limit a convergence time is compared with. Pure: the sweep
 // (sweep.ts) and the cell runner (cell.ts) do the I/O.
 import { type Random, randomInt } from "../../common/prng.js";
+import { nearestRank } from "../../common/percentile.js";
 
 export type SyncMode = "full-state" | "alg1" | "alg2" | "alg2+bp+rr" | "alg2+bp+rr+push";
 
@@ -149,6 +150,5 @@ export function lossWindows(random: Random, links: number, share: number, durati
 /** The p-th percentile (0..100) of xs by nearest rank, or null when xs is empty. */
 export function percentile(xs: readonly number[], p: number): number | null {
   if (xs.length === 0) return null;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+  return nearestRank([...xs].sort((a, b) => a - b), p);
 }
