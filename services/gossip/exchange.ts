@@ -387,9 +387,10 @@ export class GossipExchange {
 
   /**
    * Deferred removes handed over by a node that no longer owns their keys: all checked (this node
-   * owns every key's partition, the contexts decode) before any is applied, each applied as a
-   * Remove with its context would be, and answered once durable. Removes of adds this node already
-   * holds take effect now and travel as local deltas; the rest wait here as deferred removes.
+   * owns every key's partition, the contexts decode, no key holds another type) before any is
+   * applied, each applied as a Remove with its context would be, and answered once durable.
+   * Removes of adds this node already holds take effect now and travel as local deltas; the rest
+   * wait here as deferred removes.
    */
   async receiveHandOver(req: HandOverRequest): Promise<Answer<HandOverReply>> {
     const bad = this.checkPeer(req.cluster, req.from, req.partitions);
@@ -405,6 +406,10 @@ export class GossipExchange {
         removes.push({ key: r.key, element: r.element, unseen: contextFromProto(r.unseen) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `removes[${i}]: ${(err as Error).message}`, req.from);
+      }
+      const type = await this.o.store.typeOf(r.key);
+      if (type !== undefined && type !== ObjectType.AWSET) {
+        return this.refuse(status.FAILED_PRECONDITION, `removes[${i}]: key "${r.key}" holds another type than AWSET here`, req.from);
       }
     }
     let pending = 0;

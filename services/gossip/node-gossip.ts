@@ -246,10 +246,9 @@ export class NodeGossip {
    *
    * Under Algorithm 2 a period leaves out a peer whose previous period exchange still runs (like a
    * lost message: nothing is acked, so nothing is lost, and a later period sends it), and picks its
-   * random neighbour among the others. Under
-   * Algorithm 1 nothing is sent again: a skipped delta-group would be lost until the next full
-   * state, and with link latency (a round trip longer than the period) every period would find
-   * the peer busy, full states included. So Algorithm 1 runs up to ALG1_IN_FLIGHT exchanges per
+   * random neighbour among the others. Under Algorithm 1 nothing is sent again: a skipped
+   * delta-group would be lost until the next full state, and with link latency (a round trip
+   * longer than the period) every period would find the peer busy, full states included. So Algorithm 1 runs up to ALG1_IN_FLIGHT exchanges per
    * peer at once, as a link without flow control would carry them. A push is a tail push
    * (algorithm2.ts): each neighbour gets only what was never sent to it, so pushes run beside the
    * period's exchange and beside each other. Waiting for the exchange in flight would make a

@@ -103,6 +103,8 @@ describe("receiving a hand-over of deferred removes", () => {
     const { store, own, x } = await setup("refuse");
     const mine = keyWhere((p) => own.owns(p), "mine", P);
     const theirs = keyWhere((p) => !own.owns(p), "theirs", P);
+    const counter = keyWhere((p) => own.owns(p), "counter", P);
+    await store.increment(counter, 1n);
     const unseen = contextToProto(addsElsewhere("x").ctx);
     const ok = { key: mine, element: b("x"), unseen };
     const cases: Array<[string, HandOverRequest, status]> = [
@@ -110,6 +112,7 @@ describe("receiving a hand-over of deferred removes", () => {
       ["an unknown sender", request([ok], { from: "mallory" }), status.PERMISSION_DENIED],
       ["another cluster", request([ok], { cluster: "other" }), status.FAILED_PRECONDITION],
       ["another partition count", request([ok], { partitions: P * 2 }), status.FAILED_PRECONDITION],
+      ["a key holding a COUNTER here", request([ok, { key: counter, element: b("x"), unseen }]), status.FAILED_PRECONDITION],
       ["an empty element", request([ok, { key: mine, element: b(""), unseen }]), status.INVALID_ARGUMENT],
       ["a malformed context", request([ok, { key: mine, element: b("y"), unseen: { vv: [{ replica: "z", counter: 2n }, { replica: "a", counter: 1n }], cloud: [] } }]), status.INVALID_ARGUMENT],
     ];
