@@ -5,10 +5,20 @@ import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { GossipClient, GossipService } from "../gen/deltaset/v1/gossip.js";
 import { MembershipClient, MembershipService } from "../gen/deltaset/v1/membership.js";
+import { withoutTrailingMac } from "../common/trailing-mac.js";
+
+/**
+ * ExchangeStream's messages carry their own MAC as their last field (GossipFrame.mac = 9,
+ * GossipReply.mac = 6): their digest leaves it out, since the MAC covers the rest.
+ */
+const TRAILING_MAC_FIELD: Record<string, { requestDeserialize: number; responseDeserialize: number }> = {
+  [GossipService.exchangeStream.path]: { requestDeserialize: 9, responseDeserialize: 6 },
+};
 
 /**
  * A service definition whose request or response decoder remembers, in `digests`, the SHA-256 (hex)
- * of the exact bytes each message arrived in (keyed by the decoded message object).
+ * of the exact bytes each message arrived in (keyed by the decoded message object); for a message
+ * that carries its own MAC last (TRAILING_MAC_FIELD), of those bytes without it.
  */
 export function withArrivalDigests<D extends Record<string, object>>(
   definition: D,
@@ -18,11 +28,15 @@ export function withArrivalDigests<D extends Record<string, object>>(
   const out: Record<string, unknown> = {};
   for (const [name, d] of Object.entries(definition)) {
     const decode = (d as Record<string, (b: Buffer) => unknown>)[decoder]!;
+    const macField = TRAILING_MAC_FIELD[(d as { path: string }).path]?.[decoder];
     out[name] = {
       ...d,
       [decoder]: (bytes: Buffer) => {
         const m = decode(bytes);
-        if (typeof m === "object" && m !== null) digests.set(m, createHash("sha256").update(bytes).digest("hex"));
+        if (typeof m === "object" && m !== null) {
+          const covered = macField === undefined ? bytes : withoutTrailingMac(bytes, macField, (m as { mac?: Uint8Array }).mac);
+          digests.set(m, createHash("sha256").update(covered).digest("hex"));
+        }
         return m;
       },
     };
@@ -31,6 +45,21 @@ export function withArrivalDigests<D extends Record<string, object>>(
 }
 
 const replyDigests = new WeakMap<object, string>();
+const refusedReplies = new WeakSet<object>();
+
+/**
+ * A stream reply whose MAC did not verify (peer-interceptors.ts): its stream is cancelled as
+ * UNAUTHENTICATED, but grpc-js delivers the status only after the message, so the reader must
+ * check this mark and take nothing from the message.
+ */
+export function markReplyRefused(reply: object): void {
+  refusedReplies.add(reply);
+}
+
+/** True for a stream reply the peer interceptor refused (markReplyRefused). */
+export function replyRefused(reply: object): boolean {
+  return refusedReplies.has(reply);
+}
 
 /** SHA-256 (hex) of the bytes a decoded reply arrived in; undefined when not decoded here. */
 export function receivedReplyDigest(reply: object): string | undefined {

@@ -30,6 +30,9 @@ import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 
+/** A frame or reply without a stream MAC (the peer-auth interceptor adds it on ExchangeStream). */
+const EMPTY_MAC = Buffer.alloc(0);
+
 /** Default of ExchangeOptions.maxBufferedStateElements. */
 export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
 
@@ -85,6 +88,10 @@ export interface TransportCounters {
   stateBytesApplied: number;
   /** Deferred removes taken over from a node that no longer owns their keys (HandOver). */
   removesTakenOver: number;
+  /** ExchangeStreams opened to neighbours (one per neighbour, again after one fails). */
+  exchangeStreamsOpened: number;
+  /** Neighbours found not to serve ExchangeStream (UNIMPLEMENTED), sent unary Exchange calls instead. */
+  exchangeStreamFallbacks: number;
 }
 
 /** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
@@ -120,6 +127,8 @@ export class GossipExchange {
     stateStreamsSent: 0,
     stateStreamsReceived: 0,
     freshPartsNotBuffered: 0,
+    exchangeStreamsOpened: 0,
+    exchangeStreamFallbacks: 0,
     notOwnedRefused: 0,
     stateBytesApplied: 0,
     removesTakenOver: 0,
@@ -188,7 +197,7 @@ export class GossipExchange {
       let batchBytes = 0;
       const flush = () => {
         if (batch.length === 0) return;
-        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped() });
+        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: EMPTY_MAC });
         batch = [];
         batchBytes = 0;
       };
@@ -382,7 +391,7 @@ export class GossipExchange {
     }
     const acks = this.engine.onFrame(f.from, items);
     this.takeAcks(f.from, f.acks, reset);
-    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped() } };
+    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, mac: EMPTY_MAC } };
   }
 
   /**

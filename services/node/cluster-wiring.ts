@@ -79,6 +79,7 @@ export function nodeExtensions(
           server.addService(withBodyDigests(MembershipService), lateMembership);
           const lateGossip: GossipServer = {
             exchange: (call, cb) => (gossipImpl ? gossipImpl.exchange(call, cb) : cb(unavailable)),
+            exchangeStream: (call) => (gossipImpl ? gossipImpl.exchangeStream(call) : call.emit("error", unavailable)),
             pushState: (call, cb) => (gossipImpl ? gossipImpl.pushState(call, cb) : cb(unavailable)),
             handOver: (call, cb) => (gossipImpl ? gossipImpl.handOver(call, cb) : cb(unavailable)),
           };

@@ -46,6 +46,8 @@ export interface GossipSettings {
   pushLocalMs: number;
   /** Who a node gossips with: every live member, or its fingers in a ring of the live members (gossip/overlay.ts). */
   overlay: "all" | "fingers";
+  /** Frames go on one long-lived ExchangeStream per neighbour (false: an Exchange call each). */
+  exchangeStream: boolean;
 }
 
 /** The membership core's own settings, under the same names (see membership/config.ts). */
@@ -187,6 +189,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     lossSeed: 1,
     pushLocalMs: 0,
     overlay: "all",
+    exchangeStream: true,
   },
   membership: { ...DEFAULT_MEMBERSHIP_CONFIG },
   tls: {},

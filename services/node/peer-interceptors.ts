@@ -1,24 +1,27 @@
 // Peer authentication on the wire: a client interceptor that signs every call a node makes to a
 // peer (peer-proof.ts), and a server interceptor that lets a Gossip or Membership protocol call
-// (Exchange, PushState, HandOver, Join, Leave, Ping, PingReq) reach its handler only when
-//  - with a cluster key: it carries a valid, fresh, never-seen proof;
+// (Exchange, ExchangeStream, PushState, HandOver, Join, Leave, Ping, PingReq) reach its handler
+// only when
+//  - with a cluster key: it carries a valid, fresh, never-seen proof (and, on ExchangeStream,
+//    every frame carries a valid MAC for its index on the stream);
 //  - with mutual TLS: its connection presented a node certificate (peer-identity.ts);
 //  - the node id the proof and the certificate name is the sender the message claims (`from`,
-//    Join's `self`, Leave's `node_id`; the first chunk of a PushState stream, and every later
-//    chunk that names one).
+//    Join's `self`, Leave's `node_id`; every frame of ExchangeStream; the first chunk of a
+//    PushState stream, and every later chunk that names one).
 // Anything else ends with UNAUTHENTICATED before the handler sees the message, so it changes
 // nothing; it is counted (onRefused) and logged at warn, at most once per reason and method every
 // LOG_EVERY_MS. With neither a key nor mutual TLS (loopback, or --insecure-peers) calls pass.
 // Members and Watch are read-only views under the client rules (auth.ts), not peer calls.
 // With a cluster key, the server signs its answer to a proven call and the client refuses an
-// answer that is not signed for its own call (peer-proof.ts: the reply trailer).
+// answer that is not signed for its own call (peer-proof.ts: the reply trailer; on ExchangeStream
+// each reply's own MAC).
 import * as grpc from "@grpc/grpc-js";
 import { GossipService } from "../gen/deltaset/v1/gossip.js";
 import { MembershipService } from "../gen/deltaset/v1/membership.js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
-import { receivedReplyDigest, withArrivalDigests } from "../client/peer-clients.js";
+import { markReplyRefused, receivedReplyDigest, withArrivalDigests } from "../client/peer-clients.js";
 import {
   DEFAULT_SKEW_MS,
   PROOF_HEADER,
@@ -33,16 +36,22 @@ import {
   replyValid,
   signProof,
   signReply,
+  signStreamMessage,
+  streamMessageValid,
   verifyProof,
 } from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
 import { passThrough } from "./pass-through.js";
 
-export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch";
+export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch" | "stream-mac-invalid";
+
+/** The `mac` of a message sent without one (it is signed here, on ExchangeStream). */
+const NO_MAC = Buffer.alloc(0);
 
 /** The sender a peer request claims, by method path. */
 const SENDER: Record<string, (m: any) => unknown> = {
   [GossipService.exchange.path]: (m) => m.from,
+  [GossipService.exchangeStream.path]: (m) => m.from,
   [GossipService.pushState.path]: (m) => m.from,
   [GossipService.handOver.path]: (m) => m.from,
   [MembershipService.join.path]: (m) => m.self?.nodeId,
@@ -80,6 +89,12 @@ function digestOf(path: string, message: object): string {
   return received.get(message) ?? bodyDigest(METHODS[path]!.requestSerialize(message));
 }
 
+/** The digest a stream message's MAC covers: its bytes without the MAC (see trailing-mac.ts). */
+function streamDigestOf(digests: WeakMap<object, string> | ((m: object) => string | undefined), serialize: (m: any) => Buffer, message: object): string {
+  const known = typeof digests === "function" ? digests(message) : digests.get(message);
+  return known ?? bodyDigest(serialize({ ...message, mac: NO_MAC }));
+}
+
 const MESSAGES: Record<PeerRefusal, string> = {
   "proof-missing": "peer calls on this node need a cluster key proof (metadata deltaset-peer-proof)",
   "proof-malformed": "the peer proof is malformed",
@@ -91,6 +106,7 @@ const MESSAGES: Record<PeerRefusal, string> = {
   "peer-certificate-role": "the client certificate has no peer role (extended key usage serverAuth and clientAuth)",
   "peer-certificate-identity": "the client certificate names no single node id (URI SAN spiffe://deltaset/node/<id>)",
   "sender-mismatch": "the authenticated node id is not the sender the message names",
+  "stream-mac-invalid": "a message on this peer stream carries no valid cluster key MAC for its place in the stream",
 };
 
 /** At most one log line per key every LOG_EVERY_MS, with the number suppressed since. */
@@ -142,6 +158,10 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     const mutual = o.mutualTls();
     if (keys === undefined && !mutual) return passThrough(call);
     const [, service = "", rpc = ""] = path.split("/");
+    // ExchangeStream: a proof at the start, then a MAC in every message both ways (peer-proof.ts).
+    const bidi = method.requestStream && method.responseStream;
+    let nonce: string | undefined;
+    let repliesSent = 0;
     let refused = false;
     let certId: string | undefined;
     let identity: string | undefined;
@@ -190,6 +210,7 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
               const parsed = parseProof(proof);
               if (parsed === undefined) return refuse("proof-malformed");
               if (!fresh(parsed, now(), skew)) return refuse("proof-stale", parsed.nodeId);
+              nonce = parsed.nonce;
               // A stream's proof covers its start; a unary call's waits for the message it signs.
               if (method.requestStream && !prove(STREAM_BODY)) return;
             }
@@ -198,9 +219,16 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
           onReceiveMessage: (message, pass) => {
             if (refused) return;
             if (keys !== undefined && !method.requestStream && !prove(digestOf(path, message as object))) return;
+            const index = messages++;
             const sender = SENDER[path]!(message);
-            // A stream names its sender in the first chunk; later chunks name it or leave it empty.
-            const named = messages++ === 0 || sender !== "";
+            if (bidi && keys !== undefined) {
+              const m = message as { mac?: Uint8Array };
+              const body = streamDigestOf(received, METHODS[path]!.requestSerialize, m);
+              if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) return refuse("stream-mac-invalid", sender);
+            }
+            // A client stream names its sender in the first chunk; later chunks name it or leave it
+            // empty. Every frame of a bidirectional stream names it.
+            const named = bidi || index === 0 || sender !== "";
             if (identity !== undefined && named && sender !== identity) return refuse("sender-mismatch", sender);
             pass(message);
           },
@@ -210,6 +238,12 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
         }),
       // The answer to a proven call is signed for the caller (peer-proof.ts): bound to its nonce.
       sendMessage: (message, next) => {
+        if (bidi) {
+          // Each reply on a stream is signed in itself, for its index (no trailer).
+          if (keys === undefined || nonce === undefined) return next(message);
+          const body = bodyDigest(method.responseSerialize({ ...message, mac: NO_MAC }));
+          return next({ ...message, mac: signStreamMessage(keys, "reply", path, nonce, repliesSent++, body) });
+        }
         if (keys !== undefined) replyDigest = bodyDigest(method.responseSerialize(message));
         next(message);
       },
@@ -253,11 +287,27 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
       return new grpc.InterceptingCall(call, { start: (metadata, listener, next) => next(metadata, watch(listener)) });
     }
     const nonce = newNonce();
+    // ExchangeStream: every frame is signed for its index, and every reply must be signed for its
+    // own, or the stream is cancelled as UNAUTHENTICATED before the reply reaches the caller.
+    const bidi = def.requestStream && def.responseStream;
+    let framesSent = 0;
+    let repliesReceived = 0;
     // The reply must carry a trailer signed for this call's nonce, or the call fails as
     // UNAUTHENTICATED (a forged or replayed acknowledgement never reaches the caller).
     let replyBody: string | undefined;
     const verify: grpc.InterceptingListener | grpc.Listener = {
       onReceiveMessage: (message: any, next: (m: any) => void) => {
+        if (bidi) {
+          if (typeof message !== "object" || message === null) return next(message);
+          const body = streamDigestOf(receivedReplyDigest, METHODS[def.path]!.responseSerialize, message);
+          if (streamMessageValid(keys() ?? k, "reply", def.path, nonce, repliesReceived++, body, message.mac ?? NO_MAC)) return next(message);
+          warn?.warn(`reply ${rpc}`, "a peer's reply is not signed by a cluster key holder; refused", { method: rpc, peer: call.getPeer() });
+          // grpc-js holds the status until this message is passed on: it goes marked, and its
+          // reader (gossip/frame-stream.ts) fails the stream on the mark instead of using it.
+          markReplyRefused(message);
+          call.cancelWithStatus(grpc.status.UNAUTHENTICATED, "a peer's reply on the stream carries no valid cluster key MAC");
+          return next(message);
+        }
         // A failed call delivers no message (null): there is nothing to digest.
         if (typeof message === "object" && message !== null) {
           try {
@@ -273,7 +323,7 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
           warn?.warn(`out ${rpc}`, "a peer refused our call", { method: rpc, peer: call.getPeer(), reason: status.details });
           return next(status);
         }
-        if (status.code !== grpc.status.OK) return next(status);
+        if (status.code !== grpc.status.OK || bidi) return next(status);
         if (replyBody !== undefined && replyValid(keys() ?? k, def.path, nonce, replyBody, status.metadata.get(REPLY_HEADER)[0])) return next(status);
         warn?.warn(`reply ${rpc}`, "a peer's reply is not signed by a cluster key holder; refused", { method: rpc, peer: call.getPeer() });
         next({ code: grpc.status.UNAUTHENTICATED, details: "the peer's reply carries no valid cluster key signature", metadata: status.metadata });
@@ -292,6 +342,10 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
         if (def.requestStream) release(STREAM_BODY);
       },
       sendMessage(message, next) {
+        if (bidi) {
+          const body = bodyDigest(def.requestSerialize({ ...message, mac: NO_MAC }));
+          return next({ ...message, mac: signStreamMessage(k, "frame", def.path, nonce, framesSent++, body) });
+        }
         if (held !== undefined) release(bodyDigest(def.requestSerialize(message)));
         next(message);
       },

@@ -159,3 +159,25 @@ export function verifyProof(
   if (replayed !== undefined) return { ok: false, reason: replayed };
   return { ok: true, nodeId: p.nodeId };
 }
+
+// Messages of a stream (ExchangeStream): the stream's start carries the proof (body STREAM_BODY);
+// each message then carries its own MAC, bound to the stream by the proof's nonce and to its
+// place in it by its index, so an on-path attacker can neither alter, drop, reorder nor replay one.
+export type StreamDirection = "frame" | "reply";
+
+function streamMac(key: Buffer, direction: StreamDirection, path: string, nonce: string, index: number, body: string): Buffer {
+  return createHmac("sha256", key).update(`deltaset-peer-stream/v1\n${direction}\n${path}\n${nonce}\n${index}\n${body}`).digest();
+}
+
+/** The MAC of the index-th message of a stream in this direction, whose bytes without the MAC digest to `body`. */
+export function signStreamMessage(keys: ClusterKeyring, direction: StreamDirection, path: string, nonce: string, index: number, body: string): Buffer {
+  return streamMac(keys.signer, direction, path, nonce, index, body);
+}
+
+/** True when `got` is that MAC under one of the keys (every key is tried: no early exit). */
+export function streamMessageValid(keys: ClusterKeyring, direction: StreamDirection, path: string, nonce: string, index: number, body: string, got: Uint8Array): boolean {
+  if (got.length !== 32) return false;
+  let ok = false;
+  for (const key of keys.keys) ok = timingSafeEqual(streamMac(key, direction, path, nonce, index, body), got) || ok;
+  return ok;
+}

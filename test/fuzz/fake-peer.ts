@@ -41,7 +41,12 @@ export async function startFakePeer(host: string, nodeId: string, keys?: Cluster
   const gossip: GossipServer = {
     exchange: (c, cb) => {
       count("exchange");
-      cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT, dropped: [] });
+      cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT, dropped: [], frameId: c.request.frameId, mac: Buffer.alloc(0) });
+    },
+    // Not served: the node falls back to Exchange calls for this peer (as for an older version).
+    exchangeStream: (c) => {
+      count("exchangeStream");
+      c.emit("error", { code: grpc.status.UNIMPLEMENTED, details: "not served by the fake peer" });
     },
     handOver: (c, cb) => (count("handOver"), cb(null, { from: nodeId, pending: c.request.removes.length })),
     pushState: (c, cb) => {

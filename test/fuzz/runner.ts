@@ -181,7 +181,7 @@ export async function runFuzz(partial: Partial<FuzzOptions> = {}): Promise<FuzzR
       for (;;) {
         const method = pickMethod(random);
         const isRandom = random() < o.randomShare;
-        const chunks = method.kind === "clientStream" ? 1 + Math.floor(random() * 3) : 1;
+        const chunks = method.kind === "clientStream" || method.kind === "bidiStream" ? 1 + Math.floor(random() * 3) : 1;
         const frames: Buffer[] = [];
         let mutation = "random";
         for (let c = 0; c < chunks; c++) {

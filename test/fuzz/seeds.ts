@@ -9,7 +9,7 @@ import { AddRequest, ExportChunk, ExportRequest, IncrementRequest, MergeRequest,
 import { AWSetState, type CausalContext, CounterState, EncodedState, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 
-export type CallKind = "unary" | "clientStream" | "serverStream";
+export type CallKind = "unary" | "clientStream" | "serverStream" | "bidiStream";
 
 export interface MethodSeeds {
   path: string;
@@ -102,6 +102,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       acks: random() ? [{ partition: randomInt(r, ctx.partitions), seq: BigInt(randomInt(r, 5)) }] : [],
       boot: 42n,
       dropped: random() ? [{ partition: randomInt(r, ctx.partitions), count: BigInt(randomInt(r, 3)) }] : [],
+      mac: Buffer.alloc(0),
     });
     function random() {
       return r() < 0.5;
@@ -170,6 +171,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       seeds: many(() => enc(IncrementRequest, { key: key(r, "fz-c"), amount: pick(r, [1n, -1n, 1000n, I64_MAX, -I64_MAX - 1n]), requestId: r() < 0.5 ? "" : `fz-req-${randomInt(r, 20)}` })),
     },
     { path: GossipService.exchange.path, kind: "unary", peer: true, seeds: many(gossipFrame) },
+    { path: GossipService.exchangeStream.path, kind: "bidiStream", peer: true, seeds: many(gossipFrame) },
     { path: GossipService.pushState.path, kind: "clientStream", peer: true, seeds: many(stateChunk) },
     {
       path: GossipService.handOver.path,

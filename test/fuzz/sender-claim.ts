@@ -1,4 +1,4 @@
-// The node id a peer frame claims as its sender (Gossip's `from` in Exchange, PushState and
+// The node id a peer frame claims as its sender (Gossip's `from` in Exchange, ExchangeStream, PushState and
 // HandOver, Join's self, Leave's node_id, Ping's and PingReq's `from`), read with the generated
 // decoders. The fuzzer signs a mutant as the sender it names, as a cluster-key holder could, so
 // mutated senders reach the handlers instead of stopping at the proof check (a frame naming no
@@ -8,6 +8,7 @@ import { JoinRequest, LeaveRequest, MembershipService, PingReqRequest, PingReque
 
 const SENDER: Record<string, (b: Buffer) => string | undefined> = {
   [GossipService.exchange.path]: (b) => GossipFrame.decode(b).from,
+  [GossipService.exchangeStream.path]: (b) => GossipFrame.decode(b).from,
   [GossipService.pushState.path]: (b) => StateChunk.decode(b).from,
   [GossipService.handOver.path]: (b) => HandOverRequest.decode(b).from,
   [MembershipService.join.path]: (b) => JoinRequest.decode(b).self?.nodeId,

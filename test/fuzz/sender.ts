@@ -4,7 +4,7 @@
 // is signed as it is). Every call resolves to the status code it ended with; none rejects.
 import * as grpc from "@grpc/grpc-js";
 import type { ClusterKeyring } from "../../services/node/cluster-keys.ts";
-import { PROOF_HEADER, STREAM_BODY, bodyDigest, signProof } from "../../services/node/peer-proof.ts";
+import { PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
 import type { CallKind } from "./seeds.ts";
 
 const pass = (b: Buffer) => b;
@@ -39,14 +39,21 @@ export class RawSender {
   }
 
   /**
-   * One call. `frames` is one request for unary and server-stream calls, the chunks of a client
-   * stream. With a signer the call carries a proof over the bytes (or the stream marker).
+   * One call. `frames` is one request for unary and server-stream calls, the messages of a client
+   * or bidirectional stream. With a signer the call carries a proof over the bytes (or the stream
+   * marker), and each message of a bidirectional stream its MAC, appended as its last field the
+   * way a node writes it (GossipFrame.mac, field 9), so mutants reach the handler.
    */
   send(path: string, kind: CallKind, frames: Buffer[], signer: Signer | undefined, deadlineMs: number): Promise<Outcome> {
     const metadata = new grpc.Metadata();
+    const streamed = kind === "clientStream" || kind === "bidiStream";
+    const nonce = newNonce();
     if (signer !== undefined) {
-      const body = kind === "clientStream" ? STREAM_BODY : bodyDigest(frames[0]!);
-      metadata.set(PROOF_HEADER, signProof(signer.keys, path, signer.nodeId, body, Date.now()));
+      const body = streamed ? STREAM_BODY : bodyDigest(frames[0]!);
+      metadata.set(PROOF_HEADER, signProof(signer.keys, path, signer.nodeId, body, Date.now(), nonce));
+      if (kind === "bidiStream") {
+        frames = frames.map((f, i) => Buffer.concat([f, Buffer.from([(9 << 3) | 2, 32]), signStreamMessage(signer.keys, "frame", path, nonce, i, bodyDigest(f))]));
+      }
     }
     const options: grpc.CallOptions = { deadline: Date.now() + deadlineMs };
     const c = this.client();
@@ -57,6 +64,13 @@ export class RawSender {
       } else if (kind === "clientStream") {
         const s = c.makeClientStreamRequest(path, pass, pass, metadata, options, (err) => done(err));
         s.on("error", () => {});
+        for (const f of frames) s.write(f);
+        s.end();
+      } else if (kind === "bidiStream") {
+        const s = c.makeBidiStreamRequest(path, pass, pass, metadata, options);
+        s.on("data", () => {});
+        s.on("error", () => {});
+        s.on("status", (st: grpc.StatusObject) => resolve({ code: st.code, details: st.details }));
         for (const f of frames) s.write(f);
         s.end();
       } else {

@@ -17,7 +17,7 @@ it("10 000 fuzzed frames: no crash, no corruption, no INTERNAL or UNKNOWN", { ti
   assert.ok(r.framesSent >= 10_000 || r.stoppedBy === "time", `${r.framesSent} frames sent`);
   assert.ok(r.framesSent >= 5_000, `only ${r.framesSent} frames sent before the time limit`);
   // The mutants reached the handlers, not only the decoders and the proof check.
-  for (const method of ["Replica/Add", "Replica/Merge", "Gossip/Exchange", "Gossip/PushState", "Gossip/HandOver", "Membership/Join", "Membership/Ping"]) {
+  for (const method of ["Replica/Add", "Replica/Merge", "Gossip/Exchange", "Gossip/ExchangeStream", "Gossip/PushState", "Gossip/HandOver", "Membership/Join", "Membership/Ping"]) {
     assert.ok((r.perMethod[method]?.OK ?? 0) > 0, `${method}: ${JSON.stringify(r.perMethod[method])}`);
   }
   assert.ok((r.statusCounts.UNAUTHENTICATED ?? 0) > 0, "unsigned peer frames were refused");

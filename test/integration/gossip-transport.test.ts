@@ -21,7 +21,7 @@ const P = 64;
 const b = (s: string) => Buffer.from(s);
 
 function frame(over: Partial<GossipFrame>): GossipFrame {
-  return { cluster: "deltaset", from: "fake", frameId: 1n, payloads: [], acks: [], partitions: P, boot: 0n, dropped: [], ...over } as GossipFrame;
+  return { cluster: "deltaset", from: "fake", frameId: 1n, payloads: [], acks: [], partitions: P, boot: 0n, dropped: [], mac: Buffer.alloc(0), ...over } as GossipFrame;
 }
 
 /** Chunk `i` of a key's state stream; the first carries the stream's head and the key's context. */

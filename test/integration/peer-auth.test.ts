@@ -18,6 +18,7 @@ import { generateClusterKey, parseClusterKeys } from "../../services/node/cluste
 import { PROOF_HEADER, bodyDigest, signProof } from "../../services/node/peer-proof.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";
+import { present } from "../helpers/presence.ts";
 import { statusOf } from "../helpers/grpc-status.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-peer-auth-"));
@@ -48,16 +49,6 @@ async function view(address: string): Promise<Record<string, string>> {
   try {
     const r = await call(c, c.members, { includeDeparted: true }, { timeoutMs: 3000 });
     return Object.fromEntries(r.members.map((m) => [m.nodeId, MemberState[m.state]!]));
-  } finally {
-    c.close();
-  }
-}
-
-async function present(address: string, key: string, element: string): Promise<boolean> {
-  const c = replicaClient(address);
-  try {
-    const q = await call(c, c.query, { key, elements: [Buffer.from(element)], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
-    return q.presence[0]!.present;
   } finally {
     c.close();
   }

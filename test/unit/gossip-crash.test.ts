@@ -193,6 +193,7 @@ describe("the simulator runs the node's receive path", () => {
         partitions: 2,
         boot: 1n,
         dropped: [],
+        mac: Buffer.alloc(0),
       }).finish(),
       resets: 0,
     });

@@ -14,6 +14,7 @@ import { filtersClusterChart } from "./filters-cluster.js";
 import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
 import { evalTypesChart } from "./eval-types.js";
+import { gossipTransportChart } from "./gossip-transport.js";
 import { scaleChart } from "./scale.js";
 import { membershipChart } from "./membership.js";
 import { probClusterChart } from "./prob-cluster.js";
@@ -33,6 +34,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "counters.json": countersChart,
   "filters-cluster.json": filtersClusterChart,
   "prob-cluster.json": probClusterChart,
+  "gossip-transport.json": gossipTransportChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */

@@ -1,0 +1,19 @@
+// ExchangeStream's messages carry their MAC as the last field written (GossipFrame.mac,
+// GossipReply.mac); the MAC covers the message's bytes without that field. Pure.
+
+/** Length of a stream message MAC (HMAC-SHA256). */
+export const STREAM_MAC_BYTES = 32;
+
+/**
+ * The bytes a message's MAC covers: `bytes` without its trailing `mac` field (number `field`,
+ * length-delimited), when the message decoded to a 32-byte `mac` that is exactly those last bytes;
+ * otherwise all of `bytes` (a message without a MAC, which then fails verification).
+ */
+export function withoutTrailingMac(bytes: Uint8Array, field: number, mac: Uint8Array | undefined): Uint8Array {
+  const n = bytes.length;
+  const start = n - STREAM_MAC_BYTES - 2;
+  if (mac === undefined || mac.length !== STREAM_MAC_BYTES || start < 0) return bytes;
+  if (bytes[start] !== ((field << 3) | 2) || bytes[start + 1] !== STREAM_MAC_BYTES) return bytes;
+  for (let i = 0; i < STREAM_MAC_BYTES; i++) if (bytes[start + 2 + i] !== mac[i]) return bytes;
+  return bytes.subarray(0, start);
+}

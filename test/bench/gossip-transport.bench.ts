@@ -1,0 +1,108 @@
+// npm run bench:gossip-transport [-- --quick]
+// What a gossip frame costs the nodes with one Exchange call per frame against one long-lived
+// ExchangeStream per neighbour, measured in the same run: 3 real node processes (Algorithm 2 + BP +
+// RR, local changes pushed after 5 ms, so nearly every Add becomes frames of its own), single-
+// element Adds into the first node at a fixed rate, and the CPU (user + system, from /proc) each
+// process used per second while they ran. Writes docs/results/gossip-transport.json and its chart.
+// A comparison, not a target: the machine's other load moves both sides alike.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { call, replicaClient } from "../../services/client/rpc.js";
+import { startNodeProcess, type NodeProcess } from "../helpers/node-process.js";
+import { drawChart } from "./charts/draw.js";
+import { isQuick, resultsDir } from "./lib/results.js";
+import { writeResultFile } from "../../services/common/result-file.js";
+
+const quick = isQuick();
+const rates = quick ? [95] : [95, 190];
+const seconds = quick ? 5 : 10;
+const transports = [
+  { name: "calls", flags: ["--gossip-exchange-stream", "false"] },
+  { name: "stream", flags: ["--gossip-exchange-stream", "true"] },
+];
+
+/** CPU time (ms) a process has used, from /proc/<pid>/stat (clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+interface Run {
+  transport: string;
+  addsPerSecond: number;
+  acked: number;
+  /** CPU ms per second of the node taking the Adds, and the mean of the two receiving it by gossip. */
+  originCpuMsPerSecond: number;
+  receiverCpuMsPerSecond: number;
+  /** Receivers' CPU per acknowledged Add (each Add reaches each receiver once). */
+  receiverCpuMsPerAdd: number;
+}
+
+async function measure(transport: (typeof transports)[number], rate: number, round: number): Promise<Run> {
+  const root = mkdtempSync(join(tmpdir(), "deltaset-gossip-transport-"));
+  const addrs = [1, 2, 3].map((i) => `127.0.0.${60 + i}:${7900 + round}`);
+  const nodes: NodeProcess[] = [];
+  try {
+    for (let i = 0; i < 3; i++) {
+      nodes.push(
+        await startNodeProcess([
+          "--listen", addrs[i]!, "--node-id", `g${i}`, "--data-dir", join(root, `g${i}`), "--seeds", addrs.filter((_, j) => j !== i).join(","),
+          "--log-level", "warn", "--gossip-interval-ms", "200", "--gossip-algorithm", "alg2", "--gossip-bp", "true", "--gossip-rr", "true", "--gossip-push-local-ms", "5",
+          ...transport.flags,
+        ]),
+      );
+    }
+    // Membership and the first full-state transfers settle before anything is counted.
+    await new Promise((r) => setTimeout(r, 3000));
+    const c = replicaClient(addrs[0]!);
+    const before = nodes.map((n) => cpuMs(n.child.pid!));
+    const start = performance.now();
+    let sent = 0;
+    let acked = 0;
+    const calls: Promise<void>[] = [];
+    // Bounded: `rate` Adds a second for `seconds` seconds.
+    while (performance.now() - start < seconds * 1000) {
+      const due = Math.floor(((performance.now() - start) / 1000) * rate);
+      while (sent < due) {
+        calls.push(call(c, c.add, { key: `k${sent % 16}`, elements: [Buffer.from(`e${sent}`)], texts: [] }).then(() => void acked++, () => {}));
+        sent++;
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    const elapsed = (performance.now() - start) / 1000;
+    const after = nodes.map((n) => cpuMs(n.child.pid!));
+    await Promise.all(calls);
+    c.close();
+    const perSecond = after.map((a, i) => (a - before[i]!) / elapsed);
+    const receiver = (perSecond[1]! + perSecond[2]!) / 2;
+    return { transport: transport.name, addsPerSecond: rate, acked, originCpuMsPerSecond: perSecond[0]!, receiverCpuMsPerSecond: receiver, receiverCpuMsPerAdd: (receiver * elapsed) / Math.max(1, acked) };
+  } finally {
+    for (const n of nodes) await n.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+const runs: Run[] = [];
+let round = 0;
+for (const rate of rates) {
+  for (const t of transports) {
+    const r = await measure(t, rate, round++);
+    runs.push(r);
+    console.log(`${t.name.padEnd(6)} ${rate} Adds/s: origin ${r.originCpuMsPerSecond.toFixed(0)} ms/s, receivers ${r.receiverCpuMsPerSecond.toFixed(0)} ms/s (${r.receiverCpuMsPerAdd.toFixed(2)} ms per Add)`);
+  }
+}
+const ratios = rates.map((rate) => {
+  const of = (name: string) => runs.find((r) => r.transport === name && r.addsPerSecond === rate)!;
+  return { addsPerSecond: rate, receiverStreamOverCalls: of("stream").receiverCpuMsPerSecond / of("calls").receiverCpuMsPerSecond, originStreamOverCalls: of("stream").originCpuMsPerSecond / of("calls").originCpuMsPerSecond };
+});
+for (const r of ratios) console.log(`${r.addsPerSecond} Adds/s: stream/calls CPU, receivers ${r.receiverStreamOverCalls.toFixed(2)}x, origin ${r.originStreamOverCalls.toFixed(2)}x`);
+const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-gossip-transport-quick-")) : resultsDir;
+const path = writeResultFile(join(dir, "gossip-transport.json"), {
+  params: { quick, nodes: 3, seconds, rates, gossip: "alg2 + BP + RR, 200 ms periods, push after 5 ms", workload: "single-element unary Adds into the first node, 16 keys" },
+  metrics: { runs, ratios },
+  targets: [],
+});
+await drawChart(path);
+console.log(`results: ${path}`);
