@@ -1,6 +1,7 @@
-// gRPC clients for peer calls (Gossip, Membership) whose response decoder remembers the SHA-256 of
-// the exact bytes each reply arrived in, so a peer's signed reply (node/peer-proof.ts) is checked
-// against what the peer sent, even when the reply carries fields this build does not know.
+// gRPC clients for peer calls (Gossip, Membership) whose response decoder remembers the exact bytes
+// each reply arrived in, so a peer's signed reply (node/peer-proof.ts) is checked against what the
+// peer sent, even when the reply carries fields this build does not know. The SHA-256 is taken
+// only when asked for, which happens only with a cluster key.
 import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { GossipClient, GossipService } from "../gen/deltaset/v1/gossip.js";
@@ -16,14 +17,34 @@ const TRAILING_MAC_FIELD: Record<string, { requestDeserialize: number; responseD
 };
 
 /**
- * A service definition whose request or response decoder remembers, in `digests`, the SHA-256 (hex)
- * of the exact bytes each message arrived in (keyed by the decoded message object); for a message
- * that carries its own MAC last (TRAILING_MAC_FIELD), of those bytes without it.
+ * The bytes each decoded message arrived in (keyed by the message object), and their SHA-256 (hex),
+ * computed the first time it is asked for: without a cluster key nobody asks.
+ */
+export class ArrivalDigests {
+  private readonly arrived = new WeakMap<object, Uint8Array | string>();
+
+  remember(message: object, bytes: Uint8Array): void {
+    this.arrived.set(message, bytes);
+  }
+
+  get(message: object): string | undefined {
+    const b = this.arrived.get(message);
+    if (b === undefined || typeof b === "string") return b;
+    const digest = createHash("sha256").update(b).digest("hex");
+    this.arrived.set(message, digest);
+    return digest;
+  }
+}
+
+/**
+ * A service definition whose request or response decoder remembers, in `digests`, the exact bytes
+ * each message arrived in; for a message that carries its own MAC last (TRAILING_MAC_FIELD), those
+ * bytes without it.
  */
 export function withArrivalDigests<D extends Record<string, object>>(
   definition: D,
   decoder: "requestDeserialize" | "responseDeserialize",
-  digests: WeakMap<object, string>,
+  digests: ArrivalDigests,
 ): D {
   const out: Record<string, unknown> = {};
   for (const [name, d] of Object.entries(definition)) {
@@ -35,7 +56,7 @@ export function withArrivalDigests<D extends Record<string, object>>(
         const m = decode(bytes);
         if (typeof m === "object" && m !== null) {
           const covered = macField === undefined ? bytes : withoutTrailingMac(bytes, macField, (m as { mac?: Uint8Array }).mac);
-          digests.set(m, createHash("sha256").update(covered).digest("hex"));
+          digests.remember(m, covered);
         }
         return m;
       },
@@ -44,7 +65,7 @@ export function withArrivalDigests<D extends Record<string, object>>(
   return out as D;
 }
 
-const replyDigests = new WeakMap<object, string>();
+const replyDigests = new ArrivalDigests();
 const refusedReplies = new WeakSet<object>();
 
 /**

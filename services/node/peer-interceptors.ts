@@ -21,7 +21,7 @@ import { MembershipService } from "../gen/deltaset/v1/membership.js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
-import { markReplyRefused, receivedReplyDigest, withArrivalDigests } from "../client/peer-clients.js";
+import { ArrivalDigests, markReplyRefused, receivedReplyDigest, withArrivalDigests } from "../client/peer-clients.js";
 import {
   DEFAULT_SKEW_MS,
   PROOF_HEADER,
@@ -74,7 +74,7 @@ export function isPeerMethod(path: string): boolean {
 }
 
 /** Digests of received request bytes, by the decoded message object (see withBodyDigests). */
-const received = new WeakMap<object, string>();
+const received = new ArrivalDigests();
 
 /**
  * A service definition whose request decoder remembers the digest of the exact bytes received, so
@@ -90,7 +90,7 @@ function digestOf(path: string, message: object): string {
 }
 
 /** The digest a stream message's MAC covers: its bytes without the MAC (see trailing-mac.ts). */
-function streamDigestOf(digests: WeakMap<object, string> | ((m: object) => string | undefined), serialize: (m: any) => Buffer, message: object): string {
+function streamDigestOf(digests: ArrivalDigests | ((m: object) => string | undefined), serialize: (m: any) => Buffer, message: object): string {
   const known = typeof digests === "function" ? digests(message) : digests.get(message);
   return known ?? bodyDigest(serialize({ ...message, mac: NO_MAC }));
 }
