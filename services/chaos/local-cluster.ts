@@ -7,6 +7,13 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type ClusterNodeSpec, planCluster } from "../node/cluster-plan.js";
 
+/**
+ * Extra Node.js flags for every node process, e.g. DELTASET_NODE_FLAGS="--cpu-prof
+ * --cpu-prof-dir=/tmp/prof" to profile the nodes of a chaos run or an eval cell (Node refuses
+ * --cpu-prof in NODE_OPTIONS).
+ */
+const NODE_FLAGS = (process.env.DELTASET_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
+
 const BIN = fileURLToPath(new URL("../../bin/deltaset.mjs", import.meta.url));
 
 export interface LocalClusterOptions {
@@ -107,7 +114,7 @@ export class LocalCluster {
       log = createWriteStream(s.logFile, { flags: "a" });
       this.logs.set(nodeId, log);
     }
-    const child = spawn(process.execPath, [BIN, "node", ...s.args], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [...NODE_FLAGS, BIN, "node", ...s.args], { stdio: ["ignore", "pipe", "pipe"] });
     killOnExit(child);
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     const entry: Running = { child, exited, paused: false };

@@ -78,6 +78,8 @@ export interface NodeGossipOptions {
    * Exchange call each: a quarter of the CPU per frame. A neighbour without the method gets calls.
    */
   exchangeStream?: boolean;
+  /** Frames of one incoming ExchangeStream applied at once before it is paused (default STREAM_FRAMES_IN_FLIGHT). */
+  streamFramesInFlight?: number;
   /** Runs each send to a peer inside a tracing span (telemetry on). */
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
@@ -495,6 +497,7 @@ export class NodeGossip {
               ? this.o.trace("gossip.receive", { "deltaset.peer": frame.from, "deltaset.frame": Number(frame.frameId), "deltaset.payloads": frame.payloads.length }, () => this.x.receiveFrame(frame))
               : this.x.receiveFrame(frame),
           this.o.log,
+          this.o.streamFramesInFlight,
         ),
       handOver: (call, callback) => {
         this.x.receiveHandOver(call.request).then(
@@ -521,7 +524,7 @@ export class NodeGossip {
   }
 }
 
-/** Frames of one ExchangeStream being applied at once; past it the stream is paused (HTTP/2 flow control holds the sender). */
+/** Default of frames of one ExchangeStream applied at once; past it the stream is paused (HTTP/2 flow control holds the sender). */
 export const STREAM_FRAMES_IN_FLIGHT = 32;
 
 /**
@@ -534,6 +537,7 @@ export function serveFrameStream(
   call: grpc.ServerDuplexStream<GossipFrame, GossipReply>,
   receive: (frame: GossipFrame) => Promise<Answer<GossipReply>>,
   log: Logger,
+  maxInFlight = STREAM_FRAMES_IN_FLIGHT,
 ): void {
   let answered: Promise<void> = Promise.resolve();
   let inFlight = 0;
@@ -546,14 +550,14 @@ export function serveFrameStream(
   };
   call.on("data", (frame: GossipFrame) => {
     if (ended) return;
-    if (++inFlight >= STREAM_FRAMES_IN_FLIGHT) call.pause();
+    if (++inFlight >= maxInFlight) call.pause();
     const applied = receive(frame).catch((err: unknown): Answer<GossipReply> => {
       log.error("applying a gossip frame failed", { from: frame.from, err });
       return { refused: { code: grpc.status.UNAVAILABLE, details: "could not apply the frame; retry later" } };
     });
     answered = answered.then(async () => {
       const a = await applied;
-      if (inFlight-- === STREAM_FRAMES_IN_FLIGHT) call.resume();
+      if (inFlight-- === maxInFlight) call.resume();
       if (ended) return;
       if ("refused" in a) return finish({ code: a.refused.code, details: a.refused.details, metadata: new grpc.Metadata() });
       call.write({ ...a.reply, frameId: frame.frameId });

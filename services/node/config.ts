@@ -48,6 +48,8 @@ export interface GossipSettings {
   overlay: "all" | "fingers";
   /** Frames go on one long-lived ExchangeStream per neighbour (false: an Exchange call each). */
   exchangeStream: boolean;
+  /** Frames of one incoming ExchangeStream applied at once; past it the stream is paused. */
+  streamFramesInFlight: number;
 }
 
 /** The membership core's own settings, under the same names (see membership/config.ts). */
@@ -190,6 +192,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     pushLocalMs: 0,
     overlay: "all",
     exchangeStream: true,
+    streamFramesInFlight: 32,
   },
   membership: { ...DEFAULT_MEMBERSHIP_CONFIG },
   tls: {},
@@ -331,6 +334,9 @@ export function validateConfig(c: NodeConfig): void {
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
   if (c.gossip.overlay !== "all" && c.gossip.overlay !== "fingers") throw new ConfigError(`gossip overlay must be all or fingers, not "${c.gossip.overlay}"`);
+  if (!(Number.isInteger(c.gossip.streamFramesInFlight) && c.gossip.streamFramesInFlight >= 1)) {
+    throw new ConfigError(`gossip streamFramesInFlight (--gossip-stream-frames-in-flight) must be a positive integer, not ${c.gossip.streamFramesInFlight}`);
+  }
   if (!["state", "delta", "delta+periodic-state"].includes(c.gossip.choose)) {
     throw new ConfigError(`gossip choose must be state, delta or delta+periodic-state, not "${c.gossip.choose}"`);
   }

@@ -43,7 +43,7 @@ const frame = (frameId: bigint, from = "client"): GossipFrame => GossipFrame.fro
 type Receive = (f: GossipFrame) => Promise<{ reply: GossipReply } | { refused: { code: grpc.status; details: string } }>;
 
 /** A Gossip server with the node's interceptors (key or none) whose ExchangeStream runs `receive`; seen: frames that reached it. */
-async function serve(port: number, withKey: boolean, receive: Receive, streamImpl?: (c: grpc.ServerDuplexStream<GossipFrame, GossipReply>) => void): Promise<{ address: string; seen: GossipFrame[] }> {
+async function serve(port: number, withKey: boolean, receive: Receive, streamImpl?: (c: grpc.ServerDuplexStream<GossipFrame, GossipReply>) => void, maxInFlight?: number): Promise<{ address: string; seen: GossipFrame[] }> {
   const seen: GossipFrame[] = [];
   const server = new StrictStringServer(withKey ? { interceptors: [peerAuthInterceptor({ keys: () => keys, mutualTls: () => false, log: quiet })] } : {});
   const unimplemented = { code: grpc.status.UNIMPLEMENTED, details: "" };
@@ -57,7 +57,7 @@ async function serve(port: number, withKey: boolean, receive: Receive, streamImp
         serveFrameStream(c, (f) => {
           seen.push(f);
           return receive(f);
-        }, quiet)),
+        }, quiet, maxInFlight)),
   });
   const address = `${HOST}:${port}`;
   await new Promise<void>((resolve, reject) => server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
@@ -83,6 +83,30 @@ describe("ExchangeStream in process", () => {
       assert.equal((await fs.send(frame(6n))).frameId, 6n);
       assert.equal(fs.opened, 1);
       assert.deepEqual(s.seen.map((f) => f.frameId), [1n, 2n, 3n, 4n, 5n, 6n]);
+    } finally {
+      fs.close();
+      c.close();
+    }
+  });
+
+  it("answers in frame order when frames finish out of order, pausing past the in-flight limit", async () => {
+    let running = 0;
+    let most = 0;
+    // Later frames finish first: frame k takes (8 - k) * 15 ms.
+    const s = await serve(7798, false, async (f) => {
+      most = Math.max(most, ++running);
+      await new Promise((r) => setTimeout(r, (8 - Number(f.frameId)) * 15));
+      running--;
+      return ok(f);
+    }, undefined, 3);
+    const c = new PeerGossipClient(s.address, grpc.credentials.createInsecure());
+    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 5000);
+    try {
+      const order: bigint[] = [];
+      await Promise.all([1n, 2n, 3n, 4n, 5n, 6n, 7n].map((id) => fs.send(frame(id)).then((r) => void order.push(r.frameId))));
+      assert.deepEqual(order, [1n, 2n, 3n, 4n, 5n, 6n, 7n]);
+      assert.ok(most >= 2, "frames were applied concurrently");
+      assert.ok(most <= 3, `at most 3 frames applied at once, saw ${most}`);
     } finally {
       fs.close();
       c.close();
