@@ -23,6 +23,7 @@ import type { KeyedStates } from "./keyed-states.js";
 import type { Ownership } from "./ownership.js";
 import { HandOff, type HandOffCounters } from "./hand-off.js";
 import { FrameStream } from "./frame-stream.js";
+import { streamRefusalOf } from "../common/stream-refusal.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
 
@@ -551,10 +552,16 @@ export function serveFrameStream(
   call.on("data", (frame: GossipFrame) => {
     if (ended) return;
     if (++inFlight >= maxInFlight) call.pause();
-    const applied = receive(frame).catch((err: unknown): Answer<GossipReply> => {
-      log.error("applying a gossip frame failed", { from: frame.from, err });
-      return { refused: { code: grpc.status.UNAVAILABLE, details: "could not apply the frame; retry later" } };
-    });
+    // A frame an interceptor refused (it did not decode, its MAC or sender is wrong) is not applied:
+    // the stream ends with that refusal once the answers before it are written.
+    const refusal = streamRefusalOf(frame);
+    const applied: Promise<Answer<GossipReply>> =
+      refusal !== undefined
+        ? Promise.resolve({ refused: refusal })
+        : receive(frame).catch((err: unknown): Answer<GossipReply> => {
+            log.error("applying a gossip frame failed", { from: frame.from, err });
+            return { refused: { code: grpc.status.UNAVAILABLE, details: "could not apply the frame; retry later" } };
+          });
     answered = answered.then(async () => {
       const a = await applied;
       if (inFlight-- === maxInFlight) call.resume();

@@ -41,6 +41,7 @@ import {
   verifyProof,
 } from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
+import { markStreamRefused, streamRefusalOf } from "../common/stream-refusal.js";
 import { passThrough } from "./pass-through.js";
 
 export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch" | "stream-mac-invalid";
@@ -168,7 +169,8 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     let proof: unknown;
     let messages = 0;
     let replyDigest: string | undefined;
-    const refuse = (reason: PeerRefusal, claimed?: unknown) => {
+    /** Counted, logged, and the call ended here with UNAUTHENTICATED (a stream message: refuseMessage). */
+    const refuse = (reason: PeerRefusal, claimed?: unknown): void => {
       if (refused) return;
       refused = true;
       o.onRefused?.(service, reason);
@@ -179,6 +181,19 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
         ...(typeof claimed === "string" ? { claimed: claimed.slice(0, 128) } : {}),
       });
       call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason], metadata: new grpc.Metadata() });
+    };
+    /**
+     * A message of a bidirectional stream refused after the stream started: counted and logged,
+     * then passed on marked, and the handler ends the stream with it after its earlier answers
+     * (ending the call here while the handler writes an answer can lose the status in grpc-js).
+     */
+    const refuseMessage = (message: object, reason: PeerRefusal, claimed: unknown, pass: (m: unknown) => void): void => {
+      if (!refused) {
+        o.onRefused?.(service, reason);
+        warn.warn(`${rpc} ${reason}`, "peer call refused", { method: rpc, reason, peer: call.getPeer(), ...(typeof claimed === "string" ? { claimed: claimed.slice(0, 128) } : {}) });
+      }
+      refused = true;
+      pass(markStreamRefused(message, { code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason] }));
     };
     /** Verify the proof for this body; sets identity. False when refused. */
     const prove = (body: string): boolean => {
@@ -217,19 +232,27 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
             pass(metadata);
           },
           onReceiveMessage: (message, pass) => {
-            if (refused) return;
+            // Refused already by an interceptor before this one (a stream message that did not decode).
+            if (bidi && streamRefusalOf(message) !== undefined) return pass(message);
+            if (refused) {
+              if (bidi && typeof message === "object" && message !== null) pass(markStreamRefused(message, { code: grpc.status.UNAUTHENTICATED, details: "an earlier message of this stream was refused" }));
+              return;
+            }
             if (keys !== undefined && !method.requestStream && !prove(digestOf(path, message as object))) return;
             const index = messages++;
             const sender = SENDER[path]!(message);
             if (bidi && keys !== undefined) {
               const m = message as { mac?: Uint8Array };
               const body = streamDigestOf(received, METHODS[path]!.requestSerialize, m);
-              if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) return refuse("stream-mac-invalid", sender);
+              if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) return refuseMessage(m, "stream-mac-invalid", sender, pass);
             }
             // A client stream names its sender in the first chunk; later chunks name it or leave it
             // empty. Every frame of a bidirectional stream names it.
             const named = bidi || index === 0 || sender !== "";
-            if (identity !== undefined && named && sender !== identity) return refuse("sender-mismatch", sender);
+            if (identity !== undefined && named && sender !== identity) {
+              if (bidi) return refuseMessage(message as object, "sender-mismatch", sender, pass);
+              return refuse("sender-mismatch", sender);
+            }
             pass(message);
           },
           onReceiveHalfClose: (pass) => {

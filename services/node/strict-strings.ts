@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
 import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
+import { markStreamRefused } from "../common/stream-refusal.js";
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
@@ -75,27 +76,30 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
   return out as grpc.ServiceDefinition;
 }
 
-/** Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing reaches the handler. */
-export const strictStringsInterceptor: grpc.ServerInterceptor = (_method, call) =>
-  new grpc.ServerInterceptingCall(call, {
+/**
+ * Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing
+ * reaches the handler. On a bidirectional stream the message goes on marked instead
+ * (common/stream-refusal.ts): the handler ends the stream with the refusal after its earlier answers.
+ */
+export const strictStringsInterceptor: grpc.ServerInterceptor = (method, call) => {
+  const bidi = method.requestStream && method.responseStream;
+  return new grpc.ServerInterceptingCall(call, {
     start: (next) =>
       next({
         onReceiveMessage: (message, pass) => {
+          const refuse = (details: string) => {
+            if (bidi && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code: grpc.status.INVALID_ARGUMENT, details }));
+            call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details, metadata: new grpc.Metadata() });
+          };
           const malformed = (message as { [MALFORMED]?: string } | null)?.[MALFORMED];
-          if (malformed !== undefined) {
-            call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details: malformed, metadata: new grpc.Metadata() });
-            return;
-          }
+          if (malformed !== undefined) return refuse(malformed);
           const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
           if (field === undefined) return pass(message);
-          call.sendStatus({
-            code: grpc.status.INVALID_ARGUMENT,
-            details: `${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`,
-            metadata: new grpc.Metadata(),
-          });
+          refuse(`${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`);
         },
       }),
   });
+};
 
 /** A gRPC server whose every deltaset service refuses strings that are not UTF-8. */
 export class StrictStringServer extends grpc.Server {

@@ -287,6 +287,24 @@ describe("ExchangeStream between real nodes with a cluster key", () => {
     assert.equal(mismatch.code, grpc.status.UNAUTHENTICATED);
     assert.match(mismatch.details, /not the sender/);
     await eventually("the one good frame applied", () => present(target, "victim", "first"), (v) => v);
+  });
+
+  it("a stream whose later frame is refused answers the frames before it, then ends with the refusal (never hangs)", { timeout: 60_000 }, async () => {
+    // An interceptor refusing a message while the handler writes the answer to an earlier one could
+    // lose the status (the caller then waited for its deadline): refusals now end the stream in order.
+    const target = ADDRS[1]!;
+    const outcomes: Array<{ code: number; replies: number }> = [];
+    for (let i = 0; i < 40; i++) {
+      const good = injection("x0", "victim", `before-${i}`);
+      const bad = i % 2 === 0 ? Buffer.from([0x0a, 0x08, 0x64]) /* does not decode */ : injection("x0", "victim", `bad-mac-${i}`);
+      const r = await rawStream(target, "x0", [good, bad], (j, b, n) => (j === 1 && i % 2 === 1 ? Buffer.alloc(32) : macFor(j)(j, b, n)));
+      outcomes.push({ code: r.code, replies: r.replies });
+    }
+    for (const [i, o] of outcomes.entries()) {
+      assert.equal(o.code, i % 2 === 0 ? grpc.status.INVALID_ARGUMENT : grpc.status.UNAUTHENTICATED, `stream ${i}: ${JSON.stringify(o)}`);
+      assert.equal(o.replies, 1, `stream ${i}: the frame before the refused one is answered`);
+    }
+    assert.equal(await present(target, "victim", "bad-mac-1"), false);
     for (const e of ["no-mac", "forged", "as-x2"]) assert.equal(await present(target, "victim", e), false, e);
   });
 });

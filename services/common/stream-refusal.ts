@@ -1,0 +1,22 @@
+// A message of a bidirectional stream that an interceptor refuses. A server interceptor must not
+// end such a call itself: the handler may be writing the answer to an earlier message at that
+// moment, and grpc-js can then lose the status (the caller waits until its deadline). So the
+// refusing interceptor marks the message and passes it on, and the handler ends the stream with
+// the refusal once the earlier answers are out (gossip/node-gossip.ts serveFrameStream).
+export interface StreamRefusal {
+  code: number;
+  details: string;
+}
+
+const refusals = new WeakMap<object, StreamRefusal>();
+
+/** Mark a stream message as refused; returns it for passing on. */
+export function markStreamRefused<T extends object>(message: T, refusal: StreamRefusal): T {
+  refusals.set(message, refusal);
+  return message;
+}
+
+/** The refusal an interceptor marked on this message, if any. */
+export function streamRefusalOf(message: unknown): StreamRefusal | undefined {
+  return typeof message === "object" && message !== null ? refusals.get(message) : undefined;
+}
