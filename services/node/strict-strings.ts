@@ -11,6 +11,13 @@ import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
 import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
 import { markStreamRefused } from "../common/stream-refusal.js";
+import { GossipService } from "../gen/deltaset/v1/gossip.js";
+
+/**
+ * Bidirectional methods whose handler ends the stream with a marked refusal itself
+ * (common/stream-refusal.ts); every other method is refused here.
+ */
+const REFUSED_BY_HANDLER = new Set<string>([GossipService.exchangeStream.path]);
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
@@ -78,11 +85,11 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
 
 /**
  * Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing
- * reaches the handler. On a bidirectional stream the message goes on marked instead
- * (common/stream-refusal.ts): the handler ends the stream with the refusal after its earlier answers.
+ * reaches the handler. On ExchangeStream the message goes on marked instead
+ * (common/stream-refusal.ts): its handler ends the stream with the refusal after its earlier answers.
  */
 export const strictStringsInterceptor: grpc.ServerInterceptor = (method, call) => {
-  const bidi = method.requestStream && method.responseStream;
+  const bidi = REFUSED_BY_HANDLER.has(method.path);
   return new grpc.ServerInterceptingCall(call, {
     start: (next) =>
       next({
