@@ -8,6 +8,14 @@ export interface StreamRefusal {
   details: string;
 }
 
+/** The methods whose handler ends the stream with a marked refusal (every other one is refused by the interceptor). */
+const REFUSED_BY_HANDLER = new Set(["/deltaset.v1.Gossip/ExchangeStream"]);
+
+/** True when refusals of this method's messages go on marked to its handler. */
+export function refusedByHandler(path: string): boolean {
+  return REFUSED_BY_HANDLER.has(path);
+}
+
 const refusals = new WeakMap<object, StreamRefusal>();
 
 /** Mark a stream message as refused; returns it for passing on. */

@@ -4,6 +4,9 @@
 /** Length of a stream message MAC (HMAC-SHA256). */
 export const STREAM_MAC_BYTES = 32;
 
+/** The `mac` of a message without one: every message but ExchangeStream's signed ones. */
+export const NO_MAC = Buffer.alloc(0);
+
 /**
  * The bytes a message's MAC covers: `bytes` without its trailing `mac` field (number `field`,
  * length-delimited), when the message decoded to a 32-byte `mac` that is exactly those last bytes;

@@ -29,9 +29,7 @@ import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keye
 import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
-
-/** A frame or reply without a stream MAC (the peer-auth interceptor adds it on ExchangeStream). */
-const EMPTY_MAC = Buffer.alloc(0);
+import { NO_MAC } from "../common/trailing-mac.js";
 
 /** Default of ExchangeOptions.maxBufferedStateElements. */
 export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
@@ -197,7 +195,7 @@ export class GossipExchange {
       let batchBytes = 0;
       const flush = () => {
         if (batch.length === 0) return;
-        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: EMPTY_MAC });
+        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC });
         batch = [];
         batchBytes = 0;
       };
@@ -391,7 +389,7 @@ export class GossipExchange {
     }
     const acks = this.engine.onFrame(f.from, items);
     this.takeAcks(f.from, f.acks, reset);
-    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, mac: EMPTY_MAC } };
+    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, mac: NO_MAC } };
   }
 
   /**

@@ -41,13 +41,11 @@ import {
   verifyProof,
 } from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
-import { markStreamRefused, streamRefusalOf } from "../common/stream-refusal.js";
+import { markStreamRefused, refusedByHandler, streamRefusalOf } from "../common/stream-refusal.js";
+import { NO_MAC } from "../common/trailing-mac.js";
 import { passThrough } from "./pass-through.js";
 
 export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch" | "stream-mac-invalid";
-
-/** The `mac` of a message sent without one (it is signed here, on ExchangeStream). */
-const NO_MAC = Buffer.alloc(0);
 
 /** The sender a peer request claims, by method path. */
 const SENDER: Record<string, (m: any) => unknown> = {
@@ -91,9 +89,8 @@ function digestOf(path: string, message: object): string {
 }
 
 /** The digest a stream message's MAC covers: its bytes without the MAC (see trailing-mac.ts). */
-function streamDigestOf(digests: ArrivalDigests | ((m: object) => string | undefined), serialize: (m: any) => Buffer, message: object): string {
-  const known = typeof digests === "function" ? digests(message) : digests.get(message);
-  return known ?? bodyDigest(serialize({ ...message, mac: NO_MAC }));
+function streamDigestOf(arrived: (m: object) => string | undefined, serialize: (m: any) => Buffer, message: object): string {
+  return arrived(message) ?? bodyDigest(serialize({ ...message, mac: NO_MAC }));
 }
 
 const MESSAGES: Record<PeerRefusal, string> = {
@@ -161,6 +158,8 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     const [, service = "", rpc = ""] = path.split("/");
     // ExchangeStream: a proof at the start, then a MAC in every message both ways (peer-proof.ts).
     const bidi = method.requestStream && method.responseStream;
+    // Its refused messages go on marked to the handler (common/stream-refusal.ts).
+    const marks = refusedByHandler(path);
     let nonce: string | undefined;
     let repliesSent = 0;
     let refused = false;
@@ -169,9 +168,9 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     let proof: unknown;
     let messages = 0;
     let replyDigest: string | undefined;
-    /** Counted, logged, and the call ended here with UNAUTHENTICATED (a stream message: refuseMessage). */
-    const refuse = (reason: PeerRefusal, claimed?: unknown): void => {
-      if (refused) return;
+    /** The first refusal of a call: counted and logged (later ones of the same call are not). */
+    const report = (reason: PeerRefusal, claimed?: unknown): boolean => {
+      if (refused) return false;
       refused = true;
       o.onRefused?.(service, reason);
       warn.warn(`${rpc} ${reason}`, "peer call refused", {
@@ -180,19 +179,19 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
         peer: call.getPeer(),
         ...(typeof claimed === "string" ? { claimed: claimed.slice(0, 128) } : {}),
       });
-      call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason], metadata: new grpc.Metadata() });
+      return true;
+    };
+    /** Refuse the call: reported, and ended here with UNAUTHENTICATED. */
+    const refuse = (reason: PeerRefusal, claimed?: unknown): void => {
+      if (report(reason, claimed)) call.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason], metadata: new grpc.Metadata() });
     };
     /**
-     * A message of a bidirectional stream refused after the stream started: counted and logged,
-     * then passed on marked, and the handler ends the stream with it after its earlier answers
-     * (ending the call here while the handler writes an answer can lose the status in grpc-js).
+     * Refuse a message of ExchangeStream after the stream started: reported, then passed on marked,
+     * and the handler ends the stream with it after its earlier answers (ending the call here while
+     * the handler writes an answer can lose the status in grpc-js).
      */
     const refuseMessage = (message: object, reason: PeerRefusal, claimed: unknown, pass: (m: unknown) => void): void => {
-      if (!refused) {
-        o.onRefused?.(service, reason);
-        warn.warn(`${rpc} ${reason}`, "peer call refused", { method: rpc, reason, peer: call.getPeer(), ...(typeof claimed === "string" ? { claimed: claimed.slice(0, 128) } : {}) });
-      }
-      refused = true;
+      report(reason, claimed);
       pass(markStreamRefused(message, { code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason] }));
     };
     /** Verify the proof for this body; sets identity. False when refused. */
@@ -233,9 +232,9 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
           },
           onReceiveMessage: (message, pass) => {
             // Refused already by an interceptor before this one (a stream message that did not decode).
-            if (bidi && streamRefusalOf(message) !== undefined) return pass(message);
+            if (marks && streamRefusalOf(message) !== undefined) return pass(message);
             if (refused) {
-              if (bidi && typeof message === "object" && message !== null) pass(markStreamRefused(message, { code: grpc.status.UNAUTHENTICATED, details: "an earlier message of this stream was refused" }));
+              if (marks && typeof message === "object" && message !== null) pass(markStreamRefused(message, { code: grpc.status.UNAUTHENTICATED, details: "an earlier message of this stream was refused" }));
               return;
             }
             if (keys !== undefined && !method.requestStream && !prove(digestOf(path, message as object))) return;
@@ -243,14 +242,17 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
             const sender = SENDER[path]!(message);
             if (bidi && keys !== undefined) {
               const m = message as { mac?: Uint8Array };
-              const body = streamDigestOf(received, METHODS[path]!.requestSerialize, m);
-              if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) return refuseMessage(m, "stream-mac-invalid", sender, pass);
+              const body = streamDigestOf((x) => received.get(x), METHODS[path]!.requestSerialize, m);
+              if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) {
+                if (marks) return refuseMessage(m, "stream-mac-invalid", sender, pass);
+                return refuse("stream-mac-invalid", sender);
+              }
             }
             // A client stream names its sender in the first chunk; later chunks name it or leave it
             // empty. Every frame of a bidirectional stream names it.
             const named = bidi || index === 0 || sender !== "";
             if (identity !== undefined && named && sender !== identity) {
-              if (bidi) return refuseMessage(message as object, "sender-mismatch", sender, pass);
+              if (marks) return refuseMessage(message as object, "sender-mismatch", sender, pass);
               return refuse("sender-mismatch", sender);
             }
             pass(message);

@@ -14,6 +14,7 @@
 // answers (the caller's fresh nonce), so a forged or replayed acknowledgement is refused.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ClusterKeyring } from "./cluster-keys.js";
+import { STREAM_MAC_BYTES } from "../common/trailing-mac.js";
 
 export const PROOF_HEADER = "deltaset-peer-proof";
 export const REPLY_HEADER = "deltaset-peer-reply";
@@ -176,7 +177,7 @@ export function signStreamMessage(keys: ClusterKeyring, direction: StreamDirecti
 
 /** True when `got` is that MAC under one of the keys (every key is tried: no early exit). */
 export function streamMessageValid(keys: ClusterKeyring, direction: StreamDirection, path: string, nonce: string, index: number, body: string, got: Uint8Array): boolean {
-  if (got.length !== 32) return false;
+  if (got.length !== STREAM_MAC_BYTES) return false;
   let ok = false;
   for (const key of keys.keys) ok = timingSafeEqual(streamMac(key, direction, path, nonce, index, body), got) || ok;
   return ok;

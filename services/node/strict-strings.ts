@@ -10,14 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
 import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
-import { markStreamRefused } from "../common/stream-refusal.js";
-import { GossipService } from "../gen/deltaset/v1/gossip.js";
-
-/**
- * Bidirectional methods whose handler ends the stream with a marked refusal itself
- * (common/stream-refusal.ts); every other method is refused here.
- */
-const REFUSED_BY_HANDLER = new Set<string>([GossipService.exchangeStream.path]);
+import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js";
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
@@ -89,13 +82,13 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
  * (common/stream-refusal.ts): its handler ends the stream with the refusal after its earlier answers.
  */
 export const strictStringsInterceptor: grpc.ServerInterceptor = (method, call) => {
-  const bidi = REFUSED_BY_HANDLER.has(method.path);
+  const marks = refusedByHandler(method.path);
   return new grpc.ServerInterceptingCall(call, {
     start: (next) =>
       next({
         onReceiveMessage: (message, pass) => {
           const refuse = (details: string) => {
-            if (bidi && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code: grpc.status.INVALID_ARGUMENT, details }));
+            if (marks && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code: grpc.status.INVALID_ARGUMENT, details }));
             call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details, metadata: new grpc.Metadata() });
           };
           const malformed = (message as { [MALFORMED]?: string } | null)?.[MALFORMED];

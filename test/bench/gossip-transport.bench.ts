@@ -5,10 +5,11 @@
 // element Adds into the first node at a fixed rate, and the CPU (user + system, from /proc) each
 // process used per second while they ran. Writes docs/results/gossip-transport.json and its chart.
 // A comparison, not a target: the machine's other load moves both sides alike.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { call, replicaClient } from "../../services/client/rpc.js";
+import { cpuSecondsOf } from "../../services/chaos/eval/counters.js";
 import { startNodeProcess, type NodeProcess } from "../helpers/node-process.js";
 import { drawChart } from "./charts/draw.js";
 import { isQuick, resultsDir } from "./lib/results.js";
@@ -22,11 +23,11 @@ const transports = [
   { name: "stream", flags: ["--gossip-exchange-stream", "true"] },
 ];
 
-/** CPU time (ms) a process has used, from /proc/<pid>/stat (clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+/** CPU time (ms) a process has used, from /proc (user + system). */
+async function cpuMs(pid: number | undefined): Promise<number> {
+  const s = await cpuSecondsOf(pid);
+  if (s === null) throw new Error(`no CPU time for process ${pid}`);
+  return s * 1000;
 }
 
 interface Run {
@@ -57,7 +58,7 @@ async function measure(transport: (typeof transports)[number], rate: number, rou
     // Membership and the first full-state transfers settle before anything is counted.
     await new Promise((r) => setTimeout(r, 3000));
     const c = replicaClient(addrs[0]!);
-    const before = nodes.map((n) => cpuMs(n.child.pid!));
+    const before = await Promise.all(nodes.map((n) => cpuMs(n.child.pid)));
     const start = performance.now();
     let sent = 0;
     let acked = 0;
@@ -72,7 +73,7 @@ async function measure(transport: (typeof transports)[number], rate: number, rou
       await new Promise((r) => setTimeout(r, 2));
     }
     const elapsed = (performance.now() - start) / 1000;
-    const after = nodes.map((n) => cpuMs(n.child.pid!));
+    const after = await Promise.all(nodes.map((n) => cpuMs(n.child.pid)));
     await Promise.all(calls);
     c.close();
     const perSecond = after.map((a, i) => (a - before[i]!) / elapsed);

@@ -71,22 +71,28 @@ function signedClient(address: string): GossipClient {
   return new PeerGossipClient(address, grpc.credentials.createInsecure(), { interceptors: [peerSigner(() => "client", () => keys, Date.now, quiet)] });
 }
 
+/** Run `fn` with a FrameStream on `client`; both are closed afterwards. */
+async function withFrameStream(client: GossipClient, timeoutMs: number, fn: (fs: FrameStream) => Promise<void>): Promise<void> {
+  const fs = new FrameStream(() => client.exchangeStream(new grpc.Metadata()), timeoutMs);
+  try {
+    await fn(fs);
+  } finally {
+    fs.close();
+    client.close();
+  }
+}
+
 describe("ExchangeStream in process", () => {
   it("answers frames in order on one stream, each reply signed for its place", async () => {
     const s = await serve(7793, true, ok);
-    const c = signedClient(s.address);
-    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 3000);
-    try {
+    await withFrameStream(signedClient(s.address), 3000, async (fs) => {
       const replies = await Promise.all([1n, 2n, 3n, 4n, 5n].map((id) => fs.send(frame(id))));
       assert.deepEqual(replies.map((r) => r.frameId), [1n, 2n, 3n, 4n, 5n]);
       assert.deepEqual(replies.map((r) => r.acks[0]!.seq), [1n, 2n, 3n, 4n, 5n]);
       assert.equal((await fs.send(frame(6n))).frameId, 6n);
       assert.equal(fs.opened, 1);
       assert.deepEqual(s.seen.map((f) => f.frameId), [1n, 2n, 3n, 4n, 5n, 6n]);
-    } finally {
-      fs.close();
-      c.close();
-    }
+    });
   });
 
   it("answers in frame order when frames finish out of order, pausing past the in-flight limit", async () => {
@@ -99,45 +105,31 @@ describe("ExchangeStream in process", () => {
       running--;
       return ok(f);
     }, undefined, 3);
-    const c = new PeerGossipClient(s.address, grpc.credentials.createInsecure());
-    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 5000);
-    try {
+    await withFrameStream(new PeerGossipClient(s.address, grpc.credentials.createInsecure()), 5000, async (fs) => {
       const order: bigint[] = [];
       await Promise.all([1n, 2n, 3n, 4n, 5n, 6n, 7n].map((id) => fs.send(frame(id)).then((r) => void order.push(r.frameId))));
       assert.deepEqual(order, [1n, 2n, 3n, 4n, 5n, 6n, 7n]);
       assert.ok(most >= 2, "frames were applied concurrently");
       assert.ok(most <= 3, `at most 3 frames applied at once, saw ${most}`);
-    } finally {
-      fs.close();
-      c.close();
-    }
+    });
   });
 
   it("refuses the replies of a server without the key: the caller never sees them", async () => {
     const s = await serve(7794, false, ok);
-    const c = signedClient(s.address);
-    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 3000);
-    try {
+    await withFrameStream(signedClient(s.address), 3000, async (fs) => {
       await assert.rejects(fs.send(frame(1n)), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED && /MAC/.test(e.details));
       assert.equal(s.seen.length, 1, "the unkeyed server took the frame; its answer is what is refused");
-    } finally {
-      c.close();
-    }
+    });
   });
 
   it("a refused frame ends the stream with its status; the next frame opens a new one", async () => {
     const s = await serve(7795, true, async (f) => (f.cluster === "other" ? { refused: { code: grpc.status.FAILED_PRECONDITION, details: "another cluster" } } : ok(f)));
-    const c = signedClient(s.address);
-    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 3000);
-    try {
+    await withFrameStream(signedClient(s.address), 3000, async (fs) => {
       assert.equal((await fs.send(frame(1n))).frameId, 1n);
       await assert.rejects(fs.send({ ...frame(2n), cluster: "other" }), (e: grpc.ServiceError) => e.code === grpc.status.FAILED_PRECONDITION && /another cluster/.test(e.details));
       assert.equal((await fs.send(frame(3n))).frameId, 3n);
       assert.equal(fs.opened, 2);
-    } finally {
-      fs.close();
-      c.close();
-    }
+    });
   });
 
   it("rejects the waiting frames when no reply comes within the deadline, and starts over", async () => {
@@ -146,9 +138,7 @@ describe("ExchangeStream in process", () => {
       if (!answer) await new Promise((r) => setTimeout(r, 5000));
       return ok(f);
     });
-    const c = new PeerGossipClient(s.address, grpc.credentials.createInsecure());
-    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 300);
-    try {
+    await withFrameStream(new PeerGossipClient(s.address, grpc.credentials.createInsecure()), 300, async (fs) => {
       const started = Date.now();
       const waiting = [fs.send(frame(1n)), fs.send(frame(2n))];
       for (const w of waiting) await assert.rejects(w, (e: grpc.ServiceError) => e.code === grpc.status.DEADLINE_EXCEEDED);
@@ -156,10 +146,7 @@ describe("ExchangeStream in process", () => {
       answer = true;
       assert.equal((await fs.send(frame(3n))).frameId, 3n);
       assert.equal(fs.opened, 2);
-    } finally {
-      fs.close();
-      c.close();
-    }
+    });
   });
 
   it("marks a neighbour without the method (an older version) for unary calls", async () => {
@@ -167,14 +154,10 @@ describe("ExchangeStream in process", () => {
     server.addService({ exchange: GossipService.exchange }, { exchange: (_c: unknown, cb: grpc.sendUnaryData<GossipReply>) => cb(null, GossipReply.fromPartial({})) });
     await new Promise<void>((resolve, reject) => server.bindAsync(`${HOST}:7797`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
     servers.push(server);
-    const c = new PeerGossipClient(`${HOST}:7797`, grpc.credentials.createInsecure());
-    const fs = new FrameStream(() => c.exchangeStream(new grpc.Metadata()), 3000);
-    try {
+    await withFrameStream(new PeerGossipClient(`${HOST}:7797`, grpc.credentials.createInsecure()), 3000, async (fs) => {
       await assert.rejects(fs.send(frame(1n)), (e: grpc.ServiceError) => e.code === grpc.status.UNIMPLEMENTED);
       assert.equal(fs.unsupported, true);
-    } finally {
-      c.close();
-    }
+    });
   });
 });
 
