@@ -77,16 +77,20 @@ for mode in "${modes[@]}"; do
   mapfile -t env_pairs < <(npx deltaset chaos eval-env "$mode" --latency-ms "$max_lat" --jitter-ms "$max_jit")
   kctl set env statefulset/deltaset DELTASET_GOSSIP_INTERVAL_MS=100 DELTASET_GOSSIP_PUSH_LOCAL_MS=0 DELTASET_GOSSIP_CHOOSE=delta+periodic-state "${env_pairs[@]}"
   start_forwards
+  # The first cell after the rollout warms the fresh pods up first (unmeasured; see
+  # services/chaos/eval/warm-up.ts), as the local sweep does for each new cluster.
+  warm_up_ms=5000
   for lat in "${latencies[@]}"; do
     for loss in "${losses[@]}"; do
       out="$RESULTS_DIR/cell-$mode-lat${lat%%:*}-loss$loss.json"
       echo "   latency ${lat%%:*}±${lat##*:} ms, loss share $loss -> $out"
       if ! npx deltaset chaos eval-cell --nodes-addrs "$node_list" --toxiproxy "$proxy_list" --metrics "$metrics_list" \
           --mode "$mode" --latency-ms "${lat%%:*}" --jitter-ms "${lat##*:}" --loss-share "$loss" \
-          --rounds "$ROUNDS" --gossip-interval-ms 100 --seed "$seed" --out "$out"; then
+          --rounds "$ROUNDS" --gossip-interval-ms 100 --seed "$seed" --warm-up-ms "$warm_up_ms" --out "$out"; then
         failed+=("$mode/$lat/$loss")
       fi
       seed=$((seed + 1))
+      warm_up_ms=0
     done
   done
   stop_forwards

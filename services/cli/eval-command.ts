@@ -26,6 +26,9 @@ eval-cell options:
   --prefill N            elements per key before the rounds (default 2000)
   --gossip-interval-ms N the nodes' gossip period, for the physical limit (default 100)
   --seed X               seed of the workload and the loss windows (default 1)
+  --warm-up-ms N         before the cell, run its workload unmeasured on keys of its own for N
+                         ms, then delete them (default 0; give it to the first cell after nodes
+                         start: cold processes compile their hot paths during the first load)
   --out FILE             write the cell's result as JSON (default: print it)
 Peer proxies must report bytes (Toxiproxy started with -proxy-metrics); every node needs a
 metrics endpoint (--metrics-listen) reachable at the --metrics addresses, in --nodes-addrs order.
@@ -71,6 +74,7 @@ export async function evalCellCommand(args: string[]): Promise<void> {
       prefill: { type: "string" },
       "gossip-interval-ms": { type: "string" },
       seed: { type: "string" },
+      "warm-up-ms": { type: "string" },
       out: { type: "string" },
     },
   });
@@ -96,6 +100,7 @@ export async function evalCellCommand(args: string[]): Promise<void> {
     writeMs: num(values["write-ms"], "--write-ms", 2500, 100, 600_000),
     prefill: num(values.prefill, "--prefill", 2000, 0, 1_000_000),
     gossipIntervalMs: num(values["gossip-interval-ms"], "--gossip-interval-ms", 100, 1, 600_000),
+    warmUpMs: num(values["warm-up-ms"], "--warm-up-ms", 0, 0, 600_000),
   };
 
   const { discoverNodes } = await import("../chaos/run.js");
@@ -106,6 +111,11 @@ export async function evalCellCommand(args: string[]): Promise<void> {
   const dial = nodes.map((n, i) => ({ nodeId: n.nodeId, address: addresses[i]! }));
   const linkNodes = nodes.map((n, i) => ({ ...n, toxiproxy: apis.length === 1 ? apis[0]! : apis[i]! }));
   const byId = new Map(nodes.map((n, i) => [n.nodeId, metrics[i]!]));
+  if (grid.warmUpMs > 0) {
+    const { warmUp } = await import("../chaos/eval/warm-up.js");
+    const w = await warmUp(dial, grid, `cell-${values.seed ?? "1"}`);
+    process.stderr.write(`warm-up: ${w.operations} operations, ${w.probes} lag probes, settled ${w.settledMs} ms after\n`);
+  }
   const result = await runCell(
     { nodes: dial, links: new LinkTable(linkNodes), proxyApis: apis, metricsAddress: (id) => byId.get(id), pid: () => undefined },
     {

@@ -1,8 +1,9 @@
 // `deltaset chaos eval-cell` against running nodes, as the kind runner uses it: three node
 // processes whose peer links go through a proxy server they were not started by, metrics on, one
 // short cell with latency and loss windows. The cell's JSON must show a checked, converged history,
-// bytes counted at the proxies and gossip exchanges counted at the nodes. And `eval-env` gives the
-// environment of each mode from the settings table.
+// bytes counted at the proxies and gossip exchanges counted at the nodes. The warm-up before it
+// (--warm-up-ms) ran its workload and lag probe and left its keys empty on every node, out of the
+// cell's counts. And `eval-env` gives the environment of each mode from the settings table.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +16,7 @@ import { membershipConverged } from "../../services/chaos/run.ts";
 import { nodeArgsFor } from "../../services/chaos/eval/sweep.ts";
 import { evalGrid } from "../../services/chaos/eval/grid.ts";
 import { runCli } from "../helpers/node-process.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-eval-cell-"));
 let server: ToxiproxyServer;
@@ -48,9 +50,22 @@ describe("deltaset chaos eval-cell", () => {
     const metrics = cluster.specs.map((s) => cluster.metricsAddress(s.nodeId)).join(",");
     const r = await runCli([
       "chaos", "eval-cell", "--nodes-addrs", addrs, "--toxiproxy", server.url, "--metrics", metrics,
-      "--latency-ms", "20", "--jitter-ms", "5", "--loss-share", "0.05", "--rounds", "1", "--write-ms", "1500", "--prefill", "200", "--out", out,
+      "--latency-ms", "20", "--jitter-ms", "5", "--loss-share", "0.05", "--rounds", "1", "--write-ms", "1500", "--prefill", "200", "--warm-up-ms", "1200", "--out", out,
     ]);
     assert.equal(r.code, 0, r.stderr);
+    const warm = /warm-up: (\d+) operations, (\d+) lag probes/.exec(r.stderr);
+    assert.ok(warm !== null && Number(warm[1]) > 0 && Number(warm[2]) > 0, `the warm-up ran its workload and probes:\n${r.stderr}`);
+    // Its keys exist (with their causal context) on every node, and hold nothing.
+    for (const s of cluster.specs) {
+      const c = replicaClient(s.address);
+      try {
+        const page = await call(c, c.keys, { prefix: "eval-warm-up-", pageSize: 100, pageToken: Buffer.alloc(0) });
+        assert.equal(page.keys.length, 5, `${s.nodeId}: four workload keys and the lag key`);
+        for (const k of page.keys) assert.equal(Number(k.size), 0, `${s.nodeId}: ${k.key} was emptied`);
+      } finally {
+        c.close();
+      }
+    }
     const cell = JSON.parse(readFileSync(out, "utf8"));
     assert.equal(cell.valid, true);
     assert.equal(cell.nodes, 3);

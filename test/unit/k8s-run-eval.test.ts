@@ -54,7 +54,12 @@ test("run-eval.sh: each mode set through the environment, every cell run with th
     const metrics = `127.0.0.1:${base + 2},127.0.0.1:${base + 5}`;
     assert.equal(
       cells[1],
-      `npx deltaset chaos eval-cell --nodes-addrs ${nodes} --toxiproxy ${proxies} --metrics ${metrics} --mode alg2 --latency-ms 50 --jitter-ms 10 --loss-share 0 --rounds 2 --gossip-interval-ms 100 --seed 2 --out ${s.results}/cell-alg2-lat50-loss0.json`,
+      `npx deltaset chaos eval-cell --nodes-addrs ${nodes} --toxiproxy ${proxies} --metrics ${metrics} --mode alg2 --latency-ms 50 --jitter-ms 10 --loss-share 0 --rounds 2 --gossip-interval-ms 100 --seed 2 --warm-up-ms 0 --out ${s.results}/cell-alg2-lat50-loss0.json`,
+    );
+    // The first cell after each mode's rollout warms the fresh pods up; the others do not.
+    assert.deepEqual(
+      cells.map((c) => /--warm-up-ms (\d+)/.exec(c)?.[1]),
+      ["5000", "0", "5000", "0"],
     );
     // One set of forwards per mode, all stopped at the end.
     assert.equal(forwardPids(s).length, 4);
