@@ -93,6 +93,12 @@ export interface NodeConfig {
    * connection before trying the next, each add an AddStream forwards for its answer.
    */
   forwardTimeoutMs: number;
+  /**
+   * Reconnecting to a peer after its connection failed: the first wait (ms), growing 1.6x per
+   * failure in a row up to peerReconnectMaxMs. Calls to the peer fail at once meanwhile.
+   */
+  peerReconnectInitialMs: number;
+  peerReconnectMaxMs: number;
   sync: "fsync" | "buffered";
   storage: StorageSettings;
   /** The garbage collection of adds whose time to live ran out. */
@@ -144,6 +150,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
   partitions: 64,
   replicationFactor: "all",
   forwardTimeoutMs: 10_000,
+  peerReconnectInitialMs: 100,
+  peerReconnectMaxMs: 2000,
   sync: "fsync",
   storage: {
     // 4x LevelDB's default: bulk loads then flush and compact a third as often (measured by
@@ -330,6 +338,10 @@ export function validateConfig(c: NodeConfig): void {
   if (c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);
+  if (!(Number.isInteger(c.peerReconnectInitialMs) && c.peerReconnectInitialMs > 0)) throw new ConfigError(`peerReconnectInitialMs (--peer-reconnect-initial-ms) must be a positive integer, not ${c.peerReconnectInitialMs}`);
+  if (!(Number.isInteger(c.peerReconnectMaxMs) && c.peerReconnectMaxMs >= c.peerReconnectInitialMs)) {
+    throw new ConfigError(`peerReconnectMaxMs (--peer-reconnect-max-ms) must be an integer of at least --peer-reconnect-initial-ms (${c.peerReconnectInitialMs}), not ${c.peerReconnectMaxMs}`);
+  }
   if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);

@@ -2,6 +2,7 @@
 // reflection), anti-entropy and membership, started and stopped in order; TLS, client
 // authentication and telemetry as configured.
 import * as grpc from "@grpc/grpc-js";
+import { peerChannelOptions as peerChannelOptionsOf } from "./peer-channel.js";
 import { ReplicaService } from "../gen/deltaset/v1/replica.js";
 import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
@@ -120,7 +121,10 @@ export async function startNode(
   try {
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
-    const peerChannelOptions: grpc.ChannelOptions = { interceptors: [peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog)] };
+    const peerChannelOptions = peerChannelOptionsOf(peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog), {
+      initialMs: config.peerReconnectInitialMs,
+      maxMs: config.peerReconnectMaxMs,
+    });
     const factor = replicationFactorOf(config);
     const ownership = new Ownership(store.nodeId, advertise, config.partitions, factor);
     const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, log: nodeLog, onForward: telemetry?.onForwarded });

@@ -22,6 +22,7 @@ export const FORWARDED_BY = "x-deltaset-forwarded-by";
 export interface RoutingDeps {
   ownership: Ownership;
   credentials?: grpc.ChannelCredentials;
+  /** Options of every peer channel: the cluster-key signer and the reconnect backoff (node.ts). */
   channelOptions: grpc.ChannelOptions;
   maxMessageBytes: number;
   /**
@@ -73,8 +74,6 @@ export class Router {
       c = new ReplicaClient(address, this.d.credentials ?? grpc.credentials.createInsecure(), {
         "grpc.max_receive_message_length": this.d.maxMessageBytes,
         "grpc.max_send_message_length": this.d.maxMessageBytes,
-        "grpc.initial_reconnect_backoff_ms": 200,
-        "grpc.max_reconnect_backoff_ms": 2000,
         ...this.d.channelOptions,
       });
       this.clients.set(address, c);

@@ -163,6 +163,15 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       flag: "forward-timeout-ms", env: "DELTASET_FORWARD_TIMEOUT_MS", path: "forwardTimeoutMs", kind: "int",
       description: "with a replication factor: how long a forwarded Import waits for an owner's connection before it tries the next owner, and how long an add that an AddStream forwards to an owner may take (the caller's deadline, when sooner, wins)",
     },
+    {
+      flag: "peer-reconnect-initial-ms", env: "DELTASET_PEER_RECONNECT_INITIAL_MS", path: "peerReconnectInitialMs", kind: "int",
+      description: "after a connection to a peer fails, the wait before the next attempt, 1.6x longer after each failure in a row up to --peer-reconnect-max-ms (gossip, membership and forwarded calls; a connection that works resets it)",
+      details: "Calls to a peer fail at once while its connection waits to be retried. gRPC's own default waits 1 s after a failed attempt, growing to 120 s: one reset met while reconnecting kept every call to that peer failing for about a second, and after a long partition the next attempt could come minutes after it healed.",
+    },
+    {
+      flag: "peer-reconnect-max-ms", env: "DELTASET_PEER_RECONNECT_MAX_MS", path: "peerReconnectMaxMs", kind: "int",
+      description: "the longest wait between attempts to reconnect to a peer: how long after a partition heals a node may still wait to talk to the other side",
+    },
     { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int", readme: true, description: "milliseconds between anti-entropy rounds" },
     {
       flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string", value: "alg1|alg2", readme: true,

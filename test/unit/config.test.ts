@@ -46,6 +46,13 @@ describe("configuration", () => {
     assert.equal(loadConfig({ config: file({ storage: { cacheBytes: 65536 } }) }, {}).storage.cacheBytes, 65536);
   });
 
+  it("peer reconnect backoff: 100 ms growing to 2 s unless set", () => {
+    const d = loadConfig({}, {});
+    assert.deepEqual([d.peerReconnectInitialMs, d.peerReconnectMaxMs], [100, 2000]);
+    const c = loadConfig({ "peer-reconnect-max-ms": "5000" }, { DELTASET_PEER_RECONNECT_INITIAL_MS: "250" });
+    assert.deepEqual([c.peerReconnectInitialMs, c.peerReconnectMaxMs], [250, 5000]);
+  });
+
   it("lists from comma-separated values", () => {
     const c = loadConfig({ seeds: "127.0.0.2:7070, 127.0.0.3:7070," }, {});
     assert.deepEqual(c.seeds, ["127.0.0.2:7070", "127.0.0.3:7070"]);
@@ -65,6 +72,8 @@ describe("configuration", () => {
       [{ "gossip-choose": "random" }, {}, /gossip choose must be/],
       [{ "tls-cert": "/x.pem" }, {}, /tls.cert and tls.key go together/],
       [{ "store-write-buffer-bytes": "100" }, {}, /storage.writeBufferBytes must be an integer of at least 65536/],
+      [{ "peer-reconnect-initial-ms": "0" }, {}, /--peer-reconnect-initial-ms\) must be a positive integer/],
+      [{ "peer-reconnect-initial-ms": "500", "peer-reconnect-max-ms": "400" }, {}, /--peer-reconnect-max-ms\) must be an integer of at least --peer-reconnect-initial-ms \(500\)/],
     ];
     for (const [flags, env, msg] of bad) assert.throws(() => loadConfig(flags, env), (e: Error) => e instanceof ConfigError && msg.test(e.message));
     assert.throws(() => loadConfig({ config: file({ nosuch: 1 }) }, {}), /unknown setting "nosuch"/);
