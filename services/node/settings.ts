@@ -166,7 +166,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     {
       flag: "peer-reconnect-initial-ms", env: "DELTASET_PEER_RECONNECT_INITIAL_MS", path: "peerReconnectInitialMs", kind: "int",
       description: "after a connection to a peer fails, the wait before the next attempt, 1.6x longer after each failure in a row up to --peer-reconnect-max-ms (gossip, membership and forwarded calls; a connection that works resets it)",
-      details: "Calls to a peer fail at once while its connection waits to be retried. gRPC's own default waits 1 s after a failed attempt, growing to 120 s: one reset met while reconnecting kept every call to that peer failing for about a second, and after a long partition the next attempt could come minutes after it healed.",
+      details: "Calls to a peer fail at once while its connection waits to be retried. gRPC's own default waits 1 s after a failed attempt, growing to 120 s: one reset met while reconnecting kept every call to that peer failing for about a second, and the wait grew to two minutes while a peer stayed unreachable.",
     },
     {
       flag: "peer-reconnect-max-ms", env: "DELTASET_PEER_RECONNECT_MAX_MS", path: "peerReconnectMaxMs", kind: "int",
