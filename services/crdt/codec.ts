@@ -3,6 +3,7 @@
 import { CausalContext } from "./causal-context.js";
 import { type Dot, compareDots } from "./dot.js";
 import { DecodeError } from "./errors.js";
+import { lengthDelimitedSize, varintSize } from "../common/varint.js";
 import {
   AWSetState,
   CausalContext as CausalContextMsg,
@@ -77,9 +78,33 @@ export function contextToProto(c: CausalContext): CausalContextMsg {
   return msg;
 }
 
-/** Bytes of the encoded CausalContext message (contexts are compact: encoding is the measure). */
+/**
+ * Bytes of the encoded CausalContext message, counted from the context as contextToProto lays it
+ * out, without encoding it (every local delta's size is taken when it is buffered for gossip).
+ */
 export function contextEncodedSize(c: CausalContext): number {
-  return CausalContextMsg.encode(contextToProto(c)).finish().length;
+  let size = 0;
+  for (const r of c.replicas()) {
+    const replicaBytes = Buffer.byteLength(r, "utf8");
+    const replica = replicaBytes === 0 ? 0 : lengthDelimitedSize(replicaBytes);
+    const ranges = c.rangesOf(r);
+    let first = 0;
+    if (ranges[0]![0] === 1) {
+      size += lengthDelimitedSize(replica + uint64FieldSize(ranges[0]![1]));
+      first = 1;
+    }
+    if (first < ranges.length) {
+      let entry = replica;
+      for (let i = first; i < ranges.length; i++) entry += lengthDelimitedSize(uint64FieldSize(ranges[i]![0]) + uint64FieldSize(ranges[i]![1]));
+      size += lengthDelimitedSize(entry);
+    }
+  }
+  return size;
+}
+
+/** A uint64 field of a small field number (one-byte tag); 0 is not written. */
+function uint64FieldSize(n: number): number {
+  return n === 0 ? 0 : 1 + varintSize(n);
 }
 
 /** Decode a context, requiring the canonical form the encoder writes. */

@@ -12,6 +12,7 @@ import {
   DecodeError,
   type Lattice,
   type Dot,
+  contextEncodedSize,
   contextFromProto,
   contextToProto,
   elementKey,
@@ -227,6 +228,19 @@ describe("encodedSize", () => {
       }
       return AWSet.fromParts(map, ctx);
     });
+
+  it("a causal context: equals the length of its encoding (version vector and cloud entries)", () =>
+    run(
+      fc.property(
+        fc.array(fc.record({ replica: fc.string({ unit: "grapheme", maxLength: 20 }), counter: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }) }), { maxLength: 30 }),
+        fc.array(fc.record({ replica: fc.constantFrom("a", "b", "é"), counter: fc.integer({ min: 1, max: 40 }) }), { maxLength: 60 }),
+        (wide, dense) => {
+          const ctx = new CausalContext();
+          for (const d of [...wide, ...dense]) ctx.addDot(d);
+          assert.equal(contextEncodedSize(ctx), CausalContextMsg.encode(contextToProto(ctx)).finish().length);
+        },
+      ),
+    ));
 
   it("AWSET: equals the length of the encoding", () =>
     run(fc.property(awset, (s) => assert.equal(AWSetLattice.encodedSize(s), AWSetLattice.encode(s).length))));
