@@ -386,14 +386,14 @@ export class GossipExchange {
     // Every key of the frame is joined at once (up to FRAME_KEYS_AT_ONCE): keys are independent
     // (each store write holds its own key's lock), and their writes then share group commits, so
     // a frame of n keys waits for about one fsync instead of n in a row.
-    const joins = taken.flatMap((d, item) => [...d.keys].map(([key, ks]) => ({ item, key, ks, part: undefined as KeyedState | undefined })));
-    await forEachBounded(joins, FRAME_KEYS_AT_ONCE, async (j) => {
+    const joins = taken.map((d) => [...d.keys].map(([key, ks]) => ({ key, ks, part: undefined as KeyedState | undefined })));
+    await forEachBounded(joins.flat(), FRAME_KEYS_AT_ONCE, async (j) => {
       j.part = await this.joinKey(j.key, j.ks);
     });
-    const items: ReceivedItem<KeyedStates>[] = taken.map((d, item) => {
+    const items: ReceivedItem<KeyedStates>[] = taken.map((d, i) => {
       // The new parts in the frame's key order, whatever order the joins finished in.
       const fresh = new Map<string, KeyedState>();
-      for (const j of joins) if (j.item === item && j.part !== undefined) fresh.set(j.key, j.part);
+      for (const j of joins[i]!) if (j.part !== undefined) fresh.set(j.key, j.part);
       return { partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes };
     });
     const acks = this.engine.onFrame(f.from, items);

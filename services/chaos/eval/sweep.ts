@@ -12,7 +12,7 @@ import { LocalCluster } from "../local-cluster.js";
 import { membershipConverged } from "../run.js";
 import { type CellResult, runCell } from "./cell.js";
 import { type EvalGrid, type LatencyLevel, MODE_FLAGS, membershipFlags } from "./grid.js";
-import { type WarmUpReport, warmUp } from "./warm-up.js";
+import { warmUp } from "./warm-up.js";
 
 export interface SweepOptions {
   grid: EvalGrid;
@@ -61,8 +61,8 @@ export async function startEvalGroup(o: Pick<SweepOptions, "grid" | "firstHost" 
       await new Promise((r) => setTimeout(r, 200));
     }
     const env = { nodes, links: new LinkTable(linkNodes), proxyApis: [server.url], metricsAddress: (id: string) => cluster.metricsAddress(id), pid: (id: string) => cluster.pid(id) };
-    const warmedUp: WarmUpReport | undefined = o.grid.warmUpMs > 0 ? await warmUp(nodes, o.grid, `${size}n-${o.port}`) : undefined;
-    return { env, stop, dir, cluster, warmedUp };
+    if (o.grid.warmUpMs > 0) await warmUp(nodes, o.grid, `${size}n-${o.port}`);
+    return { env, stop, dir, cluster };
   } catch (err) {
     await stop();
     throw err;

@@ -26,21 +26,18 @@ export interface WarmUpReport {
   settledMs: number;
 }
 
-/** Keys the warm-up of the group with this tag writes (and deletes). */
-export function warmUpKeys(tag: string): string[] {
-  return Array.from({ length: 4 }, (_, i) => `eval-warm-up-${tag}-${i}`);
-}
 
 /**
  * Run the cells' workload for grid.warmUpMs on warm-up keys, probe lag meanwhile, wait until every
  * node reads the same, then delete the keys everywhere. Nothing of it is counted in any cell.
  */
 export async function warmUp(nodes: readonly WorkloadNode[], grid: Pick<EvalGrid, "warmUpMs" | "clients" | "thinkMs" | "probeEveryMs">, tag: string): Promise<WarmUpReport> {
-  const keys = warmUpKeys(tag);
+  const keys = Array.from({ length: 4 }, (_, i) => `eval-warm-up-${tag}-${i}`);
+  const lagKey = `eval-warm-up-${tag}-lag`;
   const random = seededRandom(0x5eed ^ tag.length);
   const history = new HistoryRecorder();
   const workload = new Workload({ nodes, clients: 2 * grid.clients, keys, history, random, opTimeoutMs: 5000, thinkMs: 0 });
-  const probe = new LagProbe({ nodes, key: `eval-warm-up-${tag}-lag`, random, probeEveryMs: grid.probeEveryMs, tag: `warm-${tag}`, boundMs: 10_000 });
+  const probe = new LagProbe({ nodes, key: lagKey, random, probeEveryMs: grid.probeEveryMs, tag: `warm-${tag}`, boundMs: 10_000 });
   let probes = 0;
   try {
     await probe.start();
@@ -61,7 +58,7 @@ export async function warmUp(nodes: readonly WorkloadNode[], grid: Pick<EvalGrid
   // Every node has every warm-up element now, so one Delete per key at one node removes them all.
   const client = new ReplicaClient(nodes[0]!.address, grpc.credentials.createInsecure());
   try {
-    for (const key of [...keys, `eval-warm-up-${tag}-lag`]) {
+    for (const key of [...keys, lagKey]) {
       await call(client, client.delete, { key }, { timeoutMs: 10_000 }).catch((err: grpc.ServiceError) => {
         if (err.code !== grpc.status.NOT_FOUND) throw err; // a key no operation reached
       });
