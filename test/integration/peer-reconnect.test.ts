@@ -1,8 +1,9 @@
 // How soon a peer channel tries a failed connection again (node/peer-channel.ts, the options of
 // every channel a node opens to a peer). A listener on loopback resets every connection it takes;
 // a gossip client calls it every 20 ms for 2.5 s. With the node's options (first wait 100 ms, at
-// most 200 ms here) it must try again and again; with gRPC's defaults (1 s, then 1.6 s) it tries
-// at most three times, and every call in between fails without trying.
+// most 200 ms here) it must try again and again; with gRPC's defaults (1 s, then 1.6 s, each
+// +-20%) it tries three times, four when a busy machine stretches the loop, and every call in
+// between fails without trying.
 import { strict as assert } from "node:assert";
 import { type Socket, createServer } from "node:net";
 import { after, before, describe, it } from "node:test";
@@ -48,6 +49,7 @@ describe("reconnecting to a peer", () => {
     const ours = await attempts(peerChannelOptions(passThrough, { initialMs: 100, maxMs: 200 }), 2500);
     const defaults = await attempts({ interceptors: [passThrough] }, 2500);
     assert.ok(ours >= 8, `with a 100-200 ms backoff the client tried ${ours} times in 2.5 s`);
-    assert.ok(defaults <= 3, `with gRPC's default backoff the client tried ${defaults} times in 2.5 s`);
+    assert.ok(defaults <= 4, `with gRPC's default backoff the client tried ${defaults} times in 2.5 s`);
+    assert.ok(ours >= 2 * defaults, `the node's backoff tried ${ours} times against gRPC's ${defaults}`);
   });
 });
