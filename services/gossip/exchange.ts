@@ -240,9 +240,10 @@ export class GossipExchange {
       first = false;
       return h;
     };
+    const scan = this.o.store.keyScan();
     for (const { partition, seq } of parts) {
       let bytes = 0;
-      for await (const key of this.o.store.keys(partition)) {
+      for await (const key of scan.keys(partition)) {
         for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
           const payload = Buffer.from(latticeFor(c.type).encode(c.slice, this.o.store.now()));
           bytes += payload.length;

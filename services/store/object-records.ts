@@ -1,22 +1,55 @@
 // Reads over an object's records as a whole: the keys of a partition (jumping from header to
 // header) and the consistency check of one object (its layout says what consistent means).
 import type { StoreDb } from "./db.js";
-import { escapeBytes, headerKey, objectPrefix, objectRange, parseObjectKey, partitionRange } from "./keys.js";
+import { OBJECTS, escapeBytes, headerKey, objectPrefix, objectRange, parseObjectKey, partitionPrefix, partitionRange } from "./keys.js";
 import { layoutFor } from "./layouts.js";
 import { decodeHeader } from "./records.js";
 
 /** Keys of one partition, in key order. */
-export async function* partitionKeys(db: StoreDb, partition: number): AsyncGenerator<string> {
-  const range = partitionRange(partition);
-  let gte = range.gte;
-  while (true) {
-    // Find the next header record; then jump past the whole object.
-    const it = db.keys({ gte, lt: range.lt, limit: 1 });
-    const k = (await it.all())[0];
-    if (k === undefined) return;
-    const parsed = parseObjectKey(k);
-    yield parsed.key;
-    gte = Buffer.concat([objectPrefix(partition, parsed.key), Buffer.from([0xff])]);
+export function partitionKeys(db: StoreDb, partition: number): AsyncGenerator<string> {
+  return new PartitionKeyScan(db).keys(partition);
+}
+
+/** Just past every object record. */
+const OBJECTS_END = Buffer.from([OBJECTS + 1]);
+
+/**
+ * Keys of several partitions read one after another (a full-state stream of every partition). One
+ * seek per key, jumping from header to header; the seek that finds nothing more in its partition
+ * lands on the first key of a later partition, so the partitions in between are known to hold no
+ * key and cost no seek of their own. A full-state stream of 64 partitions holding a dozen keys
+ * took 64 + 12 seeks, each a round trip through LevelDB's thread pool; it now takes about 13.
+ * What a seek found is current as of that seek: a key made since in a partition it skipped waits
+ * for the next scan, as one made in a partition already read does.
+ */
+export class PartitionKeyScan {
+  /** Partitions in [emptyFrom, emptyTo) held no key when last sought. */
+  private emptyFrom = 0;
+  private emptyTo = 0;
+  /** Seeks made (tests count them). */
+  seeks = 0;
+
+  constructor(private readonly db: StoreDb) {}
+
+  async *keys(partition: number): AsyncGenerator<string> {
+    if (partition >= this.emptyFrom && partition < this.emptyTo) return;
+    let gte = partitionPrefix(partition);
+    // Partitions from here up to the next key found hold no key.
+    let emptyFrom = partition;
+    for (;;) {
+      this.seeks++;
+      const k = (await this.db.keys({ gte, lt: OBJECTS_END, limit: 1 }).all())[0];
+      const found = k === undefined ? undefined : parseObjectKey(k);
+      if (found === undefined || found.partition !== partition) {
+        this.emptyFrom = emptyFrom;
+        this.emptyTo = found === undefined ? Number.POSITIVE_INFINITY : found.partition;
+        return;
+      }
+      yield found.key;
+      emptyFrom = partition + 1;
+      // Past every record of this object: the next seek finds the next header.
+      gte = Buffer.concat([objectPrefix(partition, found.key), Buffer.from([0xff])]);
+    }
   }
 }
 

@@ -15,7 +15,7 @@ import { PendingRemoves } from "./pending-removes.js";
 import { elementRange, expiryRange, headerKey, objectPrefix, parseExpiryKey } from "./keys.js";
 import { expireElements, groupByKey } from "./expiry.js";
 import { decodeHeader } from "./records.js";
-import { partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
+import { PartitionKeyScan, partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
 import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 import { StoreCore, joined } from "./store-core.js";
@@ -310,6 +310,11 @@ export class Store extends StoreCore {
   /** Keys of one partition, in key order. */
   keys(partition: number): AsyncGenerator<string> {
     return partitionKeys(this.db, partition);
+  }
+
+  /** A reader of several partitions' keys that skips the empty ones without a seek each (PartitionKeyScan). */
+  keyScan(): PartitionKeyScan {
+    return new PartitionKeyScan(this.db);
   }
 
   /** Keys of one partition starting with prefix, in key order, after `after` when given. */
