@@ -3,7 +3,8 @@
 // short cell with latency and loss windows. The cell's JSON must show a checked, converged history,
 // bytes counted at the proxies and gossip exchanges counted at the nodes. The warm-up before it
 // (--warm-up-ms) ran its workload and lag probe and left its keys empty on every node, out of the
-// cell's counts. And `eval-env` gives the environment of each mode from the settings table.
+// cell's counts, and the cell left its own keys empty too. And `eval-env` gives the environment
+// of each mode from the settings table.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -55,18 +56,22 @@ describe("deltaset chaos eval-cell", () => {
     assert.equal(r.code, 0, r.stderr);
     const warm = /warm-up: (\d+) operations, (\d+) lag probes/.exec(r.stderr);
     assert.ok(warm !== null && Number(warm[1]) > 0 && Number(warm[2]) > 0, `the warm-up ran its workload and probes:\n${r.stderr}`);
-    // Its keys exist (with their causal context) on every node, and hold nothing.
+    // The warm-up's keys and the cell's own (workload and lag probe) exist with their causal
+    // context on every node, and hold nothing: the next cell starts from the same state size.
     for (const s of cluster.specs) {
       const c = replicaClient(s.address);
       try {
-        const page = await call(c, c.keys, { prefix: "eval-warm-up-", pageSize: 100, pageToken: Buffer.alloc(0) });
-        assert.equal(page.keys.length, 5, `${s.nodeId}: four workload keys and the lag key`);
-        for (const k of page.keys) assert.equal(Number(k.size), 0, `${s.nodeId}: ${k.key} was emptied`);
+        for (const prefix of ["eval-warm-up-", "eval-1-", "eval-lag-"]) {
+          const page = await call(c, c.keys, { prefix, pageSize: 100, pageToken: Buffer.alloc(0) });
+          assert.equal(page.keys.length, prefix === "eval-lag-" ? 1 : prefix === "eval-1-" ? 4 : 5, `${s.nodeId}: keys ${prefix}*`);
+          for (const k of page.keys) assert.equal(Number(k.size), 0, `${s.nodeId}: ${k.key} was emptied`);
+        }
       } finally {
         c.close();
       }
     }
     const cell = JSON.parse(readFileSync(out, "utf8"));
+    assert.ok(typeof cell.keysEmptiedMs === "number" && cell.keysEmptiedMs >= 0, `the cell's keys read empty everywhere: ${cell.keysEmptiedMs}`);
     assert.equal(cell.valid, true);
     assert.equal(cell.nodes, 3);
     assert.equal(cell.rounds.length, 1);

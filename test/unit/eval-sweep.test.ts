@@ -111,6 +111,7 @@ function cell(mode: string, over: Partial<CellResult> = {}): CellResult {
     cpuMsPerSecond: { mean: 100, max: 120 },
     valid: true,
     seconds: 10,
+    keysEmptiedMs: 300,
     ...over,
   };
 }

@@ -16,6 +16,7 @@ import { HistoryRecorder } from "../history.js";
 import type { LinkTable } from "../links.js";
 import { Workload, type WorkloadNode } from "../workload.js";
 import { type NodeCounters, cpuSecondsOf, diffCounters, exchangeLoss, scrapeNode, scrapeProxyBytes, sumCounters } from "./counters.js";
+import { deleteEverywhere } from "./delete-everywhere.js";
 import { type EvalGrid, type LatencyLevel, type LossLevel, type SyncMode, percentile, physicalLimitMs } from "./grid.js";
 import { LagProbe } from "./lag-probe.js";
 import { LossWindows } from "./loss-windows.js";
@@ -70,6 +71,8 @@ export interface CellResult {
   cpuMsPerSecond: { mean: number | null; max: number | null };
   valid: boolean;
   seconds: number;
+  /** After the cell: until its keys, deleted at every node, read empty everywhere (ms; null past 60 s). */
+  keysEmptiedMs: number | null;
 }
 
 /**
@@ -107,7 +110,8 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
   const { grid, latency, loss } = spec;
   const random = seededRandom(spec.seed);
   const started = performance.now();
-  // Keys of this cell only: every cell starts from the same state size, whatever ran before.
+  // Keys of this cell only, deleted everywhere once it is measured: every cell starts from the
+  // same state size, whatever ran before.
   const keys = Array.from({ length: 4 }, (_, i) => `eval-${spec.seed}-${i}`);
   // One history for the cell: each round is checked against everything written so far.
   const history = new HistoryRecorder();
@@ -131,7 +135,8 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
   let probeAdds = 0;
   // One probe for the cell, every node followed before the loss windows and the first round's
   // writes start (the marker it waits for is one more add); it probes during each round's writes.
-  const probe = new LagProbe({ nodes: env.nodes, key: `eval-lag-${spec.seed}`, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}`, boundMs: grid.settleBoundMs / 2 });
+  const lagKey = `eval-lag-${spec.seed}`;
+  const probe = new LagProbe({ nodes: env.nodes, key: lagKey, random, probeEveryMs: grid.probeEveryMs, tag: `s${spec.seed}`, boundMs: grid.settleBoundMs / 2 });
   const losses = new LossWindows(proxies, loss.windowShare, random);
   try {
     await probe.start();
@@ -174,6 +179,8 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
   const wireAfter = await scrapeProxyBytes(env.proxyApis);
   const cpuAfter = await Promise.all(env.nodes.map((n) => cpuSecondsOf(env.pid(n.nodeId))));
   await env.links.heal();
+  const cleanup = await deleteEverywhere(env.nodes, [...keys, lagKey]);
+  if (cleanup.emptiedMs === null) log(`  the cell's keys did not read empty on every node within 60 s: the next cell starts with more state`);
 
   const counters = sumCounters(after.map((a, i) => diffCounters(a, before[i]!)));
   const last = rounds.at(-1);
@@ -202,5 +209,6 @@ export async function runCell(env: EvalCluster, spec: CellSpec, log: (line: stri
     cpuMsPerSecond: { mean: cpu.length ? cpu.reduce((a, b) => a + b, 0) / cpu.length : null, max: cpu.length ? Math.max(...cpu) : null },
     valid: rounds.every((r) => r.valid && r.convergenceMs !== null),
     seconds: (performance.now() - started) / 1000,
+    keysEmptiedMs: cleanup.emptiedMs,
   };
 }

@@ -7,13 +7,11 @@
 // theirs. So each group first runs the cells' own workload on keys of its own, with the lag
 // probe following it, waits until every node reads the same, and deletes those keys (a deleted
 // set keeps only its header, so a full-state mode ships nothing more in the cells after).
-import * as grpc from "@grpc/grpc-js";
-import { call } from "../../client/rpc.js";
 import { seededRandom } from "../../common/prng.js";
-import { ReplicaClient } from "../../gen/deltaset/v1/replica.js";
 import { readUntilIdentical } from "../final-reads.js";
 import { HistoryRecorder } from "../history.js";
 import { Workload, type WorkloadNode } from "../workload.js";
+import { deleteEverywhere } from "./delete-everywhere.js";
 import type { EvalGrid } from "./grid.js";
 import { LagProbe } from "./lag-probe.js";
 
@@ -55,20 +53,7 @@ export async function warmUp(nodes: readonly WorkloadNode[], grid: Pick<EvalGrid
   const settled = await readUntilIdentical(nodes, keys, { boundMs: 60_000, intervalMs: 100 });
   if (settled.identicalAt === null) throw new Error("warm-up: the warm-up keys did not become identical on every node within 60 s");
   const settledMs = settled.identicalAt - stopAt;
-  // Every node has every warm-up element now, so one Delete per key at one node removes them all.
-  const client = new ReplicaClient(nodes[0]!.address, grpc.credentials.createInsecure());
-  try {
-    for (const key of [...keys, lagKey]) {
-      await call(client, client.delete, { key }, { timeoutMs: 10_000 }).catch((err: grpc.ServiceError) => {
-        if (err.code !== grpc.status.NOT_FOUND) throw err; // a key no operation reached
-      });
-    }
-  } finally {
-    client.close();
-  }
-  const emptied = await readUntilIdentical(nodes, keys, { boundMs: 60_000, intervalMs: 100 });
-  if (emptied.identicalAt === null || keys.some((k) => (emptied.reads[nodes[0]!.nodeId]?.[k]?.length ?? 0) > 0)) {
-    throw new Error("warm-up: the deleted warm-up keys did not read empty on every node within 60 s");
-  }
+  const { emptiedMs } = await deleteEverywhere(nodes, [...keys, lagKey]);
+  if (emptiedMs === null) throw new Error("warm-up: the deleted warm-up keys did not read empty on every node within 60 s");
   return { operations: history.size, probes, settledMs };
 }
