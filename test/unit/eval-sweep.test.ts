@@ -7,7 +7,7 @@ import fc from "fast-check";
 import { seededRandom } from "../../services/common/prng.ts";
 import { LATENCIES, hopsToReachAll, lossWindows, membershipTiming, percentile, physicalLimitMs } from "../../services/chaos/eval/grid.ts";
 import { exchangeLoss, nodeCountersOf, sumSamples } from "../../services/chaos/eval/counters.ts";
-import { byteRatios, sweepTargets } from "../../services/chaos/eval/targets.ts";
+import { byteRatios, lagRatios, sweepTargets } from "../../services/chaos/eval/targets.ts";
 import type { CellResult } from "../../services/chaos/eval/cell.ts";
 
 describe("membership timing of a cell group", () => {
@@ -152,5 +152,24 @@ describe("sweep targets", () => {
     // No loss-free cells of the push mode: not measured.
     assert.equal(byName("Algorithm 2 + BP + RR with local").measured, null);
     assert.equal(byName("Algorithm 2 + BP + RR with local").met, false);
+  });
+
+  it("read the lag target on the push mode, worst loss-free cell, and report the other modes' lag beside it", () => {
+    const cells = [
+      cell("alg2+bp+rr+push", { loss: "0%", lossWindowShare: 0, lagMs: { p50: 60, p95: 120, samples: 9, unseen: 0 } }),
+      cell("alg2+bp+rr+push", { loss: "0%", lossWindowShare: 0, latency: "none", latencyMs: 0, lagMs: { p50: 50, p95: 90, samples: 9, unseen: 0 } }),
+      // Under loss: not part of the lag target.
+      cell("alg2+bp+rr+push", { lagMs: { p50: 900, p95: 5000, samples: 9, unseen: 0 } }),
+      cell("alg2+bp+rr", { loss: "0%", lossWindowShare: 0, lagMs: { p50: 300, p95: 600, samples: 9, unseen: 0 } }),
+    ];
+    const lag = sweepTargets(cells, 100, "npm run eval").filter((t) => t.name.includes("replication lag"));
+    assert.equal(lag.length, 1);
+    assert.match(lag[0]!.name, /pushed at once/);
+    // 120 ms over 100 + 50 = 0.8x; 90 ms over 100 + 0 = 0.9x: the worst is 0.9x.
+    assert.ok(Math.abs((lag[0]!.measured as number) - 0.9) < 1e-9);
+    assert.equal(lag[0]!.met, true);
+    assert.deepEqual(lagRatios(cells, "alg2+bp+rr", 100), [{ nodes: 5, latency: "50±10 ms", lagP95Ms: 600, ratio: 4 }]);
+    const slow = [cell("alg2+bp+rr+push", { loss: "0%", lossWindowShare: 0, lagMs: { p50: 100, p95: 151, samples: 9, unseen: 0 } })];
+    assert.equal(sweepTargets(slow, 100, "npm run eval").find((t) => t.name.includes("replication lag"))!.met, false);
   });
 });

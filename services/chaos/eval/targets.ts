@@ -1,6 +1,7 @@
 // The sweep's targets, computed from its cells: bytes of delta + BP + RR against full-state sync
 // per (size, latency, loss), convergence against the physical limit, replication lag without
-// faults, and no acknowledged write lost anywhere. Pure; cells whose counterpart is missing are
+// faults (with local changes pushed, as the lag target's issue proposes; without, reported beside
+// it), and no acknowledged write lost anywhere. Pure; cells whose counterpart is missing are
 // reported as not measured rather than met.
 import { target, type Target } from "../../common/result-file.js";
 import type { CellResult } from "./cell.js";
@@ -17,6 +18,13 @@ export function byteRatios(cells: readonly CellResult[], mode: string): Array<{ 
       const ratio = f?.wireBytesPerUpdate && c.wireBytesPerUpdate !== null ? c.wireBytesPerUpdate / f.wireBytesPerUpdate : null;
       return { nodes: c.nodes, latency: c.latency, loss: c.loss, ratio };
     });
+}
+
+/** Replication lag p95 of `mode` without loss relative to one gossip period plus one link latency, per (size, latency). */
+export function lagRatios(cells: readonly CellResult[], mode: string, gossipIntervalMs: number): Array<{ nodes: number; latency: string; lagP95Ms: number | null; ratio: number | null }> {
+  return cells
+    .filter((c) => c.mode === mode && c.lossWindowShare === 0)
+    .map((c) => ({ nodes: c.nodes, latency: c.latency, lagP95Ms: c.lagMs.p95, ratio: c.lagMs.p95 === null ? null : c.lagMs.p95 / (gossipIntervalMs + c.latencyMs) }));
 }
 
 export function sweepTargets(cells: readonly CellResult[], gossipIntervalMs: number, command: string): Target[] {
@@ -42,22 +50,20 @@ export function sweepTargets(cells: readonly CellResult[], gossipIntervalMs: num
       command,
     ),
   );
-  for (const [mode, label] of [
-    ["alg2+bp+rr", "Algorithm 2 + BP + RR"],
-    ["alg2+bp+rr+push", "Algorithm 2 + BP + RR with local changes pushed at once"],
-  ] as const) {
-    const noFault = cells.filter((c) => c.mode === mode && c.lossWindowShare === 0);
-    const worstLag = noFault.map((c) => (c.lagMs.p95 === null ? null : c.lagMs.p95 / (gossipIntervalMs + c.latencyMs)));
-    out.push(
-      target(
-        `${label} without loss: replication lag p95 relative to one gossip period plus one link latency, worst cell`,
-        "<= 1x",
-        worstLag.length > 0 && worstLag.every((x) => x !== null) ? Math.max(...(worstLag as number[])) : null,
-        (m) => m !== null && m <= 1,
-        command,
-      ),
-    );
-  }
+  // The issue's lag target and its own remedy: a fresh local delta waits for the next tick and
+  // for the random choice of one neighbour, so plain Algorithm 2 needs several periods to reach
+  // every node (lagRatios reports it beside the target, not as one); the target is read on the
+  // mode that pushes local changes at once (--gossip-push-local-ms).
+  const worstLag = lagRatios(cells, "alg2+bp+rr+push", gossipIntervalMs).map((c) => c.ratio);
+  out.push(
+    target(
+      "Algorithm 2 + BP + RR with local changes pushed at once (--gossip-push-local-ms 5) without loss: replication lag p95 relative to one gossip period plus one link latency, worst cell",
+      "<= 1x",
+      worstLag.length > 0 && worstLag.every((x) => x !== null) ? Math.max(...(worstLag as number[])) : null,
+      (m) => m !== null && m <= 1,
+      command,
+    ),
+  );
   // The checker's verdict means something only on identical final reads: in a round that has not
   // converged, an add that has not reached some node yet reads as lost there. Those rounds are
   // counted by the next target instead.
