@@ -16,6 +16,46 @@ const TRAILING_MAC_FIELD: Record<string, { requestDeserialize: number; responseD
   [GossipService.exchangeStream.path]: { requestDeserialize: 9, responseDeserialize: 6 },
 };
 
+/** The field of a method's messages that carries their MAC last (see TRAILING_MAC_FIELD), by direction. */
+export function trailingMacField(path: string, direction: "request" | "response"): number | undefined {
+  return TRAILING_MAC_FIELD[path]?.[direction === "request" ? "requestDeserialize" : "responseDeserialize"];
+}
+
+/**
+ * Encodings already made of messages about to be sent, keyed by the message object. Signing a
+ * peer message needs its bytes (the proof or MAC covers them); the serializer of a definition
+ * wrapped by withSentEncodings takes them from here instead of encoding the message a second time
+ * (a gossip frame carries every delta of its period: encoding it was most of sending it).
+ */
+export class SentEncodings {
+  private readonly encoded = new WeakMap<object, Buffer>();
+
+  remember(message: object, bytes: Buffer): void {
+    this.encoded.set(message, bytes);
+  }
+
+  /** The bytes remembered for message, forgotten as they are taken (each is sent once). */
+  take(message: object): Buffer | undefined {
+    const b = this.encoded.get(message);
+    if (b !== undefined) this.encoded.delete(message);
+    return b;
+  }
+}
+
+/** Requests and replies signed on this node, encoded once (see SentEncodings). */
+export const sentRequests = new SentEncodings();
+export const sentReplies = new SentEncodings();
+
+/** A service definition whose request or response serializer uses the bytes remembered in `sent`. */
+export function withSentEncodings<D extends Record<string, object>>(definition: D, serializer: "requestSerialize" | "responseSerialize", sent: SentEncodings): D {
+  const out: Record<string, unknown> = {};
+  for (const [name, d] of Object.entries(definition)) {
+    const encode = (d as Record<string, (m: unknown) => Buffer>)[serializer]!;
+    out[name] = { ...d, [serializer]: (m: unknown) => (typeof m === "object" && m !== null ? sent.take(m) : undefined) ?? encode(m) };
+  }
+  return out as D;
+}
+
 /**
  * The bytes each decoded message arrived in (keyed by the message object), and their SHA-256 (hex),
  * computed the first time it is asked for: without a cluster key nobody asks.
@@ -87,9 +127,10 @@ export function receivedReplyDigest(reply: object): string | undefined {
   return replyDigests.get(reply);
 }
 
-const withReplyDigests = <D extends Record<string, object>>(definition: D): D => withArrivalDigests(definition, "responseDeserialize", replyDigests);
+const withReplyDigests = <D extends Record<string, object>>(definition: D): D =>
+  withSentEncodings(withArrivalDigests(definition, "responseDeserialize", replyDigests), "requestSerialize", sentRequests);
 
-/** A Gossip client whose replies' digests are remembered. */
+/** A Gossip client whose replies' digests are remembered, and whose signed requests are encoded once. */
 export const PeerGossipClient = grpc.makeGenericClientConstructor(withReplyDigests(GossipService), "deltaset.v1.Gossip") as unknown as typeof GossipClient;
-/** A Membership client whose replies' digests are remembered. */
+/** A Membership client whose replies' digests are remembered, and whose signed requests are encoded once. */
 export const PeerMembershipClient = grpc.makeGenericClientConstructor(withReplyDigests(MembershipService), "deltaset.v1.Membership") as unknown as typeof MembershipClient;

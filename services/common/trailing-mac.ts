@@ -20,3 +20,17 @@ export function withoutTrailingMac(bytes: Uint8Array, field: number, mac: Uint8A
   for (let i = 0; i < STREAM_MAC_BYTES; i++) if (bytes[start + 2 + i] !== mac[i]) return bytes;
   return bytes.subarray(0, start);
 }
+
+/**
+ * `bytes` (a message encoded without its MAC) with the MAC appended as field `field`: what the
+ * message with its `mac` set encodes to, since the encoder writes that field last.
+ */
+export function withTrailingMac(bytes: Uint8Array, field: number, mac: Uint8Array): Buffer {
+  if (mac.length !== STREAM_MAC_BYTES) throw new Error(`a stream MAC is ${STREAM_MAC_BYTES} bytes, not ${mac.length}`);
+  const out = Buffer.allocUnsafe(bytes.length + 2 + STREAM_MAC_BYTES);
+  out.set(bytes, 0);
+  out[bytes.length] = (field << 3) | 2;
+  out[bytes.length + 1] = STREAM_MAC_BYTES;
+  out.set(mac, bytes.length + 2);
+  return out;
+}

@@ -21,7 +21,7 @@ import { MembershipService } from "../gen/deltaset/v1/membership.js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
-import { ArrivalDigests, markReplyRefused, receivedReplyDigest, withArrivalDigests } from "../client/peer-clients.js";
+import { ArrivalDigests, type SentEncodings, markReplyRefused, receivedReplyDigest, sentReplies, sentRequests, trailingMacField, withArrivalDigests, withSentEncodings } from "../client/peer-clients.js";
 import {
   DEFAULT_SKEW_MS,
   PROOF_HEADER,
@@ -42,7 +42,7 @@ import {
 } from "./peer-proof.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
 import { markStreamRefused, refusedByHandler, streamRefusalOf } from "../common/stream-refusal.js";
-import { NO_MAC } from "../common/trailing-mac.js";
+import { NO_MAC, withTrailingMac } from "../common/trailing-mac.js";
 import { passThrough } from "./pass-through.js";
 
 export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch" | "stream-mac-invalid";
@@ -78,14 +78,27 @@ const received = new ArrivalDigests();
 /**
  * A service definition whose request decoder remembers the digest of the exact bytes received, so
  * the server checks the proof against what the sender signed even when the message carries
- * fields this build does not know. Without it the decoded message is re-encoded.
+ * fields this build does not know (without it the decoded message is re-encoded), and whose
+ * response serializer sends the bytes a signed reply was encoded in for its signature.
  */
 export function withBodyDigests<D extends Record<string, { requestDeserialize: (b: Buffer) => any }>>(definition: D): D {
-  return withArrivalDigests(definition, "requestDeserialize", received);
+  return withSentEncodings(withArrivalDigests(definition, "requestDeserialize", received), "responseSerialize", sentReplies);
 }
 
 function digestOf(path: string, message: object): string {
   return received.get(message) ?? bodyDigest(METHODS[path]!.requestSerialize(message));
+}
+
+/**
+ * A stream message with its MAC set, computed over its bytes without one by `mac`; the bytes it is
+ * sent in (those bytes with the MAC field appended) are remembered in `sent`, so it is encoded
+ * once. Without a known MAC field the message is left for the serializer to encode.
+ */
+function signed(message: any, serialize: (m: unknown) => Buffer, field: number | undefined, sent: SentEncodings, mac: (bytes: Buffer) => Uint8Array): object {
+  const bytes = serialize({ ...message, mac: NO_MAC });
+  const out = { ...message, mac: mac(bytes) };
+  if (field !== undefined) sent.remember(out, withTrailingMac(bytes, field, out.mac));
+  return out;
 }
 
 /** The digest a stream message's MAC covers: its bytes without the MAC (see trailing-mac.ts). */
@@ -266,10 +279,13 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
         if (bidi) {
           // Each reply on a stream is signed in itself, for its index (no trailer).
           if (keys === undefined || nonce === undefined) return next(message);
-          const body = bodyDigest(method.responseSerialize({ ...message, mac: NO_MAC }));
-          return next({ ...message, mac: signStreamMessage(keys, "reply", path, nonce, repliesSent++, body) });
+          return next(signed(message, (m) => method.responseSerialize(m), trailingMacField(path, "response"), sentReplies, (bytes) => signStreamMessage(keys, "reply", path, nonce!, repliesSent++, bodyDigest(bytes))));
         }
-        if (keys !== undefined) replyDigest = bodyDigest(method.responseSerialize(message));
+        if (keys !== undefined && typeof message === "object" && message !== null) {
+          const bytes = method.responseSerialize(message);
+          sentReplies.remember(message, bytes);
+          replyDigest = bodyDigest(bytes);
+        }
         next(message);
       },
       sendStatus: (status, next) => {
@@ -368,10 +384,13 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
       },
       sendMessage(message, next) {
         if (bidi) {
-          const body = bodyDigest(def.requestSerialize({ ...message, mac: NO_MAC }));
-          return next({ ...message, mac: signStreamMessage(k, "frame", def.path, nonce, framesSent++, body) });
+          return next(signed(message, (m) => def.requestSerialize(m), trailingMacField(def.path, "request"), sentRequests, (bytes) => signStreamMessage(k, "frame", def.path, nonce, framesSent++, bodyDigest(bytes))));
         }
-        if (held !== undefined) release(bodyDigest(def.requestSerialize(message)));
+        if (held !== undefined) {
+          const bytes = def.requestSerialize(message);
+          sentRequests.remember(message, bytes);
+          release(bodyDigest(bytes));
+        }
         next(message);
       },
       halfClose(next) {

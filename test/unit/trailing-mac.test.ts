@@ -7,7 +7,7 @@ import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { GossipFrame, GossipReply } from "../../services/gen/deltaset/v1/gossip.ts";
-import { withoutTrailingMac } from "../../services/common/trailing-mac.ts";
+import { withTrailingMac, withoutTrailingMac } from "../../services/common/trailing-mac.ts";
 
 const bytes = (min: number, max: number) => fc.uint8Array({ minLength: min, maxLength: max }).map((u) => Buffer.from(u));
 const u64 = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n });
@@ -33,6 +33,7 @@ describe("a stream message's trailing MAC", () => {
         const bare = Buffer.from(GossipFrame.encode(GossipFrame.fromPartial(f)).finish());
         const sent = Buffer.from(GossipFrame.encode(GossipFrame.fromPartial({ ...f, mac: m })).finish());
         assert.deepEqual(sent, Buffer.concat([bare, Buffer.from([(9 << 3) | 2, 32]), m]));
+        assert.deepEqual(withTrailingMac(bare, 9, m), sent);
         assert.deepEqual(Buffer.from(withoutTrailingMac(sent, 9, GossipFrame.decode(sent).mac)), bare);
       }),
       { numRuns: 300 },
@@ -45,6 +46,7 @@ describe("a stream message's trailing MAC", () => {
         const bare = Buffer.from(GossipReply.encode(GossipReply.fromPartial(r)).finish());
         const sent = Buffer.from(GossipReply.encode(GossipReply.fromPartial({ ...r, mac: m })).finish());
         assert.deepEqual(sent, Buffer.concat([bare, Buffer.from([(6 << 3) | 2, 32]), m]));
+        assert.deepEqual(withTrailingMac(bare, 6, m), sent);
         assert.deepEqual(Buffer.from(withoutTrailingMac(sent, 6, GossipReply.decode(sent).mac)), bare);
       }),
       { numRuns: 300 },
