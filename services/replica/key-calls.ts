@@ -1,7 +1,7 @@
 // Keys and Delete of the Replica service. Keys merges the per-partition key listings of the store
 // (each in key order) into one ordered page, with a page token bound to the prefix. Delete removes
 // every element of a set this node has observed, a page of elements at a time, spreading each
-// batch's delta like a Remove.
+// batch's delta like a Remove; a set stored whole (AWSET_PROB) is cleared in one update.
 import { status } from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
 import type { DeleteRequest, DeleteResponse, KeyInfo, KeysRequest, KeysResponse } from "../gen/deltaset/v1/replica.js";
@@ -20,6 +20,8 @@ export interface KeyCallsDeps {
   store: Store;
   limits: Limits;
   notify: (key: string, type: ObjectType, delta: unknown) => void;
+  /** Delete on a key stored whole (whole-type-calls.ts clear): removes its members, or refuses the type. */
+  clearWhole: (key: string, type: ObjectType, name: string) => Promise<number>;
 }
 
 export function keyCalls(deps: KeyCallsDeps) {
@@ -64,7 +66,7 @@ export function keyCalls(deps: KeyCallsDeps) {
     checkKey(req.key, limits);
     const type = await store.typeOf(req.key);
     if (type === undefined) throw new RpcError(status.NOT_FOUND, `key "${req.key}" does not exist on this node`);
-    if (type !== ObjectType.AWSET) throw new RpcError(status.FAILED_PRECONDITION, `key "${req.key}" holds a ${ObjectType[type]}: Delete removes the elements of an AWSET, and this type has none to remove`);
+    if (type !== ObjectType.AWSET) return { removed: BigInt(await deps.clearWhole(req.key, type, ObjectType[type] ?? String(type))) };
     let removed = 0;
     // Every page of what is held now, removed with its observed dots; what arrives meanwhile
     // (a concurrent add) is not observed and survives.

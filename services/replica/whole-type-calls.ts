@@ -104,6 +104,31 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       return { removed: r.result, pending: 0, unseenAdds: 0n };
     },
 
+    /**
+     * Delete on a set stored whole (AWSET_PROB): every member this node holds, removed in one
+     * update under the key's lock, so an add that arrives after it survives (add-wins). Types that
+     * cannot list or remove their elements (filters, counters) are refused.
+     */
+    async clear(key: string, type: ObjectType, name: string): Promise<number> {
+      const ops = operationsFor(type);
+      if (ops?.remove === undefined || ops.members === undefined || ops.probabilistic) {
+        throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}: Delete removes the elements of a set (AWSET, AWSET_PROB), and this type has no elements to remove`);
+      }
+      const r = await store.update(
+        key,
+        type,
+        (current) => {
+          const members = ops.members!(current);
+          if (members.length === 0) return { state: current, result: 0 };
+          const o = runOperation(ops, current, { kind: "remove", elements: members }, env());
+          return { state: o.state, delta: o.delta, result: o.changed };
+        },
+        { mustExist: true },
+      );
+      if (r.delta !== undefined) deps.notify(key, type, r.delta);
+      return r.result;
+    },
+
     /** Every member after startAfter, in element order (Scan), for a type that can list them. */
     async list(key: string, name: string, startAfter: Buffer): Promise<{ members: Buffer[]; total: number }> {
       const w = await store.wholeState(key);

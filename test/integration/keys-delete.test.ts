@@ -1,7 +1,8 @@
 // Keys and Delete on real nodes. Keys: every key with a prefix, in key order across partitions,
 // page by page, with type and size; tokens bound to their prefix. Delete: every element the node
-// has seen is removed, an add made concurrently on another node survives (add wins), other types
-// and missing keys are refused, a read token may list but not delete, and the CLI does both.
+// has seen is removed, an add made concurrently on another node survives (add wins), for the
+// probabilistic set as for AWSET; other types and missing keys are refused, a read token may list
+// but not delete, and the CLI does both.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -85,10 +86,27 @@ describe("Delete", () => {
     await c.converged("big", [0, 1], [], 15_000);
   });
 
+  it("clears a probabilistic set (AWSET_PROB) the same way: an add it has not seen yet survives", async () => {
+    const els = (...xs: string[]) => xs.map((x) => Buffer.from(x));
+    await c.replica(0, (r) => call(r, r.add, { key: "prob-basket", elements: els("a", "b", "c"), texts: [], type: ObjectType.AWSET_PROB }));
+    await c.converged("prob-basket", [0, 1], ["a", "b", "c"], 15_000);
+    await c.replica(1, (r) => call(r, r.add, { key: "prob-basket", elements: els("late"), texts: [], type: ObjectType.AWSET_PROB }));
+    const res = await c.replica(0, (r) => call(r, r.delete, { key: "prob-basket" }));
+    assert.equal(res.removed, 3n);
+    await c.converged("prob-basket", [0, 1], ["late"], 15_000);
+    // A deleted key keeps its type: the next Add extends the same probabilistic set.
+    const page = await keysPage("prob-basket");
+    assert.deepEqual(page.keys.map((k) => [k.key, k.type]), [["prob-basket", ObjectType.AWSET_PROB]]);
+  });
+
   it("refuses other types and missing keys", async () => {
     const counter = await statusOf(c.replica(0, (r) => call(r, r.delete, { key: "user/zz-counter" })));
     assert.equal(counter.code, grpc.status.FAILED_PRECONDITION);
     assert.match(counter.details, /holds a COUNTER/);
+    await c.replica(0, (r) => call(r, r.add, { key: "filter", elements: [Buffer.from("x")], texts: [], type: ObjectType.GBF }));
+    const filter = await statusOf(c.replica(0, (r) => call(r, r.delete, { key: "filter" })));
+    assert.equal(filter.code, grpc.status.FAILED_PRECONDITION);
+    assert.match(filter.details, /holds a GBF: Delete removes the elements of a set/);
     assert.equal((await statusOf(c.replica(0, (r) => call(r, r.delete, { key: "no-such-key" })))).code, grpc.status.NOT_FOUND);
   });
 

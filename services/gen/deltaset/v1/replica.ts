@@ -4658,8 +4658,9 @@ export const ReplicaService = {
    * without a context would, in batches of at most the node's elements-per-call limit: adds that
    * this node has not seen yet (made concurrently elsewhere) survive, as add-wins asks. The key's
    * header, its causal context (a few bytes per replica), stays: without it a node would take an
-   * old add that arrives late for a new one. Other types answer FAILED_PRECONDITION (a counter or
-   * filter has no elements to remove); a key that does not exist, NOT_FOUND.
+   * old add that arrives late for a new one. A probabilistic set (AWSET_PROB) is cleared the same
+   * way in one step, its removed dots going to its filter. Other types answer FAILED_PRECONDITION
+   * (a counter or filter has no elements to remove); a key that does not exist, NOT_FOUND.
    */
   delete: {
     path: "/deltaset.v1.Replica/Delete" as const,
@@ -4798,8 +4799,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * without a context would, in batches of at most the node's elements-per-call limit: adds that
    * this node has not seen yet (made concurrently elsewhere) survive, as add-wins asks. The key's
    * header, its causal context (a few bytes per replica), stays: without it a node would take an
-   * old add that arrives late for a new one. Other types answer FAILED_PRECONDITION (a counter or
-   * filter has no elements to remove); a key that does not exist, NOT_FOUND.
+   * old add that arrives late for a new one. A probabilistic set (AWSET_PROB) is cleared the same
+   * way in one step, its removed dots going to its filter. Other types answer FAILED_PRECONDITION
+   * (a counter or filter has no elements to remove); a key that does not exist, NOT_FOUND.
    */
   delete: handleUnaryCall<DeleteRequest, DeleteResponse>;
   /**
@@ -5013,8 +5015,9 @@ export interface ReplicaClient extends Client {
    * without a context would, in batches of at most the node's elements-per-call limit: adds that
    * this node has not seen yet (made concurrently elsewhere) survive, as add-wins asks. The key's
    * header, its causal context (a few bytes per replica), stays: without it a node would take an
-   * old add that arrives late for a new one. Other types answer FAILED_PRECONDITION (a counter or
-   * filter has no elements to remove); a key that does not exist, NOT_FOUND.
+   * old add that arrives late for a new one. A probabilistic set (AWSET_PROB) is cleared the same
+   * way in one step, its removed dots going to its filter. Other types answer FAILED_PRECONDITION
+   * (a counter or filter has no elements to remove); a key that does not exist, NOT_FOUND.
    */
   delete(
     request: DeleteRequest,
