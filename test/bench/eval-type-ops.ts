@@ -18,8 +18,11 @@ const filterParams = (): FilterParams => ({ capacity: 10_000n, falsePositiveRate
 
 const TYPE: Record<EvalType, ObjectType> = { "awset-prob": ObjectType.AWSET_PROB, gbf: ObjectType.GBF, orcf: ObjectType.ORCF, counter: ObjectType.COUNTER };
 
-/** One update of the type at a node: adds (and for sets and ORCF removes) over a small universe, or an increment. */
-export async function update(type: EvalType, c: ReplicaClient, key: string, random: Random, timeoutMs: number): Promise<void> {
+/**
+ * One update of the type at a node: adds (and for sets and ORCF removes) over a small universe, or an
+ * increment. probParams: the filter of a probabilistic set the Add creates (default: the type's).
+ */
+export async function update(type: EvalType, c: ReplicaClient, key: string, random: Random, timeoutMs: number, probParams?: Partial<FilterParams>): Promise<void> {
   if (type === "counter") {
     await call(c, c.increment, { key, amount: random() < 0.7 ? 1n : -1n, requestId: "" }, { timeoutMs });
     return;
@@ -27,7 +30,10 @@ export async function update(type: EvalType, c: ReplicaClient, key: string, rand
   const element = Buffer.from(`e${Math.floor(random() * UNIVERSE)}`);
   const removes = type !== "gbf" && random() < 0.3;
   if (removes) await call(c, c.remove, { key, elements: [element], texts: [] }, { timeoutMs });
-  else await call(c, c.add, { key, elements: [element], texts: [], type: TYPE[type], params: type === "awset-prob" ? undefined : filterParams() }, { timeoutMs });
+  else {
+    const params = type !== "awset-prob" ? filterParams() : probParams === undefined ? undefined : { ...filterParams(), capacity: 0n, falsePositiveRate: 0, ...probParams };
+    await call(c, c.add, { key, elements: [element], texts: [], type: TYPE[type], params }, { timeoutMs });
+  }
 }
 
 /** A node's read of the key: members for the set, maybe-present answers and count for filters, the value for a counter. */

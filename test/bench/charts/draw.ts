@@ -18,6 +18,7 @@ import { gossipTransportChart } from "./gossip-transport.js";
 import { scaleChart } from "./scale.js";
 import { membershipChart } from "./membership.js";
 import { probClusterChart } from "./prob-cluster.js";
+import { probSettleChart } from "./prob-settle.js";
 import { replicaChart } from "./replica.js";
 import { syncChart } from "./sync.js";
 
@@ -34,6 +35,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "counters.json": countersChart,
   "filters-cluster.json": filtersClusterChart,
   "prob-cluster.json": probClusterChart,
+  "prob-settle.json": probSettleChart,
   "gossip-transport.json": gossipTransportChart,
 };
 
