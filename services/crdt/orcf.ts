@@ -506,10 +506,20 @@ export const OrcfLattice: Lattice<Orcf> = {
     const entries = a.entries().filter((e) => !bh.contains(e.replica, e.t));
     const h = a.history.subtract(bh);
     // Tombstones of a are new to b when b has not observed the tag (in h above) or still holds it.
+    // Walk the smaller of a's history (a delta's is a few tags) and b's live entries (every
+    // element of a large filter: walking them for each received delta cost 0.35 s at 2^19).
     const ah = a.history;
     const aLive = new Set(a.entries().map((e) => dotKey(makeDot(e.replica, e.t))));
-    for (const e of b.entries()) {
-      if (ah.contains(e.replica, e.t) && !aLive.has(dotKey(makeDot(e.replica, e.t)))) h.add(e.replica, e.t);
+    if (ah.dotCount() < b.count) {
+      for (const replica of ah.replicas()) {
+        for (const [first, last] of ah.rangesOf(replica)) {
+          for (let n = first; n <= last; n++) if (!aLive.has(dotKey(makeDot(replica, n))) && b.bucketOf(replica, n) !== undefined) h.add(replica, n);
+        }
+      }
+    } else {
+      for (const e of b.entries()) {
+        if (ah.contains(e.replica, e.t) && !aLive.has(dotKey(makeDot(e.replica, e.t)))) h.add(e.replica, e.t);
+      }
     }
     return Orcf.fromParts(p, entries, h);
   },

@@ -297,4 +297,35 @@ describe("ORCF: seed 001 Lemma 4.8 / Thm 4.9 (it is an optimised OR-Set over tag
       }),
       { numRuns: RUNS },
     ));
+
+  it("a remove's delta is new to a state that still holds the tag, and nothing to one that removed it too", () => {
+    const d = drivers[2] as Driver<Orcf>;
+    const rnd = seededRandom(7);
+    const s = d.empty();
+    for (const e of ["x", "y", "z"]) d.op(s, "r0", "add", u(e), rnd);
+    const holding = OrcfLattice.clone(s);
+    const removal = d.op(s, "r0", "remove", u("x"), rnd)!;
+    const removedToo = OrcfLattice.join(holding, removal);
+    // The delta's history is one tag and the states hold two or three entries: the walk over the delta.
+    assert.equal([...OrcfLattice.difference(removal, holding).tombstones().dots()].length, 1);
+    assert.ok(OrcfLattice.isBottom(OrcfLattice.difference(removal, removedToo)));
+  });
+
+  it("Δ(a, b) holds a's live tags b never observed and a's tombstones b never observed or still holds, whichever side it walks", () =>
+    fc.assert(
+      fc.property(pick3, ([run, i, j]) => {
+        const xs = reachable(drivers[2] as Driver<Orcf>, run.steps, run.seed);
+        const [a, b] = [xs[i % xs.length]!, xs[j % xs.length]!];
+        const d = OrcfLattice.difference(a, b);
+        const tb = tags(b);
+        const liveTags = [...tags(a)].filter((t) => {
+          const at = t.indexOf("@");
+          return !b.history.contains(t.slice(at + 1), Number(t.slice(0, at)));
+        });
+        assert.deepEqual([...tags(d)].sort(), liveTags.sort());
+        const tombs = [...a.tombstones().dots()].filter((x) => !b.history.contains(x.replica, x.counter) || tb.has(dotKey(x))).map(dotKey);
+        assert.deepEqual([...d.tombstones().dots()].map(dotKey).sort(), tombs.sort());
+      }),
+      { numRuns: RUNS },
+    ));
 });
