@@ -281,9 +281,9 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
           if (keys === undefined || nonce === undefined) return next(message);
           return next(signed(message, (m) => method.responseSerialize(m), trailingMacField(path, "response"), sentReplies, (bytes) => signStreamMessage(keys, "reply", path, nonce!, repliesSent++, bodyDigest(bytes))));
         }
-        if (keys !== undefined && typeof message === "object" && message !== null) {
+        if (keys !== undefined) {
           const bytes = method.responseSerialize(message);
-          sentReplies.remember(message, bytes);
+          if (typeof message === "object" && message !== null) sentReplies.remember(message, bytes);
           replyDigest = bodyDigest(bytes);
         }
         next(message);

@@ -1,7 +1,7 @@
 // Reads over an object's records as a whole: the keys of a partition (jumping from header to
 // header) and the consistency check of one object (its layout says what consistent means).
 import type { StoreDb } from "./db.js";
-import { OBJECTS, escapeBytes, headerKey, objectPrefix, objectRange, parseObjectKey, partitionPrefix, partitionRange } from "./keys.js";
+import { OBJECTS, escapeBytes, headerKey, objectPrefix, objectRange, parseObjectKey, partitionPrefix } from "./keys.js";
 import { layoutFor } from "./layouts.js";
 import { decodeHeader } from "./records.js";
 
@@ -31,11 +31,12 @@ export class PartitionKeyScan {
 
   constructor(private readonly db: StoreDb) {}
 
-  async *keys(partition: number): AsyncGenerator<string> {
+  /** Keys of one partition in key order; from: a position inside it to start at (a key's prefix, or past a key). */
+  async *keys(partition: number, from?: Buffer): AsyncGenerator<string> {
     if (partition >= this.emptyFrom && partition < this.emptyTo) return;
-    let gte = partitionPrefix(partition);
-    // Partitions from here up to the next key found hold no key.
-    let emptyFrom = partition;
+    let gte = from ?? partitionPrefix(partition);
+    // Partitions from here up to the next key found hold no key (this one only if read whole).
+    let emptyFrom = from === undefined ? partition : partition + 1;
     for (;;) {
       this.seeks++;
       const k = (await this.db.keys({ gte, lt: OBJECTS_END, limit: 1 }).all())[0];
@@ -58,22 +59,16 @@ export class PartitionKeyScan {
  * `after` when given. One seek per key: it jumps from header to header.
  */
 export async function* partitionKeysWithPrefix(db: StoreDb, partition: number, prefix: string, after?: string): AsyncGenerator<string> {
-  const range = partitionRange(partition);
   const escaped = escapeBytes(Buffer.from(prefix, "utf8"));
   // The escaped prefix without its terminator: every key starting with prefix sorts from here.
-  const fromPrefix = Buffer.concat([range.gte, escaped.subarray(0, escaped.length - 2)]);
-  let gte = fromPrefix;
+  let from = Buffer.concat([partitionPrefix(partition), escaped.subarray(0, escaped.length - 2)]);
   if (after !== undefined) {
     const afterObject = Buffer.concat([objectPrefix(partition, after), Buffer.from([0xff])]);
-    if (Buffer.compare(afterObject, gte) > 0) gte = afterObject;
+    if (Buffer.compare(afterObject, from) > 0) from = afterObject;
   }
-  while (true) {
-    const k = (await db.keys({ gte, lt: range.lt, limit: 1 }).all())[0];
-    if (k === undefined) return;
-    const parsed = parseObjectKey(k);
-    if (!parsed.key.startsWith(prefix)) return;
-    yield parsed.key;
-    gte = Buffer.concat([objectPrefix(partition, parsed.key), Buffer.from([0xff])]);
+  for await (const key of new PartitionKeyScan(db).keys(partition, from)) {
+    if (!key.startsWith(prefix)) return;
+    yield key;
   }
 }
 

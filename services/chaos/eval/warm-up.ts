@@ -24,7 +24,6 @@ export interface WarmUpReport {
   settledMs: number;
 }
 
-
 /**
  * Run the cells' workload for grid.warmUpMs on warm-up keys, probe lag meanwhile, wait until every
  * node reads the same, then delete the keys everywhere. Nothing of it is counted in any cell.
