@@ -143,7 +143,12 @@ export class CuckooTable<E> {
 
   /** Non-empty bucket indexes, ascending. */
   bucketIndexes(): number[] {
-    return [...this.map.keys()].sort((a, b) => a - b);
+    return Array.from(this.sortedIndexes());
+  }
+
+  /** Non-empty bucket indexes, ascending: a typed array's numeric sort (a comparator costs ~10x). */
+  private sortedIndexes(): Uint32Array {
+    return Uint32Array.from(this.map.keys()).sort();
   }
 
   /** How many buckets hold entries. */
@@ -156,10 +161,19 @@ export class CuckooTable<E> {
    * keep their layout): the canonical order codecs and listings use.
    */
   forEachBucket(order: (a: E, b: E) => number, visit: (i: number, entries: readonly E[]) => void): void {
-    for (const i of this.bucketIndexes()) {
-      const b = this.map.get(i)!;
-      visit(i, b.length > 1 ? [...b].sort(order) : b);
+    const inOrder = (b: E[]) => (b.length > 1 ? sortedView(b, order) : b);
+    // Many used buckets: place them by index in one pass over the map (a Map lookup per index
+    // costs ~10x a step of the map's own iteration), then walk the indexes.
+    if (this.map.size * 8 >= this.params.buckets) {
+      const byIndex: Array<E[] | undefined> = new Array(this.params.buckets).fill(undefined);
+      for (const [i, b] of this.map) byIndex[i] = b;
+      for (let i = 0; i < byIndex.length; i++) {
+        const b = byIndex[i];
+        if (b !== undefined) visit(i, inOrder(b));
+      }
+      return;
     }
+    for (const i of this.sortedIndexes()) visit(i, inOrder(this.map.get(i)!));
   }
 
   *entries(): IterableIterator<[number, E]> {
@@ -246,3 +260,24 @@ export class CuckooTable<E> {
 }
 
 class QuotaExhausted extends Error {}
+
+/**
+ * A bucket in order: itself when already sorted, else a sorted copy (insertion sort, as buckets
+ * hold a few entries: c, or a little more after merges). Callers only read it.
+ */
+function sortedView<E>(b: E[], order: (a: E, b: E) => number): readonly E[] {
+  let sorted = true;
+  for (let j = 1; j < b.length && sorted; j++) sorted = order(b[j - 1]!, b[j]!) <= 0;
+  if (sorted) return b;
+  const out = b.slice();
+  for (let j = 1; j < out.length; j++) {
+    const x = out[j]!;
+    let k = j - 1;
+    while (k >= 0 && order(out[k]!, x) > 0) {
+      out[k + 1] = out[k]!;
+      k--;
+    }
+    out[k + 1] = x;
+  }
+  return out;
+}

@@ -73,6 +73,8 @@ export interface StorageSettings {
   writeBufferBytes: number;
   /** Bytes of LevelDB's block cache for reads. */
   cacheBytes: number;
+  /** Encoded bytes of decoded whole states kept in memory (store/decoded-states.ts). */
+  stateCacheBytes: number;
 }
 
 export interface NodeConfig {
@@ -158,6 +160,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     // npm run bench:replica), for up to twice this much memory.
     writeBufferBytes: 16 * 1024 * 1024,
     cacheBytes: 8 * 1024 * 1024,
+    stateCacheBytes: 32 * 1024 * 1024,
   },
   ttlSweep: { periodMs: 1000, batch: 10_000 },
   logLevel: "info",

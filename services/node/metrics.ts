@@ -126,6 +126,13 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const skewReports = meter.createObservableCounter("deltaset_clock_skew_reports", {
     description: "Received counter retry filters whose epochs put the sender's clock further than --max-clock-skew-ms from this node's (direction: ahead or behind)",
   });
+  const stateCacheReads = meter.createObservableCounter("deltaset_state_cache_reads", {
+    description: "Reads of a key stored whole (filters, counters, probabilistic sets) by whether its decoded state was in memory (result: hit or miss; --state-cache-bytes)",
+  });
+  const stateCacheBytes = meter.createObservableGauge("deltaset_state_cache_bytes", {
+    description: "Encoded bytes of the decoded states held in memory (a decoded state takes a multiple of this: up to ~30x for an ORCF)",
+    unit: "By",
+  });
   const expired = meter.createObservableCounter("deltaset_expired_adds", {
     description: "Adds (dots) of sets removed from storage because their time to live ran out",
   });
@@ -141,8 +148,11 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(headers, s.cachedHeaders);
       r.observe(refusedJoins, s.counterJoinsRefused);
       r.observe(pendingRemoves, s.pendingRemoves);
+      r.observe(stateCacheReads, s.stateCache.hits, { result: "hit" });
+      r.observe(stateCacheReads, s.stateCache.misses, { result: "miss" });
+      r.observe(stateCacheBytes, s.stateCache.encodedBytes);
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired],
+    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes],
   );
 }
 

@@ -5,6 +5,7 @@
 // Every layout joins with its lattice's own join (crdt/), applied to the part of the object the
 // join touches, so the in-memory value, the store and chunked transfer share one join per type.
 import type { AWSet, CausalContext, Lattice, ObjectType, SkewReport } from "../crdt/index.js";
+import type { DecodedStates } from "./decoded-states.js";
 import type { GroupCommit } from "./group-commit.js";
 import type { PendingRemoves } from "./pending-removes.js";
 import type { Header } from "./records.js";
@@ -24,6 +25,8 @@ export interface StoreEnv {
   readonly db: StoreDb;
   readonly commit: GroupCommit;
   readonly pending: PendingRemoves;
+  /** Decoded states of the keys stored whole, by key (decoded-states.ts). */
+  readonly decoded: DecodedStates;
   /** Above this many removed dots in one join, owners are found by scanning the object. */
   readonly removeLookupLimit: number;
   /** A join refused because its result would break the type's bounds (counters out of int64). */
@@ -81,7 +84,7 @@ export interface ObjectLayout<S> {
    * One-record layouts: store a state a client operation changed in place (crdt/operations.ts).
    * Element layouts have none: their operations are the store's own (mutations.ts).
    */
-  write?(o: ObjectSlot, state: S): void;
+  write?(o: ObjectSlot, env: StoreEnv, state: S): void;
   /** Join a state or delta into the object with the lattice's join; newPart only when asked. */
   join(o: ObjectSlot, env: StoreEnv, incoming: S, wantNewPart: boolean): Promise<JoinResult<S>>;
   /** Join one chunk of a sender's full state (gossip/chunk-order.ts explains the rule). */
@@ -90,8 +93,14 @@ export interface ObjectLayout<S> {
   finishKey(o: ObjectSlot, env: StoreEnv, senderCtx: CausalContext): Promise<JoinResult<S>>;
   /** The key's full state in chunks of at most maxEntries entries, from one snapshot. */
   stateChunks(env: StoreEnv, prefix: Buffer, h: Header, it: RecordIterator, maxEntries: number): AsyncGenerator<StateChunk>;
-  /** The whole state in memory. */
+  /** The whole state in memory, the caller's own. */
   readState(env: StoreEnv, prefix: Buffer, h: Header): Promise<S>;
+  /**
+   * One-record layouts: the state of header h, read without the key's lock and shared with the
+   * cache of decoded states (decoded-states.ts): the caller must not change it, nor keep it past
+   * its next await (a writer may then change it in place).
+   */
+  peekState?(env: StoreEnv, key: string, h: Header): S;
   /** Problems of the object's records, in words (empty when consistent). */
   verify(h: Header, records: AsyncIterable<[suffix: number, rest: Buffer, value: Buffer]>): Promise<string[]>;
 }

@@ -91,6 +91,6 @@ export async function incrementCounterOnce(
   if (r.delta === null) return { duplicate: true, value: s.value() };
   const next = s.pruned(retry.now);
   CounterLattice.joinInPlace(next, r.delta);
-  layout.write!(o, next);
+  layout.write!(o, env, next);
   return { duplicate: false, value: next.value(), dot: [...r.delta.entries.values()][0]!.dot, delta: r.delta };
 }

@@ -5,6 +5,7 @@
 import { CausalContext, ObjectType } from "../crdt/index.js";
 import { approximateBytes, type StoreDb } from "./db.js";
 import { StoreClosedError, TypeMismatchError } from "./errors.js";
+import { DecodedStates } from "./decoded-states.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
 import type { JoinResult, ObjectSlot, StoreEnv } from "./layout.js";
@@ -46,7 +47,7 @@ export abstract class StoreCore {
      */
     public replicaId: string,
     readonly partitions: number,
-    protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
+    protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; stateCacheBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,
       "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
     >,
@@ -57,6 +58,7 @@ export abstract class StoreCore {
       db,
       commit: this.commit,
       pending,
+      decoded: new DecodedStates(opts.stateCacheBytes),
       removeLookupLimit: opts.removeLookupLimit,
       joinRefused: (key, reason) => {
         this.joinsRefused++;
@@ -100,6 +102,8 @@ export abstract class StoreCore {
     clockSkewReports: { ahead: number; behind: number };
     /** Adds removed from storage because their time to live ran out. */
     expiredDots: number;
+    /** The decoded states of keys stored whole kept in memory (decoded-states.ts). */
+    stateCache: { entries: number; encodedBytes: number; hits: number; misses: number };
   } {
     return {
       batches: this.commit.batches,
@@ -111,6 +115,7 @@ export abstract class StoreCore {
       retriesAbsorbed: this.retriesAbsorbed,
       clockSkewReports: { ...this.skewReports },
       expiredDots: this.expiredDots,
+      stateCache: { entries: this.env.decoded.size, encodedBytes: this.env.decoded.encodedBytes, hits: this.env.decoded.hits, misses: this.env.decoded.misses },
     };
   }
 

@@ -22,6 +22,11 @@ export interface StoreOptions {
   maxBatch?: number;
   /** Headers kept in memory. */
   headerCacheSize?: number;
+  /**
+   * Decoded states of keys stored whole kept in memory (decoded-states.ts), counted in encoded
+   * bytes (a state larger than this is decoded on every operation).
+   */
+  stateCacheBytes?: number;
   /** LevelDB write buffer (memtable) bytes; LevelDB's default 4 MiB when unset. */
   writeBufferBytes?: number;
   /** LevelDB block cache bytes; LevelDB's default 8 MiB when unset. */

@@ -34,6 +34,7 @@ export class Store extends StoreCore {
       sync: "fsync" as SyncPolicy,
       maxBatch: 256,
       headerCacheSize: 50_000,
+      stateCacheBytes: 32 * 1024 * 1024,
       removeLookupLimit: 4096,
       maxPendingRemoves: 10_000,
       writeBufferBytes: 4 * 1024 * 1024,
@@ -143,18 +144,23 @@ export class Store extends StoreCore {
       // Element layouts have no write: their operations are the store's own (add, remove).
       if (layout.write === undefined) throw new UnstorableTypeError(type);
       const out = fn(await layout.load(o, this.env, []));
-      if (out.delta !== undefined) layout.write(o, out.state);
+      if (out.delta !== undefined) layout.write(o, this.env, out.state);
       return { delta: out.delta, result: out.result };
     }, { ...opts, change: (r) => (r.delta === undefined ? [] : [r.delta]) });
   }
 
   // ------------------------------------------------------------ reads
 
-  /** The state of a key stored whole (one record: read without the key's lock), or undefined. */
+  /**
+   * The state of a key stored whole (one record: read without the key's lock), or undefined.
+   * Shared with the store's cache of decoded states: use it before the next await, never change it.
+   */
   async wholeState(key: string): Promise<{ type: ObjectType; state: unknown } | undefined> {
     const h = await this.loadHeader(key);
     if (h === undefined) return undefined;
-    return { type: h.type, state: await layoutFor(h.type).readState(this.env, Buffer.alloc(0), h) };
+    const layout = layoutFor(h.type);
+    const state = layout.peekState !== undefined ? layout.peekState(this.env, key, h) : await layout.readState(this.env, Buffer.alloc(0), h);
+    return { type: h.type, state };
   }
 
   async contains(key: string, elements: Uint8Array[]): Promise<boolean[]> {
