@@ -245,7 +245,7 @@ export class GossipExchange {
       let bytes = 0;
       for await (const key of scan.keys(partition)) {
         for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
-          const payload = Buffer.from(latticeFor(c.type).encode(c.slice, this.o.store.now()));
+          const payload = Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, this.o.store.now()));
           bytes += payload.length;
           yield {
             ...head(),

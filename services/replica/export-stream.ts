@@ -50,7 +50,7 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
         rangeStart: Buffer.alloc(0),
         rangeEnd: Buffer.alloc(0),
         rangeOpen: true,
-        slice: { type: c.type, payload: Buffer.from(latticeFor(c.type).encode(c.slice, store.now())) },
+        slice: { type: c.type, payload: Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, store.now())) },
         last: true,
         removed: undefined,
         delta: false,

@@ -60,8 +60,13 @@ export interface StateChunk {
   rangeStart: Buffer;
   rangeEnd: Buffer;
   rangeOpen: boolean;
-  /** The state's part in the range (for element layouts); the whole state for one-record types. */
+  /** The state's part in the range (element layouts); undefined when encoded carries it. */
   slice: unknown;
+  /**
+   * The slice already encoded by its lattice, to be sent as is: one-record layouts hand out the
+   * stored body, so a full-state transfer of a large filter neither decodes nor encodes it.
+   */
+  encoded?: Uint8Array;
   keyDone: boolean;
 }
 

@@ -50,7 +50,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     finishKey: async () => ({ changed: false, newPart: lattice.bottom() }),
     async *stateChunks(_env, _prefix, h) {
       const empty = Buffer.alloc(0);
-      yield { type: lattice.type, ctx: h.ctx, rangeStart: empty, rangeEnd: empty, rangeOpen: true, slice: lattice.decode(h.body), keyDone: true };
+      yield { type: lattice.type, ctx: h.ctx, rangeStart: empty, rangeEnd: empty, rangeOpen: true, slice: undefined, encoded: h.body, keyDone: true };
     },
     readState: async (_env, _prefix, h) => lattice.decode(h.body),
     peekState(env, key, h) {

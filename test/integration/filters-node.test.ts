@@ -180,3 +180,25 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
     assert.match(bad.stderr, /--strategy newest: one of whole-filter, active-slices, current-generation/);
   });
 });
+
+// Full-state gossip ships a key stored whole as its stored body (no decode, no encode at the
+// sender): the receiver must still read the sender's exact state.
+describe("keys stored whole under full-state gossip", () => {
+  const fsDir = mkdtempSync(join(tmpdir(), "deltaset-filters-state-"));
+  const fc2 = new TestCluster(fsDir, [1, 2].map((i) => `127.0.0.18${i}:778${i}`), ["--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-interval-ms", "100", "--gossip-algorithm", "alg1", "--gossip-choose", "state"], "s");
+  before(() => fc2.startAll());
+  after(async () => {
+    await fc2.close();
+    rmSync(fsDir, { recursive: true, force: true });
+  });
+  const q = (i: number, key: string, elements: string[]) =>
+    fc2.replica(i, (r) => call(r, r.query, { key, elements: elements.map(b), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
+
+  it("an ORCF's adds and removes and an AWSET_PROB's adds reach the other node", async () => {
+    await fc2.replica(0, (r) => call(r, r.add, { key: "o", elements: ["a", "b", "c"].map(b), texts: [], type: ObjectType.ORCF, params: params({ capacity: 1000n }) }));
+    await fc2.replica(0, (r) => call(r, r.remove, { key: "o", elements: [b("a")], texts: [] }));
+    await fc2.replica(1, (r) => call(r, r.add, { key: "p", elements: [b("x"), b("y")], texts: [], type: ObjectType.AWSET_PROB }));
+    await eventually("node 1 reads the ORCF", () => q(1, "o", ["a", "b", "c"]), (r) => r.presence.map((p) => p.present).join() === "false,true,true", 15_000);
+    await eventually("node 0 reads the AWSET_PROB", () => q(0, "p", ["x", "y", "z"]), (r) => r.presence.map((p) => p.present).join() === "true,true,false", 15_000);
+  });
+});

@@ -152,6 +152,22 @@ describe("the store's decoded whole states", () => {
     }
   });
 
+  it("a full-state transfer hands out the stored body, which decodes to the key's state", async () => {
+    const s = await open();
+    try {
+      await add(s, "f", ["a", "b", "c"]);
+      const chunks = [];
+      for await (const c of s.stateChunks("f", 1)) chunks.push(c);
+      assert.equal(chunks.length, 1);
+      assert.equal(chunks[0]!.slice, undefined);
+      assert.ok(chunks[0]!.encoded !== undefined);
+      assert.ok(OrcfLattice.equals(OrcfLattice.decode(chunks[0]!.encoded!), await onDisk(s, "f")));
+      assert.deepEqual(Buffer.from(chunks[0]!.encoded!), Buffer.from(OrcfLattice.encode(await onDisk(s, "f"))), "the codec is canonical");
+    } finally {
+      await s.close();
+    }
+  });
+
   it("a state larger than the budget is decoded on every read and still correct", async () => {
     const s = await open(undefined, 64 * 1024);
     try {
