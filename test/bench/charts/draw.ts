@@ -11,6 +11,7 @@ import { chaosSummaryChart } from "./chaos-summary.js";
 import { countersChart } from "./counters.js";
 import { crashLoopChart } from "./crash-loop.js";
 import { filtersClusterChart } from "./filters-cluster.js";
+import { filterWritesChart } from "./filter-writes.js";
 import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
 import { evalTypesChart } from "./eval-types.js";
@@ -34,6 +35,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "scale.json": scaleChart,
   "counters.json": countersChart,
   "filters-cluster.json": filtersClusterChart,
+  "filter-writes.json": filterWritesChart,
   "prob-cluster.json": probClusterChart,
   "prob-settle.json": probSettleChart,
   "gossip-transport.json": gossipTransportChart,

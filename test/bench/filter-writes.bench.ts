@@ -1,0 +1,90 @@
+// npm run bench:filter-writes [-- --quick]
+// The cost of one operation on a filter key as the filter grows, on one real node (fsync): for
+// GBF, GCF and ORCF at capacities 10k, 100k and 1M (quick: 10k and 100k), the key is filled half
+// full in batches of 1000, then 30 single-element Adds, 30 Queries (and 30 Removes for ORCF) run
+// one after another. A filter key is one record (store/whole-state-layout.ts): its decoded state
+// stays in memory between operations (store/decoded-states.ts), so a Query reads no record and
+// decodes nothing, while a write still encodes and writes the whole filter.
+// Writes docs/results/filter-writes.json and its chart.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { call, replicaClient } from "../../services/client/rpc.ts";
+import { QueryRequest } from "../../services/gen/deltaset/v1/replica.ts";
+import { ObjectType } from "../../services/gen/deltaset/v1/types.ts";
+import { startNodeProcess } from "../helpers/node-process.ts";
+import { drawChart } from "./charts/draw.ts";
+import { percentile } from "./lib/timing.ts";
+import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.ts";
+
+const quick = isQuick();
+const command = commandLine("bench:filter-writes", quick);
+const CAPACITIES = quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000];
+const TYPES = [ObjectType.GBF, ObjectType.GCF, ObjectType.ORCF];
+const SAMPLES = 30;
+const BATCH = 1000;
+
+interface Cell {
+  type: string;
+  capacity: number;
+  elements: number;
+  fillSeconds: number;
+  addP50Ms: number;
+  queryP50Ms: number;
+  removeP50Ms: number | null;
+}
+
+const root = mkdtempSync(join(tmpdir(), "deltaset-filter-writes-"));
+const node = await startNodeProcess(["--listen", "127.0.0.61:0", "--data-dir", join(root, "node"), "--log-level", "warn"]);
+const client = replicaClient(node.address);
+const timeoutMs = 300_000;
+
+async function p50(fn: (i: number) => Promise<unknown>): Promise<number> {
+  const ms: number[] = [];
+  for (let i = 0; i < SAMPLES; i++) {
+    const t = performance.now();
+    await fn(i);
+    ms.push(performance.now() - t);
+  }
+  return percentile(ms.sort((a, b) => a - b), 0.5);
+}
+
+const cells: Cell[] = [];
+try {
+  for (const type of TYPES) {
+    for (const capacity of CAPACITIES) {
+      const key = `${ObjectType[type]}-${capacity}`;
+      const params = { capacity: BigInt(capacity), falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, level: 0, ageSlices: 0, unionStrategy: 0 };
+      const elements = capacity / 2;
+      const t0 = performance.now();
+      for (let i = 0; i < elements; i += BATCH) {
+        const batch = Array.from({ length: Math.min(BATCH, elements - i) }, (_, j) => Buffer.from(`fill-${i + j}`));
+        await call(client, client.add, { key, type, params, elements: batch, texts: [] }, { timeoutMs });
+      }
+      const fillSeconds = (performance.now() - t0) / 1000;
+      const addP50Ms = await p50((i) => call(client, client.add, { key, elements: [Buffer.from(`one-${i}`)], texts: [] }, { timeoutMs }));
+      const queryP50Ms = await p50((i) => call(client, client.query, QueryRequest.fromPartial({ key, elements: [Buffer.from(`fill-${i}`)] }), { timeoutMs }));
+      const removeP50Ms = type === ObjectType.ORCF ? await p50((i) => call(client, client.remove, { key, elements: [Buffer.from(`one-${i}`)], texts: [] }, { timeoutMs })) : null;
+      const cell = { type: ObjectType[type], capacity, elements, fillSeconds, addP50Ms, queryP50Ms, removeP50Ms };
+      console.log(JSON.stringify(cell));
+      cells.push(cell);
+    }
+  }
+} finally {
+  client.close();
+  await node.stop();
+  rmSync(root, { recursive: true, force: true });
+}
+
+const largest = CAPACITIES.at(-1)!;
+const queryRatio = (type: string) => cells.find((c) => c.type === type && c.capacity === largest)!.queryP50Ms / cells.find((c) => c.type === type && c.capacity === CAPACITIES[0])!.queryP50Ms;
+const targets = TYPES.map((t) =>
+  target(`${ObjectType[t]} Query p50 at capacity ${largest} (half full) within 2x of capacity ${CAPACITIES[0]}`, "<= 2x", queryRatio(ObjectType[t]), (m) => m <= 2, command),
+);
+const path = writeResults("filter-writes", {
+  params: { quick, capacities: CAPACITIES, types: TYPES.map((t) => ObjectType[t]), samples: SAMPLES, batch: BATCH, sync: "fsync", fill: "half of the capacity, in batches" },
+  metrics: { cells },
+  targets,
+});
+await drawChart(path);
+printTargets(targets);
