@@ -133,6 +133,9 @@ export function storeMetrics(meter: Meter, store: Store): void {
     description: "Encoded bytes of the decoded states held in memory (a decoded state takes a multiple of this: up to ~30x for an ORCF)",
     unit: "By",
   });
+  const stateLog = meter.createObservableCounter("deltaset_state_log_writes", {
+    description: "Writes of large filter states kept as a base and a log of deltas (kind: append, a delta record; compaction, a new base replacing the deltas)",
+  });
   const expired = meter.createObservableCounter("deltaset_expired_adds", {
     description: "Adds (dots) of sets removed from storage because their time to live ran out",
   });
@@ -151,8 +154,10 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(stateCacheReads, s.stateCache.hits, { result: "hit" });
       r.observe(stateCacheReads, s.stateCache.misses, { result: "miss" });
       r.observe(stateCacheBytes, s.stateCache.encodedBytes);
+      r.observe(stateLog, s.stateLog.appends, { kind: "append" });
+      r.observe(stateLog, s.stateLog.compactions, { kind: "compaction" });
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes],
+    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog],
   );
 }
 

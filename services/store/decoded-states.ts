@@ -3,9 +3,10 @@
 // decoding the header body again: an ORCF of 2^19 entries took 0.34 s to decode and 0.56 s more
 // to rebuild its tag index, on every write and every received delta.
 //
-// An entry is valid only for the exact body it was decoded from or encoded to: the header's body
-// is a new buffer whenever the state changes, so a body compared by identity names one version
-// of the state, and nothing else (a delete, a transfer, an upgrade) needs to invalidate entries.
+// An entry is valid only for the exact version of the state it was read as or written as: the
+// header's body, or its state log (records.ts StateLog), is a new object whenever the state
+// changes, so that object compared by identity names one version of the state, and nothing else
+// (a delete, a transfer, an upgrade) needs to invalidate entries.
 //
 // Ownership: a writer takes the entry out (take), changes the state in place, and puts it back
 // with the body it encoded. A writer that throws half-way leaves no entry behind, so the next one
@@ -15,40 +16,40 @@
 // The budget counts encoded bytes (a decoded state takes a multiple of that in memory: about 30x
 // for an ORCF, whose entries are objects, and about 1x for a bit filter).
 export class DecodedStates {
-  private readonly entries = new Map<string, { body: Uint8Array; state: unknown }>();
+  private readonly entries = new Map<string, { version: object; state: unknown; bytes: number }>();
   private bytes = 0;
   hits = 0;
   misses = 0;
 
   constructor(private readonly budgetBytes: number) {}
 
-  /** The state decoded from body, shared with other readers; undefined when not cached. */
-  peek(key: string, body: Uint8Array): unknown {
+  /** The state at version, shared with other readers; undefined when not cached. counted: in hits and misses. */
+  peek(key: string, version: object, counted = true): unknown {
     const e = this.entries.get(key);
-    if (e === undefined || e.body !== body) {
-      this.misses++;
+    if (e === undefined || e.version !== version) {
+      if (counted) this.misses++;
       return undefined;
     }
-    this.hits++;
+    if (counted) this.hits++;
     // Most recently used last.
     this.entries.delete(key);
     this.entries.set(key, e);
     return e.state;
   }
 
-  /** The state decoded from body, now owned by the caller (out of the cache); undefined when not cached. */
-  take(key: string, body: Uint8Array): unknown {
-    const state = this.peek(key, body);
+  /** The state at version, now owned by the caller (out of the cache); undefined when not cached. */
+  take(key: string, version: object): unknown {
+    const state = this.peek(key, version);
     if (state !== undefined) this.drop(key);
     return state;
   }
 
-  /** Remember state as the decoding of body (a state larger than the whole budget is not kept). */
-  put(key: string, body: Uint8Array, state: unknown): void {
+  /** Remember state as the key's state at version, encoded in bytes (a state larger than the whole budget is not kept). */
+  put(key: string, version: object, state: unknown, bytes: number): void {
     this.drop(key);
-    if (body.length > this.budgetBytes) return;
-    this.entries.set(key, { body, state });
-    this.bytes += body.length;
+    if (bytes > this.budgetBytes) return;
+    this.entries.set(key, { version, state, bytes });
+    this.bytes += bytes;
     for (const [k] of this.entries) {
       if (this.bytes <= this.budgetBytes) break;
       this.drop(k);
@@ -59,7 +60,7 @@ export class DecodedStates {
     const e = this.entries.get(key);
     if (e === undefined) return;
     this.entries.delete(key);
-    this.bytes -= e.body.length;
+    this.bytes -= e.bytes;
   }
 
   get size(): number {

@@ -7,6 +7,8 @@
 //     element  ... 0x02 esc(element)                     → the element's live dots
 //     dots     ... 0x03 esc(replica) u64be(bucket)       → the elements holding that replica's live
 //                                                          dots bucket*B .. bucket*B+B-1 (dot-index.ts)
+//     state    ... 0x04 0x00                             → base of a logged whole state (records.ts StateLog)
+//              ... 0x04 0x01 u64be(seq)                  → a delta joined after the base, in seq order
 //   expiry:    0x02 u64be(expiresAt) u16be(partition) esc(key) esc(element)
 //                                                        → (empty) an element holds a dot that expires
 //                                                          then (ms); expiry.ts sweeps them in time order
@@ -21,6 +23,7 @@ export const EXPIRY = 0x02;
 export const SUFFIX_HEADER = 0x01;
 export const SUFFIX_ELEMENT = 0x02;
 export const SUFFIX_DOTS = 0x03;
+export const SUFFIX_STATE = 0x04;
 
 export function escapeBytes(b: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(escapedLength(b));
@@ -171,6 +174,21 @@ export function writeU64(out: Buffer, at: number, n: number): void {
 
 export function readU64(b: Buffer, at: number): number {
   return b.readUInt32BE(at) * 0x1_0000_0000 + b.readUInt32BE(at + 4);
+}
+
+/** The base record of a logged whole state (whole-state-layout.ts). */
+export function stateBaseKey(prefix: Buffer): Buffer {
+  return Buffer.concat([prefix, Buffer.from([SUFFIX_STATE, 0x00])]);
+}
+
+/** The record of the delta at seq in the log of a whole state. */
+export function stateDeltaKey(prefix: Buffer, seq: number): Buffer {
+  const out = Buffer.alloc(prefix.length + 10);
+  prefix.copy(out, 0);
+  out[prefix.length] = SUFFIX_STATE;
+  out[prefix.length + 1] = 0x01;
+  writeU64(out, prefix.length + 2, seq);
+  return out;
 }
 
 /** Every dot-index bucket of an object. */

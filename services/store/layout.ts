@@ -27,6 +27,10 @@ export interface StoreEnv {
   readonly pending: PendingRemoves;
   /** Decoded states of the keys stored whole, by key (decoded-states.ts). */
   readonly decoded: DecodedStates;
+  /** A whole state whose encoding reaches this many bytes is kept as a base and a log (whole-state-layout.ts). */
+  readonly stateLogFromBytes: number;
+  /** Deltas appended to state logs, and logs folded into a new base (whole-state-layout.ts). */
+  readonly stateLogCounts: { appends: number; compactions: number };
   /** Above this many removed dots in one join, owners are found by scanning the object. */
   readonly removeLookupLimit: number;
   /** A join refused because its result would break the type's bounds (counters out of int64). */
@@ -89,7 +93,7 @@ export interface ObjectLayout<S> {
    * One-record layouts: store a state a client operation changed in place (crdt/operations.ts).
    * Element layouts have none: their operations are the store's own (mutations.ts).
    */
-  write?(o: ObjectSlot, env: StoreEnv, state: S): void;
+  write?(o: ObjectSlot, env: StoreEnv, state: S, change?: unknown): void;
   /** Join a state or delta into the object with the lattice's join; newPart only when asked. */
   join(o: ObjectSlot, env: StoreEnv, incoming: S, wantNewPart: boolean): Promise<JoinResult<S>>;
   /** Join one chunk of a sender's full state (gossip/chunk-order.ts explains the rule). */
@@ -101,11 +105,17 @@ export interface ObjectLayout<S> {
   /** The whole state in memory, the caller's own. */
   readState(env: StoreEnv, prefix: Buffer, h: Header): Promise<S>;
   /**
-   * One-record layouts: the state of header h, read without the key's lock and shared with the
-   * cache of decoded states (decoded-states.ts): the caller must not change it, nor keep it past
-   * its next await (a writer may then change it in place).
+   * One-record layouts: the state of header h when the cache of decoded states holds it
+   * (decoded-states.ts), shared: the caller must not change it, nor keep it past its next await
+   * (a writer may then change it in place). Undefined on a miss.
    */
-  peekState?(env: StoreEnv, key: string, h: Header): S;
+  cachedState?(env: StoreEnv, key: string, h: Header): S | undefined;
+  /**
+   * One-record layouts: the state of header h, shared as cachedState's, read and cached on a miss.
+   * A logged state (records.ts StateLog) must be read under the key's lock: a writer may fold
+   * its log into a new base meanwhile.
+   */
+  sharedState?(env: StoreEnv, key: string, prefix: Buffer, h: Header): Promise<S>;
   /** Problems of the object's records, in words (empty when consistent). */
   verify(h: Header, records: AsyncIterable<[suffix: number, rest: Buffer, value: Buffer]>): Promise<string[]>;
 }

@@ -27,7 +27,9 @@ export function storableTypes(): ObjectType[] {
 registerLayout(ObjectType.AWSET, elementLayout);
 // A counter and the retry filter of its request ids: one record (counter-layout.ts).
 registerLayout(ObjectType.COUNTER, counterLayout());
-// The filters of seed 001 are fixed-size states: one record each.
-for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never));
+// The filters of seed 001: one record each while small; a large one as a base and a log of the
+// deltas of its changes, since joining an operation's delta gives the state the operation left
+// (up to where a cuckoo entry sits, which their equality ignores).
+for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true }));
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record.
 registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice));

@@ -8,8 +8,12 @@ import { formatKey } from "./keys.js";
 import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
 
 export const STORE_FORMAT = "deltaset-store";
-/** 2: dot index in buckets (dot-index.ts); version 1 had one record per dot. */
-export const STORE_VERSION = 2;
+/**
+ * 3: a large filter state may lie in a base record and a log of deltas (whole-state-layout.ts),
+ * which version 2 nodes cannot read; 2: dot index in buckets (dot-index.ts); version 1 had one
+ * record per dot. A version 2 directory is a valid version 3 one: opening it only records 3.
+ */
+export const STORE_VERSION = 3;
 
 export interface StoreMeta {
   format: string;
@@ -104,6 +108,9 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
       }
       opts.onUpgradeStart?.({ fromVersion: 1, toVersion: STORE_VERSION });
       await upgradeFromV1(db, meta, opts.onUpgrade);
+    } else if (meta.version === 2 && opts.upgrade) {
+      // Nothing to convert: from now on a version 2 node must refuse the directory.
+      await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION })), SYNCED);
     }
     return { db, nodeId: meta.nodeId, replicaId: meta.replicaId, partitions: meta.partitions };
   } catch (err) {
@@ -135,7 +142,7 @@ async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined
   if (typeof meta.replicaId !== "string" || meta.replicaId === "") {
     throw new StoreOpenError(`data directory ${dir}: the store format record has no replica id`);
   }
-  if (meta.version !== STORE_VERSION && meta.version !== 1) {
+  if (meta.version !== STORE_VERSION && meta.version !== 1 && meta.version !== 2) {
     throw new StoreOpenError(`data directory ${dir} has store version ${meta.version}; this node reads version ${STORE_VERSION}`);
   }
   return meta;

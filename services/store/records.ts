@@ -12,33 +12,55 @@ import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import { varintSize, writeVarint } from "../common/varint.js";
 import { replicaUtf8 } from "./keys.js";
 
+/** 1: no state log; 2: followed by the state log of a key stored whole (StateLog). */
 const HEADER_VERSION = 1;
+const HEADER_VERSION_LOGGED = 2;
+
+/**
+ * Where the state of a key stored whole lies when it is too large to rewrite on every change
+ * (whole-state-layout.ts): a base record holding the state as of seq `first`, and the records of
+ * the deltas first..next-1 joined after it, in order. The header's body is then empty. Replaced,
+ * never changed in place: a new object is a new version of the state.
+ */
+export interface StateLog {
+  readonly first: number;
+  readonly next: number;
+  /** Bytes of the delta records first..next-1. */
+  readonly logBytes: number;
+  /** Bytes of the base record. */
+  readonly baseBytes: number;
+}
 
 /** Per-object header: its type, causal context, live element count, and for small types the state. */
 export interface Header {
   type: ObjectType;
   ctx: CausalContext;
   size: number;
-  /** Encoded whole state for types stored in one record (COUNTER); empty for sets. */
+  /** Encoded whole state for types stored in one record (COUNTER); empty for sets and logged states. */
   body: Uint8Array;
+  /** Set when the whole state lies in a base record and a log of deltas instead of the body. */
+  log?: StateLog;
 }
 
 export function encodeHeader(h: Header): Buffer {
   const ctx = CausalContextMsg.encode(contextToProto(h.ctx)).finish();
   const w = new BinaryWriter();
-  w.uint32(HEADER_VERSION).uint32(h.type).uint64(h.size).bytes(ctx).bytes(h.body);
+  w.uint32(h.log === undefined ? HEADER_VERSION : HEADER_VERSION_LOGGED).uint32(h.type).uint64(h.size).bytes(ctx).bytes(h.body);
+  if (h.log !== undefined) w.uint64(h.log.first).uint64(h.log.next).uint64(h.log.logBytes).uint64(h.log.baseBytes);
   return Buffer.from(w.finish());
 }
 
 export function decodeHeader(b: Uint8Array): Header {
   const r = new BinaryReader(b);
   const version = r.uint32();
-  if (version !== HEADER_VERSION) throw new Error(`unknown header version ${version}`);
+  if (version !== HEADER_VERSION && version !== HEADER_VERSION_LOGGED) throw new Error(`unknown header version ${version}`);
   const type = r.uint32() as ObjectType;
   const size = Number(r.uint64());
   const ctx = contextFromProto(CausalContextMsg.decode(r.bytes()));
   const body = r.bytes();
-  return { type, ctx, size, body };
+  if (version === HEADER_VERSION) return { type, ctx, size, body };
+  const log = { first: Number(r.uint64()), next: Number(r.uint64()), logBytes: Number(r.uint64()), baseBytes: Number(r.uint64()) };
+  return { type, ctx, size, body, log };
 }
 
 /**

@@ -47,7 +47,7 @@ export abstract class StoreCore {
      */
     public replicaId: string,
     readonly partitions: number,
-    protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; stateCacheBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
+    protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; stateCacheBytes: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,
       "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
     >,
@@ -59,6 +59,8 @@ export abstract class StoreCore {
       commit: this.commit,
       pending,
       decoded: new DecodedStates(opts.stateCacheBytes),
+      stateLogFromBytes: opts.stateLogFromBytes,
+      stateLogCounts: { appends: 0, compactions: 0 },
       removeLookupLimit: opts.removeLookupLimit,
       joinRefused: (key, reason) => {
         this.joinsRefused++;
@@ -104,6 +106,8 @@ export abstract class StoreCore {
     expiredDots: number;
     /** The decoded states of keys stored whole kept in memory (decoded-states.ts). */
     stateCache: { entries: number; encodedBytes: number; hits: number; misses: number };
+    /** Deltas appended to the logs of large whole states, and logs folded into a new base. */
+    stateLog: { appends: number; compactions: number };
   } {
     return {
       batches: this.commit.batches,
@@ -116,6 +120,7 @@ export abstract class StoreCore {
       clockSkewReports: { ...this.skewReports },
       expiredDots: this.expiredDots,
       stateCache: { entries: this.env.decoded.size, encodedBytes: this.env.decoded.encodedBytes, hits: this.env.decoded.hits, misses: this.env.decoded.misses },
+      stateLog: { ...this.env.stateLogCounts },
     };
   }
 
@@ -224,7 +229,7 @@ export abstract class StoreCore {
         durable = Promise.resolve();
         return out;
       }
-      const headerChanged = existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body;
+      const headerChanged = existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body || work.log !== h.log;
       if (headerChanged) ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
       this.cacheHeader(key, work);
       // The header is never changed in place once cached (the next operation works on a copy).

@@ -27,6 +27,11 @@ export interface StoreOptions {
    * bytes (a state larger than this is decoded on every operation).
    */
   stateCacheBytes?: number;
+  /**
+   * A whole state (of the types whose layout allows it: the filters) whose encoding reaches this
+   * many bytes is kept as a base record and a log of deltas (whole-state-layout.ts); default 64 KiB.
+   */
+  stateLogFromBytes?: number;
   /** LevelDB write buffer (memtable) bytes; LevelDB's default 4 MiB when unset. */
   writeBufferBytes?: number;
   /** LevelDB block cache bytes; LevelDB's default 8 MiB when unset. */

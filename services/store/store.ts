@@ -35,6 +35,7 @@ export class Store extends StoreCore {
       maxBatch: 256,
       headerCacheSize: 50_000,
       stateCacheBytes: 32 * 1024 * 1024,
+      stateLogFromBytes: 64 * 1024,
       removeLookupLimit: 4096,
       maxPendingRemoves: 10_000,
       writeBufferBytes: 4 * 1024 * 1024,
@@ -144,7 +145,7 @@ export class Store extends StoreCore {
       // Element layouts have no write: their operations are the store's own (add, remove).
       if (layout.write === undefined) throw new UnstorableTypeError(type);
       const out = fn(await layout.load(o, this.env, []));
-      if (out.delta !== undefined) layout.write(o, this.env, out.state);
+      if (out.delta !== undefined) layout.write(o, this.env, out.state, out.delta);
       return { delta: out.delta, result: out.result };
     }, { ...opts, change: (r) => (r.delta === undefined ? [] : [r.delta]) });
   }
@@ -152,15 +153,22 @@ export class Store extends StoreCore {
   // ------------------------------------------------------------ reads
 
   /**
-   * The state of a key stored whole (one record: read without the key's lock), or undefined.
-   * Shared with the store's cache of decoded states: use it before the next await, never change it.
+   * The state of a key stored whole, or undefined: without the key's lock when its decoded state
+   * is in memory. Shared with the store's cache of decoded states: use it before the next await,
+   * never change it.
    */
   async wholeState(key: string): Promise<{ type: ObjectType; state: unknown } | undefined> {
     const h = await this.loadHeader(key);
     if (h === undefined) return undefined;
     const layout = layoutFor(h.type);
-    const state = layout.peekState !== undefined ? layout.peekState(this.env, key, h) : await layout.readState(this.env, Buffer.alloc(0), h);
-    return { type: h.type, state };
+    if (layout.cachedState === undefined || layout.sharedState === undefined) return { type: h.type, state: await layout.readState(this.env, Buffer.alloc(0), h) };
+    const cached = layout.cachedState(this.env, key, h);
+    if (cached !== undefined) return { type: h.type, state: cached };
+    return this.lock.run(key, async () => {
+      const now = await this.loadHeader(key);
+      if (now === undefined) return undefined;
+      return { type: now.type, state: await layoutFor(now.type).sharedState!(this.env, key, objectPrefix(this.partitionOf(key), key), now) };
+    });
   }
 
   async contains(key: string, elements: Uint8Array[]): Promise<boolean[]> {
@@ -274,6 +282,7 @@ export class Store extends StoreCore {
         bytes += k.length + v.length;
       }
       this.headers.delete(key);
+      this.env.decoded.drop(key);
       if (ops.length > 0) await this.commit.write(ops);
       return bytes;
     });
@@ -339,14 +348,31 @@ export class Store extends StoreCore {
     // One iterator (one snapshot) for the header and the records, so the context sent covers
     // every dot of every entry sent.
     const it = this.db.iterator({ gte: headerKey(prefix), lt: elementRange(prefix).lt });
+    let logged: ObjectType | undefined;
     try {
       const first = await it.next();
       if (first === undefined || Buffer.compare(first[0], headerKey(prefix)) !== 0) return;
       const h = decodeHeader(first[1]);
-      yield* layoutFor(h.type).stateChunks(this.env, prefix, h, it, maxEntries);
+      if (h.log === undefined) {
+        yield* layoutFor(h.type).stateChunks(this.env, prefix, h, it, maxEntries);
+        return;
+      }
+      logged = h.type;
     } finally {
       await it.close();
     }
+    // A whole state kept as a base and a log (whole-state-layout.ts): its records lie past this
+    // snapshot's range; read it and its context together under the key's lock, and encode it there.
+    const chunk = await this.lock.run(key, async () => {
+      const h = await this.loadHeader(key);
+      if (h === undefined || h.type !== logged) return undefined;
+      const layout = layoutFor(h.type);
+      const state = await layout.sharedState!(this.env, key, prefix, h);
+      return { type: h.type, ctx: h.ctx, encoded: layout.lattice.encode(state) };
+    });
+    if (chunk === undefined) return;
+    const empty = Buffer.alloc(0);
+    yield { ...chunk, rangeStart: empty, rangeEnd: empty, rangeOpen: true, slice: undefined, keyDone: true };
   }
 
 }

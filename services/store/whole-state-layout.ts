@@ -1,10 +1,20 @@
 // The one-record layout: the whole state of a key, encoded by its lattice, in the body of the
-// key's header. Fits any lattice whose state stays small (a counter has an entry per replica, a
-// filter a fixed number of bits), and needs nothing but the lattice: join, difference, codec.
-// A state travels in one chunk. The decoded state of a key stays in memory between operations
-// (decoded-states.ts): a write decodes nothing, and still encodes the whole state once.
+// key's header. Fits any lattice, and needs nothing but the lattice: join, difference, codec. A
+// state travels in one chunk. The decoded state of a key stays in memory between operations
+// (decoded-states.ts), so an operation decodes nothing.
+//
+// A large state is not rewritten on every change (with opts.log, for lattices whose join of an
+// operation's delta gives the state the operation left, up to what equality ignores: the filters).
+// Once its encoding reaches env.stateLogFromBytes, it moves to a base record and each change
+// appends the change's delta as a record of its own (records.ts StateLog): an Add to an ORCF of
+// 2^19 entries writes some tens of bytes, not 3.7 MB. The state is the base joined with the deltas
+// in order. When the deltas outgrow an eighth of the base, the state is written as the new base
+// and the deltas deleted, in the same batch; reading a state back joins at most that much.
 import type { Lattice } from "../crdt/index.js";
+import type { BatchOp } from "./group-commit.js";
 import type { ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js";
+import { stateBaseKey, stateDeltaKey } from "./keys.js";
+import type { Header, StateLog } from "./records.js";
 
 export interface WholeStateOptions<S> {
   /**
@@ -13,53 +23,134 @@ export interface WholeStateOptions<S> {
    * refused, nothing changes, and the refusal is reported; the state stays readable everywhere.
    */
   problems?: (s: S) => string[];
+  /** Keep a large state as a base and a log of deltas (see above). */
+  log?: boolean;
 }
 
+/** The deltas are folded into a new base when they outgrow base / COMPACT_SHARE. */
+const COMPACT_SHARE = 8;
+
+/** What identifies one version of a key's state: the body, or the log that replaces it. */
+const stateVersion = (h: Header): object => h.log ?? h.body;
+/** The encoded bytes of a key's state. */
+const stateBytes = (h: Header): number => (h.log === undefined ? h.body.length : h.log.baseBytes + h.log.logBytes);
+
 export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions<S> = {}): ObjectLayout<S> {
-  /** The key's state for a writer to change in place: out of the cache, or decoded. */
-  const take = (o: ObjectSlot, env: StoreEnv): S => (env.decoded.take(o.key, o.h.body) as S | undefined) ?? lattice.decode(o.h.body);
-  const store = (o: ObjectSlot, env: StoreEnv, state: S): void => {
-    o.h.body = lattice.encode(state);
+  /** The state header h describes, read through reads (they must see the snapshot or overlay h belongs to). */
+  async function decodeStored(prefix: Buffer, h: Header, read: (keys: Buffer[]) => Promise<Array<Buffer | undefined>>): Promise<S> {
+    if (h.log === undefined) return lattice.decode(h.body);
+    const keys = [stateBaseKey(prefix)];
+    for (let seq = h.log.first; seq < h.log.next; seq++) keys.push(stateDeltaKey(prefix, seq));
+    const values = await read(keys);
+    const missing = values.findIndex((v) => v === undefined);
+    if (missing >= 0) throw new Error(`${lattice.name} state record ${missing === 0 ? "base" : `delta ${h.log.first + missing - 1}`} is missing`);
+    const state = lattice.decode(values[0]!);
+    for (let i = 1; i < values.length; i++) lattice.joinInPlace(state, lattice.decode(values[i]!));
+    return state;
+  }
+
+  /** The key's state for a writer to change in place: out of the cache, or read. */
+  const take = async (o: ObjectSlot, env: StoreEnv): Promise<S> =>
+    (env.decoded.take(o.key, stateVersion(o.h)) as S | undefined) ?? decodeStored(o.prefix, o.h, (keys) => env.commit.getMany(keys));
+
+  /** A new base: the whole state, replacing the deltas so far (deleted in the same batch). */
+  function writeBase(o: ObjectSlot, encoded: Uint8Array, records: BatchOp[]): StateLog {
+    const log = o.h.log;
+    if (log !== undefined) for (let seq = log.first; seq < log.next; seq++) records.push({ type: "del", key: stateDeltaKey(o.prefix, seq) });
+    records.push({ type: "put", key: stateBaseKey(o.prefix), value: Buffer.from(encoded) });
+    const next = log?.next ?? 0;
+    return { first: next, next, logBytes: 0, baseBytes: encoded.length };
+  }
+
+  /**
+   * Store the state a change left (an operation's result, or a join's). change: what was joined
+   * into the state before (the operation's delta, the received state), which the log may record
+   * instead of the whole state.
+   */
+  function store(o: ObjectSlot, env: StoreEnv, state: S, change?: unknown): void {
+    const records = o.view.otherRecords;
+    const log = o.h.log;
+    if (log !== undefined && change !== undefined) {
+      const delta = lattice.encode(change as S);
+      if ((log.logBytes + delta.length) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes)) {
+        records.push({ type: "put", key: stateDeltaKey(o.prefix, log.next), value: Buffer.from(delta) });
+        o.h.log = { ...log, next: log.next + 1, logBytes: log.logBytes + delta.length };
+        env.stateLogCounts.appends++;
+      } else {
+        o.h.log = writeBase(o, lattice.encode(state), records);
+        env.stateLogCounts.compactions++;
+      }
+    } else {
+      const encoded = lattice.encode(state);
+      if (log !== undefined || (opts.log === true && encoded.length >= env.stateLogFromBytes)) {
+        o.h.log = writeBase(o, encoded, records);
+        o.h.body = new Uint8Array(0);
+      } else {
+        o.h.body = encoded;
+      }
+    }
     o.h.ctx = lattice.context(state).clone();
-    env.decoded.put(o.key, o.h.body, state);
-  };
+    env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
+  }
+
   const join: ObjectLayout<S>["join"] = async (o, env, incoming, wantNewPart) => {
-    const state = take(o, env);
+    const state = await take(o, env);
     if (opts.problems !== undefined) {
       const problems = opts.problems(lattice.join(state, incoming));
       if (problems.length > 0 && opts.problems(state).length === 0) {
         const reason = `joining this state into ${lattice.name.toLowerCase()} "${o.key}" would make it unreadable: ${problems.join("; ")}`;
         env.joinRefused(o.key, reason);
-        env.decoded.put(o.key, o.h.body, state);
+        env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
         return { changed: false, newPart: lattice.bottom(), refused: reason };
       }
     }
     const newPart = wantNewPart ? lattice.difference(incoming, state) : lattice.bottom();
     const changed = lattice.joinInPlace(state, incoming);
-    if (changed) store(o, env, state);
-    else env.decoded.put(o.key, o.h.body, state);
+    if (changed) store(o, env, state, incoming);
+    else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
     return { changed, newPart };
   };
+
+  /** The state of h, shared with the cache (the caller holds the key's lock on a miss of a logged state). */
+  async function sharedState(env: StoreEnv, key: string, prefix: Buffer, h: Header): Promise<S> {
+    // Not counted: Store.wholeState counted its lock-free look (cachedState) already.
+    const cached = env.decoded.peek(key, stateVersion(h), false) as S | undefined;
+    if (cached !== undefined) return cached;
+    const state = await decodeStored(prefix, h, (keys) => env.commit.getMany(keys));
+    env.decoded.put(key, stateVersion(h), state, stateBytes(h));
+    return state;
+  }
+
   return {
     lattice,
     emptyBody: () => lattice.encode(lattice.bottom()),
-    load: async (o, env) => take(o, env),
+    load: (o, env) => take(o, env),
     write: store,
     join,
     applyChunk: (o, env, chunk) => join(o, env, chunk.slice, true),
     finishKey: async () => ({ changed: false, newPart: lattice.bottom() }),
     async *stateChunks(_env, _prefix, h) {
+      // A logged state's records lie outside the snapshot handed here: Store.stateChunks reads it
+      // under the key's lock instead (sharedState).
+      if (h.log !== undefined) throw new Error(`${lattice.name} state in a log: read it with sharedState under the key's lock`);
       const empty = Buffer.alloc(0);
-      yield { type: lattice.type, ctx: h.ctx, rangeStart: empty, rangeEnd: empty, rangeOpen: true, slice: undefined, encoded: h.body, keyDone: true };
+      yield { type: lattice.type, ctx: h.ctx, rangeStart: empty, rangeEnd: empty, rangeOpen: true, keyDone: true, slice: undefined, encoded: h.body };
     },
-    readState: async (_env, _prefix, h) => lattice.decode(h.body),
-    peekState(env, key, h) {
-      const cached = env.decoded.peek(key, h.body) as S | undefined;
-      if (cached !== undefined) return cached;
-      const state = lattice.decode(h.body);
-      env.decoded.put(key, h.body, state);
-      return state;
+    readState: (env, prefix, h) => decodeStored(prefix, h, (keys) => env.commit.getMany(keys)),
+    cachedState: (env, key, h) => env.decoded.peek(key, stateVersion(h)) as S | undefined,
+    sharedState,
+    async verify(h, records) {
+      let state: S;
+      try {
+        const found = new Map<string, Buffer>();
+        // The records after the header: a logged state's base (0x04 0x00) and deltas (0x04 0x01 seq).
+        for await (const [suffix, rest, value] of records) found.set(Buffer.concat([Buffer.from([suffix]), rest]).toString("latin1"), value);
+        // With an empty prefix the record keys decodeStored asks for are exactly suffix + rest.
+        state = await decodeStored(Buffer.alloc(0), h, async (keys) => keys.map((k) => found.get(k.toString("latin1"))));
+      } catch (err) {
+        return [`${lattice.name} state does not read back: ${(err as Error).message}`];
+      }
+      return opts.problems?.(state) ?? [];
     },
-    verify: async (h) => opts.problems?.(lattice.decode(h.body)) ?? [],
   };
 }

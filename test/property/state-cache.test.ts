@@ -1,8 +1,14 @@
-// A store that keeps decoded whole states in memory (decoded-states.ts) answers exactly as one
-// that decodes the stored body on every operation, for any sequence of adds, removes, received
-// deltas (in any order, repeated) and writers that throw after changing the state half-way.
+// A store that keeps decoded whole states in memory (decoded-states.ts) and large ones as a base
+// and a log of deltas (whole-state-layout.ts) answers exactly as one that decodes the one stored
+// body on every operation, for any sequence of adds, removes, received deltas (in any order,
+// repeated) and writers that throw after changing the state half-way; and reads the same after
+// it is reopened from its directory. A third store logs without the cache, so every operation
+// reads its state back from the base and the log.
 import { strict as assert } from "node:assert";
-import { describe, it } from "node:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { ObjectType, operationsFor } from "../../services/crdt/index.ts";
 import { type Orcf, OrcfLattice } from "../../services/crdt/orcf.ts";
@@ -27,12 +33,17 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant("throwing" as const), element: fc.nat(12) }),
 );
 
-const open = (stateCacheBytes: number) => Store.open({ dir: "memory", partitions: 2, partitionOf: () => 0, sync: "buffered", stateCacheBytes, nodeId: "local", replicaId: "local~1" });
+const root = mkdtempSync(join(tmpdir(), "deltaset-state-cache-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+/** stateLogFromBytes 1: every filter key is logged from its first write (compactions come often). */
+const open = (o: { dir?: string; stateCacheBytes: number; stateLogFromBytes: number }) =>
+  Store.open({ dir: "memory", partitions: 2, partitionOf: () => 0, sync: "buffered", nodeId: "local", replicaId: "local~1", ...o });
 
 /** Deltas of another replica's adds and removes, to be received in the order the test draws. */
 function remoteDeltas(): Orcf[] {
   const r = seededRandom(99);
-  const s = orcf.create({ capacity: 64 }) as Orcf;
+  const s = orcf.create({ capacity: 512 }) as Orcf;
   const out: Orcf[] = [];
   for (let i = 0; i < 8; i++) {
     out.push(i % 3 === 2 ? s.removeInPlace(u(`e${i - 1}`), r) : s.addInPlace(u(`e${i}`), "remote~1", r));
@@ -45,7 +56,7 @@ async function apply(store: Store, op: Op, deltas: Orcf[], seed: number): Promis
   switch (op.kind) {
     case "add":
       await store.update(KEY, ObjectType.ORCF, (current) => {
-        const state = orcf.isUnset(current) ? orcf.create({ capacity: 64 }) : current;
+        const state = orcf.isUnset(current) ? orcf.create({ capacity: 512 }) : current;
         return { state, delta: orcf.add(state, [u(`e${op.element}`)], env), result: 0 };
       });
       return;
@@ -66,6 +77,18 @@ async function apply(store: Store, op: Op, deltas: Orcf[], seed: number): Promis
   }
 }
 
+/** 150 elements in one update: a base of about a kilobyte. */
+async function seed(store: Store): Promise<void> {
+  await store.update(KEY, ObjectType.ORCF, (current) => {
+    const state = orcf.isUnset(current) ? orcf.create({ capacity: 512 }) : current;
+    const env = { replica: store.replicaId, random: seededRandom(5), randomId: () => 1n };
+    return { state, delta: orcf.add(state, Array.from({ length: 150 }, (_, i) => u(`seed-${i}`)), env), result: 0 };
+  });
+}
+
+let appends = 0;
+let compactions = 0;
+
 async function served(store: Store): Promise<Orcf | undefined> {
   return (await store.wholeState(KEY))?.state as Orcf | undefined;
 }
@@ -75,28 +98,50 @@ describe("the store's decoded-state cache, against a store without one", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), async (ops) => {
         const deltas = remoteDeltas();
-        const cached = await open(32 * 1024 * 1024);
-        const plain = await open(0);
+        const dir = join(root, `d${dirs++}`);
+        const logged = await open({ dir, stateCacheBytes: 32 * 1024 * 1024, stateLogFromBytes: 1 });
+        const plain = await open({ stateCacheBytes: 0, stateLogFromBytes: Number.POSITIVE_INFINITY });
+        const replayed = await open({ stateCacheBytes: 0, stateLogFromBytes: 1 });
+        const stores = [logged, plain, replayed];
         try {
+          // A base of some size first, so that deltas are appended to the log before it is folded.
+          for (const s of stores) await seed(s);
           for (let i = 0; i < ops.length; i++) {
-            await apply(cached, ops[i]!, deltas, i);
-            await apply(plain, ops[i]!, deltas, i);
-            const a = await served(cached);
-            const b = await served(plain);
-            if (a === undefined || b === undefined) {
-              assert.equal(a, b);
+            for (const s of stores) await apply(s, ops[i]!, deltas, i);
+            const [a, b, c] = await Promise.all(stores.map(served));
+            if (a === undefined || b === undefined || c === undefined) {
+              assert.ok(a === undefined && b === undefined && c === undefined);
               continue;
             }
-            assert.ok(OrcfLattice.equals(a, b), `after op ${i} (${JSON.stringify(ops[i])})`);
-            assert.ok(OrcfLattice.equals(a, (await cached.readState(KEY))!.state as Orcf), "served = stored body");
+            assert.ok(OrcfLattice.equals(a, b), `cached and logged = plain, after op ${i} (${JSON.stringify(ops[i])})`);
+            assert.ok(OrcfLattice.equals(c, b), `logged and read back = plain, after op ${i}`);
+            assert.ok(OrcfLattice.equals(a, (await logged.readState(KEY))!.state as Orcf), "served = stored");
           }
           assert.equal(plain.stats().stateCache.entries, 0);
+          assert.deepEqual(plain.stats().stateLog, { appends: 0, compactions: 0 });
+          for (const s of [logged, replayed]) {
+            appends += s.stats().stateLog.appends;
+            compactions += s.stats().stateLog.compactions;
+          }
+          for (const s of stores) assert.deepEqual(await s.verify(KEY), []);
+          const before = await served(logged);
+          await logged.close();
+          const reopened = await open({ dir, stateCacheBytes: 32 * 1024 * 1024, stateLogFromBytes: 1 });
+          try {
+            const again = await served(reopened);
+            assert.ok(before === undefined ? again === undefined : again !== undefined && OrcfLattice.equals(again, before), "reopened reads the same");
+          } finally {
+            await reopened.close();
+          }
         } finally {
-          await cached.close();
+          await logged.close();
           await plain.close();
+          await replayed.close();
         }
       }),
       { numRuns: RUNS },
     );
+    assert.ok(appends > 0 && compactions > 0, `the runs appended deltas to logs (${appends}) and folded logs into new bases (${compactions})`);
+    console.log(`state logs: ${appends} appends, ${compactions} compactions`);
   });
 });

@@ -47,7 +47,7 @@ describe("DecodedStates", () => {
   it("serves an entry only for the very body it was decoded from", () => {
     const c = new DecodedStates(100);
     const state = { v: 1 };
-    c.put("k", a, state);
+    c.put("k", a, state, a.length);
     assert.equal(c.peek("k", a), state);
     assert.equal(c.peek("k", b), undefined, "an equal-length body of another version is a miss");
     assert.equal(c.peek("other", a), undefined);
@@ -57,7 +57,7 @@ describe("DecodedStates", () => {
   it("take hands the state over and leaves no entry", () => {
     const c = new DecodedStates(100);
     const state = { v: 1 };
-    c.put("k", a, state);
+    c.put("k", a, state, a.length);
     assert.equal(c.take("k", a), state);
     assert.equal(c.peek("k", a), undefined);
     assert.equal(c.encodedBytes, 0);
@@ -65,14 +65,14 @@ describe("DecodedStates", () => {
 
   it("evicts the least recently used entries past the budget, and keeps nothing larger than it", () => {
     const c = new DecodedStates(25);
-    c.put("x", new Uint8Array(10), 1);
-    c.put("y", new Uint8Array(10), 2);
+    c.put("x", new Uint8Array(10), 1, 10);
+    c.put("y", new Uint8Array(10), 2, 10);
     const xBody = new Uint8Array(10);
-    c.put("x", xBody, 3); // x is now the most recent
-    c.put("z", new Uint8Array(10), 4); // 30 bytes: y goes
+    c.put("x", xBody, 3, xBody.length); // x is now the most recent
+    c.put("z", new Uint8Array(10), 4, 10); // 30 bytes: y goes
     assert.deepEqual([c.size, c.encodedBytes], [2, 20]);
     assert.equal(c.peek("x", xBody), 3);
-    c.put("big", new Uint8Array(26), 5);
+    c.put("big", new Uint8Array(26), 5, 26);
     assert.equal(c.size, 2, "a state larger than the whole budget is not kept");
   });
 });

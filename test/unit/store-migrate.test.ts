@@ -134,13 +134,38 @@ describe("store format upgrade 1 → 2", () => {
     await expectUpgraded(dir, states, KEYS.length - 1);
   });
 
+  it("opens a version 2 directory as it is and records version 3, unless asked not to upgrade", async () => {
+    const dir = join(root, "v2");
+    const states = await populate(dir);
+    const db = await openRaw(dir);
+    await setMeta(db, { version: 2 });
+    await db.close();
+    const version = async () => {
+      const raw = await openRaw(dir);
+      const v = (JSON.parse((await raw.get(formatKey()))!.toString()) as { version: number }).version;
+      await raw.close();
+      return v;
+    };
+    const readOnly = await Store.open({ dir, partitions: "stored", partitionOf, upgrade: false });
+    assert.ok(((await readOnly.readState(KEYS[0]!))!.state as AWSet).equals(states[0]!));
+    await readOnly.close();
+    assert.equal(await version(), 2, "a read-only open leaves the version");
+    let upgrades = 0;
+    const s = await open(dir, () => upgrades++);
+    for (const [i, key] of KEYS.entries()) assert.ok(((await s.readState(key))!.state as AWSet).equals(states[i]!));
+    await s.close();
+    assert.equal(upgrades, 0, "nothing to convert");
+    assert.equal(await version(), 3);
+  });
+
   it("refuses a directory written by a newer version, and leaves it as it was", async () => {
     const dir = join(root, "newer");
     await populate(dir);
     const db = await openRaw(dir);
     await setMeta(db, { version: STORE_VERSION + 1 });
     await db.close();
-    await assert.rejects(open(dir), (e: Error) => e instanceof StoreOpenError && /store version 3; this node reads version 2/.test(e.message));
+    const refused = new RegExp(`store version ${STORE_VERSION + 1}; this node reads version ${STORE_VERSION}`);
+    await assert.rejects(open(dir), (e: Error) => e instanceof StoreOpenError && refused.test(e.message));
     const again = await openRaw(dir);
     assert.equal((JSON.parse((await again.get(formatKey()))!.toString()) as { version: number }).version, STORE_VERSION + 1);
     await again.close();
