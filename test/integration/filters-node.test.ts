@@ -79,6 +79,18 @@ describe("filter keys on a 3-node cluster", () => {
     }
   });
 
+  it("a filter large enough to be kept as a base and a log takes deltas from every node", async () => {
+    for (let i = 0; i < 12_000; i += 1000) {
+      await add(0, "big", Array.from({ length: 1000 }, (_, j) => `big-${i + j}`), ObjectType.ORCF, params({ capacity: 40_000n }));
+    }
+    await eventually("node 2 has the large ORCF", () => query(2, "big", ["big-0", "big-11999"]), (q) => q.presence.every((p) => p.present), 30_000);
+    for (let i = 0; i < 10; i++) await add(2, "big", [`from-2-${i}`]);
+    await remove(2, "big", ["big-7"]);
+    for (const i of [0, 1]) {
+      await eventually(`node ${i} has node 2's changes`, () => query(i, "big", ["from-2-0", "from-2-9", "big-8"]), (q) => q.presence.every((p) => p.present), 30_000);
+    }
+  });
+
   it("a full cuckoo filter answers RESOURCE_EXHAUSTED and changes nothing; its scalable series grows instead", async () => {
     const many = Array.from({ length: 400 }, (_, i) => `v${i}`);
     await add(0, "small", ["first"], ObjectType.GCF, params({ capacity: 8n, bucketSize: 2 }));
@@ -200,5 +212,16 @@ describe("keys stored whole under full-state gossip", () => {
     await fc2.replica(1, (r) => call(r, r.add, { key: "p", elements: [b("x"), b("y")], texts: [], type: ObjectType.AWSET_PROB }));
     await eventually("node 1 reads the ORCF", () => q(1, "o", ["a", "b", "c"]), (r) => r.presence.map((p) => p.present).join() === "false,true,true", 15_000);
     await eventually("node 0 reads the AWSET_PROB", () => q(0, "p", ["x", "y", "z"]), (r) => r.presence.map((p) => p.present).join() === "true,true,false", 15_000);
+  });
+
+  it("a filter large enough to be kept as a base and a log reaches the other node, with the changes after it", async () => {
+    const big = (from: number) => Array.from({ length: 1000 }, (_, i) => b(`big-${from + i}`));
+    for (let i = 0; i < 12_000; i += 1000) {
+      await fc2.replica(0, (r) => call(r, r.add, { key: "big", elements: big(i), texts: [], type: ObjectType.ORCF, params: params({ capacity: 40_000n }) }, { timeoutMs: 30_000 }));
+    }
+    await eventually("node 1 reads the large ORCF", () => q(1, "big", ["big-0", "big-5999", "big-11999"]), (r) => r.presence.every((p) => p.present), 30_000);
+    // Node 1 now holds the key: its adds join into its copy and travel back.
+    for (let i = 0; i < 20; i++) await fc2.replica(1, (r) => call(r, r.add, { key: "big", elements: [b(`late-${i}`)], texts: [] }));
+    await eventually("node 0 reads node 1's adds", () => q(0, "big", ["late-0", "late-19", "big-11999"]), (r) => r.presence.every((p) => p.present), 30_000);
   });
 });
