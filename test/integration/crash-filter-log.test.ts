@@ -12,6 +12,7 @@ import { call, replicaClient } from "../../services/client/rpc.ts";
 import { ObjectType } from "../../services/gen/deltaset/v1/types.ts";
 import { QueryRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { runCli, startNodeProcess } from "../helpers/node-process.ts";
+import { killWhileAdding } from "../helpers/kill-while-adding.ts";
 import { ClassicLevel } from "classic-level";
 import { SUFFIX_HEADER, parseObjectKey } from "../../services/store/keys.ts";
 import { decodeHeader } from "../../services/store/records.ts";
@@ -41,28 +42,7 @@ it(`every acknowledged add to a logged ORCF survives SIGKILL (${ROUNDS} rounds, 
     await node.stop();
   }
   for (let round = 0; round < ROUNDS; round++) {
-    const node = await startNodeProcess(args);
-    const client = replicaClient(node.address);
-    let killed = false;
-    const worker = async (w: number) => {
-      for (let n = 0; !killed && n < 100_000; n++) {
-        const el = Buffer.from(`r${round}-w${w}-${n}`);
-        try {
-          await call(client, client.add, { key: "f", elements: [el], texts: [] }, { timeoutMs: 5000 });
-          acked.push(el);
-        } catch {
-          return; // the node died under us: this add was never acknowledged
-        }
-      }
-    };
-    const before = acked.length;
-    const workers = Array.from({ length: WORKERS }, (_, w) => worker(w));
-    for (let waited = 0; acked.length - before < 400 && waited < 30_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
-    await new Promise((r) => setTimeout(r, rand() * 700));
-    killed = true;
-    await node.kill();
-    await Promise.all(workers);
-    client.close();
+    await killWhileAdding({ args, key: "f", workers: WORKERS, atLeast: 400, random: rand, element: (w, n) => Buffer.from(`r${round}-w${w}-${n}`), acked });
   }
   assert.ok(acked.length >= 12_000 + ROUNDS * 400, `too few acknowledged adds to mean anything: ${acked.length}`);
 

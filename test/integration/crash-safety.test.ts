@@ -8,6 +8,7 @@ import { after, it } from "node:test";
 import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
+import { killWhileAdding } from "../helpers/kill-while-adding.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-crash-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,29 +21,8 @@ it(`every acknowledged add survives SIGKILL (${ROUNDS} rounds, ${WORKERS} concur
   let seed = 12345;
   const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
   for (let round = 0; round < ROUNDS; round++) {
-    const node = await startNodeProcess(["--listen", "127.0.0.41:0", "--data-dir", join(dir, "data"), "--node-id", "crashy"]);
-    const client = replicaClient(node.address);
-    let killed = false;
-    const worker = async (w: number) => {
-      for (let n = 0; !killed && n < 100_000; n++) {
-        const el = Buffer.from(`r${round}-w${w}-${n}`);
-        try {
-          await call(client, client.add, { key: "crash", elements: [el], texts: [] }, { timeoutMs: 5000 });
-          acked.push(el);
-        } catch {
-          return; // the node died under us: this add was never acknowledged
-        }
-      }
-    };
-    const before = acked.length;
-    const workers = Array.from({ length: WORKERS }, (_, w) => worker(w));
-    // Kill at a random moment once writes are flowing (a loaded machine starts slowly).
-    for (let waited = 0; acked.length - before < 25 && waited < 30_000; waited += 50) await new Promise((r) => setTimeout(r, 50));
-    await new Promise((r) => setTimeout(r, rand() * 700));
-    killed = true;
-    await node.kill();
-    await Promise.all(workers);
-    client.close();
+    const args = ["--listen", "127.0.0.41:0", "--data-dir", join(dir, "data"), "--node-id", "crashy"];
+    await killWhileAdding({ args, key: "crash", workers: WORKERS, atLeast: 25, random: rand, element: (w, n) => Buffer.from(`r${round}-w${w}-${n}`), acked });
   }
   assert.ok(acked.length >= ROUNDS * 25, `too few acknowledged adds to mean anything: ${acked.length}`);
 
