@@ -73,7 +73,7 @@ export interface StorageSettings {
   writeBufferBytes: number;
   /** Bytes of LevelDB's block cache for reads. */
   cacheBytes: number;
-  /** Encoded bytes of decoded whole states kept in memory (store/decoded-states.ts). */
+  /** Memory for decoded whole states kept between operations, as estimated (store/decoded-states.ts). */
   stateCacheBytes: number;
 }
 
@@ -160,7 +160,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     // npm run bench:replica), for up to twice this much memory.
     writeBufferBytes: 16 * 1024 * 1024,
     cacheBytes: 8 * 1024 * 1024,
-    stateCacheBytes: 32 * 1024 * 1024,
+    stateCacheBytes: 256 * 1024 * 1024,
   },
   ttlSweep: { periodMs: 1000, batch: 10_000 },
   logLevel: "info",

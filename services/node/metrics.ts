@@ -130,7 +130,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
     description: "Reads of a key stored whole (filters, counters, probabilistic sets) by whether its decoded state was in memory (result: hit or miss; --state-cache-bytes)",
   });
   const stateCacheBytes = meter.createObservableGauge("deltaset_state_cache_bytes", {
-    description: "Encoded bytes of the decoded states held in memory (a decoded state takes a multiple of this: up to ~30x for an ORCF)",
+    description: "Memory the decoded states held take, as estimated from their encoded size (--state-cache-bytes)",
     unit: "By",
   });
   const stateLog = meter.createObservableCounter("deltaset_state_log_writes", {
@@ -153,7 +153,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(pendingRemoves, s.pendingRemoves);
       r.observe(stateCacheReads, s.stateCache.hits, { result: "hit" });
       r.observe(stateCacheReads, s.stateCache.misses, { result: "miss" });
-      r.observe(stateCacheBytes, s.stateCache.encodedBytes);
+      r.observe(stateCacheBytes, s.stateCache.estimatedBytes);
       r.observe(stateLog, s.stateLog.appends, { kind: "append" });
       r.observe(stateLog, s.stateLog.compactions, { kind: "compaction" });
     },

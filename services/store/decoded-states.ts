@@ -13,8 +13,8 @@
 // decodes the body again: a half-changed state is never served. Readers (peek) share the object
 // and must use it before their next await.
 //
-// The budget counts encoded bytes (a decoded state takes a multiple of that in memory: about 30x
-// for an ORCF, whose entries are objects, and about 1x for a bit filter).
+// The budget counts the memory the states take, as their layout estimates it from their encoded
+// size (whole-state-layout.ts memoryPerEncodedByte: 1 for a bloom filter, 42 for an ORCF).
 export class DecodedStates {
   private readonly entries = new Map<string, { version: object; state: unknown; bytes: number }>();
   private bytes = 0;
@@ -44,7 +44,7 @@ export class DecodedStates {
     return state;
   }
 
-  /** Remember state as the key's state at version, encoded in bytes (a state larger than the whole budget is not kept). */
+  /** Remember state as the key's state at version, taking about `bytes` of memory (a state larger than the whole budget is not kept). */
   put(key: string, version: object, state: unknown, bytes: number): void {
     this.drop(key);
     if (bytes > this.budgetBytes) return;
@@ -67,7 +67,8 @@ export class DecodedStates {
     return this.entries.size;
   }
 
-  get encodedBytes(): number {
+  /** The memory the states held take, as estimated when they were put. */
+  get estimatedBytes(): number {
     return this.bytes;
   }
 }

@@ -30,6 +30,9 @@ registerLayout(ObjectType.COUNTER, counterLayout());
 // The filters of seed 001: one record each while small; a large one as a base and a log of the
 // deltas of its changes, since joining an operation's delta gives the state the operation left
 // (up to where a cuckoo entry sits, which their equality ignores).
-for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true }));
+// A bloom filter decodes to its bit array; the cuckoo filters' entries are objects (see
+// WholeStateOptions.memoryPerEncodedByte).
+const BLOOM = new Set<ObjectType>([ObjectType.GBF, ObjectType.SCGBF]);
+for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 42 }));
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record.
 registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice));

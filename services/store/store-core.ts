@@ -105,7 +105,7 @@ export abstract class StoreCore {
     /** Adds removed from storage because their time to live ran out. */
     expiredDots: number;
     /** The decoded states of keys stored whole kept in memory (decoded-states.ts). */
-    stateCache: { entries: number; encodedBytes: number; hits: number; misses: number };
+    stateCache: { entries: number; estimatedBytes: number; hits: number; misses: number };
     /** Deltas appended to the logs of large whole states, and logs folded into a new base. */
     stateLog: { appends: number; compactions: number };
   } {
@@ -119,7 +119,7 @@ export abstract class StoreCore {
       retriesAbsorbed: this.retriesAbsorbed,
       clockSkewReports: { ...this.skewReports },
       expiredDots: this.expiredDots,
-      stateCache: { entries: this.env.decoded.size, encodedBytes: this.env.decoded.encodedBytes, hits: this.env.decoded.hits, misses: this.env.decoded.misses },
+      stateCache: { entries: this.env.decoded.size, estimatedBytes: this.env.decoded.estimatedBytes, hits: this.env.decoded.hits, misses: this.env.decoded.misses },
       stateLog: { ...this.env.stateLogCounts },
     };
   }

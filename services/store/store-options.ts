@@ -23,8 +23,9 @@ export interface StoreOptions {
   /** Headers kept in memory. */
   headerCacheSize?: number;
   /**
-   * Decoded states of keys stored whole kept in memory (decoded-states.ts), counted in encoded
-   * bytes (a state larger than this is decoded on every operation).
+   * Memory for the decoded states of keys stored whole kept between operations (decoded-states.ts),
+   * as their layouts estimate it; default 256 MiB (a state larger than this is read back on every
+   * operation).
    */
   stateCacheBytes?: number;
   /**

@@ -34,7 +34,7 @@ export class Store extends StoreCore {
       sync: "fsync" as SyncPolicy,
       maxBatch: 256,
       headerCacheSize: 50_000,
-      stateCacheBytes: 32 * 1024 * 1024,
+      stateCacheBytes: 256 * 1024 * 1024,
       stateLogFromBytes: 64 * 1024,
       removeLookupLimit: 4096,
       maxPendingRemoves: 10_000,

@@ -40,7 +40,7 @@ describe("configuration", () => {
   });
 
   it("storage sizes from flags, environment or file", () => {
-    assert.deepEqual(loadConfig({}, {}).storage, { writeBufferBytes: 16 * 1024 * 1024, cacheBytes: 8 * 1024 * 1024, stateCacheBytes: 32 * 1024 * 1024 });
+    assert.deepEqual(loadConfig({}, {}).storage, { writeBufferBytes: 16 * 1024 * 1024, cacheBytes: 8 * 1024 * 1024, stateCacheBytes: 256 * 1024 * 1024 });
     const c = loadConfig({ "store-write-buffer-bytes": "1048576", "state-cache-bytes": "131072" }, { DELTASET_STORE_CACHE_BYTES: "33554432" });
     assert.deepEqual(c.storage, { writeBufferBytes: 1048576, cacheBytes: 33554432, stateCacheBytes: 131072 });
     assert.equal(loadConfig({ config: file({ storage: { cacheBytes: 65536 } }) }, {}).storage.cacheBytes, 65536);

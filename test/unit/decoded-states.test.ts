@@ -60,7 +60,7 @@ describe("DecodedStates", () => {
     c.put("k", a, state, a.length);
     assert.equal(c.take("k", a), state);
     assert.equal(c.peek("k", a), undefined);
-    assert.equal(c.encodedBytes, 0);
+    assert.equal(c.estimatedBytes, 0);
   });
 
   it("evicts the least recently used entries past the budget, and keeps nothing larger than it", () => {
@@ -70,7 +70,7 @@ describe("DecodedStates", () => {
     const xBody = new Uint8Array(10);
     c.put("x", xBody, 3, xBody.length); // x is now the most recent
     c.put("z", new Uint8Array(10), 4, 10); // 30 bytes: y goes
-    assert.deepEqual([c.size, c.encodedBytes], [2, 20]);
+    assert.deepEqual([c.size, c.estimatedBytes], [2, 20]);
     assert.equal(c.peek("x", xBody), 3);
     c.put("big", new Uint8Array(26), 5, 26);
     assert.equal(c.size, 2, "a state larger than the whole budget is not kept");
