@@ -37,6 +37,7 @@ import {
 import { type CuckooParams, CuckooTable, altIndex, cuckooHash } from "./cuckoo-table.js";
 import { readCuckooParams, writeCuckooParams } from "./gcf.js";
 import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
+import { TagIndex } from "./tag-index.js";
 
 /** One stored copy: fingerprint and the tag of the add that stored it. */
 export interface OrcfTagged {
@@ -51,7 +52,6 @@ export interface OrcfEntry extends OrcfTagged {
 }
 
 const fpOf = (e: OrcfTagged) => e.fp;
-const tagOf = (e: OrcfTagged) => dotKey(makeDot(e.replica, e.t));
 
 /** Where a live tag's entry is: one of its two candidate buckets (kicks move it to the other one). */
 interface TagPlace {
@@ -65,13 +65,13 @@ export class Orcf {
     private readonly h: CausalContext,
     // Live tag -> place, built on the first join and kept up to date after it, so joining a small
     // delta into a large state costs the delta's size, not the state's (null: not built).
-    private index: Map<string, TagPlace> | null = null,
+    private index: TagIndex<TagPlace> | null = null,
   ) {}
 
   /** Add a decoded entry (checked by the decoder) to a filter that has not joined yet. */
   pushDecoded(bucket: number, e: OrcfTagged): void {
     this.t!.push(bucket, e);
-    this.index?.set(tagOf(e), { bucket, e });
+    this.index?.set(e.replica, e.t, { bucket, e });
   }
 
   /** This filter with history h (the decoder's: its entries' tags are in h). */
@@ -99,7 +99,7 @@ export class Orcf {
       if (!Number.isInteger(e.bucket) || e.bucket < 0 || e.bucket >= params.buckets) throw new RangeError(`bucket ${e.bucket} out of range`);
       if (!Number.isInteger(e.fp) || e.fp < 0 || e.fp >= 2 ** params.fingerprintBits) throw new RangeError(`fingerprint ${e.fp} out of range`);
       if (!Number.isSafeInteger(e.t) || e.t < 1) throw new RangeError(`timestamp ${e.t} not a positive safe integer`);
-      const tag = tagOf(e);
+      const tag = dotKey(makeDot(e.replica, e.t));
       if (seen.has(tag)) throw new RangeError(`tag ${tag} appears twice`);
       if (!history.contains(e.replica, e.t)) throw new RangeError(`tag ${tag} is not in the history`);
       seen.add(tag);
@@ -118,7 +118,7 @@ export class Orcf {
   }
 
   clone(): Orcf {
-    return new Orcf(this.t?.clone() ?? null, this.h.clone(), this.index === null ? null : new Map(this.index));
+    return new Orcf(this.t?.clone() ?? null, this.h.clone(), this.index === null ? null : new TagIndex(this.index));
   }
 
   /** Entries stored (copies, counting repeated adds of one element). */
@@ -213,7 +213,7 @@ export class Orcf {
     const placed = this.t.insert("ORCF", i1, entry, random, keep);
     if (keep) {
       this.h.addDot(tag);
-      this.index?.set(dotKey(tag), { bucket: placed, e: entry });
+      this.index?.set(replica, tag.counter, { bucket: placed, e: entry });
     }
     return Orcf.fromParts(p, [{ bucket: placed, ...entry }], CausalContext.of([tag]));
   }
@@ -246,7 +246,7 @@ export class Orcf {
     const pick = found[randomInt(random, found.length)]!;
     if (apply) {
       this.t!.removeAt(pick.bucket, pick.slot);
-      this.index?.delete(tagOf(pick.e));
+      this.index?.delete(pick.e.replica, pick.e.t);
     }
     return Orcf.fromParts(p, [], CausalContext.of([makeDot(pick.e.replica, pick.e.t)]));
   }
@@ -254,13 +254,13 @@ export class Orcf {
   // ---------------------------------------------------------------------------------- lattice
 
   /** Live tags and where they sit. */
-  private liveTags(): Map<string, TagPlace> {
-    const m = new Map<string, TagPlace>();
-    if (this.t !== null) for (const [bucket, e] of this.t.entries()) m.set(tagOf(e), { bucket, e });
+  private liveTags(): TagIndex<TagPlace> {
+    const m = new TagIndex<TagPlace>();
+    if (this.t !== null) for (const [bucket, e] of this.t.entries()) m.set(e.replica, e.t, { bucket, e });
     return m;
   }
 
-  private tagIndex(): Map<string, TagPlace> {
+  private tagIndex(): TagIndex<TagPlace> {
     if (this.index === null) this.index = this.liveTags();
     return this.index;
   }
@@ -268,26 +268,25 @@ export class Orcf {
   /** The bucket a live tag's entry sits in now, or undefined when the tag is not live here. */
   bucketOf(replica: string, t: number): number | undefined {
     if (this.t === null) return undefined;
-    const tag = dotKey(makeDot(replica, t));
-    const place = this.tagIndex().get(tag);
-    return place === undefined ? undefined : this.locate(tag, place).bucket;
+    const place = this.tagIndex().get(replica, t);
+    return place === undefined ? undefined : this.locate(place).bucket;
   }
 
   /** The bucket and slot of an indexed entry: the bucket its place names, or that bucket's alternate. */
-  private locate(tag: string, place: TagPlace): { bucket: number; slot: number } {
+  private locate(place: TagPlace): { bucket: number; slot: number } {
     const t = this.t!;
     for (const bucket of [place.bucket, altIndex(t.params, place.bucket, place.e.fp)]) {
       const slot = t.bucket(bucket).indexOf(place.e);
       if (slot >= 0) return { bucket, slot };
     }
-    throw new Error(`ORCF index out of date: tag ${tag} is in neither candidate bucket`);
+    throw new Error(`ORCF index out of date: tag ${place.e.t}@${place.e.replica} is in neither candidate bucket`);
   }
 
   /** Remove a live tag's entry. */
-  private removeTag(tag: string, place: TagPlace): void {
-    const { bucket, slot } = this.locate(tag, place);
+  private removeTag(place: TagPlace): void {
+    const { bucket, slot } = this.locate(place);
     this.t!.removeAt(bucket, slot);
-    this.index!.delete(tag);
+    this.index!.delete(place.e.replica, place.e.t);
   }
 
   /** Join other into this state (Eqs 3.12-3.16); true if anything changed. */
@@ -300,27 +299,26 @@ export class Orcf {
     let changed = false;
     // This side's entries that the other side observed and no longer holds were removed there.
     // Walk the smaller of this side's live tags and the other side's history (a delta's is small).
-    const removed: Array<[string, TagPlace]> = [];
+    const removed: TagPlace[] = [];
     if (other.h.dotCount() < mine.size) {
       for (const replica of other.h.replicas()) {
         for (const [first, last] of other.h.rangesOf(replica)) {
           for (let n = first; n <= last; n++) {
-            const tag = dotKey(makeDot(replica, n));
-            const place = mine.get(tag);
-            if (place !== undefined && !theirs.has(tag)) removed.push([tag, place]);
+            const place = mine.get(replica, n);
+            if (place !== undefined && !theirs.has(replica, n)) removed.push(place);
           }
         }
       }
     } else {
-      for (const [tag, place] of mine) if (!theirs.has(tag) && other.h.contains(place.e.replica, place.e.t)) removed.push([tag, place]);
+      for (const [replica, t, place] of mine.entries()) if (!theirs.has(replica, t) && other.h.contains(replica, t)) removed.push(place);
     }
-    for (const [tag, place] of removed) this.removeTag(tag, place);
+    for (const place of removed) this.removeTag(place);
     changed ||= removed.length > 0;
     // The other side's entries this side has never observed are new (S3).
-    for (const [tag, { bucket, e }] of theirs) {
-      if (!mine.has(tag) && !this.h.contains(e.replica, e.t)) {
+    for (const [replica, t, { bucket, e }] of theirs.entries()) {
+      if (!mine.has(replica, t) && !this.h.contains(replica, t)) {
         this.t.push(bucket, e);
-        mine.set(tag, { bucket, e });
+        mine.set(replica, t, { bucket, e });
         changed = true;
       }
     }
@@ -336,9 +334,8 @@ export class Orcf {
     checkParams("ORCF", this.params, other.params);
     if (!this.h.leq(other.h)) return false;
     const mine = this.liveTags();
-    for (const tag of other.liveTags().keys()) {
-      const [t, replica] = splitTag(tag);
-      if (this.h.contains(replica, t) && !mine.has(tag)) return false;
+    for (const [replica, t] of other.liveTags().entries()) {
+      if (this.h.contains(replica, t) && !mine.has(replica, t)) return false;
     }
     return true;
   }
@@ -349,7 +346,7 @@ export class Orcf {
     if (this.count === 0) return true;
     checkParams("ORCF", this.params, other.params);
     const theirs = other.liveTags();
-    for (const tag of this.liveTags().keys()) if (!theirs.has(tag)) return false;
+    for (const [replica, t] of this.liveTags().entries()) if (!theirs.has(replica, t)) return false;
     return true;
   }
 
@@ -360,14 +357,9 @@ export class Orcf {
 
   /** The live entry of a tag, if any. */
   entryOf(replica: string, t: number): OrcfEntry | undefined {
-    const hit = this.liveTags().get(dotKey(makeDot(replica, t)));
+    const hit = this.liveTags().get(replica, t);
     return hit && { bucket: hit.bucket, ...hit.e };
   }
-}
-
-function splitTag(tag: string): [number, string] {
-  const at = tag.indexOf("@");
-  return [Number(tag.slice(0, at)), tag.slice(at + 1)];
 }
 
 function compareTagged(a: OrcfTagged, b: OrcfTagged): number {

@@ -14,7 +14,7 @@
 // and must use it before their next await.
 //
 // The budget counts the memory the states take, as their layout estimates it from their encoded
-// size (whole-state-layout.ts memoryPerEncodedByte: 1 for a bloom filter, 42 for an ORCF).
+// size (whole-state-layout.ts memoryPerEncodedByte: 1 for a bloom filter, 36 for a cuckoo filter).
 export class DecodedStates {
   private readonly entries = new Map<string, { version: object; state: unknown; bytes: number }>();
   private bytes = 0;

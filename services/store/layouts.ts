@@ -33,6 +33,6 @@ registerLayout(ObjectType.COUNTER, counterLayout());
 // A bloom filter decodes to its bit array; the cuckoo filters' entries are objects (see
 // WholeStateOptions.memoryPerEncodedByte).
 const BLOOM = new Set<ObjectType>([ObjectType.GBF, ObjectType.SCGBF]);
-for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 42 }));
+for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 36 }));
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record.
 registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice));

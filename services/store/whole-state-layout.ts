@@ -27,8 +27,8 @@ export interface WholeStateOptions<S> {
   log?: boolean;
   /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
-   * decoded states counts); default 10. Measured on 2^18 elements: a bloom filter 1, a cuckoo
-   * filter's buckets of numbers 34, an ORCF's entries with their tag index 42.
+   * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
+   * cuckoo filter's buckets of numbers 34, an ORCF's entries with their tag index 35.
    */
   memoryPerEncodedByte?: number;
 }
