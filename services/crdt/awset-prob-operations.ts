@@ -20,13 +20,17 @@ function freshDot(s: AWSetProb, env: MutatorEnv): bigint {
   throw new RangeError("no fresh dot after 64 draws: the tombstone filter reports almost every id");
 }
 
-/** Apply each element's delta in place and gather them into one. */
+/**
+ * Apply each element's delta in place and gather them into one, joined in place (a join into a
+ * copy per element made a batch of n elements cost n^2).
+ */
 function applyAll(s: AWSetProb, elements: readonly Uint8Array[], deltaOf: (e: Uint8Array) => AWSetProb): AWSetProb {
   let delta: AWSetProb | undefined;
   for (const e of elements) {
     const d = deltaOf(e);
     s.joinInPlace(d);
-    delta = delta === undefined ? d : AWSetProbLattice.join(delta, d);
+    if (delta === undefined) delta = d;
+    else AWSetProbLattice.joinInPlace(delta, d);
   }
   return delta!;
 }

@@ -27,7 +27,7 @@ export function filterWritesChart(doc: ResultDoc): ChartSpec {
       series: capacities.map((cap) => ({ name: `capacity ${cap.toLocaleString("en")}`, values: types.map((t) => { const c = cells.find((x) => x.type === t && x.capacity === cap); return c === undefined ? null : value(c); }) })),
     });
   return panels(
-    [chart("Single-element Add (fsync), filter half full", (c) => c.addP50Ms), chart("Query of one element", (c) => c.queryP50Ms), chart("Remove of one element (ORCF)", (c) => c.removeP50Ms), chart("First Query after a restart (reads the filter back)", (c) => c.coldQueryMs ?? null)],
+    [chart("Single-element Add (fsync), filter half full", (c) => c.addP50Ms), chart("Query of one element", (c) => c.queryP50Ms), chart("Remove of one element (ORCF, AWSET_PROB)", (c) => c.removeP50Ms), chart("First Query after a restart (reads the filter back)", (c) => c.coldQueryMs ?? null)],
     { columns: 4, title: "One operation on a filter key as it grows, one node" },
   );
 }
