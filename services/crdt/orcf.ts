@@ -435,8 +435,9 @@ export function decodeOrcf(bytes: Uint8Array): Orcf {
       }
     }
     const o = Orcf.empty(p);
-    // Tags seen so far, per replica index (numbers, not tag strings: a large filter has millions).
-    const seen = replicas.map(() => new Set<number>());
+    // Tags seen so far, per replica index: a bit per counter up to the replica's highest in H
+    // (every tag is in H), or a set of numbers when that is sparse and far (a filter has millions).
+    const seen = replicas.map((id) => seenCounters(h.max(id)));
     const nb = r.varint("bucket count", p.buckets);
     let i = -1;
     for (let b = 0; b < nb; b++) {
@@ -463,6 +464,18 @@ export function decodeOrcf(bytes: Uint8Array): Orcf {
     r.end("ORCF");
     return o.withHistory(h);
   });
+}
+
+/** Counters 1..max met once each: a bitmap up to 2^26 counters (8 MiB), a Set beyond. */
+function seenCounters(max: number): { has(t: number): boolean; add(t: number): void } {
+  if (max > 2 ** 26) return new Set<number>();
+  const bits = new Uint8Array((max >> 3) + 1);
+  return {
+    has: (t) => t <= max && (bits[t >> 3]! & (1 << (t & 7))) !== 0,
+    add: (t) => {
+      if (t <= max) bits[t >> 3]! |= 1 << (t & 7);
+    },
+  };
 }
 
 // ----------------------------------------------------------------------------------- lattice
