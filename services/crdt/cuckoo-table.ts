@@ -141,11 +141,6 @@ export class CuckooTable<E> {
     return this.map.get(i) ?? [];
   }
 
-  /** Non-empty bucket indexes, ascending. */
-  bucketIndexes(): number[] {
-    return Array.from(this.sortedIndexes());
-  }
-
   /** Non-empty bucket indexes, ascending: a typed array's numeric sort (a comparator costs ~10x). */
   private sortedIndexes(): Uint32Array {
     return Uint32Array.from(this.map.keys()).sort();

@@ -9,8 +9,8 @@
 // (a delete, a transfer, an upgrade) needs to invalidate entries.
 //
 // Ownership: a writer takes the entry out (take), changes the state in place, and puts it back
-// with the body it encoded. A writer that throws half-way leaves no entry behind, so the next one
-// decodes the body again: a half-changed state is never served. Readers (peek) share the object
+// with the version it wrote. A writer that throws half-way leaves no entry behind, so the next one
+// reads the stored state again: a half-changed state is never served. Readers (peek) share the object
 // and must use it before their next await.
 //
 // The budget counts the memory the states take, as their layout estimates it from their encoded

@@ -19,6 +19,7 @@ import { PartitionKeyScan, partitionKeys, partitionKeysWithPrefix, verifyStored 
 import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 import { StoreCore, joined } from "./store-core.js";
+import { wholeStateChunk } from "./whole-state-layout.js";
 
 export { STORE_FORMAT, STORE_VERSION } from "./open-store.js";
 export { StoreClosedError, StoreOpenError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
@@ -367,12 +368,9 @@ export class Store extends StoreCore {
       const h = await this.loadHeader(key);
       if (h === undefined || h.type !== logged) return undefined;
       const layout = layoutFor(h.type);
-      const state = await layout.sharedState!(this.env, key, prefix, h);
-      return { type: h.type, ctx: h.ctx, encoded: layout.lattice.encode(state) };
+      return wholeStateChunk(h.type, h.ctx, layout.lattice.encode(await layout.sharedState!(this.env, key, prefix, h)));
     });
-    if (chunk === undefined) return;
-    const empty = Buffer.alloc(0);
-    yield { ...chunk, rangeStart: empty, rangeEnd: empty, rangeOpen: true, slice: undefined, keyDone: true };
+    if (chunk !== undefined) yield chunk;
   }
 
 }

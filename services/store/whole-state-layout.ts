@@ -10,9 +10,9 @@
 // 2^19 entries writes some tens of bytes, not 3.7 MB. The state is the base joined with the deltas
 // in order. When the deltas outgrow an eighth of the base, the state is written as the new base
 // and the deltas deleted, in the same batch; reading a state back joins at most that much.
-import type { Lattice } from "../crdt/index.js";
+import type { CausalContext, Lattice, ObjectType } from "../crdt/index.js";
 import type { BatchOp } from "./group-commit.js";
-import type { ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js";
+import type { ObjectLayout, ObjectSlot, StateChunk, StoreEnv } from "./layout.js";
 import { stateBaseKey, stateDeltaKey } from "./keys.js";
 import type { Header, StateLog } from "./records.js";
 
@@ -35,6 +35,12 @@ export interface WholeStateOptions<S> {
 
 /** The deltas are folded into a new base when they outgrow base / COMPACT_SHARE. */
 const COMPACT_SHARE = 8;
+
+/** The one chunk a state stored whole travels in: its encoding, sent as is. */
+export function wholeStateChunk(type: ObjectType, ctx: CausalContext, encoded: Uint8Array): StateChunk {
+  const empty = Buffer.alloc(0);
+  return { type, ctx, rangeStart: empty, rangeEnd: empty, rangeOpen: true, keyDone: true, slice: undefined, encoded };
+}
 
 /** What identifies one version of a key's state: the body, or the log that replaces it. */
 const stateVersion = (h: Header): object => h.log ?? h.body;
@@ -141,8 +147,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
       // A logged state's records lie outside the snapshot handed here: Store.stateChunks reads it
       // under the key's lock instead (sharedState).
       if (h.log !== undefined) throw new Error(`${lattice.name} state in a log: read it with sharedState under the key's lock`);
-      const empty = Buffer.alloc(0);
-      yield { type: lattice.type, ctx: h.ctx, rangeStart: empty, rangeEnd: empty, rangeOpen: true, keyDone: true, slice: undefined, encoded: h.body };
+      yield wholeStateChunk(lattice.type, h.ctx, h.body);
     },
     readState: (env, prefix, h) => decodeStored(prefix, h, (keys) => env.commit.getMany(keys)),
     cachedState: (env, key, h) => env.decoded.peek(key, stateVersion(h)) as S | undefined,
