@@ -243,6 +243,10 @@ export class Orcf {
     if (p === null) return Orcf.bottom();
     const found = this.matches(element);
     if (found.length === 0) return Orcf.empty(p);
+    // Pick among the copies in tag order, not slot order: a decoded state may hold a bucket's
+    // entries in another order than the state it was encoded from, and the same random draw must
+    // remove the same copy from both.
+    if (found.length > 1) found.sort((a, b) => (a.e.replica < b.e.replica ? -1 : a.e.replica > b.e.replica ? 1 : a.e.t - b.e.t));
     const pick = found[randomInt(random, found.length)]!;
     if (apply) {
       this.t!.removeAt(pick.bucket, pick.slot);

@@ -139,7 +139,7 @@ describe("the store's decoded-state cache, against a store without one", () => {
           await replayed.close();
         }
       }),
-      { numRuns: RUNS },
+      { numRuns: RUNS, ...(process.env.FC_SEED ? { seed: Number(process.env.FC_SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
     );
     assert.ok(appends > 0 && compactions > 0, `the runs appended deltas to logs (${appends}) and folded logs into new bases (${compactions})`);
     console.log(`state logs: ${appends} appends, ${compactions} compactions`);
