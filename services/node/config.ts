@@ -75,6 +75,8 @@ export interface StorageSettings {
   cacheBytes: number;
   /** Memory for decoded whole states kept between operations, as estimated (store/decoded-states.ts). */
   stateCacheBytes: number;
+  /** Memory for the presence filters of add-wins sets, which spare the reads of new elements (store/element-presence.ts). */
+  presenceFilterBytes: number;
 }
 
 export interface NodeConfig {
@@ -161,6 +163,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     writeBufferBytes: 16 * 1024 * 1024,
     cacheBytes: 8 * 1024 * 1024,
     stateCacheBytes: 256 * 1024 * 1024,
+    presenceFilterBytes: 64 * 1024 * 1024,
   },
   ttlSweep: { periodMs: 1000, batch: 10_000 },
   logLevel: "info",

@@ -136,6 +136,13 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const stateLog = meter.createObservableCounter("deltaset_state_log_writes", {
     description: "Writes of large filter states kept as a base and a log of deltas (kind: append, a delta record; compaction, a new base replacing the deltas)",
   });
+  const presenceSkipped = meter.createObservableCounter("deltaset_element_reads_skipped", {
+    description: "Element records of add-wins sets not read because the set's presence filter knew they did not exist (--presence-filter-bytes)",
+  });
+  const presenceBytes = meter.createObservableGauge("deltaset_presence_filter_bytes", {
+    description: "Memory the presence filters of add-wins sets take (--presence-filter-bytes)",
+    unit: "By",
+  });
   const expired = meter.createObservableCounter("deltaset_expired_adds", {
     description: "Adds (dots) of sets removed from storage because their time to live ran out",
   });
@@ -156,8 +163,10 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(stateCacheBytes, s.stateCache.estimatedBytes);
       r.observe(stateLog, s.stateLog.appends, { kind: "append" });
       r.observe(stateLog, s.stateLog.compactions, { kind: "compaction" });
+      r.observe(presenceSkipped, s.presence.skipped);
+      r.observe(presenceBytes, s.presence.bytes);
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog],
+    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog, presenceSkipped, presenceBytes],
   );
 }
 

@@ -98,6 +98,7 @@ export async function startNode(
     writeBufferBytes: config.storage.writeBufferBytes,
     cacheBytes: config.storage.cacheBytes,
     stateCacheBytes: config.storage.stateCacheBytes,
+    presenceFilterBytes: config.storage.presenceFilterBytes,
     onUpgradeStart: (e) => log.warn("upgrading the data directory to the current store format; the node starts after it", { dir: config.dataDir, ...e }),
     onUpgrade: (e) => log.info("data directory upgraded to the current store format", { dir: config.dataDir, ...e }),
     onCounterJoinRefused: (e) => {

@@ -56,6 +56,19 @@ export class GroupCommit {
     });
   }
 
+  /**
+   * Resolves once every write queued so far is durable, without waiting for later ones (drain
+   * waits for an empty queue, which a busy store may never have).
+   */
+  written(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
+    if (!this.flushing && this.queue.length === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ ops: [], keys: [], version: ++this.version, resolve, reject });
+      if (!this.flushing) void this.flush();
+    });
+  }
+
   /** A read that sees queued writes first, then LevelDB. */
   async get(key: Buffer): Promise<Buffer | undefined> {
     const o = this.overlay.get(key.toString("latin1"));
@@ -125,7 +138,7 @@ export class GroupCommit {
           return;
         }
         this.batches++;
-        this.writes += group.length;
+        for (const p of group) if (p.ops.length > 0) this.writes++;
         // Drop overlay entries this group wrote, unless a later write replaced them.
         for (const p of group) {
           for (const k of p.keys) if (this.overlay.get(k)?.version === p.version) this.overlay.delete(k);

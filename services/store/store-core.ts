@@ -6,12 +6,13 @@ import { CausalContext, ObjectType } from "../crdt/index.js";
 import { approximateBytes, type StoreDb } from "./db.js";
 import { StoreClosedError, TypeMismatchError } from "./errors.js";
 import { DecodedStates } from "./decoded-states.js";
+import { ElementPresence, presenceHash } from "./element-presence.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
 import type { JoinResult, ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { PendingRemoves } from "./pending-removes.js";
-import { OBJECTS, headerKey, objectPrefix } from "./keys.js";
+import { OBJECTS, elementRange, headerKey, objectPrefix, unescapeBytes } from "./keys.js";
 import { type Header, decodeHeader, encodeHeader } from "./records.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
@@ -34,6 +35,10 @@ export abstract class StoreCore {
   protected retriesAbsorbed = 0;
   protected readonly skewReports = { ahead: 0, behind: 0 };
   protected readonly transfers = new TransferHolds();
+  /** Which elements of add-wins sets certainly have no record (element-presence.ts). */
+  protected readonly presence: ElementPresence;
+  /** Element reads that found no record, per set without a presence filter: when to scan one. */
+  private readonly absentReads = new Map<string, number>();
 
   protected constructor(
     /** The database; a simulator keeps it to reopen the store after a simulated crash. */
@@ -47,13 +52,14 @@ export abstract class StoreCore {
      */
     public replicaId: string,
     readonly partitions: number,
-    protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; stateCacheBytes: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
+    protected readonly opts: { sync: SyncPolicy; maxBatch: number; headerCacheSize: number; stateCacheBytes: number; presenceFilterBytes: number; presenceScanAfterReads: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,
       "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
     >,
     pending: PendingRemoves,
   ) {
     this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8 });
+    this.presence = new ElementPresence(opts.presenceFilterBytes);
     this.env = {
       db,
       commit: this.commit,
@@ -108,6 +114,8 @@ export abstract class StoreCore {
     stateCache: { entries: number; estimatedBytes: number; hits: number; misses: number };
     /** Deltas appended to the logs of large whole states, and logs folded into a new base. */
     stateLog: { appends: number; compactions: number };
+    /** Presence filters of add-wins sets (element-presence.ts): element reads they spared, scans that built them. */
+    presence: { filters: number; bytes: number; skipped: number; scans: number };
   } {
     return {
       batches: this.commit.batches,
@@ -121,6 +129,7 @@ export abstract class StoreCore {
       expiredDots: this.expiredDots,
       stateCache: { entries: this.env.decoded.size, estimatedBytes: this.env.decoded.estimatedBytes, hits: this.env.decoded.hits, misses: this.env.decoded.misses },
       stateLog: { ...this.env.stateLogCounts },
+      presence: this.presence.stats(),
     };
   }
 
@@ -222,7 +231,8 @@ export abstract class StoreCore {
       const h: Header = existing ?? { type, ctx: new CausalContext(), size: 0, body: layoutFor(type).emptyBody() };
       // Work on a copy: a failure half-way must not leave the cached header changed.
       const work: Header = { ...h, ctx: h.ctx.clone() };
-      const view = new WriteView(this.commit, prefix, h.ctx);
+      const filter = this.presenceFilter(key, type, existing);
+      const view = new WriteView(this.commit, prefix, h.ctx, filter && { filter, counts: this.presence });
       const out = await fn({ key, prefix, h: work, view });
       const ops = await view.finish();
       if (existing === undefined && opts.mustExist && ops.length === 0) {
@@ -235,6 +245,8 @@ export abstract class StoreCore {
       // The header is never changed in place once cached (the next operation works on a copy).
       ctxAfter = work.ctx;
       durable = this.commit.write(ops);
+      // After this operation's write is queued: a scan starting now waits for it.
+      if (filter === undefined && type === ObjectType.AWSET) this.noteAbsentReads(key, prefix, view.absentReads, work.size);
       return out;
     });
     await durable;
@@ -243,8 +255,57 @@ export abstract class StoreCore {
     }
     return result;
   }
-}
 
+  /**
+   * The set's presence filter, a new empty one when it has no element record (no header, or
+   * none live): trusted at once, since every record from now on is written through a view that has it.
+   */
+  private presenceFilter(key: string, type: ObjectType, existing: Header | undefined) {
+    if (type !== ObjectType.AWSET || !this.presence.enabled) return undefined;
+    const f = this.presence.get(key);
+    if (f !== undefined) return f;
+    if (existing === undefined || existing.size === 0) {
+      this.absentReads.delete(key);
+      return this.presence.startEmpty(key);
+    }
+    return undefined;
+  }
+
+  /**
+   * Reads of elements that had no record, on a set with records and no filter: once they add up to
+   * a quarter of its size (and at least presenceScanAfterReads), listing its records once costs less
+   * than the reads it will spare, so a filter is built by a scan.
+   */
+  private noteAbsentReads(key: string, prefix: Buffer, n: number, size: number): void {
+    if (n === 0 || !this.presence.enabled) return;
+    const total = (this.absentReads.get(key) ?? 0) + n;
+    if (total < Math.max(this.opts.presenceScanAfterReads, size / 4)) {
+      if (this.absentReads.size >= 10_000) this.absentReads.clear();
+      this.absentReads.set(key, total);
+      return;
+    }
+    this.absentReads.delete(key);
+    // Registered now, under the key's lock: no operation of the key is between its view and its
+    // write, and every later view adds what it writes. The records written before are listed once
+    // they are in the database.
+    const f = this.presence.startScan(key, size);
+    if (f === undefined) return;
+    void (async () => {
+      try {
+        await this.commit.written();
+        const offset = prefix.length + 1;
+        for await (const k of this.db.keys(elementRange(prefix))) {
+          if (f.dropped) return;
+          f.add(presenceHash(unescapeBytes(k, offset).bytes));
+        }
+        this.presence.finishScan(f);
+      } catch {
+        // Closed or failed: that set's elements are read again.
+        this.presence.dropFilter(f);
+      }
+    })();
+  }
+}
 
 /** The deltas a join made: its new part when it changed something, and the removes it settled. */
 export function joined(r: JoinResult<unknown>): unknown[] {

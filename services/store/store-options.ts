@@ -29,6 +29,16 @@ export interface StoreOptions {
    */
   stateCacheBytes?: number;
   /**
+   * Memory for the presence filters of add-wins sets (element-presence.ts), which let an add of a
+   * new element skip reading its record; default 64 MiB (about 1.25-2.5 bytes per element; 0: none).
+   */
+  presenceFilterBytes?: number;
+  /**
+   * A set with records and no presence filter gets one by a scan of its records once this many
+   * element reads found no record (and at least a quarter of its size); default 1024.
+   */
+  presenceScanAfterReads?: number;
+  /**
    * A whole state (of the types whose layout allows it: the filters) whose encoding reaches this
    * many bytes is kept as a base record and a log of deltas (whole-state-layout.ts); default 64 KiB.
    */

@@ -36,6 +36,8 @@ export class Store extends StoreCore {
       maxBatch: 256,
       headerCacheSize: 50_000,
       stateCacheBytes: 256 * 1024 * 1024,
+      presenceFilterBytes: 64 * 1024 * 1024,
+      presenceScanAfterReads: 1024,
       stateLogFromBytes: 64 * 1024,
       removeLookupLimit: 4096,
       maxPendingRemoves: 10_000,
@@ -284,6 +286,7 @@ export class Store extends StoreCore {
       }
       this.headers.delete(key);
       this.env.decoded.drop(key);
+      this.presence.drop(key);
       if (ops.length > 0) await this.commit.write(ops);
       return bytes;
     });

@@ -6,6 +6,7 @@
 import { type CausalContext, type Dot, type ElementKey, elementBytes, elementKey, sameDot } from "../crdt/index.js";
 import { type Bucket, bucketOf, decodeBucket, encodeBucket, offsetOf, DOT_BUCKET } from "./dot-index.js";
 import type { BatchOp, GroupCommit } from "./group-commit.js";
+import { type ElementPresence, type PresenceFilter, presenceHash } from "./element-presence.js";
 import { dotBucketKey, dotIndexPrefix, elementRecordKey, expiryKey } from "./keys.js";
 import { type Header, decodeDots, encodeDots } from "./records.js";
 
@@ -15,6 +16,10 @@ interface ElementState {
   key: Buffer;
   dots: Dot[];
   dirty: boolean;
+  /** A record was found when the element was read. */
+  stored: boolean;
+  /** presenceHash of its bytes, once the presence filter asked. */
+  hash?: number;
 }
 
 interface BucketState {
@@ -32,6 +37,8 @@ export class WriteView {
   private readonly replicaPrefixes = new Map<string, Buffer>();
   /** Records of other kinds (pending removes) written in the same batch. */
   readonly otherRecords: BatchOp[] = [];
+  /** Elements read that had no record. */
+  absentReads = 0;
 
   /**
    * @param ctxBefore the object's context before this operation. A bucket whose first counter is
@@ -41,6 +48,8 @@ export class WriteView {
     private readonly commit: GroupCommit,
     private readonly prefix: Buffer,
     private readonly ctxBefore: CausalContext,
+    /** The set's presence filter (element-presence.ts): elements it says absent are not read, records created are added. */
+    private readonly presence?: { filter: PresenceFilter; counts: ElementPresence },
   ) {}
 
   /** Read the records of many elements (raw bytes) in one batched read; returns their keys. */
@@ -65,12 +74,26 @@ export class WriteView {
       want.push(i);
     }
     if (want.length === 0) return;
-    const keys = want.map((i) => elementRecordKey(this.prefix, bytesOf(i)));
+    let read = want;
+    const filter = this.presence?.filter;
+    if (filter !== undefined && filter.complete) {
+      read = [];
+      for (const i of want) {
+        const bytes = bytesOf(i);
+        const hash = presenceHash(bytes);
+        if (filter.mayHold(hash)) read.push(i);
+        else this.elements.set(eks[i]!, { bytes, key: elementRecordKey(this.prefix, bytes), dots: [], dirty: false, stored: false, hash });
+      }
+      this.presence!.counts.skipped += want.length - read.length;
+      if (read.length === 0) return;
+    }
+    const keys = read.map((i) => elementRecordKey(this.prefix, bytesOf(i)));
     const raws = await this.commit.getMany(keys);
-    for (let j = 0; j < want.length; j++) {
-      const i = want[j]!;
+    for (let j = 0; j < read.length; j++) {
+      const i = read[j]!;
       const raw = raws[j];
-      this.elements.set(eks[i]!, { bytes: bytesOf(i), key: keys[j]!, dots: raw === undefined ? [] : decodeDots(raw), dirty: false });
+      this.elements.set(eks[i]!, { bytes: bytesOf(i), key: keys[j]!, dots: raw === undefined ? [] : decodeDots(raw), dirty: false, stored: raw !== undefined });
+      if (raw === undefined) this.absentReads++;
     }
   }
 
@@ -154,10 +177,15 @@ export class WriteView {
   /** The operation's records: changed elements and dot-index buckets. */
   async finish(): Promise<BatchOp[]> {
     const ops: BatchOp[] = [...this.otherRecords];
+    const filter = this.presence?.filter;
     for (const s of this.elements.values()) {
       if (!s.dirty) continue;
       if (s.dots.length === 0) ops.push({ type: "del", key: s.key });
-      else ops.push({ type: "put", key: s.key, value: encodeDots(s.dots) });
+      else {
+        ops.push({ type: "put", key: s.key, value: encodeDots(s.dots) });
+        // Before the write is queued: a later operation's read of this element must not be skipped.
+        if (!s.stored && filter !== undefined) filter.add(s.hash ?? presenceHash(s.bytes));
+      }
     }
     const changed: BucketState[] = [];
     for (const perReplica of this.buckets.values()) {

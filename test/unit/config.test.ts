@@ -40,9 +40,11 @@ describe("configuration", () => {
   });
 
   it("storage sizes from flags, environment or file", () => {
-    assert.deepEqual(loadConfig({}, {}).storage, { writeBufferBytes: 16 * 1024 * 1024, cacheBytes: 8 * 1024 * 1024, stateCacheBytes: 256 * 1024 * 1024 });
-    const c = loadConfig({ "store-write-buffer-bytes": "1048576", "state-cache-bytes": "131072" }, { DELTASET_STORE_CACHE_BYTES: "33554432" });
-    assert.deepEqual(c.storage, { writeBufferBytes: 1048576, cacheBytes: 33554432, stateCacheBytes: 131072 });
+    assert.deepEqual(loadConfig({}, {}).storage, { writeBufferBytes: 16 * 1024 * 1024, cacheBytes: 8 * 1024 * 1024, stateCacheBytes: 256 * 1024 * 1024, presenceFilterBytes: 64 * 1024 * 1024 });
+    const c = loadConfig({ "store-write-buffer-bytes": "1048576", "state-cache-bytes": "131072", "presence-filter-bytes": "262144" }, { DELTASET_STORE_CACHE_BYTES: "33554432" });
+    assert.deepEqual(c.storage, { writeBufferBytes: 1048576, cacheBytes: 33554432, stateCacheBytes: 131072, presenceFilterBytes: 262144 });
+    assert.equal(loadConfig({}, { DELTASET_PRESENCE_FILTER_BYTES: "65536" }).storage.presenceFilterBytes, 65536);
+    assert.throws(() => loadConfig({ "presence-filter-bytes": "0" }, {}), /storage\.presenceFilterBytes must be an integer of at least 65536/);
     assert.equal(loadConfig({ config: file({ storage: { cacheBytes: 65536 } }) }, {}).storage.cacheBytes, 65536);
     assert.equal(loadConfig({}, { DELTASET_STATE_CACHE_BYTES: "65536" }).storage.stateCacheBytes, 65536);
     assert.throws(() => loadConfig({ "state-cache-bytes": "1000" }, {}), /storage\.stateCacheBytes must be an integer of at least 65536/);
