@@ -11,7 +11,6 @@ interface Pending {
   ops: BatchOp[];
   /** latin1 of each op's key, computed once. */
   keys: string[];
-  version: number;
   resolve: () => void;
   reject: (e: Error) => void;
 }
@@ -28,9 +27,8 @@ export interface GroupCommitOptions {
 export class GroupCommit {
   private queue: Pending[] = [];
   private flushing = false;
-  /** latin1(key) → pending value (null = pending delete), with a version to clean up safely. */
-  private readonly overlay = new Map<string, { value: Buffer | null; version: number }>();
-  private version = 0;
+  /** latin1(key) → the latest queued op of that key (the op object itself: no wrapper per record). */
+  private readonly overlay = new Map<string, BatchOp>();
   private failed: Error | undefined;
   batches = 0;
   writes = 0;
@@ -44,14 +42,10 @@ export class GroupCommit {
   write(ops: BatchOp[]): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
     if (ops.length === 0) return Promise.resolve();
-    const v = ++this.version;
     const keys = ops.map((op) => op.key.toString("latin1"));
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i]!;
-      this.overlay.set(keys[i]!, { value: op.type === "put" ? op.value : null, version: v });
-    }
+    for (let i = 0; i < ops.length; i++) this.overlay.set(keys[i]!, ops[i]!);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, keys, version: v, resolve, reject });
+      this.queue.push({ ops, keys, resolve, reject });
       if (!this.flushing) void this.flush();
     });
   }
@@ -64,7 +58,7 @@ export class GroupCommit {
     if (this.failed) return Promise.reject(this.failed);
     if (!this.flushing && this.queue.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops: [], keys: [], version: ++this.version, resolve, reject });
+      this.queue.push({ ops: [], keys: [], resolve, reject });
       if (!this.flushing) void this.flush();
     });
   }
@@ -72,7 +66,7 @@ export class GroupCommit {
   /** A read that sees queued writes first, then LevelDB. */
   async get(key: Buffer): Promise<Buffer | undefined> {
     const o = this.overlay.get(key.toString("latin1"));
-    if (o !== undefined) return o.value ?? undefined;
+    if (o !== undefined) return o.type === "put" ? o.value : undefined;
     return this.db.getSync(key);
   }
 
@@ -88,7 +82,7 @@ export class GroupCommit {
     const missing: number[] = [];
     keys.forEach((k, i) => {
       const o = this.overlay.get(k.toString("latin1"));
-      if (o !== undefined) out[i] = o.value ?? undefined;
+      if (o !== undefined) out[i] = o.type === "put" ? o.value : undefined;
       else missing.push(i);
     });
     if (missing.length > 0 && missing.length <= this.opts.syncReadMax) {
@@ -103,7 +97,7 @@ export class GroupCommit {
   /** Overlay lookup only: undefined = not pending, null = pending delete. */
   pending(key: Buffer): Buffer | null | undefined {
     const o = this.overlay.get(key.toString("latin1"));
-    return o === undefined ? undefined : o.value;
+    return o === undefined ? undefined : o.type === "put" ? o.value : null;
   }
 
   get queued(): number {
@@ -141,7 +135,7 @@ export class GroupCommit {
         for (const p of group) if (p.ops.length > 0) this.writes++;
         // Drop overlay entries this group wrote, unless a later write replaced them.
         for (const p of group) {
-          for (const k of p.keys) if (this.overlay.get(k)?.version === p.version) this.overlay.delete(k);
+          for (let i = 0; i < p.keys.length; i++) if (this.overlay.get(p.keys[i]!) === p.ops[i]) this.overlay.delete(p.keys[i]!);
         }
         for (const p of group) p.resolve();
       }
