@@ -21,18 +21,26 @@ function freshDot(s: AWSetProb, env: MutatorEnv): bigint {
 }
 
 /**
- * Apply each element's delta in place and gather them into one, joined in place (a join into a
- * copy per element made a batch of n elements cost n^2).
+ * Join each element's delta into the state in turn. Returns their join (what gossip spreads) with
+ * the joins made as its steps (AWSetProb.steps, what a state log replays). Deltas with no
+ * tombstone (adds of new elements) that follow each other are one step: their joins only add
+ * dots, so joining their join is the same. Gathered in place: a join into a copy per element made
+ * a batch of n elements cost n^2.
  */
 function applyAll(s: AWSetProb, elements: readonly Uint8Array[], deltaOf: (e: Uint8Array) => AWSetProb): AWSetProb {
-  let delta: AWSetProb | undefined;
+  const steps: AWSetProb[] = [];
   for (const e of elements) {
     const d = deltaOf(e);
     s.joinInPlace(d);
-    if (delta === undefined) delta = d;
-    else AWSetProbLattice.joinInPlace(delta, d);
+    const last = steps.at(-1);
+    if (last !== undefined && last.tombstones.isEmpty() && d.tombstones.isEmpty()) AWSetProbLattice.joinInPlace(last, d);
+    else steps.push(d);
   }
-  return delta!;
+  if (steps.length === 1) return steps[0]!;
+  const delta = AWSetProbLattice.clone(steps[0]!);
+  for (let i = 1; i < steps.length; i++) AWSetProbLattice.joinInPlace(delta, steps[i]!);
+  delta.steps = steps;
+  return delta;
 }
 
 const awsetProbOps: ClientOperations<AWSetProb> = {

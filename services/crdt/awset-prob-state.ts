@@ -77,6 +77,12 @@ export class AWSetProb {
   tombstones: Apbf;
   /** dot → element key for every live dot; built on first use. */
   private ownerIndex: Map<ProbDot, ElementKey> | undefined;
+  /**
+   * Set on the delta of a batch (awset-prob-operations.ts): the deltas its operation joined into
+   * the state in turn, which is what a state log must replay. Joining this one delta, their join,
+   * need not give the same state: the join is not associative. Not encoded, not cloned.
+   */
+  steps?: readonly AWSetProb[];
 
   private constructor(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf) {
     this.entries = entries;

@@ -34,5 +34,7 @@ registerLayout(ObjectType.COUNTER, counterLayout());
 // WholeStateOptions.memoryPerEncodedByte).
 const BLOOM = new Set<ObjectType>([ObjectType.GBF, ObjectType.SCGBF]);
 for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 36 }));
-// The probabilistic add-wins set: its live dots and its tombstone filter, one record.
-registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice));
+// The probabilistic add-wins set: its live dots and its tombstone filter, one record while small,
+// then a base and a log. Its join is not associative, so the log records each join an operation
+// made (a batch's steps), never a join of them, and replaying them in order gives the state.
+registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.steps ?? [d] }));

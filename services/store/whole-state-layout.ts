@@ -4,7 +4,8 @@
 // (decoded-states.ts), so an operation decodes nothing.
 //
 // A large state is not rewritten on every change (with opts.log, for lattices whose join of an
-// operation's delta gives the state the operation left, up to what equality ignores: the filters).
+// operation's delta gives the state the operation left, up to what equality ignores: the filters;
+// or whose operations say which deltas they joined in turn, opts.logSteps: AWSET_PROB).
 // Once its encoding reaches env.stateLogFromBytes, it moves to a base record and each change
 // appends the change's delta as a record of its own (records.ts StateLog): an Add to an ORCF of
 // 2^19 entries writes some tens of bytes, not 3.7 MB. The state is the base joined with the deltas
@@ -25,6 +26,11 @@ export interface WholeStateOptions<S> {
   problems?: (s: S) => string[];
   /** Keep a large state as a base and a log of deltas (see above). */
   log?: boolean;
+  /**
+   * The joins an operation's delta stands for, in the order they were made (default: the delta
+   * itself): what the log records of a local operation, for a lattice whose batch joins several.
+   */
+  logSteps?: (delta: S) => readonly S[];
   /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
@@ -77,19 +83,22 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
   }
 
   /**
-   * Store the state a change left (an operation's result, or a join's). change: what was joined
-   * into the state before (the operation's delta, the received state), which the log may record
-   * instead of the whole state.
+   * Store the state a change left (an operation's result, or a join's). joined: what was joined
+   * into the state before, in order (the operation's delta or its steps, the received state),
+   * which the log may record instead of the whole state.
    */
-  function store(o: ObjectSlot, env: StoreEnv, state: S, change?: unknown): void {
+  function store(o: ObjectSlot, env: StoreEnv, state: S, joined?: readonly S[]): void {
     const records = o.view.otherRecords;
     const log = o.h.log;
-    if (log !== undefined && change !== undefined) {
-      const delta = lattice.encode(change as S);
-      if ((log.logBytes + delta.length) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes)) {
-        records.push({ type: "put", key: stateDeltaKey(o.prefix, log.next), value: Buffer.from(delta) });
-        o.h.log = { ...log, next: log.next + 1, logBytes: log.logBytes + delta.length };
-        env.stateLogCounts.appends++;
+    if (log !== undefined && joined !== undefined) {
+      const deltas = joined.map((d) => lattice.encode(d));
+      let bytes = 0;
+      for (const d of deltas) bytes += d.length;
+      if ((log.logBytes + bytes) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes)) {
+        let next = log.next;
+        for (const d of deltas) records.push({ type: "put", key: stateDeltaKey(o.prefix, next++), value: Buffer.from(d) });
+        o.h.log = { ...log, next, logBytes: log.logBytes + bytes };
+        env.stateLogCounts.appends += deltas.length;
       } else {
         o.h.log = writeBase(o, lattice.encode(state), records);
         env.stateLogCounts.compactions++;
@@ -120,7 +129,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     }
     const newPart = wantNewPart ? lattice.difference(incoming, state) : lattice.bottom();
     const changed = lattice.joinInPlace(state, incoming);
-    if (changed) store(o, env, state, incoming);
+    if (changed) store(o, env, state, [incoming]);
     else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
     return { changed, newPart };
   };
@@ -139,7 +148,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     lattice,
     emptyBody: () => lattice.encode(lattice.bottom()),
     load: (o, env) => take(o, env),
-    write: store,
+    write: (o, env, state, delta) => store(o, env, state, delta === undefined ? undefined : (opts.logSteps?.(delta as S) ?? [delta as S])),
     join,
     applyChunk: (o, env, chunk) => join(o, env, chunk.slice, true),
     finishKey: async () => ({ changed: false, newPart: lattice.bottom() }),

@@ -1,8 +1,9 @@
-// Crash safety of a large filter kept as a base and a log of deltas (store/whole-state-layout.ts):
-// clients add to an ORCF of some 12k entries (logged from the start) while the node is SIGKILLed
-// at random moments, the log being appended to and folded into new bases meanwhile; after a
-// restart every acknowledged add is present (a filter has no false negatives) and
-// `deltaset verify` finds the key's records consistent.
+// Crash safety of a large state kept as a base and a log of deltas (store/whole-state-layout.ts):
+// clients add to an ORCF of some 12k entries (logged from the start), and to a probabilistic set
+// (AWSET_PROB) of as many elements, while the node is SIGKILLed at random moments, the log being
+// appended to and folded into new bases meanwhile; after a restart every acknowledged add is
+// present (a filter has no false negatives; the set removed nothing, so its tombstone filter
+// reports no dot) and `deltaset verify` finds the key's records consistent.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,9 +25,13 @@ const ROUNDS = Number(process.env.CRASH_ROUNDS ?? 3);
 const WORKERS = 8;
 const data = join(dir, "data");
 const args = ["--listen", "127.0.0.42:0", "--data-dir", data, "--node-id", "crashy-log", "--metrics-listen", "127.0.0.42:0"];
-const params = { capacity: 40_000n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, level: 0, ageSlices: 0, unionStrategy: 0 };
+const noParams = { capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, level: 0, ageSlices: 0, unionStrategy: 0 };
+const cases = [
+  { name: "ORCF", key: "f", type: ObjectType.ORCF, params: { ...noParams, capacity: 40_000n } },
+  { name: "AWSET_PROB", key: "p", type: ObjectType.AWSET_PROB, params: { ...noParams, capacity: 4096n } },
+];
 
-it(`every acknowledged add to a logged ORCF survives SIGKILL (${ROUNDS} rounds, ${WORKERS} clients)`, async () => {
+for (const { name, key, type, params } of cases) it(`every acknowledged add to a logged ${name} survives SIGKILL (${ROUNDS} rounds, ${WORKERS} clients)`, async () => {
   const acked: Buffer[] = [];
   let seed = 777;
   const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
@@ -35,14 +40,14 @@ it(`every acknowledged add to a logged ORCF survives SIGKILL (${ROUNDS} rounds, 
     const client = replicaClient(node.address);
     for (let i = 0; i < 12_000; i += 1000) {
       const batch = Array.from({ length: 1000 }, (_, j) => Buffer.from(`base-${i + j}`));
-      await call(client, client.add, { key: "f", type: ObjectType.ORCF, params, elements: batch, texts: [] }, { timeoutMs: 30_000 });
+      await call(client, client.add, { key, type, params, elements: batch, texts: [] }, { timeoutMs: 30_000 });
       acked.push(...batch);
     }
     client.close();
     await node.stop();
   }
   for (let round = 0; round < ROUNDS; round++) {
-    await killWhileAdding({ args, key: "f", workers: WORKERS, atLeast: 400, random: rand, element: (w, n) => Buffer.from(`r${round}-w${w}-${n}`), acked });
+    await killWhileAdding({ args, key, workers: WORKERS, atLeast: 400, random: rand, element: (w, n) => Buffer.from(`r${round}-w${w}-${n}`), acked });
   }
   assert.ok(acked.length >= 12_000 + ROUNDS * 400, `too few acknowledged adds to mean anything: ${acked.length}`);
 
@@ -52,7 +57,7 @@ it(`every acknowledged add to a logged ORCF survives SIGKILL (${ROUNDS} rounds, 
     const missing: string[] = [];
     for (let i = 0; i < acked.length; i += 1000) {
       const batch = acked.slice(i, i + 1000);
-      const q = await call(client, client.query, QueryRequest.fromPartial({ key: "f", elements: batch }), { timeoutMs: 30_000 });
+      const q = await call(client, client.query, QueryRequest.fromPartial({ key, elements: batch }), { timeoutMs: 30_000 });
       q.presence.forEach((p, j) => {
         if (!p.present) missing.push(batch[j]!.toString());
       });
@@ -71,9 +76,9 @@ it(`every acknowledged add to a logged ORCF survives SIGKILL (${ROUNDS} rounds, 
     let log: { first: number; next: number } | undefined;
     for await (const [k, v] of db.iterator({ gte: Buffer.from([0x01]), lt: Buffer.from([0x02]) })) {
       const o = parseObjectKey(k);
-      if (o.key === "f" && o.suffix === SUFFIX_HEADER && o.rest === k.length) log = decodeHeader(v).log;
+      if (o.key === key && o.suffix === SUFFIX_HEADER && o.rest === k.length) log = decodeHeader(v).log;
     }
-    assert.ok(log !== undefined, "a filter this large is logged");
+    assert.ok(log !== undefined, `a ${name} this large is logged`);
     assert.ok(log.next > 0, `deltas were appended (log ${JSON.stringify(log)})`);
   } finally {
     await db.close();

@@ -13,7 +13,8 @@ import fc from "fast-check";
 import { ObjectType, operationsFor } from "../../services/crdt/index.ts";
 import { type Orcf, OrcfLattice } from "../../services/crdt/orcf.ts";
 import { seededRandom } from "../../services/crdt/filter-common.ts";
-import { Store } from "../../services/store/store.ts";
+import type { Store } from "../../services/store/store.ts";
+import { closeStateLogStores, finishStateLogRun, replayable, stateLogStores } from "../helpers/state-log-stores.ts";
 
 const RUNS = Number(process.env.FC_RUNS ?? 40);
 const u = (s: string) => Buffer.from(s);
@@ -36,9 +37,6 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 const root = mkdtempSync(join(tmpdir(), "deltaset-state-cache-"));
 after(() => rmSync(root, { recursive: true, force: true }));
 let dirs = 0;
-/** stateLogFromBytes 1: every filter key is logged from its first write (compactions come often). */
-const open = (o: { dir?: string; stateCacheBytes: number; stateLogFromBytes: number }) =>
-  Store.open({ dir: "memory", partitions: 2, partitionOf: () => 0, sync: "buffered", nodeId: "local", replicaId: "local~1", ...o });
 
 /** Deltas of another replica's adds and removes, to be received in the order the test draws. */
 function remoteDeltas(): Orcf[] {
@@ -86,8 +84,7 @@ async function seed(store: Store): Promise<void> {
   });
 }
 
-let appends = 0;
-let compactions = 0;
+const counts = { appends: 0, compactions: 0 };
 
 async function served(store: Store): Promise<Orcf | undefined> {
   return (await store.wholeState(KEY))?.state as Orcf | undefined;
@@ -99,9 +96,8 @@ describe("the store's decoded-state cache, against a store without one", () => {
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), async (ops) => {
         const deltas = remoteDeltas();
         const dir = join(root, `d${dirs++}`);
-        const logged = await open({ dir, stateCacheBytes: 32 * 1024 * 1024, stateLogFromBytes: 1 });
-        const plain = await open({ stateCacheBytes: 0, stateLogFromBytes: Number.POSITIVE_INFINITY });
-        const replayed = await open({ stateCacheBytes: 0, stateLogFromBytes: 1 });
+        const trio = await stateLogStores(dir);
+        const { logged, plain, replayed } = trio;
         const stores = [logged, plain, replayed];
         try {
           // A base of some size first, so that deltas are appended to the log before it is folded.
@@ -118,30 +114,14 @@ describe("the store's decoded-state cache, against a store without one", () => {
             assert.ok(OrcfLattice.equals(a, (await logged.readState(KEY))!.state as Orcf), "served = stored");
           }
           assert.equal(plain.stats().stateCache.entries, 0);
-          assert.deepEqual(plain.stats().stateLog, { appends: 0, compactions: 0 });
-          for (const s of [logged, replayed]) {
-            appends += s.stats().stateLog.appends;
-            compactions += s.stats().stateLog.compactions;
-          }
-          for (const s of stores) assert.deepEqual(await s.verify(KEY), []);
-          const before = await served(logged);
-          await logged.close();
-          const reopened = await open({ dir, stateCacheBytes: 32 * 1024 * 1024, stateLogFromBytes: 1 });
-          try {
-            const again = await served(reopened);
-            assert.ok(before === undefined ? again === undefined : again !== undefined && OrcfLattice.equals(again, before), "reopened reads the same");
-          } finally {
-            await reopened.close();
-          }
+          await finishStateLogRun<Orcf>(trio, dir, KEY, (a, b) => OrcfLattice.equals(a, b), counts);
         } finally {
-          await logged.close();
-          await plain.close();
-          await replayed.close();
+          await closeStateLogStores(trio);
         }
       }),
-      { numRuns: RUNS, ...(process.env.FC_SEED ? { seed: Number(process.env.FC_SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
+      replayable(RUNS),
     );
-    assert.ok(appends > 0 && compactions > 0, `the runs appended deltas to logs (${appends}) and folded logs into new bases (${compactions})`);
-    console.log(`state logs: ${appends} appends, ${compactions} compactions`);
+    assert.ok(counts.appends > 0 && counts.compactions > 0, `the runs appended deltas to logs (${counts.appends}) and folded logs into new bases (${counts.compactions})`);
+    console.log(`state logs: ${counts.appends} appends, ${counts.compactions} compactions`);
   });
 });
