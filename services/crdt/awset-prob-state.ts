@@ -84,6 +84,17 @@ export class AWSetProb {
    */
   steps?: readonly AWSetProb[];
 
+  /**
+   * The joins this delta stands for, in order (itself, unless it is a batch's), handed over once:
+   * the delta then keeps no reference to them (a batch of removes holds a filter per element,
+   * and the delta may wait in a gossip buffer long after).
+   */
+  takeSteps(): readonly AWSetProb[] {
+    const steps = this.steps ?? [this];
+    this.steps = undefined;
+    return steps;
+  }
+
   private constructor(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf) {
     this.entries = entries;
     this.tombstones = tombstones;

@@ -37,4 +37,4 @@ for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as ne
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record while small,
 // then a base and a log. Its join is not associative, so the log records each join an operation
 // made (a batch's steps), never a join of them, and replaying them in order gives the state.
-registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.steps ?? [d] }));
+registerLayout(ObjectType.AWSET_PROB, wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.takeSteps() }));

@@ -212,3 +212,21 @@ describe("AWSET_PROB codec and Lattice object", () => {
     assert.ok(Apbf.create(DEFAULT_AWSET_PROB_PARAMS).byteSize() === 11_648);
   });
 });
+
+describe("AWSET_PROB batch deltas", () => {
+  it("carry the joins their batch made, handed over once: adds of new elements as one, each remove as its own", async () => {
+    const { operationsFor } = await import("../../services/crdt/index.js");
+    const ops = operationsFor(ObjectType.AWSET_PROB)!;
+    const rng = new SplitMix64(3);
+    const env = { replica: "r", random: () => 0.5, randomId: () => rng.next() };
+    const s = ops.create({ capacity: 4096 }) as AWSetProb;
+    const els = ["a", "b", "c"].map((x) => Buffer.from(x));
+    const added = ops.add(s, els, env) as AWSetProb;
+    assert.equal(added.takeSteps().length, 1);
+    const removed = ops.remove!(s, els, env) as AWSetProb;
+    const steps = removed.takeSteps();
+    assert.equal(steps.length, 3);
+    assert.deepEqual(removed.takeSteps(), [removed], "handed over once");
+    assert.equal(s.size, 0);
+  });
+});
