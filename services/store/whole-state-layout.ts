@@ -32,6 +32,11 @@ export interface WholeStateOptions<S> {
    */
   logSteps?: (delta: S) => readonly S[];
   /**
+   * Whether a delta may go into the log (default: every delta): replaying it on a read must cost
+   * little. A change with a delta that may not is written as a new base.
+   */
+  replayable?: (delta: S) => boolean;
+  /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
    * cuckoo filter's buckets of numbers 34, an ORCF's entries with their tag index 35.
@@ -90,7 +95,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
   function store(o: ObjectSlot, env: StoreEnv, state: S, joined?: readonly S[]): void {
     const records = o.view.otherRecords;
     const log = o.h.log;
-    if (log !== undefined && joined !== undefined) {
+    if (log !== undefined && joined !== undefined && (opts.replayable === undefined || joined.every(opts.replayable))) {
       const deltas = joined.map((d) => lattice.encode(d));
       let bytes = 0;
       for (const d of deltas) bytes += d.length;
@@ -106,6 +111,8 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     } else {
       const encoded = lattice.encode(state);
       if (log !== undefined || (opts.log === true && encoded.length >= env.stateLogFromBytes)) {
+        // A logged state whose change may not be logged (opts.replayable): its deltas are folded too.
+        if (log !== undefined) env.stateLogCounts.compactions++;
         o.h.log = writeBase(o, encoded, records);
         o.h.body = new Uint8Array(0);
       } else {

@@ -97,6 +97,22 @@ async function served(store: Store): Promise<AWSetProb | undefined> {
 const counts = { appends: 0, compactions: 0 };
 
 describe("AWSET_PROB in a state log", () => {
+  it("logs adds of new elements and writes a new base for a remove (a logged remove would cost a walk of every dot to replay)", async () => {
+    const { logged, plain, replayed } = await stateLogStores(join(root, `d${dirs++}`));
+    try {
+      const world = remote(UnionStrategy.CurrentGeneration);
+      await apply(logged, { kind: "add", elements: Array.from({ length: 300 }, (_, i) => 1000 + i) }, UnionStrategy.CurrentGeneration, world, 0);
+      const before = { ...logged.stats().stateLog };
+      await apply(logged, { kind: "add", elements: [1, 2, 3] }, UnionStrategy.CurrentGeneration, world, 1);
+      const afterAdd = { ...logged.stats().stateLog };
+      assert.deepEqual(afterAdd, { appends: before.appends + 1, compactions: before.compactions }, "an add of new elements is appended");
+      await apply(logged, { kind: "remove", elements: [2] }, UnionStrategy.CurrentGeneration, world, 2);
+      assert.deepEqual(logged.stats().stateLog, { appends: afterAdd.appends, compactions: afterAdd.compactions + 1 }, "a remove folds the log into a new base");
+    } finally {
+      await closeStateLogStores({ logged, plain, replayed });
+    }
+  });
+
   it("reads back the exact state the operations left, cached or replayed, and after a reopen", async () => {
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(UnionStrategy.WholeFilter, UnionStrategy.ActiveSlices, UnionStrategy.CurrentGeneration), fc.array(opArb, { minLength: 1, maxLength: 30 }), async (strategy, script) => {
