@@ -90,7 +90,8 @@ export class PresenceFilter {
   mayHold(hash: number): boolean {
     if (!this.complete || this.dropped) return true;
     const h2 = probeStep(hash);
-    for (const s of this.segments) if (s.has(hash, h2)) return true;
+    // Newest first: the last segment holds about half the elements (each doubles the one before).
+    for (let i = this.segments.length - 1; i >= 0; i--) if (this.segments[i]!.has(hash, h2)) return true;
     return false;
   }
 

@@ -13,15 +13,34 @@ function live(v: Uint8Array, now: number): Dot[] {
   return liveDots(decodeDots(v), now);
 }
 
+/**
+ * The records of elements, in one batched read (queued writes included). mayHold: the set's
+ * presence filter (element-presence.ts), when it has a trusted one; an element it rules out has
+ * no record and is not read. A writer adds to the filter before its write is queued, so no record
+ * a read could see is ruled out.
+ */
+async function records(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], mayHold?: (el: Uint8Array) => boolean): Promise<Array<Buffer | undefined>> {
+  if (mayHold === undefined) return commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
+  const out: Array<Buffer | undefined> = new Array(elements.length).fill(undefined);
+  const read: number[] = [];
+  elements.forEach((el, i) => {
+    if (mayHold(el)) read.push(i);
+  });
+  if (read.length === 0) return out;
+  const found = await commit.getMany(read.map((i) => elementRecordKey(prefix, elements[i]!)));
+  read.forEach((i, j) => (out[i] = found[j]));
+  return out;
+}
+
 /** Which elements are members: one batched read (queued writes included). */
-export async function contains(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], now: number): Promise<boolean[]> {
-  const found = await commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
+export async function contains(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], now: number, mayHold?: (el: Uint8Array) => boolean): Promise<boolean[]> {
+  const found = await records(commit, prefix, elements, mayHold);
   return found.map((v) => v !== undefined && (v[0] !== 0 || live(v, now).length > 0));
 }
 
 /** The dots of each element (empty for a non-member): one batched read (queued writes included). */
-export async function elementDots(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], now: number): Promise<Dot[][]> {
-  const found = await commit.getMany(elements.map((el) => elementRecordKey(prefix, el)));
+export async function elementDots(commit: GroupCommit, prefix: Buffer, elements: Uint8Array[], now: number, mayHold?: (el: Uint8Array) => boolean): Promise<Dot[][]> {
+  const found = await records(commit, prefix, elements, mayHold);
   return found.map((v) => (v === undefined ? [] : live(v, now)));
 }
 

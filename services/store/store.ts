@@ -15,6 +15,7 @@ import { PendingRemoves } from "./pending-removes.js";
 import { elementRange, expiryRange, headerKey, objectPrefix, parseExpiryKey } from "./keys.js";
 import { expireElements, groupByKey } from "./expiry.js";
 import { decodeHeader } from "./records.js";
+import { presenceHash } from "./element-presence.js";
 import { PartitionKeyScan, partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
 import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
@@ -178,7 +179,7 @@ export class Store extends StoreCore {
     const h = await this.loadHeader(key);
     if (h === undefined) return elements.map(() => false);
     if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
-    return contains(this.commit, objectPrefix(this.partitionOf(key), key), elements, this.env.now());
+    return contains(this.commit, objectPrefix(this.partitionOf(key), key), elements, this.env.now(), this.presenceOf(key));
   }
 
   /** The dots of each element of a set (empty for a non-member), queued writes included. */
@@ -186,7 +187,18 @@ export class Store extends StoreCore {
     const h = await this.loadHeader(key);
     if (h === undefined) return elements.map(() => []);
     if (h.type !== ObjectType.AWSET) throw new TypeMismatchError(key, h.type, ObjectType.AWSET);
-    return elementDots(this.commit, objectPrefix(this.partitionOf(key), key), elements, this.env.now());
+    return elementDots(this.commit, objectPrefix(this.partitionOf(key), key), elements, this.env.now(), this.presenceOf(key));
+  }
+
+  /** The set's presence filter as a test of its elements, when it has a trusted one (element-presence.ts). */
+  private presenceOf(key: string): ((el: Uint8Array) => boolean) | undefined {
+    const f = this.presence.get(key);
+    if (f === undefined || !f.complete) return undefined;
+    return (el) => {
+      if (f.mayHold(presenceHash(el))) return true;
+      this.presence.skipped++;
+      return false;
+    };
   }
 
   /** One page of members (and their dots) after startAfter (exclusive), in element order. */

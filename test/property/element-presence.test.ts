@@ -2,8 +2,8 @@
 // (store/element-presence.ts) holds exactly what a store without filters holds, after any
 // sequence of batch adds, removes, received deltas, sets emptied and filled again, restarts
 // (filters are lost and rebuilt by scans running in the background between operations) and
-// dropped local copies; and its records pass verify. The runs must skip reads and scan sets, or
-// they test nothing.
+// dropped local copies, and answers membership (contains, dotsOf) the same; and its records pass
+// verify. The runs must skip reads and scan sets, or they test nothing.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
@@ -98,6 +98,10 @@ describe("element presence filters in the store", () => {
             for (const key of KEYS) {
               const [a, b] = [await held(filtered, key), await held(plain, key)];
               assert.ok(AWSetLattice.equals(a, b), `key ${key} after ${JSON.stringify(op)}: ${a.elements().length} vs ${b.elements().length} elements`);
+              // Membership reads skip what the filter rules out, and answer the same.
+              const all = elements(0, 500);
+              assert.deepEqual(await filtered.contains(key, all), await plain.contains(key, all), `contains, key ${key}`);
+              assert.deepEqual(await filtered.dotsOf(key, all.slice(0, 60)), await plain.dotsOf(key, all.slice(0, 60)), `dotsOf, key ${key}`);
             }
           }
           for (const key of KEYS) assert.deepEqual(await filtered.verify(key), []);
