@@ -195,6 +195,16 @@ export class AWSetProb {
   /** Join other into this state in place (see the header); true when this state changed. */
   joinInPlace(other: AWSetProb): boolean {
     if (!sameParams(this.params, other.params)) return this.joinOtherShape(other);
+    return this.joinSameShape(other).changed;
+  }
+
+  /**
+   * Join other into this state (same shape) and say what of it was new here: the dots adopted, and
+   * other's filter when it dropped a dot or set a bit. This state before, joined with that part,
+   * gives the same state, provided other's filter reports none of other's own live dots (the
+   * lattice's difference covers that case and other shapes).
+   */
+  joinSameShape(other: AWSetProb): { changed: boolean; adopted: [ProbDot, ElementKey][]; filterNew: boolean } {
     checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
     const { drop, adopt } = this.dropAndAdopt(other);
     for (const d of drop) {
@@ -203,7 +213,7 @@ export class AWSetProb {
     }
     for (const [d, k] of adopt) this.addDot(k, d);
     const filterChanged = unionInPlace(this.tombstones, other.tombstones).changed;
-    return drop.length > 0 || adopt.length > 0 || filterChanged;
+    return { changed: drop.length > 0 || adopt.length > 0 || filterChanged, adopted: adopt, filterNew: drop.length > 0 || filterChanged };
   }
 
   /**

@@ -72,6 +72,22 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
       const filter = filterIsNew ? a.tombstones.clone() : Apbf.create(a.params);
       return AWSetProb.fromParts(entries, filter);
     },
+    // One walk of the live dots instead of two: difference asks other's filter about every dot of
+    // a copy of target (43.9 ms at 50k elements, 22.7 of them the copy), then the join asks again.
+    joinInPlaceWithNewPart(target, other) {
+      if (!sameParams(target.params, other.params) || hasSelfFalsePositive(other)) {
+        const newPart = L.difference(other, target);
+        return { changed: target.joinInPlace(other), newPart };
+      }
+      const { changed, adopted, filterNew } = target.joinSameShape(other);
+      const entries = new Map<ElementKey, Set<ProbDot>>();
+      for (const [d, k] of adopted) {
+        const dots = entries.get(k);
+        if (dots === undefined) entries.set(k, new Set([d]));
+        else dots.add(d);
+      }
+      return { changed, newPart: AWSetProb.fromParts(entries, filterNew ? other.tombstones.clone() : Apbf.create(other.params)) };
+    },
     context: () => new CausalContext(),
     encode: encodeAWSetProb,
     encodedSize: awsetProbEncodedSize,

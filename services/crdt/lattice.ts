@@ -22,6 +22,12 @@ export interface Lattice<S> {
   decompose(s: S): S[];
   /** Δ(a, b): the join of the irreducibles of a that are not ⊑ b (the part of a new to b). */
   difference(a: S, b: S): S;
+  /**
+   * Join other into target and return, with whether target changed, a part of other new to
+   * target before the join such that target ⊔ newPart is the same join: what difference(other,
+   * target) followed by joinInPlace gives, for types that find it during their join for less.
+   */
+  joinInPlaceWithNewPart?(target: S, other: S): { changed: boolean; newPart: S };
   /** The causal context of a causal state. */
   context(s: S): CausalContext;
   /**

@@ -134,8 +134,13 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
         return { changed: false, newPart: lattice.bottom(), refused: reason };
       }
     }
-    const newPart = wantNewPart ? lattice.difference(incoming, state) : lattice.bottom();
-    const changed = lattice.joinInPlace(state, incoming);
+    let changed: boolean;
+    let newPart: S;
+    if (wantNewPart && lattice.joinInPlaceWithNewPart !== undefined) ({ changed, newPart } = lattice.joinInPlaceWithNewPart(state, incoming));
+    else {
+      newPart = wantNewPart ? lattice.difference(incoming, state) : lattice.bottom();
+      changed = lattice.joinInPlace(state, incoming);
+    }
     if (changed) store(o, env, state, [incoming]);
     else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
     return { changed, newPart };

@@ -134,6 +134,13 @@ for (const strategy of STRATEGIES) {
             assert.ok(!L.equals(without, a), `part ${p} is redundant`);
           }
           assert.ok(L.equals(L.join(b, L.difference(a, b)), L.join(b, a)), "b ⊔ Δ(a, b) = b ⊔ a");
+          // The join that finds its new part on the way: the same state, and a part that rebuilds it.
+          const target = L.clone(b);
+          const { changed, newPart } = L.joinInPlaceWithNewPart!(target, a);
+          const expected = L.join(b, a);
+          assert.deepEqual(L.encode(target), L.encode(expected), "same state as joinInPlace");
+          assert.equal(changed, !L.equals(expected, b), "changed exactly when the join changed b");
+          assert.deepEqual(L.encode(L.join(b, newPart)), L.encode(expected), "b ⊔ newPart = b ⊔ a");
           assert.equal(L.context(a).isEmpty(), true);
         }),
         { numRuns: 60 },
