@@ -91,6 +91,16 @@ describe("filter keys on a 3-node cluster", () => {
     }
   });
 
+  it("a probabilistic set large enough to be kept as a base and a log takes adds and removes from every node", async () => {
+    for (let i = 0; i < 12_000; i += 1000) await add(0, "bigp", Array.from({ length: 1000 }, (_, j) => `bigp-${i + j}`), ObjectType.AWSET_PROB);
+    await eventually("node 2 has the large AWSET_PROB", () => query(2, "bigp", ["bigp-0", "bigp-11999"]), (q) => q.presence.every((p) => p.present), 30_000);
+    for (let i = 0; i < 10; i++) await add(2, "bigp", [`from-2-${i}`]);
+    await remove(2, "bigp", ["bigp-7"]);
+    for (const i of [0, 1]) {
+      await eventually(`node ${i} has node 2's changes`, () => query(i, "bigp", ["from-2-0", "from-2-9", "bigp-8", "bigp-7"]), (q) => q.presence.map((p) => p.present).join() === "true,true,true,false", 30_000);
+    }
+  });
+
   it("a full cuckoo filter answers RESOURCE_EXHAUSTED and changes nothing; its scalable series grows instead", async () => {
     const many = Array.from({ length: 400 }, (_, i) => `v${i}`);
     await add(0, "small", ["first"], ObjectType.GCF, params({ capacity: 8n, bucketSize: 2 }));
@@ -223,5 +233,16 @@ describe("keys stored whole under full-state gossip", () => {
     // Node 1 now holds the key: its adds join into its copy and travel back.
     for (let i = 0; i < 20; i++) await fc2.replica(1, (r) => call(r, r.add, { key: "big", elements: [b(`late-${i}`)], texts: [] }));
     await eventually("node 0 reads node 1's adds", () => q(0, "big", ["late-0", "late-19", "big-11999"]), (r) => r.presence.every((p) => p.present), 30_000);
+  });
+
+  it("a probabilistic set kept as a base and a log reaches the other node, with the adds and removes after it", async () => {
+    const big = (from: number) => Array.from({ length: 1000 }, (_, i) => b(`bigp-${from + i}`));
+    for (let i = 0; i < 12_000; i += 1000) {
+      await fc2.replica(0, (r) => call(r, r.add, { key: "bigp", elements: big(i), texts: [], type: ObjectType.AWSET_PROB }, { timeoutMs: 30_000 }));
+    }
+    await eventually("node 1 reads the large AWSET_PROB", () => q(1, "bigp", ["bigp-0", "bigp-5999", "bigp-11999"]), (r) => r.presence.every((p) => p.present), 30_000);
+    for (let i = 0; i < 20; i++) await fc2.replica(1, (r) => call(r, r.add, { key: "bigp", elements: [b(`late-${i}`)], texts: [] }));
+    await fc2.replica(1, (r) => call(r, r.remove, { key: "bigp", elements: [b("bigp-3")], texts: [] }));
+    await eventually("node 0 reads node 1's changes", () => q(0, "bigp", ["late-0", "late-19", "bigp-11999", "bigp-3"]), (r) => r.presence.map((p) => p.present).join() === "true,true,true,false", 30_000);
   });
 });
