@@ -164,13 +164,33 @@ export class Apbf {
    * end are already known to hit and are not tested again. Each slice is tested at most once.
    */
   query(item: Uint8Array): boolean {
+    return this.scan(item, undefined);
+  }
+
+  /**
+   * query for many items while this filter does not change (the walks of a join): a slice with no
+   * bit set misses whatever the item, so it is not hashed. A delta's filter has bits in its k
+   * active slices at most, so most items cost one hash instead of one per window tried.
+   */
+  querier(): (item: Uint8Array) => boolean {
+    const empty = new Uint8Array(this.n);
+    for (let slot = 0; slot < this.n; slot++) {
+      let any = 0;
+      const from = slot * this.sliceBytes;
+      for (let b = from; b < from + this.sliceBytes && any === 0; b++) any = this.bits[b]!;
+      empty[slot] = any === 0 ? 1 : 0;
+    }
+    return (item) => this.scan(item, empty);
+  }
+
+  private scan(item: Uint8Array, empty: Uint8Array | undefined): boolean {
     const { k, n } = this;
     this.positions.fill(-1);
     let start = 0;
     let knownEnd = -1; // slices start..knownEnd are known to hit
     while (start + k <= n) {
       let p = start + k - 1;
-      while (p > knownEnd && this.hitsAt(item, p)) p--;
+      while (p > knownEnd && this.hitsAt(item, p, empty)) p--;
       if (p <= knownEnd) return true;
       knownEnd = start + k - 1;
       start = p + 1;
@@ -178,8 +198,9 @@ export class Apbf {
     return false;
   }
 
-  private hitsAt(item: Uint8Array, logical: number): boolean {
+  private hitsAt(item: Uint8Array, logical: number, empty: Uint8Array | undefined): boolean {
     const slot = this.slot(logical);
+    if (empty !== undefined && empty[slot] === 1) return false;
     const h = this.hashIndex[slot]!;
     let pos = this.positions[h]!;
     if (pos < 0) {

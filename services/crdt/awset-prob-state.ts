@@ -70,6 +70,17 @@ export function dotBytes(d: ProbDot): Uint8Array {
   return out;
 }
 
+/** dotBytes into one reused buffer, for walks that ask a filter about many dots (valid until the next call). */
+export class DotBuffer {
+  private readonly bytes = new Uint8Array(8);
+  private readonly view = new DataView(this.bytes.buffer);
+
+  of(d: ProbDot): Uint8Array {
+    this.view.setBigUint64(0, d, true);
+    return this.bytes;
+  }
+}
+
 export class AWSetProb {
   /** The dot store: element key → live dots (non-empty). */
   readonly entries: Map<ElementKey, Set<ProbDot>>;
@@ -225,14 +236,19 @@ export class AWSetProb {
     const drop: ProbDot[] = [];
     // A filter with no bit set reports no dot: the delta of an add of a new element has one, and
     // walking every live dot here for it made each Add cost the size of the set (26 ms at 20k).
+    const dot = new DotBuffer();
     if (!other.tombstones.isEmpty()) {
+      const reports = other.tombstones.querier();
       for (const dots of this.entries.values()) {
-        for (const d of dots) if (!other.owner.has(d) && other.tombstones.query(dotBytes(d))) drop.push(d);
+        for (const d of dots) if (!other.owner.has(d) && reports(dot.of(d))) drop.push(d);
       }
     }
     const adopt: [ProbDot, ElementKey][] = [];
-    for (const [k, dots] of other.entries) {
-      for (const d of dots) if (!this.owner.has(d) && !this.tombstones.query(dotBytes(d))) adopt.push([d, k]);
+    if (other.entries.size > 0) {
+      const tombstoned = this.tombstones.querier();
+      for (const [k, dots] of other.entries) {
+        for (const d of dots) if (!this.owner.has(d) && !tombstoned(dot.of(d))) adopt.push([d, k]);
+      }
     }
     drop.sort(compareDots);
     return { drop, adopt };

@@ -17,7 +17,7 @@
 //     holds nor has tombstoned, plus a's whole filter when joining it would change b.
 import { CausalContext } from "./causal-context.js";
 import { type ApbfParams, UnionStrategy, paramsFor, sameParams } from "./apbf-params.js";
-import { AWSetProb, type ElementKey, type ProbDot, dotBytes } from "./awset-prob-state.js";
+import { AWSetProb, DotBuffer, type ElementKey, type ProbDot, dotBytes } from "./awset-prob-state.js";
 import { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb } from "./awset-prob-codec.js";
 import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 import { Apbf } from "./apbf.js";
@@ -30,7 +30,10 @@ export const DEFAULT_AWSET_PROB_PARAMS: ApbfParams = paramsFor(2, 4096, 5, Union
 
 /** Does the filter report one of the state's own live dots? */
 function hasSelfFalsePositive(s: AWSetProb): boolean {
-  for (const dots of s.entries.values()) for (const d of dots) if (s.tombstones.query(dotBytes(d))) return true;
+  if (s.entries.size === 0 || s.tombstones.isEmpty()) return false;
+  const reports = s.tombstones.querier();
+  const dot = new DotBuffer();
+  for (const dots of s.entries.values()) for (const d of dots) if (reports(dot.of(d))) return true;
   return false;
 }
 

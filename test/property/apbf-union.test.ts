@@ -162,3 +162,21 @@ describe("APBF union, Whole Filter on aligned filters (same base), no shift", ()
     assert.ok(checked > RUNS / 2, `only ${checked} unshifted cases`);
   });
 });
+
+describe("APBF querier", () => {
+  it("answers every item as query does, for filters with empty and full slices", () => {
+    let reported = 0;
+    fc.assert(
+      fc.property(fc.constantFrom(...STRATEGIES).chain((s) => filter(s)), history(60), ({ f, all }, probes) => {
+        const q = f.querier();
+        for (const id of [...all, ...probes.ids]) {
+          const expected = f.query(item(id));
+          if (expected) reported++;
+          assert.equal(q(item(id)), expected, `item ${id}`);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+    assert.ok(reported > 0, "some items were reported");
+  });
+});
