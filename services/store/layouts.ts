@@ -36,11 +36,10 @@ const BLOOM = new Set<ObjectType>([ObjectType.GBF, ObjectType.SCGBF]);
 for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 36 }));
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record while small,
 // then a base and a log. Its join is not associative, so the log records each join an operation
-// made (a batch's steps), never a join of them, and replaying them in order gives the state. Only
-// deltas without tombstones are logged (adds of new elements, here or received): joining one that
-// has some asks its filter about every live dot (28 ms at 50k elements), so a log of removes would
-// make the first read after a restart cost that per remove; those changes write a new base.
+// made (a batch's steps), never a join of them, and replaying them in order gives the state. A delta
+// with tombstones (a remove, a re-add) is costly to replay: its join asks its filter about every
+// live dot, so a log holds only a few of them.
 registerLayout(
   ObjectType.AWSET_PROB,
-  wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.takeSteps(), replayable: (d) => d.tombstones.isEmpty() }),
+  wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.takeSteps(), costly: (d) => !d.tombstones.isEmpty() }),
 );

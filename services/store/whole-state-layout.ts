@@ -32,10 +32,10 @@ export interface WholeStateOptions<S> {
    */
   logSteps?: (delta: S) => readonly S[];
   /**
-   * Whether a delta may go into the log (default: every delta): replaying it on a read must cost
-   * little. A change with a delta that may not is written as a new base.
+   * Deltas whose replay costs about as much as a walk of the whole state (default: none): a log
+   * holds at most COSTLY_DELTAS of them, so a read after a restart replays at most that many walks.
    */
-  replayable?: (delta: S) => boolean;
+  costly?: (delta: S) => boolean;
   /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
@@ -46,6 +46,11 @@ export interface WholeStateOptions<S> {
 
 /** The deltas are folded into a new base when they outgrow base / COMPACT_SHARE. */
 const COMPACT_SHARE = 8;
+/**
+ * At most this many costly deltas (WholeStateOptions.costly) in a log. An AWSET_PROB remove's
+ * replay walks every live dot (about 5 ms at 50k elements), the base decodes in 50 ms.
+ */
+const COSTLY_DELTAS = 8;
 
 /** The one chunk a state stored whole travels in: its encoding, sent as is. */
 export function wholeStateChunk(type: ObjectType, ctx: CausalContext, encoded: Uint8Array): StateChunk {
@@ -59,6 +64,12 @@ const stateVersion = (h: Header): object => h.log ?? h.body;
 const encodedBytes = (h: Header): number => (h.log === undefined ? h.body.length : h.log.baseBytes + h.log.logBytes);
 
 export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions<S> = {}): ObjectLayout<S> {
+  /**
+   * The costly deltas a log holds, by log version (a StateLog is a new object at every change),
+   * known for logs written or replayed by this process; unknown after a restart until a replay.
+   */
+  const costlyIn = new WeakMap<StateLog, number>();
+  const costlyCount = (deltas: readonly S[]): number => (opts.costly === undefined ? 0 : deltas.filter(opts.costly).length);
   /** The memory the cache of decoded states counts for the state of h. */
   const stateBytes = (h: Header): number => encodedBytes(h) * (opts.memoryPerEncodedByte ?? 10);
   /** The state header h describes, read through reads (they must see the snapshot or overlay h belongs to). */
@@ -70,7 +81,13 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     const missing = values.findIndex((v) => v === undefined);
     if (missing >= 0) throw new Error(`${lattice.name} state record ${missing === 0 ? "base" : `delta ${h.log.first + missing - 1}`} is missing`);
     const state = lattice.decode(values[0]!);
-    for (let i = 1; i < values.length; i++) lattice.joinInPlace(state, lattice.decode(values[i]!));
+    let costly = 0;
+    for (let i = 1; i < values.length; i++) {
+      const delta = lattice.decode(values[i]!);
+      if (opts.costly?.(delta)) costly++;
+      lattice.joinInPlace(state, delta);
+    }
+    costlyIn.set(h.log, costly);
     return state;
   }
 
@@ -84,7 +101,9 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     if (log !== undefined) for (let seq = log.first; seq < log.next; seq++) records.push({ type: "del", key: stateDeltaKey(o.prefix, seq) });
     records.push({ type: "put", key: stateBaseKey(o.prefix), value: Buffer.from(encoded) });
     const next = log?.next ?? 0;
-    return { first: next, next, logBytes: 0, baseBytes: encoded.length };
+    const base: StateLog = { first: next, next, logBytes: 0, baseBytes: encoded.length };
+    costlyIn.set(base, 0);
+    return base;
   }
 
   /**
@@ -95,14 +114,20 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
   function store(o: ObjectSlot, env: StoreEnv, state: S, joined?: readonly S[]): void {
     const records = o.view.otherRecords;
     const log = o.h.log;
-    if (log !== undefined && joined !== undefined && (opts.replayable === undefined || joined.every(opts.replayable))) {
+    if (log !== undefined && joined !== undefined) {
       const deltas = joined.map((d) => lattice.encode(d));
       let bytes = 0;
       for (const d of deltas) bytes += d.length;
-      if ((log.logBytes + bytes) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes)) {
+      // Undefined: this process does not know how many the log holds (after a restart, until a
+      // replay); a costly delta then folds it.
+      const known = costlyIn.get(log);
+      const costly = costlyCount(joined);
+      const costlyAfter = known === undefined ? (costly > 0 ? Infinity : undefined) : known + costly;
+      if ((log.logBytes + bytes) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes) && (costlyAfter ?? 0) <= COSTLY_DELTAS) {
         let next = log.next;
         for (const d of deltas) records.push({ type: "put", key: stateDeltaKey(o.prefix, next++), value: Buffer.from(d) });
         o.h.log = { ...log, next, logBytes: log.logBytes + bytes };
+        if (costlyAfter !== undefined) costlyIn.set(o.h.log, costlyAfter);
         env.stateLogCounts.appends += deltas.length;
       } else {
         o.h.log = writeBase(o, lattice.encode(state), records);
@@ -111,7 +136,6 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     } else {
       const encoded = lattice.encode(state);
       if (log !== undefined || (opts.log === true && encoded.length >= env.stateLogFromBytes)) {
-        // A logged state whose change may not be logged (opts.replayable): its deltas are folded too.
         if (log !== undefined) env.stateLogCounts.compactions++;
         o.h.log = writeBase(o, encoded, records);
         o.h.body = new Uint8Array(0);
