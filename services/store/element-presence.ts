@@ -115,9 +115,8 @@ export class PresenceFilter {
 export class ElementPresence {
   private readonly filters = new Map<string, PresenceFilter>();
   private bytes = 0;
-  /** Element reads skipped because the filter said absent, and reads a filter could not spare. */
+  /** Element reads skipped because a filter said absent; scans started to fill a filter. */
   skipped = 0;
-  read = 0;
   scans = 0;
 
   constructor(private readonly budgetBytes: number) {}
@@ -156,8 +155,8 @@ export class ElementPresence {
     if (f !== undefined) this.dropFilter(f);
   }
 
-  stats(): { filters: number; bytes: number; skipped: number; read: number; scans: number } {
-    return { filters: this.filters.size, bytes: this.bytes, skipped: this.skipped, read: this.read, scans: this.scans };
+  stats(): { filters: number; bytes: number; skipped: number; scans: number } {
+    return { filters: this.filters.size, bytes: this.bytes, skipped: this.skipped, scans: this.scans };
   }
 
   /** Room for a new segment within the budget. */

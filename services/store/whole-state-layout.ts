@@ -118,16 +118,13 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
       const deltas = joined.map((d) => lattice.encode(d));
       let bytes = 0;
       for (const d of deltas) bytes += d.length;
-      // Undefined: this process does not know how many the log holds (after a restart, until a
-      // replay); a costly delta then folds it.
-      const known = costlyIn.get(log);
-      const costly = costlyCount(joined);
-      const costlyAfter = known === undefined ? (costly > 0 ? Infinity : undefined) : known + costly;
-      if ((log.logBytes + bytes) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes) && (costlyAfter ?? 0) <= COSTLY_DELTAS) {
+      // A log this process has not counted is taken as full: its next costly delta folds it.
+      const costlyAfter = (costlyIn.get(log) ?? COSTLY_DELTAS) + costlyCount(joined);
+      if ((log.logBytes + bytes) * COMPACT_SHARE <= Math.max(log.baseBytes, env.stateLogFromBytes) && costlyAfter <= COSTLY_DELTAS) {
         let next = log.next;
         for (const d of deltas) records.push({ type: "put", key: stateDeltaKey(o.prefix, next++), value: Buffer.from(d) });
         o.h.log = { ...log, next, logBytes: log.logBytes + bytes };
-        if (costlyAfter !== undefined) costlyIn.set(o.h.log, costlyAfter);
+        costlyIn.set(o.h.log, costlyAfter);
         env.stateLogCounts.appends += deltas.length;
       } else {
         o.h.log = writeBase(o, lattice.encode(state), records);
