@@ -13,6 +13,7 @@ interface ReplicaFigures {
   layout: { fsync: LayoutRow[]; buffered: LayoutRow[] };
   grpc: { singleOpsPerSec: number; batchElementsPerSec: number; latency: Array<{ size: number; p50: number; p99: number }> };
   telemetry: { offOpsPerSec: number; metricsOpsPerSec: number; onOpsPerSec: number; overhead: number };
+  ceilings?: { means: { storageCeiling: number | null }; streams?: Array<{ perMessage: number; noopMean: number; nodeMean: number }> };
 }
 
 function layoutLatency(rows: LayoutRow[], title: string): ChartSpec {
@@ -32,6 +33,8 @@ function layoutLatency(rows: LayoutRow[], title: string): ChartSpec {
 export function replicaChart(doc: ResultDoc): ChartSpec {
   const m = doc.metrics as unknown as ReplicaFigures;
   const { grpc, telemetry } = m;
+  const streams = m.ceilings?.streams;
+  const storage = m.ceilings?.means.storageCeiling;
   return panels(
     [
       layoutLatency(m.layout.fsync, "Add latency, sync=fsync (in-process)"),
@@ -59,6 +62,23 @@ export function replicaChart(doc: ResultDoc): ChartSpec {
         series: [{ name: "ops/s, 32 clients", values: [telemetry.offOpsPerSec, telemetry.metricsOpsPerSec, telemetry.onOpsPerSec] }],
         yLabel: "ops/s",
       }),
+      ...(streams === undefined
+        ? []
+        : [
+            lineChart({
+              title: "AddStream by elements per message (fsync), same run",
+              xLabel: "elements per message",
+              yLabel: "acknowledged elements/s",
+              logX: true,
+              logY: true,
+              series: [
+                { name: "no-op stream", points: streams.map((s) => [s.perMessage, s.noopMean]) },
+                { name: "deltaset node", points: streams.map((s) => [s.perMessage, s.nodeMean]) },
+                { name: "0.5x no-op (target)", points: streams.map((s) => [s.perMessage, s.noopMean / 2]) },
+                ...(storage == null ? [] : [{ name: "LevelDB puts alone", points: streams.map((s): [number, number] => [s.perMessage, storage]) }]),
+              ],
+            }),
+          ]),
     ],
     { columns: 2, title: `deltaset replica benchmark${doc.params.quick ? " (quick)" : ""}` },
   );
