@@ -12,6 +12,7 @@
 //                           D empty or min(dom D) > A(j)  → full state (line 24)
 //                           else                          → ⊔{ D(l) | A(j) ≤ l < c }, with seq c
 //   gc:                   drop D(l) for l < min over current neighbours of A(j)
+//                         (with no neighbour, a new delta is not even buffered: skip)
 //
 // BP: a delta whose origin is j is never sent to j; the seq sent stays c, so j's ack still
 // means "I hold everything below c" (the excluded deltas came from j). When every unacked
@@ -97,6 +98,17 @@ export class Alg2Partition<P> {
     this.bytes += bytes;
     this.c++;
     return this.c;
+  }
+
+  /**
+   * Advance c past a delta no neighbour can need: the partition has none, so the buffer is emptied
+   * (it stays contiguous) and nothing is held. A neighbour that appears later starts at ack 0,
+   * below the buffer, and gets full state (line 24). Returns the new c and how many deltas went.
+   */
+  skip(): { c: number; dropped: number } {
+    const dropped = this.dropBelow(this.c);
+    this.c++;
+    return { c: this.c, dropped };
   }
 
   /** Append a hole (see above) at seq c and advance c. Returns the new c. */

@@ -238,6 +238,12 @@ export class AntiEntropyEngine<P> {
     return only === undefined ? this.peers : this.peers.filter((id) => only.has(id));
   }
 
+  /** Whether partition p has a neighbour (peersOf(p) is not empty), without building the list. */
+  private hasPeers(p: number): boolean {
+    const only = this.partitionPeers?.[p];
+    return only === undefined ? this.peers.length > 0 : this.peers.some((id) => only.has(id));
+  }
+
   private exchangesWith(p: number, peer: string): boolean {
     const only = this.partitionPeers?.[p];
     return only === undefined || only.has(peer);
@@ -535,6 +541,14 @@ export class AntiEntropyEngine<P> {
 
   private append(partition: number, delta: P, origin: string): number {
     const part = this.alg2[partition]!;
+    if (!this.hasPeers(partition)) {
+      // Nobody exchanges this partition (a lone node, or one owner per partition): holding the
+      // delta until the tick's gc would only keep a second of writes alive in memory.
+      const { c, dropped } = part.skip();
+      this.counters.deltasCollected += dropped + 1;
+      this.seqChanges.set(partition, c);
+      return c;
+    }
     const c = part.append(delta, origin);
     const limit = (this.sync as Algorithm2Config).maxBufferBytes;
     if (limit !== undefined) this.counters.bufferOverflowDrops += part.enforceLimit(limit);

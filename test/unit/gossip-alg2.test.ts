@@ -204,6 +204,32 @@ describe("Algorithm 2: garbage collection and full-state fallback", () => {
     assert.equal(e.buffered(0).length, 0);
   });
 
+  it("with no neighbours, does not buffer a delta even until the tick; one that appears later gets state, then deltas", () => {
+    const e = alg2({}, { neighbours: [] });
+    assert.equal(e.local(0, S("x")), 1);
+    assert.equal(e.local(0, S("y")), 2);
+    assert.equal(e.buffered(0).length, 0, "nothing held between ticks either");
+    assert.equal(e.counters.deltasCollected, 2);
+    assert.deepEqual([...e.takeSeqChanges()], [[0, 2]], "c still moves and is persisted");
+    e.setNeighbours(["b"]);
+    e.local(0, S("z"));
+    // b's ack is 0 and the buffer starts at 2: only full state carries x and y.
+    assert.deepEqual(summary(e.tick(0)), { b: [[0, "state", 3, []]] });
+    e.onAcks("b", [{ partition: 0, seq: 3 }]);
+    e.local(0, S("w"));
+    assert.deepEqual(summary(e.tick(1)), { b: [[0, "delta", 4, ["w"]]] });
+  });
+
+  it("a neighbour leaving with deltas still buffered: the next delta empties the buffer, so it stays contiguous", () => {
+    const e = alg2({}, { neighbours: ["b"] });
+    e.local(0, S("x"));
+    e.setNeighbours([]);
+    e.local(0, S("y"));
+    assert.equal(e.buffered(0).length, 0);
+    e.setNeighbours(["b"]);
+    assert.deepEqual(summary(e.tick(0)), { b: [[0, "state", 2, []]] });
+  });
+
   it("over the byte budget, drops the oldest deltas and the neighbours that needed them get state", () => {
     const e = alg2({ maxBufferBytes: 3 });
     e.local(0, S("aa"));

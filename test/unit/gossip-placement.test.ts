@@ -19,6 +19,16 @@ describe("engine placement: partitions exchanged with their peers only", () => {
     assert.deepEqual(e.peersOf(0), ["b"]);
   });
 
+  it("a partition no peer exchanges holds no delta; the others buffer as before", () => {
+    const e = alg2({}, { partitions: 2, neighbours: ["b"] });
+    e.setPartitionPeers((p) => (p === 0 ? ["a"] : ["a", "b"]));
+    e.local(0, S("x"));
+    e.local(1, S("y"));
+    assert.equal(e.buffered(0).length, 0);
+    assert.equal(e.buffered(1).length, 1);
+    assert.deepEqual(summary(e.tick(0)), { b: [[1, "delta", 1, ["y"]]] });
+  });
+
   it("collects a partition's deltas once its own peers acked them, whoever else never did", () => {
     const e = alg2({}, { partitions: 1, neighbours: ["b", "c"] });
     e.setPartitionPeers(() => ["b"]);
