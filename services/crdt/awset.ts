@@ -24,7 +24,11 @@ import { type DotSet, DotSetStore, dotMapStore, joinDotSets } from "./dot-store.
 
 export type ElementKey = string;
 
+/** Buffer's own latin1 decoder, below toString's argument handling (half the cost per element). */
+const latin1Slice = (Buffer.prototype as unknown as { latin1Slice?: (this: Buffer, start: number, end: number) => string }).latin1Slice;
+
 export function elementKey(element: Uint8Array): ElementKey {
+  if (latin1Slice !== undefined && element instanceof Buffer) return latin1Slice.call(element, 0, element.length);
   return Buffer.from(element.buffer, element.byteOffset, element.byteLength).toString("latin1");
 }
 

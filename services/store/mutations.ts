@@ -12,9 +12,16 @@ export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: strin
   const eks = await o.view.loadBytes(elements);
   const window = windowOf(o);
   const delta = window.addDeltaOfKeys(replicaId, eks, expiresAt);
+  const dots = eks.map((ek) => delta.entries.get(ek)![0]!);
+  if (window.entries.size === 0 && !env.pending.has(o.key)) {
+    // Every element is new here (the usual batch): the join of the delta is its fresh dots, one
+    // element each, and its context (the window shares the header's), with nothing to drop.
+    o.h.ctx.joinInPlace(delta.ctx);
+    for (const [ek, ds] of delta.entries) o.view.setDots(ek, ds, o.h);
+    return { dots, added: delta.entries.size, delta };
+  }
   let added = 0;
   for (const ek of delta.entries.keys()) if (!window.entries.has(ek)) added++;
-  const dots = eks.map((ek) => delta.entries.get(ek)![0]!);
   const { settled } = await joinOwnDelta(o, env, window, delta, delta.entries.keys());
   return { dots, added, delta: withSettled(delta, settled) };
 }

@@ -65,28 +65,32 @@ export class WriteView {
   }
 
   private async fetch(eks: readonly ElementKey[], bytesOf: (i: number) => Uint8Array): Promise<void> {
-    const want: number[] = [];
-    const seen = new Set<ElementKey>();
+    const filter = this.presence?.filter;
+    const trusted = filter !== undefined && filter.complete;
+    /** Elements to read, once each (a batch may name one twice). */
+    const read: number[] = [];
+    let reading: Set<ElementKey> | undefined;
+    let skipped = 0;
     for (let i = 0; i < eks.length; i++) {
       const ek = eks[i]!;
-      if (this.elements.has(ek) || seen.has(ek)) continue;
-      seen.add(ek);
-      want.push(i);
-    }
-    if (want.length === 0) return;
-    let read = want;
-    const filter = this.presence?.filter;
-    if (filter !== undefined && filter.complete) {
-      read = [];
-      for (const i of want) {
+      if (this.elements.has(ek)) continue;
+      if (trusted) {
         const bytes = bytesOf(i);
         const hash = presenceHash(bytes);
-        if (filter.mayHold(hash)) read.push(i);
-        else this.elements.set(eks[i]!, { bytes, key: elementRecordKey(this.prefix, bytes), dots: [], dirty: false, stored: false, hash });
+        if (!filter.mayHold(hash)) {
+          // Known now: a repeat of the element in the batch finds it above.
+          this.elements.set(ek, { bytes, key: elementRecordKey(this.prefix, bytes), dots: [], dirty: false, stored: false, hash });
+          skipped++;
+          continue;
+        }
       }
-      this.presence!.counts.skipped += want.length - read.length;
-      if (read.length === 0) return;
+      reading ??= new Set();
+      if (reading.has(ek)) continue;
+      reading.add(ek);
+      read.push(i);
     }
+    if (skipped > 0) this.presence!.counts.skipped += skipped;
+    if (read.length === 0) return;
     const keys = read.map((i) => elementRecordKey(this.prefix, bytesOf(i)));
     const raws = await this.commit.getMany(keys);
     for (let j = 0; j < read.length; j++) {

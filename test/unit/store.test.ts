@@ -66,7 +66,10 @@ describe("store matches the AWSet lattice", () => {
             if (op.kind === "add") {
               const r = await stores[op.on]!.add(key, op.els.map(el));
               oldCtx[op.on] = models[op.on]!.ctx.clone();
-              models[op.on] = models[op.on]!.add(stores[op.on]!.replicaId, op.els.map(el));
+              const before = models[op.on]!;
+              models[op.on] = before.add(stores[op.on]!.replicaId, op.els.map(el));
+              const fresh = new Set(op.els.filter((e) => !before.has(el(e))));
+              assert.equal(r.added, fresh.size, "added: the distinct elements that were not members");
               lastDelta[op.on] = r.delta;
             } else if (op.kind === "remove") {
               const ctx = op.stale ? oldCtx[op.on] : undefined;
