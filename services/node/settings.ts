@@ -141,6 +141,10 @@ export const LIMITS_SETTINGS: SettingGroup = {
     },
     { flag: "stream-window", env: "DELTASET_STREAM_WINDOW", path: "limits.streamWindow", kind: "int", description: "AddStream batches a node works on at once per stream; it reads no further until one is durable (flow control)" },
     {
+      flag: "stream-window-bytes", env: "DELTASET_STREAM_WINDOW_BYTES", path: "limits.streamWindowBytes", kind: "int",
+      description: "bytes of elements (with framing) of the AddStream batches a node works on at once per stream: the window ends at this or at --stream-window, whichever comes first (a larger batch is still taken, alone)",
+    },
+    {
       flag: "stream-forwarded-adds", env: "DELTASET_STREAM_FORWARDED_ADDS", path: "limits.streamForwardedAdds", kind: "int",
       description: "with a replication factor: adds of keys the node does not own that one AddStream sends to their owners at once (within the stream window)",
     },

@@ -1,8 +1,10 @@
 // The AddStream call: batches of elements arrive on a stream and are added like unary Adds
 // (consecutive batches of one key as one add, a few adds at once so that group commit batches
 // their writes), and acknowledged in order once durable, one ack covering every batch that became
-// durable since the previous one. Past `streamWindow` unacknowledged batches the call is paused,
-// so the transport's flow control slows the client down instead of batches piling up here. A
+// durable since the previous one. Past `streamWindow` unacknowledged batches, or `streamWindowBytes`
+// of their elements, the call is paused, so the transport's flow control slows the client down
+// instead of batches piling up here: the count keeps small batches many enough for group commit
+// (one-element batches are the stream's point), the bytes bound the memory a stream holds. A
 // batch that fails (validation, another type, the store) ends the stream with its error naming
 // the batch's seq, after the batches before it have been acknowledged; nothing received after a
 // refusal is started. With placement, `route` may send the add of a key this node does not own to
@@ -38,6 +40,8 @@ export type AddRoute = (key: string) => ((elements: Uint8Array[], ttlMs: number 
 interface Batch {
   seq: bigint;
   elements: number;
+  /** Its elements' bytes with framing, counted in the window until it is acknowledged. */
+  bytes: number;
   added: number;
   done: boolean;
   error?: unknown;
@@ -66,9 +70,11 @@ export function addStreamCall(deps: AddStreamDeps) {
   return (call: ServerDuplexStream<AddStreamRequest, AddStreamAck>): void => {
     const started = performance.now();
     const window = limits.streamWindow;
+    const windowBytes = limits.streamWindowBytes;
     const route = deps.route?.(call);
-    /** Received and not yet acknowledged, in order. */
+    /** Received and not yet acknowledged, in order, and their bytes. */
     const queue: Batch[] = [];
+    let queuedBytes = 0;
     /** Received and not yet started: consecutive batches of one key start as one add. */
     const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; bytes: number; ttlMs: number | undefined }> = [];
     /** Adds running here and at owners. */
@@ -101,6 +107,7 @@ export function addStreamCall(deps: AddStreamDeps) {
       let added = 0;
       while (queue.length > 0 && queue[0]!.done) {
         const b = queue.shift()!;
+        queuedBytes -= b.bytes;
         if (b.error !== undefined) {
           if (batches > 0) call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added) });
           const e = b.error instanceof RpcError ? new RpcError(b.error.code, `batch seq ${b.seq}: ${b.error.message}`) : b.error;
@@ -113,7 +120,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         added += b.added;
       }
       if (batches > 0) call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added) });
-      if (call.isPaused() && queue.length < window) call.resume();
+      if (call.isPaused() && queue.length < window && queuedBytes < windowBytes) call.resume();
       if (inputEnded && queue.length === 0) finish();
     };
 
@@ -163,14 +170,16 @@ export function addStreamCall(deps: AddStreamDeps) {
 
     call.on("data", (req: AddStreamRequest) => {
       if (finished || refused) return;
-      const batch: Batch = { seq: req.seq, elements: req.elements.length + req.texts.length, added: 0, done: false };
+      const batch: Batch = { seq: req.seq, elements: req.elements.length + req.texts.length, bytes: 0, added: 0, done: false };
       queue.push(batch);
       try {
         if (req.seq <= lastSeq) throw invalid(`seq ${req.seq} is not above the previous batch's ${lastSeq}: seqs must increase along the stream`);
         lastSeq = req.seq;
         checkKey(req.key, limits);
         const elements = collectElements(req.elements, req.texts, limits, { required: true });
-        waiting.push({ batch, key: req.key, elements, bytes: elements.reduce((n, e) => n + e.length + ELEMENT_OVERHEAD, 0), ttlMs: ttlFrom(req.ttlMs) });
+        batch.bytes = elements.reduce((n, e) => n + e.length + ELEMENT_OVERHEAD, 0);
+        queuedBytes += batch.bytes;
+        waiting.push({ batch, key: req.key, elements, bytes: batch.bytes, ttlMs: ttlFrom(req.ttlMs) });
         pump();
       } catch (err) {
         // Nothing after a refused batch is started: the stream ends at it.
@@ -179,7 +188,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         batch.done = true;
         settle();
       }
-      if (queue.length >= window) call.pause();
+      if (queue.length >= window || queuedBytes >= windowBytes) call.pause();
     });
     call.on("end", () => {
       inputEnded = true;

@@ -26,6 +26,8 @@ export interface Limits {
   maxRequestIdBytes: number;
   /** AddStream batches a node works on at once per stream (it reads no further meanwhile). */
   streamWindow: number;
+  /** Bytes of elements (with framing) of those batches, the other bound of the same window. */
+  streamWindowBytes: number;
   /** Adds of keys owned elsewhere an AddStream sends to owners at once (placement). */
   streamForwardedAdds: number;
   /** Watch streams a node serves at once. */

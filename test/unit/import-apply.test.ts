@@ -30,6 +30,7 @@ const LIMITS: Limits = {
   maxFilterBytes: 1 << 20,
   maxRequestIdBytes: 16,
   streamWindow: 64,
+  streamWindowBytes: 8 * 1024 * 1024,
   streamForwardedAdds: 16,
   maxWatchers: 1000,
   watchBuffer: 10_000,
