@@ -27,7 +27,7 @@ import { ExportChunk } from "../../services/gen/deltaset/v1/replica.js";
 import { AWSetState } from "../../services/gen/deltaset/v1/types.js";
 import { exportChunks } from "../../services/replica/export-stream.js";
 import { applyImport } from "../../services/replica/import-apply.js";
-import type { Limits } from "../../services/replica/limits.js";
+import { testLimits } from "../helpers/limits.ts";
 import { Store } from "../../services/store/store.js";
 import { RUNS, awUniverse } from "./universe.js";
 
@@ -115,26 +115,7 @@ describe("ChunkRegrouper", () => {
 
 // ---------------------------------------------------------------- export → import between stores
 
-const LIMITS: Limits = {
-  maxKeyBytes: 1024,
-  maxElementBytes: 1024,
-  maxElementsPerCall: 1000,
-  maxMessageBytes: 1 << 20,
-  defaultPageSize: 100,
-  maxPageSize: 1000,
-  defaultScanChunk: 100,
-  maxScanChunk: 1000,
-  defaultExportChunk: 100,
-  maxExportChunk: 1000,
-  maxExportChunkBytes: 1 << 16,
-  maxFilterBytes: 1 << 20,
-  maxRequestIdBytes: 128,
-  streamWindow: 64,
-  streamWindowBytes: 8 * 1024 * 1024,
-  streamForwardedAdds: 16,
-  maxWatchers: 1000,
-  watchBuffer: 10_000,
-};
+const LIMITS = testLimits();
 
 let opened = 0;
 async function storeOf(s: AWSet): Promise<Store> {

@@ -10,28 +10,9 @@ import type { AddStreamAck, AddStreamRequest } from "../../services/gen/deltaset
 import { partitionOf } from "../../services/gossip/index.ts";
 import { addStreamCall } from "../../services/replica/add-stream.ts";
 import type { Limits } from "../../services/replica/limits.ts";
+import { testLimits } from "../helpers/limits.ts";
 import { Store } from "../../services/store/store.ts";
 
-const LIMITS: Limits = {
-  maxKeyBytes: 64,
-  maxElementBytes: 1024,
-  maxElementsPerCall: 100,
-  maxMessageBytes: 1 << 20,
-  defaultPageSize: 10,
-  maxPageSize: 100,
-  defaultScanChunk: 10,
-  maxScanChunk: 100,
-  defaultExportChunk: 10,
-  maxExportChunk: 100,
-  maxExportChunkBytes: 1 << 16,
-  maxFilterBytes: 1 << 20,
-  maxRequestIdBytes: 16,
-  streamWindow: 64,
-  streamWindowBytes: 8 * 1024 * 1024,
-  streamForwardedAdds: 16,
-  maxWatchers: 1000,
-  watchBuffer: 10_000,
-};
 
 /** The parts of a server duplex stream the handler uses: data in, acks out, pause and resume. */
 class FakeCall extends EventEmitter {
@@ -82,7 +63,7 @@ async function releaseUntil(call: FakeCall, release: () => void, seq: bigint): P
 
 function start(store: Store, limits: Partial<Limits>): FakeCall {
   const call = new FakeCall();
-  const handler = addStreamCall({ store, limits: { ...LIMITS, ...limits }, log: { debug() {}, info() {}, warn() {}, error() {} } as never, notify: () => {} });
+  const handler = addStreamCall({ store, limits: testLimits({ maxElementsPerCall: 100, ...limits }), log: { debug() {}, info() {}, warn() {}, error() {} } as never, notify: () => {} });
   handler(call as unknown as ServerDuplexStream<AddStreamRequest, AddStreamAck>);
   return call;
 }

@@ -10,31 +10,12 @@ import { partitionOf } from "../../services/gossip/index.ts";
 import type { ExportChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { exportChunks } from "../../services/replica/export-stream.ts";
 import { applyImport } from "../../services/replica/import-apply.ts";
-import type { Limits } from "../../services/replica/limits.ts";
+import { testLimits } from "../helpers/limits.ts";
 import { RpcError } from "../../services/replica/errors.ts";
 import { TypeMismatchError } from "../../services/store/errors.ts";
 import { Store } from "../../services/store/store.ts";
 
-const LIMITS: Limits = {
-  maxKeyBytes: 64,
-  maxElementBytes: 4,
-  maxElementsPerCall: 100,
-  maxMessageBytes: 1 << 20,
-  defaultPageSize: 10,
-  maxPageSize: 100,
-  defaultScanChunk: 10,
-  maxScanChunk: 100,
-  defaultExportChunk: 10,
-  maxExportChunk: 100,
-  maxExportChunkBytes: 1 << 16,
-  maxFilterBytes: 1 << 20,
-  maxRequestIdBytes: 16,
-  streamWindow: 64,
-  streamWindowBytes: 8 * 1024 * 1024,
-  streamForwardedAdds: 16,
-  maxWatchers: 1000,
-  watchBuffer: 10_000,
-};
+const LIMITS = testLimits({ maxKeyBytes: 64, maxElementBytes: 4, maxElementsPerCall: 100, defaultPageSize: 10, maxPageSize: 100, defaultScanChunk: 10, maxScanChunk: 100, defaultExportChunk: 10, maxExportChunk: 100, maxRequestIdBytes: 16 });
 
 let n = 0;
 const open = () => Store.open({ dir: "memory", nodeId: `i${n++}`, partitions: 1, partitionOf, sync: "buffered" });
