@@ -194,6 +194,23 @@ export class AWSetProb {
     return this.tombstoneDelta(all);
   }
 
+  /**
+   * The reply of this replica to incoming (join step (b) refuses these dots): a delta whose filter
+   * holds the live dots of incoming that this store lacks and its tombstones report, undefined
+   * when there are none (or the shapes differ). The refusal is this replica's alone: where it is a
+   * false positive, the replicas that hold the dot would keep it for good, and the sets never
+   * agree. Spread as this replica's own remove, it makes them drop the dot too (the add is lost
+   * everywhere, as it already is here). Joining it here changes no answer of this state.
+   */
+  refusalOf(incoming: AWSetProb): AWSetProb | undefined {
+    if (incoming.entries.size === 0 || this.tombstones.isEmpty() || !sameParams(this.params, incoming.params)) return undefined;
+    const reports = this.tombstones.querier();
+    const dot = new DotBuffer();
+    const refused: ProbDot[] = [];
+    for (const dots of incoming.entries.values()) for (const d of dots) if (!this.owner.has(d) && reports(dot.of(d))) refused.push(d);
+    return refused.length === 0 ? undefined : this.tombstoneDelta(refused);
+  }
+
   /** A delta with no entries whose filter (same shape as ours) holds the given dots. */
   private tombstoneDelta(dots: Iterable<ProbDot>): AWSetProb {
     const filter = Apbf.create(this.params);

@@ -9,7 +9,6 @@ import { status } from "@grpc/grpc-js";
 import {
   type CausalContext,
   ObjectType,
-  type AWSet,
   JoinConflictError,
   contextFromProto,
   contextToProto,
@@ -21,6 +20,7 @@ import {
 import type { GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
+import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
 import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
@@ -175,12 +175,12 @@ export class GossipExchange {
   }
 
   /**
-   * A remove this node made while joining (deferred removes whose adds just arrived): a local
-   * delta, so it reaches every neighbour, the one that sent the add included (BP holds back only
-   * what came from a neighbour).
+   * A change this node made while joining (a remove by deferred removes whose adds just arrived,
+   * a probabilistic set's refusal of dots its filter reports): a local delta, so it reaches every
+   * neighbour, the one that sent the state included (BP holds back only what came from a neighbour).
    */
-  private spreadSettled(key: string, settled: AWSet | undefined): void {
-    if (settled !== undefined) this.local(key, ObjectType.AWSET, settled);
+  private spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void {
+    if (settled !== undefined) this.local(key, settled.type, settled.delta);
   }
 
   // ------------------------------------------------------------ sending

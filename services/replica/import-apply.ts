@@ -52,8 +52,8 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
       changed = true;
       deps.notify(key, t, r.newPart);
     }
-    // Deferred removes the imported adds made applicable: a remove of this node's own.
-    if (r.settled !== undefined) deps.notify(key, ObjectType.AWSET, r.settled);
+    // A change of this node's own made by the join (deferred removes, a probabilistic set's refusal).
+    if (r.settled !== undefined) deps.notify(key, r.settled.type, r.settled.delta);
   };
   try {
     for await (const c of chunks) {

@@ -272,8 +272,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const r = await store.merge(req.key, req.state.type, state);
       if (r.refused !== undefined) throw outOfRange(`${r.refused}; nothing was changed`);
       if (r.changed) notify(req.key, req.state.type, r.newPart);
-      // Deferred removes the merged adds made applicable: a remove of this node's own.
-      if (r.settled !== undefined) notify(req.key, ObjectType.AWSET, r.settled);
+      // A change of this node's own made by the join (deferred removes the merged adds made
+      // applicable, or a probabilistic set's refusal): spread like a local operation's delta.
+      if (r.settled !== undefined) notify(req.key, r.settled.type, r.settled.delta);
       return { changed: r.changed, size: BigInt(r.size) };
     }),
 

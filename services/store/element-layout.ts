@@ -44,7 +44,12 @@ async function join(o: ObjectSlot, env: StoreEnv, incoming: AWSet, wantNewPart: 
   const changed = window.joinInPlace(incoming, removed);
   writeBack(o, window);
   const settled = env.pending.has(o.key) ? await settlePending(o, env) : undefined;
-  return { changed, newPart, settled };
+  return { changed, newPart, settled: asSettled(settled) };
+}
+
+/** A remove this node made while joining, as a JoinResult's settled delta. */
+function asSettled(remove: AWSet | undefined): JoinResult<AWSet>["settled"] {
+  return remove === undefined ? undefined : { type: ObjectType.AWSET, delta: remove };
 }
 
 /**
@@ -117,7 +122,7 @@ export const elementLayout: ObjectLayout<AWSet> = {
     const fresh = senderCtx.subtract(o.h.ctx);
     if (!fresh.isEmpty()) o.h.ctx.joinInPlace(fresh);
     const settled = await settlePending(o, env);
-    return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh), settled };
+    return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh), settled: asSettled(settled) };
   },
 
   async *stateChunks(_env, prefix, h, it, maxEntries) {

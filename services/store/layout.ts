@@ -50,10 +50,12 @@ export interface JoinResult<S> {
   /** Set when the join was refused and nothing changed: why, in words (counters out of int64). */
   refused?: string;
   /**
-   * A remove delta this node made during the join by applying deferred removes whose covered adds
-   * just arrived (pending-removes.ts). Spread it as a local delta: this node is its origin.
+   * A delta this node made during the join, already joined here: a remove of an add-wins set by
+   * deferred removes whose covered adds just arrived (pending-removes.ts), or a probabilistic
+   * set's refusal of dots its filter reports (AWSetProb.refusalOf). Spread it as a local delta of
+   * that type: this node is its origin.
    */
-  settled?: AWSet;
+  settled?: { type: ObjectType; delta: unknown };
 }
 
 /** One chunk of a key's full state, as read from the store for a transfer. */

@@ -38,8 +38,9 @@ for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as ne
 // then a base and a log. Its join is not associative, so the log records each join an operation
 // made (a batch's steps), never a join of them, and replaying them in order gives the state. A delta
 // with tombstones (a remove, a re-add) is costly to replay: its join asks its filter about every
-// live dot, so a log holds only a few of them.
+// live dot, so a log holds only a few of them. A join answers the dots the filter refuses with a
+// remove of this node's own (AWSetProb.refusalOf), so that a false positive does not keep replicas apart.
 registerLayout(
   ObjectType.AWSET_PROB,
-  wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.takeSteps(), costly: (d) => !d.tombstones.isEmpty() }),
+  wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.takeSteps(), costly: (d) => !d.tombstones.isEmpty(), reply: (state, incoming) => state.refusalOf(incoming) }),
 );

@@ -311,7 +311,7 @@ export abstract class StoreCore {
 export function joined(r: JoinResult<unknown>): unknown[] {
   const out: unknown[] = [];
   if (r.changed) out.push(r.newPart);
-  if (r.settled !== undefined) out.push(r.settled);
+  if (r.settled !== undefined) out.push(r.settled.delta);
   return out;
 }
 

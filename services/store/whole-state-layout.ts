@@ -37,6 +37,11 @@ export interface WholeStateOptions<S> {
    */
   costly?: (delta: S) => boolean;
   /**
+   * A delta this replica answers a received state with (joined here after it, spread as this
+   * node's own change): AWSET_PROB's refusal of dots its filter reports (AWSetProb.refusalOf).
+   */
+  reply?: (state: S, incoming: S) => S | undefined;
+  /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
    * cuckoo filter's buckets of numbers 34, an ORCF's entries with their tag index 35.
@@ -155,6 +160,8 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
         return { changed: false, newPart: lattice.bottom(), refused: reason };
       }
     }
+    // Asked of the state before the join: what it refuses of incoming.
+    const reply = opts.reply?.(state, incoming);
     let changed: boolean;
     let newPart: S;
     if (wantNewPart && lattice.joinInPlaceWithNewPart !== undefined) ({ changed, newPart } = lattice.joinInPlaceWithNewPart(state, incoming));
@@ -162,9 +169,11 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
       newPart = wantNewPart ? lattice.difference(incoming, state) : lattice.bottom();
       changed = lattice.joinInPlace(state, incoming);
     }
-    if (changed) store(o, env, state, [incoming]);
+    // A local change made after the join (as an operation's delta would be), logged after it.
+    const replied = reply !== undefined && lattice.joinInPlace(state, reply);
+    if (changed || replied) store(o, env, state, replied ? [incoming, reply] : [incoming]);
     else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
-    return { changed, newPart };
+    return reply === undefined ? { changed, newPart } : { changed, newPart, settled: { type: lattice.type, delta: reply } };
   };
 
   /** The state of h, shared with the cache (the caller holds the key's lock on a miss of a logged state). */

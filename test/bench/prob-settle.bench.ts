@@ -1,11 +1,12 @@
-// npm run bench:prob-settle [-- --quick]
+// npm run bench:prob-settle [-- --quick] [--rounds N]
 // How soon the replicas of a probabilistic set agree once writes stop, per union strategy of its
 // filter, on 9 local node processes (Algorithm 2 + BP + RR, 100 ms period, the eval sweep's cluster
 // and warm-up): rounds of 1.5 s of adds and removes from 3 clients over 200 elements, then every
 // node read until all read the same, or the bound. An ORCF key (exact union of its cuckoo filter)
 // runs the same workload as the reference. A union that shares only part of a filter (active
 // slices, the current generation) can leave an element on some replicas until a later write.
-// Writes docs/results/prob-settle.json and its chart.
+// --rounds N: rounds per key (default 5); a key that lives longer holds more tombstones, and its
+// filter fills. Writes docs/results/prob-settle.json and its chart.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,7 +25,9 @@ const quick = isQuick();
 const command = commandLine("bench:prob-settle", quick);
 const NODES = quick ? 5 : 9;
 const KEYS_PER_VARIANT = quick ? 1 : 4;
-const ROUNDS = 5;
+const roundsArg = process.argv.indexOf("--rounds");
+const ROUNDS = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 5;
+if (!(Number.isInteger(ROUNDS) && ROUNDS > 0)) throw new Error("--rounds takes a positive integer");
 const WRITE_MS = 1500;
 const BOUND_MS = quick ? 10_000 : 30_000;
 const VARIANTS = [

@@ -75,11 +75,11 @@ async function transfer(from: Store, to: Store, size: number): Promise<AWSet[]> 
     ctx = c.ctx ?? ctx;
     const r = await to.applyChunk(KEY, { type: c.type, senderCtx: ctx!, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
     if (r.changed) parts.push(r.newPart as AWSet);
-    if (r.settled !== undefined) parts.push(r.settled);
+    if (r.settled !== undefined) parts.push(r.settled.delta as AWSet);
     if (c.keyDone) {
       const f = await to.finishKey(KEY, c.type, ctx!);
       if (f.changed) parts.push(f.newPart as AWSet);
-      if (f.settled !== undefined) parts.push(f.settled);
+      if (f.settled !== undefined) parts.push(f.settled.delta as AWSet);
     }
   }
   return parts;
@@ -122,7 +122,7 @@ describe("deferred removes (LevelDB store)", () => {
                 if (op.lose) break;
                 const r = await stores[m.to]!.merge(KEY, ObjectType.AWSET, m.delta);
                 if (r.changed) spread(m.to, r.newPart as AWSet); // forwarded, as gossip buffers Δ(d, X)
-                if (r.settled !== undefined) spread(m.to, r.settled); // a remove of its own, as gossip spreads it
+                if (r.settled !== undefined) spread(m.to, r.settled.delta as AWSet); // a remove of its own, as gossip spreads it
                 break;
               }
               case "chunks": {
@@ -172,7 +172,7 @@ describe("deferred removes (LevelDB store)", () => {
       assert.ok(m.settled !== undefined);
       const c = AWSet.bottom().add("a~x", [el(9)]);
       c.joinInPlace(add.delta);
-      c.joinInPlace(m.settled);
+      c.joinInPlace(m.settled.delta as AWSet);
       assert.equal(c.has(el(1)), false);
       assert.equal(c.has(el(2)), true);
     } finally {

@@ -230,3 +230,55 @@ describe("AWSET_PROB batch deltas", () => {
     assert.equal(s.size, 0);
   });
 });
+
+describe("AWSET_PROB refusals", () => {
+  // c's filter reports dot 10 although nobody removed it: another element's remove with the same
+  // dot stands for a false positive. c then refuses a's add of element 1 made with dot 10.
+  const replicas = () => {
+    const a = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+    apply(a, a.addDelta(el(1), 10n));
+    const b = a.clone();
+    const c = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+    apply(c, c.addDelta(el(9), 10n));
+    apply(c, c.removeDelta(el(9)));
+    return { a, b, c };
+  };
+
+  it("a refused dot comes back as a remove that the replicas holding it join", () => {
+    const { a, b, c } = replicas();
+    const reply = c.refusalOf(a);
+    assert.ok(reply !== undefined);
+    apply(c, a);
+    assert.equal(c.has(el(1)), false, "c refuses the add");
+    assert.equal(b.has(el(1)), true);
+    // Deltas from c carry only its own operations' tombstones: without the reply b keeps the add for good.
+    apply(b, c.removeDelta(el(5)));
+    assert.equal(b.has(el(1)), true);
+    apply(b, reply);
+    apply(a, reply);
+    assert.equal(b.has(el(1)), false, "b drops the dot c refused");
+    assert.equal(a.has(el(1)), false);
+    assert.deepEqual([a, b, c].map((s) => s.elements().map((e) => e[0])), [[], [], []]);
+  });
+
+  it("joining its own reply changes no answer of the refusing replica", () => {
+    const { a, c } = replicas();
+    const reply = c.refusalOf(a)!;
+    apply(c, a);
+    const before = c.elements();
+    apply(c, reply);
+    assert.deepEqual(c.elements(), before);
+    assert.ok(c.tombstones.query(dotBytes(10n)));
+  });
+
+  it("refuses nothing it holds, nothing its filter does not report, and no other shape", () => {
+    const { a, b, c } = replicas();
+    assert.equal(b.refusalOf(a), undefined, "b holds dot 10");
+    const fresh = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+    assert.equal(fresh.refusalOf(a), undefined, "an empty filter reports nothing");
+    assert.equal(c.refusalOf(c.removeDelta(el(9))), undefined, "a delta with no live dot");
+    const other = AWSetProb.bottom(makeAWSetProbLattice({ ...DEFAULT_AWSET_PROB_PARAMS, m: DEFAULT_AWSET_PROB_PARAMS.m * 2 }).bottom().params);
+    apply(other, other.addDelta(el(1), 10n));
+    assert.equal(c.refusalOf(other), undefined);
+  });
+});
