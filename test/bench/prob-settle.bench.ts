@@ -1,4 +1,4 @@
-// npm run bench:prob-settle [-- --quick] [--rounds N]
+// npm run bench:prob-settle [-- --quick] [--rounds N] [--seed S]
 // How soon the replicas of a probabilistic set agree once writes stop, per union strategy of its
 // filter, on 9 local node processes (Algorithm 2 + BP + RR, 100 ms period, the eval sweep's cluster
 // and warm-up): rounds of 1.5 s of adds and removes from 3 clients over 200 elements, then every
@@ -6,7 +6,7 @@
 // runs the same workload as the reference. A union that shares only part of a filter (active
 // slices, the current generation) can leave an element on some replicas until a later write.
 // --rounds N: rounds per key (default 5); a key that lives longer holds more tombstones, and its
-// filter fills. Writes docs/results/prob-settle.json and its chart.
+// filter fills. --seed S: added to every writer's seed (default 0), for another workload. Writes docs/results/prob-settle.json and its chart.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,6 +28,9 @@ const KEYS_PER_VARIANT = quick ? 1 : 4;
 const roundsArg = process.argv.indexOf("--rounds");
 const ROUNDS = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 5;
 if (!(Number.isInteger(ROUNDS) && ROUNDS > 0)) throw new Error("--rounds takes a positive integer");
+const seedArg = process.argv.indexOf("--seed");
+const SEED = seedArg > 0 ? Number(process.argv[seedArg + 1]) : 0;
+if (!Number.isInteger(SEED)) throw new Error("--seed takes an integer");
 const WRITE_MS = 1500;
 const BOUND_MS = quick ? 10_000 : 30_000;
 const VARIANTS = [
@@ -68,7 +71,7 @@ try {
         const end = performance.now() + WRITE_MS;
         await Promise.all(
           Array.from({ length: 3 }, async (_, w) => {
-            const random = seededRandom(k * 1000 + r * 7 + w);
+            const random = seededRandom(SEED + k * 1000 + r * 7 + w);
             while (performance.now() < end) {
               try {
                 await update(type, clients[Math.floor(random() * clients.length)]!, key, random, 2000, v.strategy === undefined ? undefined : { unionStrategy: v.strategy });
@@ -104,7 +107,7 @@ const targets = [
 ];
 const dir = quick ? mkdtempSync(join(tmpdir(), "deltaset-prob-settle-")) : resultsDir;
 const path = writeResultFile(join(dir, "prob-settle.json"), {
-  params: { quick, nodes: NODES, keysPerVariant: KEYS_PER_VARIANT, rounds: ROUNDS, writeMs: WRITE_MS, boundMs: BOUND_MS, clients: 3, thinkMs: 20, universe: 200, sync: "alg2 + BP + RR, 100 ms period", minutes: Number(((performance.now() - started) / 60_000).toFixed(1)) },
+  params: { quick, nodes: NODES, keysPerVariant: KEYS_PER_VARIANT, rounds: ROUNDS, seed: SEED, writeMs: WRITE_MS, boundMs: BOUND_MS, clients: 3, thinkMs: 20, universe: 200, sync: "alg2 + BP + RR, 100 ms period", minutes: Number(((performance.now() - started) / 60_000).toFixed(1)) },
   metrics: { summary, results },
   targets,
 });
