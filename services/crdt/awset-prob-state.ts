@@ -204,10 +204,7 @@ export class AWSetProb {
    */
   refusalOf(incoming: AWSetProb): AWSetProb | undefined {
     if (incoming.entries.size === 0 || this.tombstones.isEmpty() || !sameParams(this.params, incoming.params)) return undefined;
-    const reports = this.tombstones.querier();
-    const dot = new DotBuffer();
-    const refused: ProbDot[] = [];
-    for (const dots of incoming.entries.values()) for (const d of dots) if (!this.owner.has(d) && reports(dot.of(d))) refused.push(d);
+    const { refused } = this.sortUnheld(incoming);
     return refused.length === 0 ? undefined : this.tombstoneDelta(refused);
   }
 
@@ -260,15 +257,29 @@ export class AWSetProb {
         for (const d of dots) if (!other.owner.has(d) && reports(dot.of(d))) drop.push(d);
       }
     }
-    const adopt: [ProbDot, ElementKey][] = [];
-    if (other.entries.size > 0) {
-      const tombstoned = this.tombstones.querier();
-      for (const [k, dots] of other.entries) {
-        for (const d of dots) if (!this.owner.has(d) && !tombstoned(dot.of(d))) adopt.push([d, k]);
-      }
-    }
+    const { adopt } = this.sortUnheld(other);
     drop.sort(compareDots);
     return { drop, adopt };
+  }
+
+  /**
+   * Step (b) of the join: the live dots of other this store lacks, adopted unless the local
+   * tombstones report them, refused otherwise (what refusalOf answers).
+   */
+  private sortUnheld(other: AWSetProb): { adopt: [ProbDot, ElementKey][]; refused: ProbDot[] } {
+    const adopt: [ProbDot, ElementKey][] = [];
+    const refused: ProbDot[] = [];
+    if (other.entries.size === 0) return { adopt, refused };
+    const tombstoned = this.tombstones.querier();
+    const dot = new DotBuffer();
+    for (const [k, dots] of other.entries) {
+      for (const d of dots) {
+        if (this.owner.has(d)) continue;
+        if (tombstoned(dot.of(d))) refused.push(d);
+        else adopt.push([d, k]);
+      }
+    }
+    return { adopt, refused };
   }
 
   /** The join of a state whose filter has another shape (see the header). */

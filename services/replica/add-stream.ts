@@ -76,7 +76,7 @@ export function addStreamCall(deps: AddStreamDeps) {
     const queue: Batch[] = [];
     let queuedBytes = 0;
     /** Received and not yet started: consecutive batches of one key start as one add. */
-    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; bytes: number; ttlMs: number | undefined }> = [];
+    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined }> = [];
     /** Adds running here and at owners. */
     let running = 0;
     let runningAtOwners = 0;
@@ -132,16 +132,16 @@ export function addStreamCall(deps: AddStreamDeps) {
         const first = waiting.shift()!;
         const group = [first];
         const elements = [...first.elements];
-        let bytes = first.bytes;
+        let bytes = first.batch.bytes;
         // A group also fits one message: a forwarded add carries it to an owner as one Add.
         const keyBytes = Buffer.byteLength(first.key, "utf8");
-        const fits = (n: { elements: Uint8Array[]; bytes: number }) =>
-          elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.bytes + keyBytes + GROUP_OVERHEAD <= limits.maxMessageBytes;
+        const fits = (n: { batch: Batch; elements: Uint8Array[] }) =>
+          elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.batch.bytes + keyBytes + GROUP_OVERHEAD <= limits.maxMessageBytes;
         while (waiting.length > 0 && waiting[0]!.key === first.key && waiting[0]!.ttlMs === first.ttlMs && fits(waiting[0]!)) {
           const next = waiting.shift()!;
           group.push(next);
           elements.push(...next.elements);
-          bytes += next.bytes;
+          bytes += next.batch.bytes;
         }
         const atOwner = remote !== undefined;
         if (atOwner) runningAtOwners++;
@@ -179,7 +179,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         const elements = collectElements(req.elements, req.texts, limits, { required: true });
         batch.bytes = elements.reduce((n, e) => n + e.length + ELEMENT_OVERHEAD, 0);
         queuedBytes += batch.bytes;
-        waiting.push({ batch, key: req.key, elements, bytes: batch.bytes, ttlMs: ttlFrom(req.ttlMs) });
+        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs) });
         pump();
       } catch (err) {
         // Nothing after a refused batch is started: the stream ends at it.
