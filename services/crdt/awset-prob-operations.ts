@@ -37,8 +37,9 @@ function applyAll(s: AWSetProb, elements: readonly Uint8Array[], deltaOf: (e: Ui
     else steps.push(d);
   }
   if (steps.length === 1) return steps[0]!;
+  // The batch's delta is a delta-group of its steps.
   const delta = AWSetProbLattice.clone(steps[0]!);
-  for (let i = 1; i < steps.length; i++) AWSetProbLattice.joinInPlace(delta, steps[i]!);
+  for (let i = 1; i < steps.length; i++) delta.joinGroupInPlace(steps[i]!);
   delta.steps = steps;
   return delta;
 }

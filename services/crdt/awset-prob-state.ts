@@ -231,7 +231,31 @@ export class AWSetProb {
    */
   joinSameShape(other: AWSetProb): { changed: boolean; adopted: [ProbDot, ElementKey][]; filterNew: boolean } {
     checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
-    const { drop, adopt } = this.dropAndAdopt(other);
+    const drop = this.droppedBy(other);
+    const { adopt } = this.sortUnheld(other);
+    return this.apply(other, drop, adopt);
+  }
+
+  /**
+   * Join a later delta into this delta-group (Lattice.joinGroupInPlace): step (a) as in a join,
+   * step (b) without refusals, every live dot of later this group lacks is taken, then (c). The
+   * replica that made the group took each of its deltas into its own state, whose filter is not
+   * this group's: an earlier delta of the group may carry a filter that reports a dot the replica
+   * found fresh, or adopted (a false positive, or a remove its partial union never learned). A
+   * group that refused such a dot would leave it on that replica alone. Where the replica did
+   * refuse a dot, its refusal reply (refusalOf) follows in the group and drops it by step (a).
+   */
+  joinGroupInPlace(later: AWSetProb): boolean {
+    if (!sameParams(this.params, later.params)) return this.joinOtherShape(later);
+    checkCompatible(this.tombstones, later.tombstones);
+    const drop = this.droppedBy(later);
+    const adopt: [ProbDot, ElementKey][] = [];
+    for (const [k, dots] of later.entries) for (const d of dots) if (!this.owner.has(d)) adopt.push([d, k]);
+    return this.apply(later, drop, adopt).changed;
+  }
+
+  /** Steps (a)-(c) with the answers taken: drop, adopt, then union the filters. */
+  private apply(other: AWSetProb, drop: ProbDot[], adopt: [ProbDot, ElementKey][]): { changed: boolean; adopted: [ProbDot, ElementKey][]; filterNew: boolean } {
     for (const d of drop) {
       this.deleteDot(d);
       this.tombstones.insert(dotBytes(d));
@@ -242,24 +266,20 @@ export class AWSetProb {
   }
 
   /**
-   * Steps (a) and (b) of the join, every filter answer taken before anything changes: our live
-   * dots the other side does not hold and its filter reports, and its live dots we neither hold
-   * nor have tombstoned. Dots to drop come sorted (insertion order decides where a generation ends).
+   * Step (a) of the join: our live dots the other side does not hold and its filter reports,
+   * sorted (insertion order decides where a generation ends).
    */
-  private dropAndAdopt(other: AWSetProb): { drop: ProbDot[]; adopt: [ProbDot, ElementKey][] } {
+  private droppedBy(other: AWSetProb): ProbDot[] {
     const drop: ProbDot[] = [];
     // A filter with no bit set reports no dot: the delta of an add of a new element has one, and
     // walking every live dot here for it made each Add cost the size of the set (26 ms at 20k).
+    if (other.tombstones.isEmpty()) return drop;
+    const reports = other.tombstones.querier();
     const dot = new DotBuffer();
-    if (!other.tombstones.isEmpty()) {
-      const reports = other.tombstones.querier();
-      for (const dots of this.entries.values()) {
-        for (const d of dots) if (!other.owner.has(d) && reports(dot.of(d))) drop.push(d);
-      }
+    for (const dots of this.entries.values()) {
+      for (const d of dots) if (!other.owner.has(d) && reports(dot.of(d))) drop.push(d);
     }
-    const { adopt } = this.sortUnheld(other);
-    drop.sort(compareDots);
-    return { drop, adopt };
+    return drop.sort(compareDots);
   }
 
   /**
@@ -290,7 +310,8 @@ export class AWSetProb {
       this.tombstones = other.tombstones.clone();
       return true;
     }
-    const { drop, adopt } = this.dropAndAdopt(other);
+    const drop = this.droppedBy(other);
+    const { adopt } = this.sortUnheld(other);
     const theirs = compareShapes(other.params, this.params) > 0;
     for (const d of drop) {
       this.deleteDot(d);

@@ -6,6 +6,8 @@
 // the seed's default configuration: APBF error 2, capacity 4096, level 5, Current Generation
 // (seed 000 §5.3.3 and digest 6.1), the shape a key gets when its first Add names none.
 // Notes on the Lattice contract for a structure that forgets and has false positives:
+//   - delta-groups take later deltas without refusing their live dots (joinGroupInPlace,
+//     awset-prob-state.ts): the group keeps every dot its replica kept.
 //   - join is x ⊔ y from x's side; it is idempotent, its store is commutative, its filter is not
 //     (awset-prob-state.ts header, apbf-union.ts header). leq(a, b) means "b ⊔ a = b".
 //   - context(s) is an empty CausalContext: the set keeps no exact causal context (its removed
@@ -50,6 +52,7 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
     clone: (s) => s.clone(),
     join: joinIntoCopy((s) => s.clone(), (t, o) => t.joinInPlace(o)),
     joinInPlace: (t, o) => t.joinInPlace(o),
+    joinGroupInPlace: (g, later) => g.joinGroupInPlace(later),
     leq: (a, b) => !b.clone().joinInPlace(a),
     equals: (a, b) => a.equals(b),
     decompose(s) {

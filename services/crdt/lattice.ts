@@ -15,6 +15,13 @@ export interface Lattice<S> {
   join(a: S, b: S): S;
   /** Join other into target, mutating target; true when target changed. */
   joinInPlace(target: S, other: S): boolean;
+  /**
+   * Join a later delta into a delta-group in place (gossip buffers and groups, a batch's delta):
+   * the deltas one replica made or took in, in the order its state took them. Left out, joinInPlace.
+   * A type whose join also depends on what the joining side remembers (a filter that reports dots)
+   * sets its own rule: the group must keep what the replica's state kept.
+   */
+  joinGroupInPlace?(group: S, later: S): boolean;
   /** a ⊑ b, i.e. a ⊔ b = b. */
   leq(a: S, b: S): boolean;
   equals(a: S, b: S): boolean;
@@ -46,6 +53,11 @@ export interface Lattice<S> {
   decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): S;
   /** How many entries a state holds (elements of a set), for buffer limits; 1 when left out. */
   size?(s: S): number;
+}
+
+/** Join a later delta into a delta-group (Lattice.joinGroupInPlace, else joinInPlace). */
+export function joinGroupInPlace<S>(l: Lattice<S>, group: S, later: S): boolean {
+  return l.joinGroupInPlace !== undefined ? l.joinGroupInPlace(group, later) : l.joinInPlace(group, later);
 }
 
 /** The pure join of a type whose join is in place: join into a copy of a. */

@@ -14,6 +14,7 @@ import {
   contextToProto,
   decodeSlice,
   elementKey,
+  joinGroupInPlace,
   latticeFor,
   sizeOf,
 } from "../crdt/index.js";
@@ -575,8 +576,9 @@ export class GossipExchange {
     const m = fresh.get(partition) ?? new Map<string, KeyedState>();
     const l = latticeFor(type);
     const cur = m.get(key);
-    let state = cur === undefined ? l.clone(parts[0]!) : cur.state;
-    for (const p of cur === undefined ? parts.slice(1) : parts) state = l.join(state, p);
+    // The new parts in the order the store took them: a delta-group (the state is this map's own).
+    const state = cur === undefined ? l.clone(parts[0]!) : cur.state;
+    for (const p of cur === undefined ? parts.slice(1) : parts) joinGroupInPlace(l, state, p);
     m.set(key, { type, state });
     fresh.set(partition, m);
   }

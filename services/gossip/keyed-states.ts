@@ -2,7 +2,7 @@
 // the key's lattice from the registry. Payload values are treated as immutable: joins copy
 // before they change anything, so a payload handed to the engine or put in a frame is never
 // modified afterwards.
-import { type Lattice, latticeFor, ObjectType } from "../crdt/index.js";
+import { type Lattice, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
@@ -34,7 +34,8 @@ function latticeOf(key: string, a: KeyedState, b: KeyedState): Lattice<unknown> 
 
 function joinKeyed(ps: readonly KeyedStates[]): KeyedStates {
   // A key present in one input only is shared by reference (values are immutable); a key in
-  // several is cloned once and the others are joined into the clone.
+  // several is cloned once and the others are joined into the clone, in order, as a delta-group
+  // (Lattice.joinGroupInPlace): payloads are delta-groups, whole states aside.
   const out = new Map<string, KeyedState>();
   const owned = new Set<string>();
   for (const p of ps) {
@@ -49,9 +50,9 @@ function joinKeyed(ps: readonly KeyedStates[]): KeyedStates {
         const copy = { type: cur.type, state: l.clone(cur.state) };
         out.set(key, copy);
         owned.add(key);
-        l.joinInPlace(copy.state, ks.state);
+        joinGroupInPlace(l, copy.state, ks.state);
       } else {
-        l.joinInPlace(cur.state, ks.state);
+        joinGroupInPlace(l, cur.state, ks.state);
       }
     }
   }
