@@ -88,6 +88,8 @@ export class AWSetProb {
   tombstones: Apbf;
   /** dot → element key for every live dot; built on first use. */
   private ownerIndex: Map<ProbDot, ElementKey> | undefined;
+  /** Dots taken in or dropped by this object so far: what reads return changed when this moved. */
+  private entryChanges = 0;
   /**
    * Set on the delta of a batch (awset-prob-operations.ts): the deltas its operation joined into
    * the state in turn, which is what a state log must replay. Joining this one delta, their join,
@@ -146,6 +148,11 @@ export class AWSetProb {
   /** Live dots of an element, ascending. */
   dotsOf(element: Uint8Array): ProbDot[] {
     return sortedDots(this.entries.get(elementKey(element)));
+  }
+
+  /** Moves whenever this object takes in or drops a live dot (compare two readings of one object). */
+  get readVersion(): number {
+    return this.entryChanges;
   }
 
   /** Does the store hold this dot? */
@@ -351,6 +358,7 @@ export class AWSetProb {
     }
     dots.add(d);
     this.owner.set(d, k);
+    this.entryChanges++;
   }
 
   private deleteDot(d: ProbDot): void {
@@ -360,6 +368,7 @@ export class AWSetProb {
     const dots = this.entries.get(k)!;
     dots.delete(d);
     if (dots.size === 0) this.entries.delete(k);
+    this.entryChanges++;
   }
 }
 

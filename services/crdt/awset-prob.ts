@@ -99,6 +99,7 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
     encodedSize: awsetProbEncodedSize,
     decode: decodeAWSetProb,
     size: (s) => s.size,
+    settlesByState: true,
   };
   return L;
 }

@@ -53,6 +53,13 @@ export interface Lattice<S> {
   decodeSlice?(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): S;
   /** How many entries a state holds (elements of a set), for buffer limits; 1 when left out. */
   size?(s: S): number;
+  /**
+   * Its deltas can lose information on the way (filters that union only in part, forget, or
+   * report what they never held), so replicas can end a burst of writes apart with nothing more to
+   * send: a replica whose reads of a key changed sends the key's whole state to its neighbours once
+   * the key has been quiet a while (gossip/settle-announcer.ts).
+   */
+  readonly settlesByState?: boolean;
 }
 
 /** Join a later delta into a delta-group (Lattice.joinGroupInPlace, else joinInPlace). */

@@ -28,6 +28,8 @@ import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem, type TickOptions } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
 import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
+import { LocalGate } from "./local-gate.js";
+import { SettleAnnouncer } from "./settle-announcer.js";
 import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 import { NO_MAC } from "../common/trailing-mac.js";
@@ -64,6 +66,14 @@ export interface ExchangeOptions {
    * partitions are neither joined nor acknowledged, so their sender keeps them. Default: all.
    */
   accepts?: (partition: number) => boolean;
+  /**
+   * Settle announcements (settle-announcer.ts): a key of a type whose deltas can lose information
+   * (Lattice.settlesByState) is sent whole to the neighbours once it had no change that reads see
+   * for this many ms. 0 or left out: never.
+   */
+  settleMs?: number;
+  /** A key whose encoded state is larger than this is not announced (counted in settleTooLarge). */
+  settleMaxBytes?: number;
 }
 
 /** Counters of the transport (the engine keeps its own). */
@@ -95,6 +105,10 @@ export interface TransportCounters {
   exchangeStreamsOpened: number;
   /** Neighbours found not to serve ExchangeStream (UNIMPLEMENTED), sent unary Exchange calls instead. */
   exchangeStreamFallbacks: number;
+  /** Keys sent whole to the neighbours once quiet (settle announcements). */
+  settleAnnouncements: number;
+  /** Keys due for a settle announcement but larger than settleMaxBytes: not announced. */
+  settleTooLarge: number;
 }
 
 /** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
@@ -132,11 +146,15 @@ export class GossipExchange {
     freshPartsNotBuffered: 0,
     exchangeStreamsOpened: 0,
     exchangeStreamFallbacks: 0,
+    settleAnnouncements: 0,
+    settleTooLarge: 0,
     notOwnedRefused: 0,
     stateBytesApplied: 0,
     removesTakenOver: 0,
   };
   private frameId = 0n;
+  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>((c) => this.engine.local(c.partition, c.payload));
+  private readonly settle: SettleAnnouncer<ObjectType> | undefined;
   private readonly rr: boolean;
   private readonly self: string;
 
@@ -148,6 +166,7 @@ export class GossipExchange {
   ) {
     this.self = o.store.nodeId;
     this.rr = o.sync.algorithm === 2 && o.sync.rr;
+    this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs) : undefined;
     this.engine = new AntiEntropyEngine<KeyedStates>({
       self: this.self,
       ops: o.ops ?? keyedStatesOps,
@@ -170,9 +189,42 @@ export class GossipExchange {
     return this.o.boot;
   }
 
-  /** A durable local change of key. */
+  /** A durable local change of key (behind the new parts of frames being joined: local-gate.ts). */
   local(key: string, type: ObjectType, delta: unknown): void {
-    this.engine.local(partitionOf(key, this.o.partitions), new Map<string, KeyedState>([[key, { type, state: delta }]]));
+    this.changedHere(key, type);
+    this.buffer(key, type, delta);
+  }
+
+  private buffer(key: string, type: ObjectType, delta: unknown): void {
+    this.gate.offer({ partition: partitionOf(key, this.o.partitions), payload: new Map<string, KeyedState>([[key, { type, state: delta }]]) });
+  }
+
+  /** What reads return of key changed here: due for a settle announcement when its type needs one. */
+  private changedHere(key: string, type: ObjectType): void {
+    if (this.settle !== undefined && latticeFor(type).settlesByState === true) this.settle.touch(key, type, Date.now());
+  }
+
+  /**
+   * Settle announcements due at now: each key's current state, whole, into the buffer as this
+   * node's own change (every neighbour gets it, acknowledged as any delta). Returns how many.
+   */
+  async announceSettled(now: number): Promise<number> {
+    if (this.settle === undefined) return 0;
+    let n = 0;
+    for (const { key, type } of this.settle.due(now)) {
+      const w = await this.o.store.wholeState(key);
+      if (w === undefined || w.type !== type) continue;
+      const l = latticeFor(type);
+      if (l.encodedSize(w.state) > (this.o.settleMaxBytes ?? Infinity)) {
+        this.counters.settleTooLarge++;
+        continue;
+      }
+      // A copy: the store's state is shared with its cache and changes in place.
+      this.buffer(key, type, l.clone(w.state));
+      this.counters.settleAnnouncements++;
+      n++;
+    }
+    return n;
   }
 
   /**
@@ -181,7 +233,7 @@ export class GossipExchange {
    * neighbour, the one that sent the state included (BP holds back only what came from a neighbour).
    */
   private spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void {
-    if (settled !== undefined) this.local(key, settled.type, settled.delta);
+    if (settled !== undefined) this.buffer(key, settled.type, settled.delta);
   }
 
   // ------------------------------------------------------------ sending
@@ -346,6 +398,7 @@ export class GossipExchange {
       const r = await this.o.store.merge(key, ks.type, ks.state);
       this.spreadSettled(key, r.settled);
       if (!r.changed) return undefined;
+      if (r.readChanged !== false) this.changedHere(key, ks.type);
       return { type: ks.type, state: this.rr ? r.newPart : ks.state };
     } catch (err) {
       if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
@@ -389,16 +442,23 @@ export class GossipExchange {
     // (each store write holds its own key's lock), and their writes then share group commits, so
     // a frame of n keys waits for about one fsync instead of n in a row.
     const joins = taken.map((d) => [...d.keys].map(([key, ks]) => ({ key, ks, part: undefined as KeyedState | undefined })));
-    await forEachBounded(joins.flat(), FRAME_KEYS_AT_ONCE, async (j) => {
-      j.part = await this.joinKey(j.key, j.ks);
-    });
-    const items: ReceivedItem<KeyedStates>[] = taken.map((d, i) => {
-      // The new parts in the frame's key order, whatever order the joins finished in.
-      const fresh = new Map<string, KeyedState>();
-      for (const j of joins[i]!) if (j.part !== undefined) fresh.set(j.key, j.part);
-      return { partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes };
-    });
-    const acks = this.engine.onFrame(f.from, items);
+    // Local changes made meanwhile enter the buffer after this frame's new parts.
+    const gate = this.gate.openGate();
+    let acks: Ack[];
+    try {
+      await forEachBounded(joins.flat(), FRAME_KEYS_AT_ONCE, async (j) => {
+        j.part = await this.joinKey(j.key, j.ks);
+      });
+      const items: ReceivedItem<KeyedStates>[] = taken.map((d, i) => {
+        // The new parts in the frame's key order, whatever order the joins finished in.
+        const fresh = new Map<string, KeyedState>();
+        for (const j of joins[i]!) if (j.part !== undefined) fresh.set(j.key, j.part);
+        return { partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes };
+      });
+      acks = this.engine.onFrame(f.from, items);
+    } finally {
+      this.gate.closeGate(gate);
+    }
     this.takeAcks(f.from, f.acks, reset);
     return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, mac: NO_MAC } };
   }
@@ -524,6 +584,7 @@ export class GossipExchange {
           const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
           this.spreadSettled(c.key, r.settled);
           if (r.changed) parts.push(r.newPart);
+          if (r.changed && r.readChanged !== false) this.changedHere(c.key, c.type);
           if (c.keyDone) {
             const f = await this.o.store.finishKey(c.key, c.type, ctx);
             this.spreadSettled(c.key, f.settled);

@@ -65,6 +65,14 @@ export interface NodeGossipOptions {
    * replication lag; costs more, smaller exchanges.
    */
   pushLocalMs?: number;
+  /**
+   * Settle announcements: a probabilistic set whose reads changed here is sent whole to every
+   * neighbour once it had no such change for this many ms (0: off). Replicas that a burst of
+   * writes left apart (a partial filter union, a forgotten remove) meet again without a write.
+   */
+  settleMs?: number;
+  /** Keys whose encoded state is larger are not announced. */
+  settleMaxBytes?: number;
   /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
   overlay?: OverlayKind;
   /**
@@ -148,6 +156,8 @@ export class NodeGossip {
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
         accepts: o.ownership === undefined || o.ownership.full ? undefined : (p) => o.ownership!.owns(p),
+        settleMs: o.settleMs,
+        settleMaxBytes: o.settleMaxBytes,
       },
       // Frames are taken from any live member, not only this node's overlay neighbours: while
       // membership views differ, a node may be another's neighbour without the reverse.
@@ -280,6 +290,7 @@ export class NodeGossip {
     }
     this.ticking = true;
     try {
+      if (push === undefined) await this.x.announceSettled(Date.now());
       // A period leaves out the peers whose previous period exchange still runs: nothing is built
       // for them (a frame of everything they have not acked can be megabytes), and Algorithm 2
       // picks its random neighbour among the others.

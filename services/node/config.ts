@@ -44,6 +44,10 @@ export interface GossipSettings {
   lossSeed: number;
   /** Algorithm 2: push local changes to every neighbour this many ms after them (0: wait for the period). */
   pushLocalMs: number;
+  /** Settle announcements of probabilistic sets: quiet time in ms before a key is sent whole (0: off). */
+  settleMs: number;
+  /** Largest encoded state a settle announcement sends. */
+  settleMaxBytes: number;
   /** Who a node gossips with: every live member, or its fingers in a ring of the live members (gossip/overlay.ts). */
   overlay: "all" | "fingers";
   /** Frames go on one long-lived ExchangeStream per neighbour (false: an Exchange call each). */
@@ -205,6 +209,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
     lossRate: 0,
     lossSeed: 1,
     pushLocalMs: 0,
+    settleMs: 2000,
+    settleMaxBytes: 1024 * 1024,
     overlay: "all",
     exchangeStream: true,
     streamFramesInFlight: 32,
@@ -353,6 +359,10 @@ export function validateConfig(c: NodeConfig): void {
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
   if (c.gossip.overlay !== "all" && c.gossip.overlay !== "fingers") throw new ConfigError(`gossip overlay must be all or fingers, not "${c.gossip.overlay}"`);
+  if (!(Number.isInteger(c.gossip.settleMs) && c.gossip.settleMs >= 0)) throw new ConfigError(`gossip settleMs (--gossip-settle-ms) must be a non-negative integer, not ${c.gossip.settleMs}`);
+  if (!(Number.isInteger(c.gossip.settleMaxBytes) && c.gossip.settleMaxBytes >= 1)) {
+    throw new ConfigError(`gossip settleMaxBytes (--gossip-settle-max-bytes) must be a positive integer, not ${c.gossip.settleMaxBytes}`);
+  }
   if (!(Number.isInteger(c.gossip.streamFramesInFlight) && c.gossip.streamFramesInFlight >= 1)) {
     throw new ConfigError(`gossip streamFramesInFlight (--gossip-stream-frames-in-flight) must be a positive integer, not ${c.gossip.streamFramesInFlight}`);
   }

@@ -210,6 +210,15 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
     },
     {
+      flag: "gossip-settle-ms", env: "DELTASET_GOSSIP_SETTLE_MS", path: "gossip.settleMs", kind: "int",
+      description: "a probabilistic set (AWSET_PROB) whose reads changed on this node is sent whole to every neighbour once it had no such change for this many ms (0: off)",
+      details: "Its deltas can lose a dot or a remove on the way (filters union only in part and forget); this lets replicas that a burst of writes left apart meet again without another write.",
+    },
+    {
+      flag: "gossip-settle-max-bytes", env: "DELTASET_GOSSIP_SETTLE_MAX_BYTES", path: "gossip.settleMaxBytes", kind: "int",
+      description: "largest encoded state a settle announcement sends; larger keys are not announced (counted as the gossip transport event settleTooLarge)",
+    },
+    {
       flag: "gossip-exchange-stream", env: "DELTASET_GOSSIP_EXCHANGE_STREAM", path: "gossip.exchangeStream", kind: "bool",
       description: "send gossip frames on one long-lived ExchangeStream per neighbour instead of an Exchange call each (less CPU per frame: no call set-up); a neighbour without it gets calls",
     },

@@ -56,6 +56,8 @@ export interface JoinResult<S> {
    * that type: this node is its origin.
    */
   settled?: { type: ObjectType; delta: unknown };
+  /** Whether what reads return of the key changed (left out: not known, taken as changed). */
+  readChanged?: boolean;
 }
 
 /** One chunk of a key's full state, as read from the store for a transfer. */

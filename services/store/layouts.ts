@@ -42,5 +42,11 @@ for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as ne
 // remove of this node's own (AWSetProb.refusalOf), so that a false positive does not keep replicas apart.
 registerLayout(
   ObjectType.AWSET_PROB,
-  wholeStateLayout(AWSetProbLattice, { log: true, logSteps: (d) => d.takeSteps(), costly: (d) => !d.tombstones.isEmpty(), reply: (state, incoming) => state.refusalOf(incoming) }),
+  wholeStateLayout(AWSetProbLattice, {
+    log: true,
+    logSteps: (d) => d.takeSteps(),
+    costly: (d) => !d.tombstones.isEmpty(),
+    reply: (state, incoming) => state.refusalOf(incoming),
+    readVersion: (state) => state.readVersion,
+  }),
 );

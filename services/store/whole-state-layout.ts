@@ -42,6 +42,11 @@ export interface WholeStateOptions<S> {
    */
   reply?: (state: S, incoming: S) => S | undefined;
   /**
+   * A reading of a state that moves whenever what reads return of it changes (JoinResult.readChanged;
+   * left out: not reported).
+   */
+  readVersion?: (state: S) => number;
+  /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
    * cuckoo filter's buckets of numbers 34, an ORCF's entries with their tag index 35.
@@ -162,6 +167,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     }
     // Asked of the state before the join: what it refuses of incoming.
     const reply = opts.reply?.(state, incoming);
+    const readBefore = opts.readVersion?.(state);
     let changed: boolean;
     let newPart: S;
     if (wantNewPart && lattice.joinInPlaceWithNewPart !== undefined) ({ changed, newPart } = lattice.joinInPlaceWithNewPart(state, incoming));
@@ -173,7 +179,8 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     const replied = reply !== undefined && lattice.joinInPlace(state, reply);
     if (changed || replied) store(o, env, state, replied ? [incoming, reply] : [incoming]);
     else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
-    return reply === undefined ? { changed, newPart } : { changed, newPart, settled: { type: lattice.type, delta: reply } };
+    const read = readBefore === undefined ? {} : { readChanged: opts.readVersion!(state) !== readBefore };
+    return reply === undefined ? { changed, newPart, ...read } : { changed, newPart, settled: { type: lattice.type, delta: reply }, ...read };
   };
 
   /** The state of h, shared with the cache (the caller holds the key's lock on a miss of a logged state). */

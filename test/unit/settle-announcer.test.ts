@@ -1,0 +1,107 @@
+// Settle announcements (gossip/settle-announcer.ts): a key is due once it had no change for the
+// quiet time, once per quiet spell, oldest change first; the exchange sends such a key of a
+// probabilistic set whole, as its own change, after a join that changed what reads return.
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import { SettleAnnouncer } from "../../services/gossip/settle-announcer.ts";
+import { AWSetProb, DEFAULT_AWSET_PROB_PARAMS } from "../../services/crdt/awset-prob.ts";
+import "../../services/crdt/awset-prob-operations.ts"; // registers the AWSET_PROB lattice and layout
+import { ObjectType } from "../../services/crdt/index.ts";
+import { type GossipFrame, PayloadKind } from "../../services/gen/deltaset/v1/gossip.ts";
+import { GossipExchange } from "../../services/gossip/exchange.ts";
+import { keyedToProto } from "../../services/gossip/keyed-states.ts";
+import { partitionOf } from "../../services/gossip/partition.ts";
+import { Store } from "../../services/store/store.ts";
+import { createLogger } from "../../services/common/logger.ts";
+
+describe("SettleAnnouncer", () => {
+  it("a key is due once it was quiet for the quiet time, and then only after a new change", () => {
+    const a = new SettleAnnouncer<string>(1000);
+    a.touch("k", "T", 0);
+    assert.deepEqual(a.due(999), []);
+    assert.deepEqual(a.due(1000), [{ key: "k", type: "T" }]);
+    assert.deepEqual(a.due(5000), [], "announced once per quiet spell");
+    a.touch("k", "T", 6000);
+    assert.deepEqual(a.due(7000), [{ key: "k", type: "T" }]);
+    assert.equal(a.pending, 0);
+  });
+
+  it("every change restarts the key's quiet time", () => {
+    const a = new SettleAnnouncer<string>(1000);
+    a.touch("k", "T", 0);
+    a.touch("k", "T", 800);
+    assert.deepEqual(a.due(1500), [], "changed 700 ms ago");
+    assert.deepEqual(a.due(1800), [{ key: "k", type: "T" }]);
+  });
+
+  it("returns the keys due, oldest change first, and keeps the others", () => {
+    const a = new SettleAnnouncer<string>(100);
+    a.touch("a", "T", 0);
+    a.touch("b", "T", 10);
+    a.touch("c", "T", 50);
+    a.touch("a", "T", 60); // a moves behind c
+    assert.deepEqual(a.due(155).map((d) => d.key), ["b", "c"]);
+    assert.equal(a.pending, 1);
+    assert.deepEqual(a.due(160).map((d) => d.key), ["a"]);
+  });
+});
+
+describe("GossipExchange: settle announcements of a probabilistic set", () => {
+  const P = 4;
+  const key = "prob";
+  const frameOf = (state: AWSetProb, id: bigint): GossipFrame => ({
+    cluster: "t", from: "b", partitions: P, boot: 3n, frameId: id, acks: [], dropped: [], mac: Buffer.alloc(0),
+    payloads: [{ partition: partitionOf(key, P), kind: PayloadKind.DELTA, seq: id, keys: keyedToProto(new Map([[key, { type: ObjectType.AWSET_PROB, state }]]), Date.now()) }],
+  });
+  async function exchange(settleMaxBytes?: number) {
+    const store = await Store.open({ dir: "memory", nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
+    const x = await GossipExchange.create(
+      { store, log: createLogger("error"), cluster: "t", partitions: P, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, stateChunkEntries: 100, maxMessageBytes: 4 << 20, boot: 7n, random: () => 0.5, settleMs: 1000, settleMaxBytes },
+      (id) => id === "b" || id === "c",
+    );
+    x.engine.setNeighbours(["b", "c"]);
+    return { store, x };
+  }
+
+  it("sends the key whole once it was quiet, once, after a join that changed its reads", async () => {
+    const { store, x } = await exchange();
+    try {
+      const remote = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+      remote.joinInPlace(remote.addDelta(Buffer.from("e"), 42n));
+      const t0 = Date.now();
+      assert.ok("reply" in (await x.receiveFrame(frameOf(remote, 1n))));
+      const p = partitionOf(key, P);
+      const before = x.engine.buffered(p).length;
+      assert.equal(await x.announceSettled(t0 + 500), 0, "not quiet long enough");
+      assert.equal(await x.announceSettled(t0 + 5000), 1);
+      const last = x.engine.buffered(p).at(-1)!;
+      assert.equal(x.engine.buffered(p).length, before + 1);
+      assert.notEqual(last.origin, "b", "announced as this node's own change: b gets it too");
+      const announced = last.delta.get(key)!.state as AWSetProb;
+      assert.ok(announced.holds(42n), "the whole state, with the dot the join took");
+      assert.equal(await x.announceSettled(t0 + 10_000), 0, "once per quiet spell");
+      assert.equal(x.counters.settleAnnouncements, 1);
+      // A join that changes only the filter (a remove of a dot this node never held) is not a change reads see.
+      const filterOnly = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+      filterOnly.joinInPlace(filterOnly.addDelta(Buffer.from("x"), 7n));
+      filterOnly.joinInPlace(filterOnly.removeDelta(Buffer.from("x")));
+      assert.ok("reply" in (await x.receiveFrame(frameOf(filterOnly, 2n))));
+      assert.equal(await x.announceSettled(Date.now() + 5000), 0, "a filter-only change is not announced");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("does not announce a state larger than settleMaxBytes, and counts it", async () => {
+    const { store, x } = await exchange(16);
+    try {
+      const remote = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+      remote.joinInPlace(remote.addDelta(Buffer.from("e"), 42n));
+      assert.ok("reply" in (await x.receiveFrame(frameOf(remote, 1n))));
+      assert.equal(await x.announceSettled(Date.now() + 5000), 0);
+      assert.equal(x.counters.settleTooLarge, 1);
+    } finally {
+      await store.close();
+    }
+  });
+});
