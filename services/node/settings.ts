@@ -216,7 +216,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     },
     {
       flag: "gossip-settle-max-bytes", env: "DELTASET_GOSSIP_SETTLE_MAX_BYTES", path: "gossip.settleMaxBytes", kind: "int",
-      description: "largest encoded state a settle announcement sends; larger keys are not announced (counted in deltaset_gossip_transport_events_total{event="settle_too_large"})",
+      description: "largest encoded state a settle announcement sends; larger keys are not announced (counted in deltaset_gossip_transport_events_total, event settle_too_large)",
     },
     {
       flag: "gossip-exchange-stream", env: "DELTASET_GOSSIP_EXCHANGE_STREAM", path: "gossip.exchangeStream", kind: "bool",
