@@ -74,6 +74,11 @@ export interface ExchangeOptions {
   settleMs?: number;
   /** A key whose encoded state is larger than this is not announced (counted in settleTooLarge). */
   settleMaxBytes?: number;
+  /**
+   * Encoded bytes one call of announceSettled puts in the buffer, at most (at least one key):
+   * keys past it stay due for the next period. Left out: no bound.
+   */
+  settleBytesPerPeriod?: number;
 }
 
 /** Counters of the transport (the engine keeps its own). */
@@ -211,17 +216,27 @@ export class GossipExchange {
   async announceSettled(now: number): Promise<number> {
     if (this.settle === undefined) return 0;
     let n = 0;
-    for (const { key, type } of this.settle.due(now)) {
+    let bytes = 0;
+    for (const { key, type } of this.settle.quiet(now)) {
       const w = await this.o.store.wholeState(key);
-      if (w === undefined || w.type !== type) continue;
+      if (w === undefined || w.type !== type) {
+        this.settle.done(key);
+        continue;
+      }
       const l = latticeFor(type);
-      if (l.encodedSize(w.state) > (this.o.settleMaxBytes ?? Infinity)) {
+      const size = l.encodedSize(w.state);
+      if (size > (this.o.settleMaxBytes ?? Infinity)) {
+        this.settle.done(key);
         this.counters.settleTooLarge++;
         continue;
       }
+      // The period's budget spent: the rest wait for the next period, in their order.
+      if (n > 0 && bytes + size > (this.o.settleBytesPerPeriod ?? Infinity)) break;
+      this.settle.done(key);
       // A copy: the store's state is shared with its cache and changes in place.
       this.buffer(key, type, l.clone(w.state));
       this.counters.settleAnnouncements++;
+      bytes += size;
       n++;
     }
     return n;

@@ -73,6 +73,8 @@ export interface NodeGossipOptions {
   settleMs?: number;
   /** Keys whose encoded state is larger are not announced. */
   settleMaxBytes?: number;
+  /** Encoded bytes of settle announcements one period puts in the buffer, at most; the rest wait. */
+  settleBytesPerPeriod?: number;
   /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
   overlay?: OverlayKind;
   /**
@@ -158,6 +160,7 @@ export class NodeGossip {
         accepts: o.ownership === undefined || o.ownership.full ? undefined : (p) => o.ownership!.owns(p),
         settleMs: o.settleMs,
         settleMaxBytes: o.settleMaxBytes,
+        settleBytesPerPeriod: o.settleBytesPerPeriod,
       },
       // Frames are taken from any live member, not only this node's overlay neighbours: while
       // membership views differ, a node may be another's neighbour without the reverse.

@@ -22,13 +22,24 @@ export class SettleAnnouncer<T> {
 
   /** The keys quiet for quietMs at now, oldest first; they are no longer tracked. */
   due(now: number): Array<{ key: string; type: T }> {
+    const out = this.quiet(now);
+    for (const d of out) this.changed.delete(d.key);
+    return out;
+  }
+
+  /** The keys quiet for quietMs at now, oldest first, still tracked (done() drops one). */
+  quiet(now: number): Array<{ key: string; type: T }> {
     const out: Array<{ key: string; type: T }> = [];
     for (const [key, c] of this.changed) {
       if (now - c.at < this.quietMs) break;
       out.push({ key, type: c.type });
     }
-    for (const d of out) this.changed.delete(d.key);
     return out;
+  }
+
+  /** key was announced (or will not be): stop tracking it until its next change. */
+  done(key: string): void {
+    this.changed.delete(key);
   }
 
   /** Keys changed and not yet due. */

@@ -219,6 +219,10 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "largest encoded state a settle announcement sends; larger keys are not announced (counted in deltaset_gossip_transport_events_total, event settle_too_large)",
     },
     {
+      flag: "gossip-settle-bytes-per-period", env: "DELTASET_GOSSIP_SETTLE_BYTES_PER_PERIOD", path: "gossip.settleBytesPerPeriod", kind: "int",
+      description: "encoded bytes of settle announcements one gossip period puts in the delta buffers, at most (at least one key); keys past it wait for the next period, oldest change first",
+    },
+    {
       flag: "gossip-exchange-stream", env: "DELTASET_GOSSIP_EXCHANGE_STREAM", path: "gossip.exchangeStream", kind: "bool",
       description: "send gossip frames on one long-lived ExchangeStream per neighbour instead of an Exchange call each (less CPU per frame: no call set-up); a neighbour without it gets calls",
     },

@@ -34,6 +34,16 @@ describe("SettleAnnouncer", () => {
     assert.deepEqual(a.due(1800), [{ key: "k", type: "T" }]);
   });
 
+  it("quiet() lists the due keys without dropping them; done() drops one", () => {
+    const a = new SettleAnnouncer<string>(100);
+    a.touch("a", "T", 0);
+    a.touch("b", "T", 10);
+    assert.deepEqual(a.quiet(200).map((d) => d.key), ["a", "b"]);
+    a.done("a");
+    assert.deepEqual(a.quiet(200).map((d) => d.key), ["b"]);
+    assert.equal(a.pending, 1);
+  });
+
   it("returns the keys due, oldest change first, and keeps the others", () => {
     const a = new SettleAnnouncer<string>(100);
     a.touch("a", "T", 0);
@@ -53,10 +63,10 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
     cluster: "t", from: "b", partitions: P, boot: 3n, frameId: id, acks: [], dropped: [], mac: Buffer.alloc(0),
     payloads: [{ partition: partitionOf(key, P), kind: PayloadKind.DELTA, seq: id, keys: keyedToProto(new Map([[key, { type: ObjectType.AWSET_PROB, state }]]), Date.now()) }],
   });
-  async function exchange(settleMaxBytes?: number) {
+  async function exchange(settleMaxBytes?: number, settleBytesPerPeriod?: number) {
     const store = await Store.open({ dir: "memory", nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
     const x = await GossipExchange.create(
-      { store, log: createLogger("error"), cluster: "t", partitions: P, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, stateChunkEntries: 100, maxMessageBytes: 4 << 20, boot: 7n, random: () => 0.5, settleMs: 1000, settleMaxBytes },
+      { store, log: createLogger("error"), cluster: "t", partitions: P, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, stateChunkEntries: 100, maxMessageBytes: 4 << 20, boot: 7n, random: () => 0.5, settleMs: 1000, settleMaxBytes, settleBytesPerPeriod },
       (id) => id === "b" || id === "c",
     );
     x.engine.setNeighbours(["b", "c"]);
@@ -87,6 +97,34 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
       filterOnly.joinInPlace(filterOnly.removeDelta(Buffer.from("x")));
       assert.ok("reply" in (await x.receiveFrame(frameOf(filterOnly, 2n))));
       assert.equal(await x.announceSettled(Date.now() + 5000), 0, "a filter-only change is not announced");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("announces at most settleBytesPerPeriod per call (at least one key); the rest wait, in order", async () => {
+    const { store, x } = await exchange(undefined, 1);
+    try {
+      const keys = ["p1", "p2", "p3"];
+      for (const [i, k] of keys.entries()) {
+        const remote = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+        remote.joinInPlace(remote.addDelta(Buffer.from("e"), BigInt(100 + i)));
+        const frame: GossipFrame = {
+          cluster: "t", from: "b", partitions: P, boot: 3n, frameId: BigInt(i + 1), acks: [], dropped: [], mac: Buffer.alloc(0),
+          payloads: [{ partition: partitionOf(k, P), kind: PayloadKind.DELTA, seq: BigInt(i + 1), keys: keyedToProto(new Map([[k, { type: ObjectType.AWSET_PROB, state: remote }]]), Date.now()) }],
+        };
+        assert.ok("reply" in (await x.receiveFrame(frame)));
+      }
+      const later = Date.now() + 5000;
+      const announced: string[] = [];
+      for (let period = 0; period < 4; period++) {
+        const before = keys.map((k) => x.engine.buffered(partitionOf(k, P)).filter((e) => e.origin !== "b" && e.delta.has(k)).length);
+        assert.ok((await x.announceSettled(later)) <= 1, "one key a period: each is over the budget");
+        keys.forEach((k, i) => {
+          if (x.engine.buffered(partitionOf(k, P)).filter((e) => e.origin !== "b" && e.delta.has(k)).length > before[i]!) announced.push(k);
+        });
+      }
+      assert.deepEqual(announced, keys, "every key, one per period, oldest change first");
     } finally {
       await store.close();
     }
