@@ -79,6 +79,8 @@ export interface ExchangeOptions {
    * keys past it stay due for the next period. Left out: no bound.
    */
   settleBytesPerPeriod?: number;
+  /** The clock settle announcements count quiet time on (default Date.now; the simulator's own time). */
+  clock?: () => number;
 }
 
 /** Counters of the transport (the engine keeps its own). */
@@ -206,7 +208,7 @@ export class GossipExchange {
 
   /** What reads return of key changed here: due for a settle announcement when its type needs one. */
   private changedHere(key: string, type: ObjectType): void {
-    if (this.settle !== undefined && latticeFor(type).settlesByState === true) this.settle.touch(key, type, Date.now());
+    if (this.settle !== undefined && latticeFor(type).settlesByState === true) this.settle.touch(key, type, (this.o.clock ?? Date.now)());
   }
 
   /**

@@ -33,6 +33,8 @@ export interface SimulationOptions {
   stateChunkEntries?: number;
   /** Largest message (default 4 MiB, as a node); larger deltas ship as full state. */
   maxMessageBytes?: number;
+  /** Settle announcements after this much quiet time, in the channel's time unit (ExchangeOptions.settleMs; default off). */
+  settleMs?: number;
 }
 
 // `resets` is not on the wire: it is what the sender's RPC callback remembers of the send (the
@@ -125,6 +127,8 @@ export class GossipSimulation {
         maxMessageBytes: this.opts.maxMessageBytes ?? 4 * 1024 * 1024,
         boot: this.newBoot(),
         random: seededRandom((this.random() * 2 ** 32) >>> 0),
+        settleMs: this.opts.settleMs,
+        clock: () => this.now,
       },
       (peer) => this.nodes.has(peer),
     );
@@ -298,6 +302,7 @@ export class GossipSimulation {
   }
 
   private async tickNode(n: SimNode, t: number): Promise<void> {
+    await n.x.announceSettled(t);
     for (const out of await n.x.tick(t)) {
       const resets = out.resets;
       for (const frame of out.frames) {
