@@ -203,7 +203,8 @@ export class GossipExchange {
   }
 
   private buffer(key: string, type: ObjectType, delta: unknown): void {
-    this.gate.offer({ partition: partitionOf(key, this.o.partitions), payload: new Map<string, KeyedState>([[key, { type, state: delta }]]) });
+    const partition = partitionOf(key, this.o.partitions);
+    this.gate.offer(partition, { partition, payload: new Map<string, KeyedState>([[key, { type, state: delta }]]) });
   }
 
   /** What reads return of key changed here: due for a settle announcement when its type needs one. */
@@ -459,8 +460,8 @@ export class GossipExchange {
     // (each store write holds its own key's lock), and their writes then share group commits, so
     // a frame of n keys waits for about one fsync instead of n in a row.
     const joins = taken.map((d) => [...d.keys].map(([key, ks]) => ({ key, ks, part: undefined as KeyedState | undefined })));
-    // Local changes made meanwhile enter the buffer after this frame's new parts.
-    const gate = this.gate.openGate();
+    // Local changes of these partitions made meanwhile enter the buffer after this frame's new parts.
+    const gates = [...new Set(taken.map((d) => d.partition))].map((p) => this.gate.openGate(p));
     let acks: Ack[];
     try {
       await forEachBounded(joins.flat(), FRAME_KEYS_AT_ONCE, async (j) => {
@@ -474,7 +475,7 @@ export class GossipExchange {
       });
       acks = this.engine.onFrame(f.from, items);
     } finally {
-      this.gate.closeGate(gate);
+      for (const g of gates) this.gate.closeGate(g);
     }
     this.takeAcks(f.from, f.acks, reset);
     return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, mac: NO_MAC } };
@@ -537,6 +538,8 @@ export class GossipExchange {
     const freshElements = new Map<number, number>();
     const holds = new Map<string, () => void>();
     const accepted = new Map<number, boolean>();
+    // Per partition: local changes made while its chunks are joined wait for its new parts (local-gate.ts).
+    const gates = new Map<number, number>();
     const rejectChunk = (details: string) => {
       this.counters.chunksRejected++;
       return this.refuse(status.INVALID_ARGUMENT, details, from);
@@ -558,6 +561,7 @@ export class GossipExchange {
           this.counters.notOwnedRefused++;
           continue;
         }
+        if (!gates.has(c.partition)) gates.set(c.partition, this.gate.openGate(c.partition));
         if (c.partitionDone) {
           const open = [...sequences].find(([, s]) => s.partition === c.partition);
           if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
@@ -571,6 +575,8 @@ export class GossipExchange {
           acks.push(...this.engine.onFrame(from, [item]));
           fresh.delete(c.partition);
           freshElements.delete(c.partition);
+          this.gate.closeGate(gates.get(c.partition)!);
+          gates.delete(c.partition);
           continue;
         }
         if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
@@ -623,6 +629,7 @@ export class GossipExchange {
       return { reply: { from: this.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: this.o.boot, dropped: this.dropped() } };
     } finally {
       for (const release of holds.values()) release();
+      for (const g of gates.values()) this.gate.closeGate(g);
     }
   }
 

@@ -1,40 +1,56 @@
-// Keeps a node's gossip buffer in the order its store took changes, where received frames and
-// local operations meet. A frame's keys are joined into the store first and their new parts
-// reach the buffer together afterwards, so a local change made while the frame was being joined
-// would otherwise enter the buffer before new parts the store took earlier. Joining the buffer
-// into a delta-group in that order can differ from what the store did: a probabilistic set's
-// group would test the local add against a filter the store applied before the add existed, and
-// drop a dot the store kept. So a local change that arrives while frames are being joined waits
-// until those frames (only those) are done, and then goes in, in its own order.
+// Keeps a node's gossip buffer in the order its store took changes, where received payloads and
+// local operations meet. A received frame's keys (or a full-state stream's partition) are joined
+// into the store first and their new parts reach the buffer together afterwards, so a local change
+// made meanwhile would otherwise enter the buffer before new parts the store took earlier. Joining
+// the buffer into a delta-group in that order can differ from what the store did: a probabilistic
+// set's group would test the local add against a filter the store applied before the add existed,
+// and drop a dot the store kept. So a local change of a partition that arrives while received
+// payloads of that partition are being joined waits until those (only those) are in the buffer,
+// and then goes in, in its own order among the partition's changes.
 export class LocalGate<T> {
   private nextGate = 0;
-  private readonly open = new Set<number>();
-  /** Held changes, each with the gates that were open when it arrived. */
-  private readonly held: Array<{ item: T; waitsFor: number[] }> = [];
+  /** Open gates: id → partition. */
+  private readonly open = new Map<number, number>();
+  /** Held changes per partition, each with the gates of its partition open when it arrived. */
+  private readonly held = new Map<number, Array<{ item: T; waitsFor: number[] }>>();
 
   constructor(private readonly release: (item: T) => void) {}
 
-  /** A frame starts joining: returns its gate, to close once its new parts are in the buffer. */
-  openGate(): number {
+  /** Received payloads of partition p start joining: returns the gate, to close once their new parts are in the buffer. */
+  openGate(partition: number): number {
     const id = this.nextGate++;
-    this.open.add(id);
+    this.open.set(id, partition);
     return id;
   }
 
-  /** The frame's new parts are in the buffer: release what waited only for open gates now closed. */
+  /** The payloads' new parts are in the buffer: release what waited only for gates now closed. */
   closeGate(id: number): void {
+    const partition = this.open.get(id);
+    if (partition === undefined) return;
     this.open.delete(id);
-    while (this.held.length > 0 && this.held[0]!.waitsFor.every((g) => !this.open.has(g))) this.release(this.held.shift()!.item);
+    const queue = this.held.get(partition);
+    if (queue === undefined) return;
+    while (queue.length > 0 && queue[0]!.waitsFor.every((g) => !this.open.has(g))) this.release(queue.shift()!.item);
+    if (queue.length === 0) this.held.delete(partition);
   }
 
-  /** A local change: into the buffer now, or after the frames being joined (behind earlier held ones). */
-  offer(item: T): void {
-    if (this.open.size === 0 && this.held.length === 0) this.release(item);
-    else this.held.push({ item, waitsFor: [...this.open] });
+  /** A local change of partition p: into the buffer now, or after the payloads of p being joined (behind earlier held ones). */
+  offer(partition: number, item: T): void {
+    const waitsFor: number[] = [];
+    for (const [g, p] of this.open) if (p === partition) waitsFor.push(g);
+    const queue = this.held.get(partition);
+    if (waitsFor.length === 0 && queue === undefined) {
+      this.release(item);
+      return;
+    }
+    if (queue === undefined) this.held.set(partition, [{ item, waitsFor }]);
+    else queue.push({ item, waitsFor });
   }
 
   /** Local changes waiting. */
   get waiting(): number {
-    return this.held.length;
+    let n = 0;
+    for (const q of this.held.values()) n += q.length;
+    return n;
   }
 }

@@ -1,10 +1,10 @@
-// The gossip buffer takes changes in the order the store took them where a received frame and
-// local operations meet (local-gate.ts): a local change made while a frame is being joined goes
-// in after that frame's new parts, and waits for no other frame.
+// The gossip buffer takes changes in the order the store took them where received payloads and
+// local operations meet (local-gate.ts): a local change made while a frame of its partition is
+// being joined goes in after that frame's new parts, and waits for nothing else.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import { AWSet, ObjectType } from "../../services/crdt/index.ts";
-import { type GossipFrame, PayloadKind } from "../../services/gen/deltaset/v1/gossip.ts";
+import { type GossipFrame, PayloadKind, type StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { GossipExchange } from "../../services/gossip/exchange.ts";
 import { keyedToProto } from "../../services/gossip/keyed-states.ts";
 import { LocalGate } from "../../services/gossip/local-gate.ts";
@@ -13,50 +13,67 @@ import { Store } from "../../services/store/store.ts";
 import { createLogger } from "../../services/common/logger.ts";
 
 describe("LocalGate", () => {
-  it("releases at once while no frame is being joined", () => {
+  it("releases at once while nothing of the partition is being joined", () => {
     const out: string[] = [];
     const g = new LocalGate<string>((x) => out.push(x));
-    g.offer("a");
-    assert.deepEqual(out, ["a"]);
+    g.offer(0, "a");
+    g.openGate(1);
+    g.offer(0, "b"); // a gate of another partition
+    assert.deepEqual(out, ["a", "b"]);
     assert.equal(g.waiting, 0);
   });
 
-  it("holds a change until the frames open when it came are closed, in order", () => {
+  it("holds a change until the gates of its partition open when it came are closed, in order", () => {
     const out: string[] = [];
     const g = new LocalGate<string>((x) => out.push(x));
-    const f1 = g.openGate();
-    g.offer("a"); // waits for f1
-    const f2 = g.openGate();
-    g.offer("b"); // waits for f1 and f2
+    const f1 = g.openGate(0);
+    g.offer(0, "a"); // waits for f1
+    const f2 = g.openGate(0);
+    g.offer(0, "b"); // waits for f1 and f2
     assert.deepEqual(out, []);
     g.closeGate(f1);
     assert.deepEqual(out, ["a"], "a waited for f1 only");
-    g.offer("c"); // f2 still open: behind b
+    g.offer(0, "c"); // f2 still open: behind b
     g.closeGate(f2);
     assert.deepEqual(out, ["a", "b", "c"]);
     assert.equal(g.waiting, 0);
   });
 
-  it("keeps order: a change behind a held one waits even when its own frames are done", () => {
+  it("keeps a partition's order: a change behind a held one waits even when its own gates are closed", () => {
     const out: string[] = [];
     const g = new LocalGate<string>((x) => out.push(x));
-    const f1 = g.openGate();
-    g.offer("a"); // waits for f1
-    const f2 = g.openGate();
+    const f1 = g.openGate(0);
+    g.offer(0, "a"); // waits for f1
+    const f2 = g.openGate(0);
     g.closeGate(f1); // releases a
-    g.offer("b"); // waits for f2
-    const f3 = g.openGate();
+    g.offer(0, "b"); // waits for f2
+    const f3 = g.openGate(0);
     g.closeGate(f2); // releases b
-    g.offer("c"); // waits for f3
+    g.offer(0, "c"); // waits for f3
     g.closeGate(f3);
     assert.deepEqual(out, ["a", "b", "c"]);
   });
 
-  it("a change offered before a frame opens does not wait for it", () => {
+  it("partitions wait apart: closing one partition's gate releases only its changes", () => {
     const out: string[] = [];
     const g = new LocalGate<string>((x) => out.push(x));
-    g.offer("a");
-    g.openGate();
+    const p0 = g.openGate(0);
+    const p1 = g.openGate(1);
+    g.offer(0, "a0");
+    g.offer(1, "a1");
+    g.closeGate(p1);
+    assert.deepEqual(out, ["a1"]);
+    g.closeGate(p0);
+    assert.deepEqual(out, ["a1", "a0"]);
+    g.closeGate(p0); // closing twice changes nothing
+    assert.equal(g.waiting, 0);
+  });
+
+  it("a change offered before a gate opens does not wait for it", () => {
+    const out: string[] = [];
+    const g = new LocalGate<string>((x) => out.push(x));
+    g.offer(0, "a");
+    g.openGate(0);
     assert.deepEqual(out, ["a"]);
   });
 });
@@ -92,6 +109,45 @@ describe("GossipExchange: a local change during a frame's joins", () => {
       assert.equal(x.engine.buffered(p).length, 3);
     } finally {
       await store.close();
+    }
+  });
+});
+
+describe("GossipExchange: a local change during a full-state stream", () => {
+  it("enters the buffer after the new parts of the partition being streamed", async () => {
+    const P = 4;
+    const key = "k";
+    const p = partitionOf(key, P);
+    const open = (id: string) => Store.open({ dir: "memory", nodeId: id, partitions: P, partitionOf, sync: "buffered" });
+    const exchangeOf = (store: Store, peers: string[]) =>
+      GossipExchange.create(
+        { store, log: createLogger("error"), cluster: "t", partitions: P, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, stateChunkEntries: 100, maxMessageBytes: 4 << 20, boot: 7n, random: () => 0.5 },
+        (id) => peers.includes(id),
+      );
+    const [sa, sb] = await Promise.all([open("a"), open("b")]);
+    try {
+      const xa = await exchangeOf(sa, ["b", "c"]);
+      xa.engine.setNeighbours(["b", "c"]);
+      const xb = await exchangeOf(sb, ["a"]);
+      xb.engine.setNeighbours(["a"]);
+      await sb.add(key, [Buffer.from("from-b")]);
+      const chunks: StateChunk[] = [];
+      for await (const c of xb.stateStream([{ partition: p, seq: 1 }])) chunks.push(c);
+      assert.ok(chunks.length >= 2, "a key chunk and the partition's end");
+      async function* stream() {
+        yield chunks[0]!;
+        // A local change of the partition while its chunks are joined.
+        xa.local(key, ObjectType.AWSET, AWSet.bottom().add("a", [Buffer.from("local")]));
+        yield* chunks.slice(1);
+      }
+      const answer = await xa.receiveStateStream(stream());
+      assert.ok("reply" in answer);
+      const origins = xa.engine.buffered(p).map((e) => e.origin);
+      assert.deepEqual(origins.length, 2, `buffered: ${origins.join(", ")}`);
+      assert.equal(origins[0], "b", "the streamed partition's new part first");
+      assert.notEqual(origins[1], "b", "then the local change");
+    } finally {
+      await Promise.all([sa.close(), sb.close()]);
     }
   });
 });
