@@ -22,6 +22,9 @@
 //     false positive on a replica's own live dot would make x ⊔ x differ from x);
 //   * every filter answer is taken before anything changes, so insertions of (a) cannot shift a
 //     generation out from under the checks of (b), and the resulting store is the same both ways.
+// A delta-group (gossip buffers, a batch's delta) takes a later delta with joinGroupInPlace: (a)
+// and (c) as above, and (b) without refusals, because the replica that made the group already
+// decided each dot with its own filter.
 //
 // What holds exactly, for every union strategy (test/property/awset-prob.test.ts):
 //   - x ⊔ x = x;
