@@ -20,13 +20,6 @@ export class SettleAnnouncer<T> {
     this.changed.set(key, { type, at: now });
   }
 
-  /** The keys quiet for quietMs at now, oldest first; they are no longer tracked. */
-  due(now: number): Array<{ key: string; type: T }> {
-    const out = this.quiet(now);
-    for (const d of out) this.changed.delete(d.key);
-    return out;
-  }
-
   /** The keys quiet for quietMs at now, oldest first, still tracked (done() drops one). */
   quiet(now: number): Array<{ key: string; type: T }> {
     const out: Array<{ key: string; type: T }> = [];
