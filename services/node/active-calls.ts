@@ -1,32 +1,29 @@
 // Counts the calls a server is running, so that shutdown can wait for calls rather than for
 // connections: an idle client connection (even a TCP connection that never spoke HTTP/2) would
-// otherwise hold a graceful shutdown until its timeout.
-import * as grpc from "@grpc/grpc-js";
+// otherwise hold a graceful shutdown until its timeout. The server's first interceptor
+// (strict-strings.ts) calls enter() for each call and the returned end() when the call ends (its
+// status sent, or cancelled): one interceptor layer for both jobs, since each layer costs every
+// call a few microseconds.
 
 export interface ActiveCalls {
-  /** Install first among the server's interceptors. */
-  interceptor: grpc.ServerInterceptor;
+  /** A call started; call the returned function (any number of times) when it ends. */
+  enter(): () => void;
   count(): number;
 }
 
 export function activeCalls(): ActiveCalls {
   let active = 0;
-  const interceptor: grpc.ServerInterceptor = (_method, call) => {
-    active++;
-    let ended = false;
-    const end = () => {
-      if (!ended) {
-        ended = true;
-        active--;
-      }
-    };
-    return new grpc.ServerInterceptingCall(call, {
-      start: (next) => next({ onCancel: () => end() }),
-      sendStatus: (status, next) => {
-        end();
-        next(status);
-      },
-    });
+  return {
+    enter: () => {
+      active++;
+      let ended = false;
+      return () => {
+        if (!ended) {
+          ended = true;
+          active--;
+        }
+      };
+    },
+    count: () => active,
   };
-  return { interceptor, count: () => active };
 }

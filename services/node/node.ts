@@ -140,7 +140,7 @@ export async function startNode(
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const calls = activeCalls();
-    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [calls.interceptor, peerAuth, access] });
+    const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes), interceptors: [peerAuth, access] }, calls);
     server.addService(
       ReplicaService,
       router.wrap(createReplicaService({

@@ -11,6 +11,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
 import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
 import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js";
+import type { ActiveCalls } from "./active-calls.js";
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
@@ -80,32 +81,43 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
  * Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing
  * reaches the handler. On ExchangeStream the message goes on marked instead
  * (common/stream-refusal.ts): its handler ends the stream with the refusal after its earlier answers.
+ * With calls, it also counts each call while it runs (active-calls.ts).
  */
-export const strictStringsInterceptor: grpc.ServerInterceptor = (method, call) => {
-  const marks = refusedByHandler(method.path);
-  return new grpc.ServerInterceptingCall(call, {
-    start: (next) =>
-      next({
-        onReceiveMessage: (message, pass) => {
-          const refuse = (details: string) => {
-            if (marks && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code: grpc.status.INVALID_ARGUMENT, details }));
-            call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details, metadata: new grpc.Metadata() });
-          };
-          const malformed = (message as { [MALFORMED]?: string } | null)?.[MALFORMED];
-          if (malformed !== undefined) return refuse(malformed);
-          const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
-          if (field === undefined) return pass(message);
-          refuse(`${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`);
-        },
-      }),
-  });
-};
+export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterceptor {
+  return (method, call) => {
+    const marks = refusedByHandler(method.path);
+    const end = calls?.enter();
+    const listener: grpc.ServerListener = {
+      onReceiveMessage: (message, pass) => {
+        const refuse = (details: string) => {
+          if (marks && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code: grpc.status.INVALID_ARGUMENT, details }));
+          call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details, metadata: new grpc.Metadata() });
+        };
+        const malformed = (message as { [MALFORMED]?: string } | null)?.[MALFORMED];
+        if (malformed !== undefined) return refuse(malformed);
+        const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
+        if (field === undefined) return pass(message);
+        refuse(`${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`);
+      },
+    };
+    const responder: grpc.Responder = { start: (next) => next(listener) };
+    if (end !== undefined) {
+      listener.onCancel = end;
+      responder.sendStatus = (status, next) => {
+        end();
+        next(status);
+      };
+    }
+    return new grpc.ServerInterceptingCall(call, responder);
+  };
+}
 
 /** A gRPC server whose every deltaset service refuses strings that are not UTF-8. */
 export class StrictStringServer extends grpc.Server {
-  constructor(options: grpc.ServerOptions = {}) {
+  /** calls: count the calls running (for a graceful shutdown), in the same interceptor. */
+  constructor(options: grpc.ServerOptions = {}, calls?: ActiveCalls) {
     // First interceptor: it sees each message before any other interceptor does.
-    super({ ...options, interceptors: [strictStringsInterceptor, ...(options.interceptors ?? [])] });
+    super({ ...options, interceptors: [strictStringsInterceptor(calls), ...(options.interceptors ?? [])] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {

@@ -30,6 +30,9 @@ export class GroupCommit {
   /** latin1(key) → the latest queued op of that key (the op object itself: no wrapper per record). */
   private readonly overlay = new Map<string, BatchOp>();
   private failed: Error | undefined;
+  private turnWaiters: Array<() => void> = [];
+  /** A flush is scheduled for the end of this turn (schedule). */
+  private due = false;
   batches = 0;
   writes = 0;
 
@@ -46,7 +49,7 @@ export class GroupCommit {
     for (let i = 0; i < ops.length; i++) this.overlay.set(keys[i]!, ops[i]!);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ops, keys, resolve, reject });
-      if (!this.flushing) void this.flush();
+      this.schedule();
     });
   }
 
@@ -59,8 +62,17 @@ export class GroupCommit {
     if (!this.flushing && this.queue.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ops: [], keys: [], resolve, reject });
-      if (!this.flushing) void this.flush();
+      this.schedule();
     });
+  }
+
+  /**
+   * Resolves when a write queued now would start being written: at once when no batch is being
+   * written, else when the batch being written is durable.
+   */
+  turn(): Promise<void> {
+    if (!this.flushing) return Promise.resolve();
+    return new Promise((resolve) => this.turnWaiters.push(resolve));
   }
 
   /** A read that sees queued writes first, then LevelDB. */
@@ -109,6 +121,22 @@ export class GroupCommit {
     while (this.flushing || this.queue.length > 0) await new Promise((r) => setImmediate(r));
   }
 
+  /**
+   * Start a flush at the end of this turn of the event loop, unless one runs or is due: the
+   * operations of a burst (many calls read from one socket, a group of adds let through by turn())
+   * then share one batch, and one fsync, instead of the first going alone. Each batch costs the
+   * process ~10 µs of main-thread time and, fsync'd, ~100 µs of CPU in all (measured on the
+   * benchmark machine), so on a busy node fewer, larger batches leave more CPU to the calls.
+   */
+  private schedule(): void {
+    if (this.flushing || this.due) return;
+    this.due = true;
+    setImmediate(() => {
+      this.due = false;
+      if (!this.flushing) void this.flush();
+    });
+  }
+
   private async flush(): Promise<void> {
     this.flushing = true;
     try {
@@ -131,9 +159,11 @@ export class GroupCommit {
           for (let i = 0; i < p.keys.length; i++) if (this.overlay.get(p.keys[i]!) === p.ops[i]) this.overlay.delete(p.keys[i]!);
         }
         for (const p of group) p.resolve();
+        if (this.turnWaiters.length > 0) for (const w of this.turnWaiters.splice(0)) w();
       }
     } finally {
       this.flushing = false;
+      if (this.turnWaiters.length > 0) for (const w of this.turnWaiters.splice(0)) w();
     }
   }
 }

@@ -1,0 +1,94 @@
+// The count of running calls that lets a node's shutdown wait for calls rather than connections
+// (active-calls.ts, counted by the server's first interceptor in strict-strings.ts): a real gRPC
+// server on loopback, and every way a call can end brings the count back to zero: answered,
+// failed by its handler, refused for a bad string before any handler runs, refused by a later
+// interceptor, and cancelled by its client mid-stream.
+import { strict as assert } from "node:assert";
+import { after, before, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { ReplicaService, type ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
+import { activeCalls } from "../../services/node/active-calls.ts";
+import { StrictStringServer } from "../../services/node/strict-strings.ts";
+import { bind } from "../../services/node/server.ts";
+
+const calls = activeCalls();
+let server: StrictStringServer;
+let client: ReplicaClient;
+let raw: grpc.Client;
+/** Set while a Scan runs, so the test can cancel it then. */
+let scanning: (() => void) | undefined;
+
+/** Refuses Remove here, after the first interceptor, as the auth interceptors refuse calls. */
+const refuseRemove: grpc.ServerInterceptor = (method, next) => {
+  if (!method.path.endsWith("/Remove")) return next as grpc.ServerInterceptingCall;
+  return new grpc.ServerInterceptingCall(next, {
+    start: (go) => go({ onReceiveMetadata: () => next.sendStatus({ code: grpc.status.UNAUTHENTICATED, details: "no", metadata: new grpc.Metadata() }) }),
+  });
+};
+
+
+before(async () => {
+  server = new StrictStringServer({ interceptors: [refuseRemove] }, calls);
+  server.addService(ReplicaService, {
+    add: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 1, replica: "r", counters: [1n] }),
+    query: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb({ code: grpc.status.FAILED_PRECONDITION, details: "handler says no" } as grpc.ServiceError),
+    remove: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { removed: 0, pending: 0, unseenAdds: 0n }),
+    scan: (c: grpc.ServerWritableStream<unknown, unknown>) => {
+      c.write({ members: [Buffer.from("a")], texts: [] });
+      scanning?.();
+    },
+  } as unknown as grpc.UntypedServiceImplementation);
+  const port = await bind(server, "127.0.0.138:0", grpc.ServerCredentials.createInsecure());
+  client = replicaClient(`127.0.0.138:${port}`);
+  raw = new grpc.Client(`127.0.0.138:${port}`, grpc.credentials.createInsecure());
+});
+
+after(() => {
+  client?.close();
+  raw?.close();
+  server?.forceShutdown();
+});
+
+/** The count settles a moment after the status is sent. */
+async function countSettlesAtZero(): Promise<void> {
+  for (let i = 0; i < 100 && calls.count() !== 0; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(calls.count(), 0);
+}
+
+describe("active calls", () => {
+  it("an answered call is counted while it runs and not after", async () => {
+    await call(client, client.add, { key: "k", elements: [Buffer.from("x")], texts: [] });
+    await countSettlesAtZero();
+  });
+
+  it("a call its handler fails", async () => {
+    await assert.rejects(call(client, client.query, { key: "k", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }), (e: grpc.ServiceError) => e.code === grpc.status.FAILED_PRECONDITION);
+    await countSettlesAtZero();
+  });
+
+  it("a call refused for a string that is not UTF-8, before any handler", async () => {
+    const body = Buffer.from(new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(Buffer.from([0x62, 0x80, 0xc0])).finish());
+    await assert.rejects(
+      new Promise((resolve, reject) => raw.makeUnaryRequest("/deltaset.v1.Replica/Add", (b: Buffer) => b, (b: Buffer) => b, body, (err, res) => (err ? reject(err) : resolve(res)))),
+      (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && e.details.startsWith("key is not valid UTF-8"),
+    );
+    await countSettlesAtZero();
+  });
+
+  it("a call a later interceptor refuses", async () => {
+    await assert.rejects(call(client, client.remove, { key: "k", elements: [Buffer.from("x")], texts: [] }), (e: grpc.ServiceError) => e.code === grpc.status.UNAUTHENTICATED);
+    await countSettlesAtZero();
+  });
+
+  it("a stream its client cancels while it runs", async () => {
+    const running = new Promise<void>((r) => (scanning = r));
+    const s = client.scan({ key: "k", startAfter: Buffer.alloc(0), chunkSize: 0, withText: false } as never);
+    s.on("error", () => {});
+    await running;
+    assert.equal(calls.count(), 1, "the stream is counted while it runs");
+    s.cancel();
+    await countSettlesAtZero();
+  });
+});
