@@ -26,7 +26,6 @@ import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./error
 import { wholeTypeCalls } from "./whole-type-calls.js";
 import { type AddStreamDeps, addStreamCall } from "./add-stream.js";
 import { keyCalls } from "./key-calls.js";
-import { AddCoalescer } from "./add-coalescer.js";
 import { watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
@@ -87,7 +86,6 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
   const keyOps = keyCalls({ store, limits, notify, clearWhole: (key, type, name) => whole.clear(key, type, name) });
   const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall });
-  const adds = new AddCoalescer(store, notify, limits.maxElementsPerCall);
 
   /**
    * The type an Add writes: the one asked for, else the key's, else AWSET. A key of another type
@@ -122,8 +120,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const type = await typeForAdd(req.key, req.type);
       const ttlMs = ttlOf(req.ttlMs, type);
       if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params);
-      // Adds of the key queued behind an earlier operation of it are made together (add-coalescer.ts).
-      const r = await adds.add(req.key, elements, ttlMs);
+      const r = await store.add(req.key, elements, ttlMs);
+      notify(req.key, ObjectType.AWSET, r.delta);
       // The replica the dots were minted under, not the store's current one: hand-off may draw a
       // new replica id while the add waits to be durable.
       return { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };

@@ -8,42 +8,22 @@ import { layoutFor } from "./layouts.js";
 import { joinOwnDelta } from "./element-layout.js";
 import { windowOf } from "./element-window.js";
 
-/**
- * add^δ of elements. With perElement, `fresh` says of each element whether this add made it
- * present: it had no live dot, and no earlier position of the list names it.
- */
-export async function addElements(
-  o: ObjectSlot,
-  env: StoreEnv,
-  replicaId: string,
-  elements: Uint8Array[],
-  expiresAt?: number,
-  perElement = false,
-): Promise<{ dots: Dot[]; added: number; delta: AWSet; fresh?: boolean[] }> {
+export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: string, elements: Uint8Array[], expiresAt?: number): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
   const eks = await o.view.loadBytes(elements);
   const window = windowOf(o);
   const delta = window.addDeltaOfKeys(replicaId, eks, expiresAt);
   const dots = eks.map((ek) => delta.entries.get(ek)![0]!);
-  let fresh: boolean[] | undefined;
-  if (perElement) {
-    const named = new Set<string>();
-    fresh = eks.map((ek) => {
-      if (window.entries.has(ek) || named.has(ek)) return false;
-      named.add(ek);
-      return true;
-    });
-  }
   if (window.entries.size === 0 && !env.pending.has(o.key)) {
     // Every element is new here (the usual batch): the join of the delta is its fresh dots, one
     // element each, and its context (the window shares the header's), with nothing to drop.
     o.h.ctx.joinInPlace(delta.ctx);
     for (const [ek, ds] of delta.entries) o.view.setDots(ek, ds, o.h);
-    return { dots, added: delta.entries.size, delta, fresh };
+    return { dots, added: delta.entries.size, delta };
   }
   let added = 0;
   for (const ek of delta.entries.keys()) if (!window.entries.has(ek)) added++;
   const { settled } = await joinOwnDelta(o, env, window, delta, delta.entries.keys());
-  return { dots, added, delta: withSettled(delta, settled), fresh };
+  return { dots, added, delta: withSettled(delta, settled) };
 }
 
 /**

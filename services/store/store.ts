@@ -67,29 +67,6 @@ export class Store extends StoreCore {
     return this.mutate(key, ObjectType.AWSET, (o) => addElements(o, this.env, this.replicaId, elements, expiresAt), { change: (r) => [r.delta] });
   }
 
-  /**
-   * add, with the elements taken when the key's turn comes (under its lock, once), so that callers
-   * arriving meanwhile can still join them (replica/add-coalescer.ts). Answers each element's dot
-   * and whether it was fresh (addElements). The time to live counts from that turn.
-   */
-  /** Resolves when a write queued now would start being written (GroupCommit.turn). */
-  commitTurn(): Promise<void> {
-    return this.commit.turn();
-  }
-
-  addTaking(key: string, take: () => Uint8Array[], ttlMs?: number): Promise<{ dots: Dot[]; added: number; delta: AWSet; fresh: boolean[] }> {
-    return this.mutate(
-      key,
-      ObjectType.AWSET,
-      async (o) => {
-        const expiresAt = ttlMs === undefined ? undefined : this.env.now() + ttlMs;
-        const r = await addElements(o, this.env, this.replicaId, take(), expiresAt, true);
-        return { ...r, fresh: r.fresh! };
-      },
-      { change: (r) => [r.delta] },
-    );
-  }
-
   /** Remove elements (remove^δ); unseen observed adds wait as deferred removes (mutations.ts). */
   remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
     return this.mutate(key, ObjectType.AWSET, (o) => removeElements(o, this.env, elements, observed), { mustExist: true, change: (r) => (r.delta.ctx.isEmpty() ? [] : [r.delta]) });

@@ -1,0 +1,47 @@
+// The group commit under a real store (LevelDB in a temporary directory, fsync): writes queued in
+// one turn of the event loop share one batch, a write queued while a batch is written goes into the
+// next one, and every write is acknowledged only once its batch is durable.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { Store } from "../../services/store/store.ts";
+
+const root = mkdtempSync(join(tmpdir(), "deltaset-group-commit-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+const open = () => Store.open({ dir: join(root, `db${dirs++}`), partitions: 4, partitionOf: (k, p) => k.length % p, sync: "fsync" });
+const el = (s: string) => Buffer.from(s);
+
+describe("group commit", () => {
+  it("adds started in one turn share one batch", async () => {
+    const store = await open();
+    const { batches } = store.stats();
+    await Promise.all(["a", "b", "c", "d"].map((k) => store.add(k, [el("1")])));
+    assert.equal(store.stats().batches - batches, 1);
+    await store.close();
+  });
+
+  it("an add started while a batch is written goes into the next batch, with the others waiting then", async () => {
+    const store = await open();
+    const { batches } = store.stats();
+    const first = store.add("a", [el("1")]);
+    // The first add's batch starts at the end of a turn; the adds below come after it started.
+    for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
+    const rest = ["b", "c", "d"].map((k) => store.add(k, [el("1")]));
+    await Promise.all([first, ...rest]);
+    assert.equal(store.stats().batches - batches, 2);
+    for (const k of ["a", "b", "c", "d"]) assert.deepEqual(await store.contains(k, [el("1")]), [true]);
+    await store.close();
+  });
+
+  it("every add is acknowledged only after its batch is written", async () => {
+    const store = await open();
+    const before = store.stats().batches;
+    const acked: number[] = [];
+    await Promise.all(Array.from({ length: 20 }, (_, i) => store.add(`k${i % 3}`, [el(String(i))]).then(() => acked.push(store.stats().batches))));
+    assert.ok(acked.every((b) => b > before), "no add answered before a batch holding it was written");
+    await store.close();
+  });
+});
