@@ -22,6 +22,8 @@ export interface GroupCommitOptions {
   maxBatch: number;
   /** Reads of at most this many keys run synchronously (see getMany). */
   syncReadMax: number;
+  /** A batch starts at once, not at the end of the turn, when this many records are queued. */
+  startAtRecords: number;
 }
 
 export class GroupCommit {
@@ -32,6 +34,8 @@ export class GroupCommit {
   private failed: Error | undefined;
   /** A flush is scheduled for the end of this turn (schedule). */
   private due = false;
+  /** Records in the queue. */
+  private queuedRecords = 0;
   batches = 0;
   writes = 0;
 
@@ -48,7 +52,11 @@ export class GroupCommit {
     for (let i = 0; i < ops.length; i++) this.overlay.set(keys[i]!, ops[i]!);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ops, keys, resolve, reject });
-      this.schedule();
+      this.queuedRecords += ops.length;
+      // Enough records to fill a batch on their own: waiting for the end of the turn would only
+      // let other work (the next large request's decoding) run before the write starts.
+      if (this.queuedRecords >= this.opts.startAtRecords && !this.flushing) void this.flush();
+      else this.schedule();
     });
   }
 
@@ -132,6 +140,7 @@ export class GroupCommit {
     try {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, this.opts.maxBatch);
+        for (const p of group) this.queuedRecords -= p.ops.length;
         const ops = group.flatMap((p) => p.ops);
         try {
           await writeBatch(this.db, ops, { sync: this.opts.sync });
@@ -140,6 +149,7 @@ export class GroupCommit {
           this.failed = err as Error;
           for (const p of group) p.reject(this.failed);
           for (const p of this.queue.splice(0)) p.reject(this.failed);
+          this.queuedRecords = 0;
           return;
         }
         this.batches++;

@@ -20,6 +20,11 @@ export interface StoreOptions {
   sync?: SyncPolicy;
   /** Most operations folded into one group commit. */
   maxBatch?: number;
+  /**
+   * Records queued that start a group commit at once (default 256); fewer wait for the end of the
+   * event loop's turn, so that the operations of a burst share one batch and one fsync.
+   */
+  batchStartRecords?: number;
   /** Headers kept in memory. */
   headerCacheSize?: number;
   /**

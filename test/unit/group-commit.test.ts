@@ -1,12 +1,15 @@
 // The group commit under a real store (LevelDB in a temporary directory, fsync): writes queued in
 // one turn of the event loop share one batch, a write queued while a batch is written goes into the
-// next one, and every write is acknowledged only once its batch is durable.
+// next one, a batch's worth of records starts at once, and every write is acknowledged only once
+// its batch is durable.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { Store } from "../../services/store/store.ts";
+import { GroupCommit } from "../../services/store/group-commit.ts";
+import { memoryDb } from "../../services/store/db.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-group-commit-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -43,5 +46,22 @@ describe("group commit", () => {
     await Promise.all(Array.from({ length: 20 }, (_, i) => store.add(`k${i % 3}`, [el(String(i))]).then(() => acked.push(store.stats().batches))));
     assert.ok(acked.every((b) => b > before), "no add answered before a batch holding it was written");
     await store.close();
+  });
+});
+
+describe("GroupCommit start of a batch", () => {
+  const put = (i: number) => ({ type: "put" as const, key: Buffer.from(`k${i}`), value: Buffer.from("v") });
+
+  it("a few records wait for the end of the turn; a batch's worth starts at once", async () => {
+    const commit = new GroupCommit(memoryDb(), { sync: false, maxBatch: 256, syncReadMax: 8, startAtRecords: 100 });
+    const small = commit.write([put(0), put(1)]);
+    assert.equal(commit.queued, 1, "queued until the end of the turn");
+    await small;
+    assert.equal(commit.batches, 1);
+    const large = commit.write(Array.from({ length: 100 }, (_, i) => put(i)));
+    assert.equal(commit.queued, 0, "taken into a batch at once");
+    await large;
+    assert.equal(commit.batches, 2);
+    assert.deepEqual(await commit.get(Buffer.from("k99")), Buffer.from("v"));
   });
 });
