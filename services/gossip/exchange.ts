@@ -75,6 +75,11 @@ export interface ExchangeOptions {
   /** A key whose encoded state is larger than this is not announced (counted in settleTooLarge). */
   settleMaxBytes?: number;
   /**
+   * A key still changing this many ms after its first change not yet announced is announced
+   * anyway (0 or left out: only once quiet).
+   */
+  settleMaxWaitMs?: number;
+  /**
    * Encoded bytes one call of announceSettled puts in the buffer, at most (at least one key):
    * keys past it stay due for the next period. Left out: no bound.
    */
@@ -173,7 +178,7 @@ export class GossipExchange {
   ) {
     this.self = o.store.nodeId;
     this.rr = o.sync.algorithm === 2 && o.sync.rr;
-    this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs) : undefined;
+    this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs, o.settleMaxWaitMs !== undefined && o.settleMaxWaitMs > 0 ? o.settleMaxWaitMs : Infinity) : undefined;
     this.engine = new AntiEntropyEngine<KeyedStates>({
       self: this.self,
       ops: o.ops ?? keyedStatesOps,

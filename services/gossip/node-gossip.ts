@@ -73,6 +73,8 @@ export interface NodeGossipOptions {
   settleMs?: number;
   /** Keys whose encoded state is larger are not announced. */
   settleMaxBytes?: number;
+  /** A key still changing this many ms after its first unannounced change is announced anyway (0: only once quiet). */
+  settleMaxWaitMs?: number;
   /** Encoded bytes of settle announcements one period puts in the buffer, at most; the rest wait. */
   settleBytesPerPeriod?: number;
   /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
@@ -160,6 +162,7 @@ export class NodeGossip {
         accepts: o.ownership === undefined || o.ownership.full ? undefined : (p) => o.ownership!.owns(p),
         settleMs: o.settleMs,
         settleMaxBytes: o.settleMaxBytes,
+        settleMaxWaitMs: o.settleMaxWaitMs,
         settleBytesPerPeriod: o.settleBytesPerPeriod,
       },
       // Frames are taken from any live member, not only this node's overlay neighbours: while

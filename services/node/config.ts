@@ -48,6 +48,8 @@ export interface GossipSettings {
   settleMs: number;
   /** Largest encoded state a settle announcement sends. */
   settleMaxBytes: number;
+  /** A key still changing this many ms after its first unannounced change is announced anyway (0: only once quiet). */
+  settleMaxWaitMs: number;
   /** Encoded bytes of settle announcements one gossip period sends, at most (the rest wait). */
   settleBytesPerPeriod: number;
   /** Who a node gossips with: every live member, or its fingers in a ring of the live members (gossip/overlay.ts). */
@@ -213,6 +215,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     pushLocalMs: 0,
     settleMs: 2000,
     settleMaxBytes: 1024 * 1024,
+    settleMaxWaitMs: 30_000,
     settleBytesPerPeriod: 4 * 1024 * 1024,
     overlay: "all",
     exchangeStream: true,
@@ -363,6 +366,9 @@ export function validateConfig(c: NodeConfig): void {
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);
   if (c.gossip.overlay !== "all" && c.gossip.overlay !== "fingers") throw new ConfigError(`gossip overlay must be all or fingers, not "${c.gossip.overlay}"`);
   if (!(Number.isInteger(c.gossip.settleMs) && c.gossip.settleMs >= 0)) throw new ConfigError(`gossip settleMs (--gossip-settle-ms) must be a non-negative integer, not ${c.gossip.settleMs}`);
+  if (!(Number.isInteger(c.gossip.settleMaxWaitMs) && c.gossip.settleMaxWaitMs >= 0)) {
+    throw new ConfigError(`gossip settleMaxWaitMs (--gossip-settle-max-wait-ms) must be a non-negative integer, not ${c.gossip.settleMaxWaitMs}`);
+  }
   if (!(Number.isInteger(c.gossip.settleBytesPerPeriod) && c.gossip.settleBytesPerPeriod >= 1)) {
     throw new ConfigError(`gossip settleBytesPerPeriod (--gossip-settle-bytes-per-period) must be a positive integer, not ${c.gossip.settleBytesPerPeriod}`);
   }

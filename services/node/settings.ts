@@ -215,6 +215,11 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       details: "Its deltas can lose a dot or a remove on the way (filters union only in part and forget); this lets replicas that a burst of writes left apart meet again without another write.",
     },
     {
+      flag: "gossip-settle-max-wait-ms", env: "DELTASET_GOSSIP_SETTLE_MAX_WAIT_MS", path: "gossip.settleMaxWaitMs", kind: "int",
+      description: "a probabilistic set still changing this many ms after its first change not yet announced is sent whole anyway, without waiting for a quiet spell (0: only once quiet)",
+      details: "A key written without a pause never goes quiet; this bounds how long its replicas can stay apart.",
+    },
+    {
       flag: "gossip-settle-max-bytes", env: "DELTASET_GOSSIP_SETTLE_MAX_BYTES", path: "gossip.settleMaxBytes", kind: "int",
       description: "largest encoded state a settle announcement sends; larger keys are not announced (counted in deltaset_gossip_transport_events_total, event settle_too_large)",
     },

@@ -51,6 +51,34 @@ describe("SettleAnnouncer", () => {
     assert.equal(a.pending, 1);
   });
 
+  it("a key that never goes quiet is due once maxWaitMs passed since its first unannounced change", () => {
+    const a = new SettleAnnouncer<string>(1000, 3000);
+    const announcedAt: number[] = [];
+    // Changed every 500 ms for 10 s: never quiet for 1000 ms.
+    for (let now = 0; now <= 10_000; now += 100) {
+      if (now % 500 === 0) a.touch("hot", "T", now);
+      if (due(a, now).length > 0) announcedAt.push(now);
+    }
+    // 3000 after the first change; then 3000 after the first change following each announcement.
+    assert.deepEqual(announcedAt, [3000, 6500, 10_000]);
+    const b = new SettleAnnouncer<string>(1000); // no max wait: never
+    for (let now = 0; now <= 10_000; now += 500) {
+      b.touch("hot", "T", now);
+      assert.deepEqual(due(b, now), []);
+    }
+  });
+
+  it("lists overdue keys first, oldest first change first, then quiet ones, each once", () => {
+    const a = new SettleAnnouncer<string>(100, 1000);
+    a.touch("hot", "T", 0);
+    a.touch("both", "T", 10);
+    a.touch("both", "T", 20);
+    a.touch("calm", "T", 500);
+    a.touch("hot", "T", 1000);
+    // At 1050: hot and both changed first at 0 and 10 (overdue); both and calm are quiet; hot is not.
+    assert.deepEqual(a.quiet(1050).map((d) => d.key), ["hot", "both", "calm"]);
+  });
+
   it("returns the keys due, oldest change first, and keeps the others", () => {
     const a = new SettleAnnouncer<string>(100);
     a.touch("a", "T", 0);
@@ -70,10 +98,10 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
     cluster: "t", from: "b", partitions: P, boot: 3n, frameId: id, acks: [], dropped: [], mac: Buffer.alloc(0),
     payloads: [{ partition: partitionOf(key, P), kind: PayloadKind.DELTA, seq: id, keys: keyedToProto(new Map([[key, { type: ObjectType.AWSET_PROB, state }]]), Date.now()) }],
   });
-  async function exchange(settleMaxBytes?: number, settleBytesPerPeriod?: number) {
+  async function exchange(settleMaxBytes?: number, settleBytesPerPeriod?: number, more: { settleMaxWaitMs?: number; clock?: () => number } = {}) {
     const store = await Store.open({ dir: "memory", nodeId: "a", partitions: P, partitionOf, sync: "buffered" });
     const x = await GossipExchange.create(
-      { store, log: createLogger("error"), cluster: "t", partitions: P, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, stateChunkEntries: 100, maxMessageBytes: 4 << 20, boot: 7n, random: () => 0.5, settleMs: 1000, settleMaxBytes, settleBytesPerPeriod },
+      { store, log: createLogger("error"), cluster: "t", partitions: P, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, stateChunkEntries: 100, maxMessageBytes: 4 << 20, boot: 7n, random: () => 0.5, settleMs: 1000, settleMaxBytes, settleBytesPerPeriod, ...more },
       (id) => id === "b" || id === "c",
     );
     x.engine.setNeighbours(["b", "c"]);
@@ -145,6 +173,29 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
       assert.ok("reply" in (await x.receiveFrame(frameOf(remote, 1n))));
       assert.equal(await x.announceSettled(Date.now() + 5000), 0);
       assert.equal(x.counters.settleTooLarge, 1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("announces a key whose reads keep changing once settleMaxWaitMs passed, though it is never quiet", async () => {
+    let now = 1_000_000;
+    const { store, x } = await exchange(undefined, undefined, { settleMaxWaitMs: 3000, clock: () => now });
+    try {
+      const p = partitionOf(key, P);
+      const announcements = () => x.counters.settleAnnouncements;
+      // A new dot from b every 500 ms: each join changes what reads return here.
+      for (let i = 0; i < 12; i++) {
+        const remote = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
+        remote.joinInPlace(remote.addDelta(Buffer.from(`e${i}`), BigInt(1000 + i)));
+        assert.ok("reply" in (await x.receiveFrame(frameOf(remote, BigInt(i + 1)))));
+        await x.announceSettled(now);
+        if (i < 6) assert.equal(announcements(), 0, `not yet at ${i * 500} ms`);
+        now += 500;
+      }
+      assert.equal(announcements(), 1, "once, 3000 ms after the first change, while still changing");
+      const last = x.engine.buffered(p).filter((e) => e.origin !== "b").at(-1)!;
+      assert.ok((last.delta.get(key)!.state as AWSetProb).holds(1006n), "the whole state as it was then");
     } finally {
       await store.close();
     }
