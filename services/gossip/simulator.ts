@@ -35,6 +35,8 @@ export interface SimulationOptions {
   maxMessageBytes?: number;
   /** Settle announcements after this much quiet time, in the channel's time unit (ExchangeOptions.settleMs; default off). */
   settleMs?: number;
+  /** A key still changing this long after its first unannounced change is announced anyway (ExchangeOptions.settleMaxWaitMs). */
+  settleMaxWaitMs?: number;
 }
 
 // `resets` is not on the wire: it is what the sender's RPC callback remembers of the send (the
@@ -128,6 +130,7 @@ export class GossipSimulation {
         boot: this.newBoot(),
         random: seededRandom((this.random() * 2 ** 32) >>> 0),
         settleMs: this.opts.settleMs,
+        settleMaxWaitMs: this.opts.settleMaxWaitMs,
         clock: () => this.now,
       },
       (peer) => this.nodes.has(peer),

@@ -2,7 +2,8 @@
 // seeded channel): 5 nodes, Algorithm 2 + BP + RR, one probabilistic set with a tiny filter (k = 2,
 // l = 3, m = 64: it shifts and forgets within a few operations) written at random nodes for 40
 // periods, then left alone. Without announcements some workloads end with replicas reading
-// different sets for good; with them every replica reads the same within 40 quiet periods.
+// different sets for good; with them every replica reads the same within 40 quiet periods, and so
+// it does when the quiet time is longer than the run and only the maximum wait announces.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import { ObjectType } from "../../services/crdt/index.ts";
@@ -17,8 +18,8 @@ const topology = new Map(ids.map((id) => [id, ids.filter((o) => o !== id)]));
 const PERIOD = 1000;
 
 /** Reads of the key at every node after the workload and the quiet periods. */
-async function run(seed: number, strategy: UnionStrategy, settleMs: number | undefined): Promise<string[]> {
-  const sim = await GossipSimulation.create({ topology, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, partitions: 4, seed, period: PERIOD, settleMs });
+async function run(seed: number, strategy: UnionStrategy, settleMs: number | undefined, settleMaxWaitMs?: number): Promise<string[]> {
+  const sim = await GossipSimulation.create({ topology, sync: { algorithm: 2, bp: true, rr: true, maxBufferBytes: 1 << 20 }, partitions: 4, seed, period: PERIOD, settleMs, settleMaxWaitMs });
   try {
     const random = seededRandom(seed * 7 + 1);
     const params = { hashes: 2, ageSlices: 3, bits: 64, unionStrategy: strategy };
@@ -61,6 +62,13 @@ describe("settle announcements (simulated cluster)", () => {
     it(`${strategyName(strategy)}, workload ${seed}: apart for good without announcements, the same with them`, async () => {
       assert.equal(together(await run(seed, strategy, undefined)), false, "this workload no longer leaves replicas apart: pick another one");
       const reads = await run(seed, strategy, 3 * PERIOD);
+      assert.ok(together(reads), `replicas still apart: ${reads.join(" | ")}`);
+    });
+  }
+
+  for (const [strategy, seed] of apart) {
+    it(`${strategyName(strategy)}, workload ${seed}: a quiet time longer than the run, and the maximum wait alone brings the replicas together`, async () => {
+      const reads = await run(seed, strategy, 1e9, 5 * PERIOD);
       assert.ok(together(reads), `replicas still apart: ${reads.join(" | ")}`);
     });
   }
