@@ -121,6 +121,8 @@ export interface TransportCounters {
   settleAnnouncements: number;
   /** Keys due for a settle announcement but larger than settleMaxBytes: not announced. */
   settleTooLarge: number;
+  /** Of settleAnnouncements, keys announced still changing, their first change settleMaxWaitMs old (hot keys). */
+  settleOverdue: number;
 }
 
 /** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
@@ -160,6 +162,7 @@ export class GossipExchange {
     exchangeStreamFallbacks: 0,
     settleAnnouncements: 0,
     settleTooLarge: 0,
+    settleOverdue: 0,
     notOwnedRefused: 0,
     stateBytesApplied: 0,
     removesTakenOver: 0,
@@ -225,7 +228,7 @@ export class GossipExchange {
     if (this.settle === undefined) return 0;
     let n = 0;
     let bytes = 0;
-    for (const { key, type } of this.settle.quiet(now)) {
+    for (const { key, type, overdue } of this.settle.quiet(now)) {
       const w = await this.o.store.wholeState(key);
       if (w === undefined || w.type !== type) {
         this.settle.done(key);
@@ -244,6 +247,7 @@ export class GossipExchange {
       // A copy: the store's state is shared with its cache and changes in place.
       this.buffer(key, type, l.clone(w.state));
       this.counters.settleAnnouncements++;
+      if (overdue) this.counters.settleOverdue++;
       bytes += size;
       n++;
     }

@@ -30,20 +30,23 @@ export class SettleAnnouncer<T> {
   }
 
   /**
-   * The keys due at now, still tracked (done() drops one): first those changing for maxWaitMs
-   * without a pause, oldest first change first, then those quiet for quietMs, oldest last change first.
+   * The keys due at now, still tracked (done() drops one): first those whose first unannounced
+   * change is maxWaitMs old, oldest first (overdue: not quiet yet), then the other keys quiet for
+   * quietMs, oldest last change first.
    */
-  quiet(now: number): Array<{ key: string; type: T }> {
-    const out: Array<{ key: string; type: T }> = [];
-    const overdue = new Set<string>();
+  quiet(now: number): Array<{ key: string; type: T; overdue: boolean }> {
+    const out: Array<{ key: string; type: T; overdue: boolean }> = [];
+    const listed = new Set<string>();
     for (const [key, first] of this.since) {
       if (now - first < this.maxWaitMs) break;
-      overdue.add(key);
-      out.push({ key, type: this.changed.get(key)!.type });
+      const c = this.changed.get(key)!;
+      // overdue: due only because of the wait, still changing.
+      out.push({ key, type: c.type, overdue: now - c.at < this.quietMs });
+      listed.add(key);
     }
     for (const [key, c] of this.changed) {
       if (now - c.at < this.quietMs) break;
-      if (!overdue.has(key)) out.push({ key, type: c.type });
+      if (!listed.has(key)) out.push({ key, type: c.type, overdue: false });
     }
     return out;
   }

@@ -18,7 +18,7 @@ import { createLogger } from "../../services/common/logger.ts";
 function due<T>(a: SettleAnnouncer<T>, now: number): Array<{ key: string; type: T }> {
   const out = a.quiet(now);
   for (const d of out) a.done(d.key);
-  return out;
+  return out.map(({ key, type }) => ({ key, type }));
 }
 
 describe("SettleAnnouncer", () => {
@@ -76,7 +76,11 @@ describe("SettleAnnouncer", () => {
     a.touch("calm", "T", 500);
     a.touch("hot", "T", 1000);
     // At 1050: hot and both changed first at 0 and 10 (overdue); both and calm are quiet; hot is not.
-    assert.deepEqual(a.quiet(1050).map((d) => d.key), ["hot", "both", "calm"]);
+    assert.deepEqual(a.quiet(1050), [
+      { key: "hot", type: "T", overdue: true },
+      { key: "both", type: "T", overdue: false }, // quiet too: due anyway
+      { key: "calm", type: "T", overdue: false },
+    ]);
   });
 
   it("returns the keys due, oldest change first, and keeps the others", () => {
@@ -126,6 +130,7 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
       assert.ok(announced.holds(42n), "the whole state, with the dot the join took");
       assert.equal(await x.announceSettled(t0 + 10_000), 0, "once per quiet spell");
       assert.equal(x.counters.settleAnnouncements, 1);
+      assert.equal(x.counters.settleOverdue, 0, "announced quiet, not overdue");
       // A join that changes only the filter (a remove of a dot this node never held) is not a change reads see.
       const filterOnly = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
       filterOnly.joinInPlace(filterOnly.addDelta(Buffer.from("x"), 7n));
@@ -194,6 +199,7 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
         now += 500;
       }
       assert.equal(announcements(), 1, "once, 3000 ms after the first change, while still changing");
+      assert.equal(x.counters.settleOverdue, 1, "counted as overdue");
       const last = x.engine.buffered(p).filter((e) => e.origin !== "b").at(-1)!;
       assert.ok((last.delta.get(key)!.state as AWSetProb).holds(1006n), "the whole state as it was then");
     } finally {
