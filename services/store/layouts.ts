@@ -48,5 +48,6 @@ registerLayout(
     costly: (d) => !d.tombstones.isEmpty(),
     reply: (state, incoming) => state.refusalOf(incoming),
     readVersion: (state) => state.readVersion,
+    readsCovered: (state, incoming) => state.liveDotsHeldBy(incoming),
   }),
 );
