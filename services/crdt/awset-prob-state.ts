@@ -163,13 +163,6 @@ export class AWSetProb {
     return this.owner.has(d);
   }
 
-  /** Does other hold every live dot of this one (so reads of other return all this returns)? */
-  liveDotsHeldBy(other: AWSetProb): boolean {
-    if (this.owner.size > other.owner.size) return false;
-    for (const d of this.owner.keys()) if (!other.owner.has(d)) return false;
-    return true;
-  }
-
   dotCount(): number {
     return this.owner.size;
   }

@@ -425,8 +425,7 @@ export class GossipExchange {
       const r = await this.o.store.merge(key, ks.type, ks.state);
       this.spreadSettled(key, r.settled);
       if (!r.changed) return undefined;
-      // A sender that holds everything this replica now reads needs no announcement back from it.
-      if (r.readChanged !== false && r.readsCovered !== true) this.changedHere(key, ks.type);
+      if (r.readChanged !== false) this.changedHere(key, ks.type);
       return { type: ks.type, state: this.rr ? r.newPart : ks.state };
     } catch (err) {
       if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
@@ -617,7 +616,7 @@ export class GossipExchange {
           const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
           this.spreadSettled(c.key, r.settled);
           if (r.changed) parts.push(r.newPart);
-          if (r.changed && r.readChanged !== false && r.readsCovered !== true) this.changedHere(c.key, c.type);
+          if (r.changed && r.readChanged !== false) this.changedHere(c.key, c.type);
           if (c.keyDone) {
             const f = await this.o.store.finishKey(c.key, c.type, ctx);
             this.spreadSettled(c.key, f.settled);

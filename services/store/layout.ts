@@ -58,12 +58,6 @@ export interface JoinResult<S> {
   settled?: { type: ObjectType; delta: unknown };
   /** Whether what reads return of the key changed (left out: not known, taken as changed). */
   readChanged?: boolean;
-  /**
-   * With readChanged: whether the joined payload holds everything reads return of the key here
-   * after the join (nothing refused, no live dot the payload lacks). Its sender then knows all
-   * this replica knows of the key's live elements; left out: not known.
-   */
-  readsCovered?: boolean;
 }
 
 /** One chunk of a key's full state, as read from the store for a transfer. */

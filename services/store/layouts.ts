@@ -48,6 +48,5 @@ registerLayout(
     costly: (d) => !d.tombstones.isEmpty(),
     reply: (state, incoming) => state.refusalOf(incoming),
     readVersion: (state) => state.readVersion,
-    readsCovered: (state, incoming) => state.liveDotsHeldBy(incoming),
   }),
 );

@@ -46,8 +46,6 @@ export interface WholeStateOptions<S> {
    * left out: not reported).
    */
   readVersion?: (state: S) => number;
-  /** Whether incoming holds everything reads return of state (JoinResult.readsCovered; left out: not reported). */
-  readsCovered?: (state: S, incoming: S) => boolean;
   /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
@@ -181,10 +179,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     const replied = reply !== undefined && lattice.joinInPlace(state, reply);
     if (changed || replied) store(o, env, state, replied ? [incoming, reply] : [incoming]);
     else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
-    const readChanged = readBefore === undefined ? undefined : opts.readVersion!(state) !== readBefore;
-    // Asked only when reads changed (the receiver would announce then): a refusal means the sender lacks something.
-    const readsCovered = readChanged === true && opts.readsCovered !== undefined ? reply === undefined && opts.readsCovered(state, incoming) : undefined;
-    const read = readChanged === undefined ? {} : readsCovered === undefined ? { readChanged } : { readChanged, readsCovered };
+    const read = readBefore === undefined ? {} : { readChanged: opts.readVersion!(state) !== readBefore };
     return reply === undefined ? { changed, newPart, ...read } : { changed, newPart, settled: { type: lattice.type, delta: reply }, ...read };
   };
 

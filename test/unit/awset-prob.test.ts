@@ -46,19 +46,6 @@ describe("AWSET_PROB mutators", () => {
     assert.ok(!s.isBottom(), "the removals are remembered");
   });
 
-  it("liveDotsHeldBy: whether another state holds every live dot of this one", () => {
-    const a = L.bottom();
-    apply(a, a.addDelta(el(1), 1n));
-    const b = L.clone(a);
-    assert.ok(a.liveDotsHeldBy(b) && b.liveDotsHeldBy(a));
-    apply(b, b.addDelta(el(2), 2n));
-    assert.ok(a.liveDotsHeldBy(b), "b holds more");
-    assert.ok(!b.liveDotsHeldBy(a), "a lacks dot 2");
-    apply(a, a.addDelta(el(1), 3n)); // dot 1 retired, 3 live: b lacks 3
-    assert.ok(!a.liveDotsHeldBy(b));
-    assert.ok(L.bottom().liveDotsHeldBy(a), "nothing live is held by anyone");
-  });
-
   it("add wins over a concurrent remove, both ways", () => {
     const a = L.bottom();
     apply(a, a.addDelta(el(7), 1n));
