@@ -217,7 +217,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     {
       flag: "gossip-settle-max-wait-ms", env: "DELTASET_GOSSIP_SETTLE_MAX_WAIT_MS", path: "gossip.settleMaxWaitMs", kind: "int",
       description: "a probabilistic set still changing this many ms after its first change not yet announced is sent whole anyway, without waiting for a quiet spell (0: only once quiet; counted in deltaset_gossip_transport_events_total, event settle_overdue)",
-      details: "A key written without a pause never goes quiet; this bounds how long its replicas can stay apart.",
+      details: "A key written without a pause never goes quiet; this way its replicas are repaired at least this often, not only once the writes stop.",
     },
     {
       flag: "gossip-settle-max-bytes", env: "DELTASET_GOSSIP_SETTLE_MAX_BYTES", path: "gossip.settleMaxBytes", kind: "int",
