@@ -25,12 +25,20 @@ const COMMON = {
 } as const;
 
 export type Values = Record<string, string | boolean | undefined>;
+export type OptionSpec = Record<string, { type: "string" | "boolean"; default?: string | boolean }>;
 
-export function parse(
-  args: string[],
-  extra: Record<string, { type: "string" | "boolean"; default?: string | boolean }> = {},
-): { values: Values; positionals: string[] } {
-  const r = parseArgs({ args, options: { ...COMMON, ...extra }, allowPositionals: true, strict: true });
+/** --help or -h before any --: the command prints its usage and these options (main.ts), and does nothing. */
+export class HelpRequested extends Error {
+  constructor(readonly options: OptionSpec) {
+    super("help requested");
+  }
+}
+
+export function parse(args: string[], extra: OptionSpec = {}): { values: Values; positionals: string[] } {
+  const options = { ...COMMON, ...extra };
+  const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
+  if (own.includes("--help") || own.includes("-h")) throw new HelpRequested(options);
+  const r = parseArgs({ args, options, allowPositionals: true, strict: true });
   return { values: r.values as Values, positionals: r.positionals };
 }
 

@@ -7,7 +7,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { generateClusterKey } from "../node/cluster-keys.js";
 import { UsageError } from "./client-commands.js";
 import { type ClusterNodeSpec, planCluster as plan } from "../node/cluster-plan.js";
@@ -31,24 +30,70 @@ export function ensureClusterKey(dir: string): string {
   return file;
 }
 
+export const CLUSTER_HELP = `usage: deltaset cluster [--nodes N] [--port P] [--dir DIR] [--first-host H] [--chaos | --toxiproxy URL] [NODE FLAGS...]
+
+Runs N node processes on 127.0.0.H, 127.0.0.H+1, ... (port P on each), joined through seeds and
+sharing the cluster key DIR/cluster.key; node nI keeps its data in DIR/nI and its log in DIR/nI.log.
+Ctrl-C (or SIGTERM) stops every node. Exits 1 when a node fails to start.
+
+  --nodes N        nodes to run (default 3)
+  --port P         the port of every node (default 7070)
+  --dir DIR        data directories, logs and the cluster key (default .deltaset/cluster)
+  --first-host H   the first node listens on 127.0.0.H (default 11)
+  --chaos          peer links through per-link fault proxies, with a Toxiproxy-compatible API on 127.0.0.1:8474
+  --toxiproxy URL  peer links through per-link proxies of the Toxiproxy API at URL
+
+Every other flag goes to every node as written (deltaset node --help lists them), e.g.
+  deltaset cluster --nodes 5 --replication-factor 3 --gossip-interval-ms 100
+and so does everything after --.
+`;
+
+/** The cluster command's own flags and their kinds; every other argument is the nodes'. */
+const CLUSTER_FLAGS: Record<string, "string" | "boolean"> = { nodes: "string", port: "string", dir: "string", "first-host": "string", toxiproxy: "string", chaos: "boolean", help: "boolean" };
+
+/**
+ * The cluster's flags (--name V, --name=V, booleans bare or =true/false, -h) and, in order, the
+ * arguments for the nodes: any other flag with the value after it, and everything after --.
+ */
+export function splitClusterArgs(args: readonly string[]): { values: Record<string, string | boolean>; forwarded: string[] } {
+  const values: Record<string, string | boolean> = {};
+  const forwarded: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--") {
+      forwarded.push(...args.slice(i + 1));
+      break;
+    }
+    if (a === "-h") {
+      values.help = true;
+      continue;
+    }
+    const m = /^--([^=]+)(?:=(.*))?$/s.exec(a);
+    const kind = m === null ? undefined : CLUSTER_FLAGS[m[1]!];
+    if (m === null || kind === undefined) {
+      forwarded.push(a);
+      continue;
+    }
+    const name = m[1]!;
+    if (kind === "boolean") {
+      if (m[2] !== undefined && m[2] !== "true" && m[2] !== "false") throw new UsageError(`--${name} is true or false, not "${m[2]}"`);
+      values[name] = m[2] !== "false";
+      continue;
+    }
+    const v = m[2] ?? args[++i];
+    if (v === undefined) throw new UsageError(`--${name} needs a value`);
+    values[name] = v;
+  }
+  return { values, forwarded };
+}
+
 export async function clusterCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args,
-    options: {
-      nodes: { type: "string", default: "3" },
-      port: { type: "string", default: "7070" },
-      dir: { type: "string", default: ".deltaset/cluster" },
-      "first-host": { type: "string", default: "11" },
-      // Peer links through per-link fault proxies: a Toxiproxy-compatible server in this process
-      // (127.0.0.1:8474), or the Toxiproxy API given by --toxiproxy.
-      chaos: { type: "boolean", default: false },
-      toxiproxy: { type: "string" },
-    },
-    allowPositionals: true,
-    strict: false,
-  });
-  // Anything after `--` (or unknown flags) goes to every node, e.g. --gossip-interval-ms 100.
-  const extra = args.includes("--") ? args.slice(args.indexOf("--") + 1) : positionals;
+  const { values: given, forwarded: extra } = splitClusterArgs(args);
+  if (given.help === true) {
+    process.stdout.write(CLUSTER_HELP);
+    return;
+  }
+  const values: Record<string, string | boolean | undefined> = { nodes: "3", port: "7070", dir: ".deltaset/cluster", "first-host": "11", chaos: false, ...given };
   let proxyServer: { url: string; close(): Promise<void> } | undefined;
   let peerProxy: string | undefined;
   if (values.chaos === true || values.toxiproxy !== undefined) {
@@ -98,7 +143,7 @@ export async function clusterCommand(args: string[]): Promise<void> {
       }),
   );
   let stopping = false;
-  const stopAll = async (why: string) => {
+  const stopAll = async (why: string, exitCode: number) => {
     if (stopping) return;
     stopping = true;
     process.stdout.write(`\n${why}: stopping ${children.length} nodes...\n`);
@@ -114,14 +159,15 @@ export async function clusterCommand(args: string[]): Promise<void> {
     );
     await proxyServer?.close();
     process.stdout.write("all nodes stopped\n");
-    process.exit(0);
+    process.exit(exitCode);
   };
-  process.once("SIGINT", () => void stopAll("interrupted"));
-  process.once("SIGTERM", () => void stopAll("terminated"));
+  process.once("SIGINT", () => void stopAll("interrupted", 0));
+  process.once("SIGTERM", () => void stopAll("terminated", 0));
   try {
     await Promise.all(ready);
   } catch (err) {
-    await stopAll((err as Error).message);
+    // A node that did not start: the cluster is not what was asked for.
+    await stopAll((err as Error).message, 1);
     return;
   }
   const width = Math.max(...specs.map((s) => s.address.length));

@@ -1,5 +1,7 @@
 // The `deltaset` command.
+import { commandHelp } from "./command-help.js";
 import {
+  HelpRequested,
   UsageError,
   addCommand,
   deleteCommand,
@@ -78,15 +80,33 @@ export async function main(argv: string[]): Promise<void> {
   try {
     await cmd(rest);
   } catch (err) {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(commandHelp(name, HELP, err.options));
+      return;
+    }
     const e = err as { code?: number; details?: string; message?: string };
     if (err instanceof UsageError || (err as Error).name === "TypeError" && /ERR_PARSE_ARGS/.test(String((err as { code?: string }).code))) {
       process.stderr.write(`deltaset ${name}: ${e.message}\n`);
       process.exit(2);
     }
     if (typeof e.code === "number" && e.details !== undefined) {
-      process.stderr.write(`deltaset ${name}: ${e.details} (gRPC status ${e.code})\n`);
+      process.stderr.write(`deltaset ${name}: ${unreachable(e.code, e.details, rest) ?? e.details} (gRPC status ${e.code})\n`);
       process.exit(1);
     }
     throw err;
   }
+}
+
+/**
+ * A call that found no node (UNAVAILABLE before any connection): which address was tried, why,
+ * and how to name another, instead of grpc-js's "No connection established. Last error: ...".
+ */
+function unreachable(code: number, details: string, args: string[]): string | undefined {
+  if (code !== 14 || !details.startsWith("No connection established")) return undefined;
+  const at = args.indexOf("--addr");
+  const given = args.find((a) => a.startsWith("--addr="))?.slice(7) ?? (at >= 0 ? args[at + 1] : undefined);
+  const addr = given ?? process.env.DELTASET_ADDR ?? "127.0.0.1:7070";
+  const why = /Last error: (?:Error: )?(.*?)\.?(?: Resolution note:.*)?$/s.exec(details)?.[1] ?? details;
+  const hint = given === undefined ? "; name the node with --addr HOST:PORT or $DELTASET_ADDR" : "";
+  return `no node answers at ${addr} (${why})${hint}`;
 }

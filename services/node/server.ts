@@ -5,6 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, protoPath as healthProtoPath } from "grpc-health-check";
+import { ConfigError } from "./config.js";
 
 export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
 export const PROTO_FILES = ["deltaset/v1/types.proto", "deltaset/v1/replica.proto", "deltaset/v1/gossip.proto", "deltaset/v1/membership.proto"];
@@ -43,9 +44,15 @@ export function setServing(health: HealthImplementation, serving: boolean): void
   for (const name of SERVICE_NAMES) health.setStatus(name, s);
 }
 
+/** Listen on address; an address that cannot be taken (in use, not local) is a ConfigError naming it. */
 export function bind(server: grpc.Server, address: string, creds: grpc.ServerCredentials): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(address, creds, (err, port) => (err ? reject(err) : resolve(port)));
+    server.bindAsync(address, creds, (err, port) => {
+      if (!err) return resolve(port);
+      // grpc-js wraps the socket errors: "No address added out of total 1 resolved errors: [listen EADDRINUSE: ...]".
+      const why = /errors: \[(.*)\]$/s.exec(err.message)?.[1] ?? err.message;
+      reject(new ConfigError(`cannot listen on ${address} (--listen): ${why}`));
+    });
   });
 }
 

@@ -1,7 +1,7 @@
 // Hardening, from outside (real node processes and the CLI): the data directory and the node's
 // files are private; an idle TCP connection does not hold up shutdown; a TLS key that does not
 // match its certificate, or a certificate outside its validity, stops start-up with one line that
-// says so; the CLI prefers --token-file / $DELTASET_TOKEN and never prints a token.
+// says so, as does a listen address in use; the CLI prefers --token-file / $DELTASET_TOKEN and never prints a token.
 import { strict as assert } from "node:assert";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -60,6 +60,19 @@ describe("hardening", () => {
       assert.match(n.logs(), /"msg":"node stopped".*"drain":"drained"/);
     } finally {
       socket.destroy();
+    }
+  });
+
+  it("refuses a listen address in use with one line naming it, not a stack trace", async () => {
+    const first = await startNodeProcess(["--listen", "127.0.0.137:0", "--data-dir", join(root, "first")]);
+    try {
+      const r = await runCli(["node", "--listen", first.address, "--data-dir", join(root, "second")]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(lines(r.stderr).length, 1, r.stderr);
+      assert.match(lines(r.stderr)[0]!, new RegExp(`cannot listen on ${first.address.replace(/\./g, "\\.")} \\(--listen\\): listen EADDRINUSE`));
+      assert.doesNotMatch(r.stderr, /^\s+at /m, "no stack trace");
+    } finally {
+      await first.stop();
     }
   });
 

@@ -1,0 +1,51 @@
+// `deltaset COMMAND --help` (and -h) for every client command and verify: exit 0, the command's
+// usage and its options on stdout, and no call made (the address given would refuse one). A node
+// that does not answer is named in one line.
+import { strict as assert } from "node:assert";
+import { describe, it } from "node:test";
+import { runCli } from "../helpers/node-process.ts";
+
+const COMMANDS: Record<string, string[]> = {
+  add: ["--stdin", "--type", "--ttl", "--strategy"],
+  remove: [],
+  query: ["--page-size", "--all"],
+  scan: ["--chunk", "--count"],
+  incr: ["--request-id"],
+  export: ["--since-file", "--next-since-file", "--chunk-bytes"],
+  import: [],
+  keys: ["--prefix", "--all"],
+  delete: [],
+  watch: ["--prefix", "--since-file"],
+  members: ["--all"],
+  owners: [],
+};
+
+describe("deltaset COMMAND --help", () => {
+  it("prints each client command's usage and options and calls no node", async () => {
+    for (const [name, own] of Object.entries(COMMANDS)) {
+      const r = await runCli([name, name === "add" ? "-h" : "--help", "--addr", "127.0.0.1:1"]);
+      assert.equal(r.code, 0, `${name}: ${r.stderr}`);
+      assert.equal(r.stderr, "", name);
+      assert.match(r.stdout, new RegExp(`^usage: deltaset ${name} \\[options\\]\\n\\n  ${name} `), name);
+      for (const f of ["--addr VALUE", "--json", "--token-file VALUE", ...own]) assert.ok(r.stdout.includes(f), `${name} lists ${f}`);
+    }
+  });
+
+  it("verify --help names --data-dir and opens nothing", async () => {
+    const r = await runCli(["verify", "--help"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /--data-dir VALUE +the stopped node's data directory/);
+  });
+
+  it("--help after -- is an argument, not a request for help", async () => {
+    const r = await runCli(["query", "--addr", "127.0.0.1:1", "--timeout", "2000", "k", "--", "--help"]);
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /^deltaset query: no node answers at 127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\) \(gRPC status 14\)$/m);
+  });
+
+  it("a node that does not answer is named, with how to name another when none was given", async () => {
+    const r = await runCli(["keys"], { DELTASET_ADDR: "127.0.0.1:1" });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^deltaset keys: no node answers at 127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\); name the node with --addr HOST:PORT or \$DELTASET_ADDR \(gRPC status 14\)$/m);
+  });
+});
