@@ -92,6 +92,11 @@ export const STORAGE_SETTINGS: SettingGroup = {
       description: "`fsync` every group commit, or `buffered` (survives process crashes only)",
     },
     {
+      flag: "group-commit-start-records", env: "DELTASET_GROUP_COMMIT_START_RECORDS", path: "groupCommitStartRecords", kind: "int",
+      description: "records queued that start a group commit (one LevelDB batch and its fsync) at once; fewer wait for the end of the event loop's turn, so the operations read from one socket share a batch",
+      details: "A burst of small operations is split into batches of about this many records: the first batch's fsync then runs while the rest of the burst is processed, and its answers go out before the burst's last operation is done. Under 32 single-element Adds in flight (3 records each), 48 answered 0.63x a no-op server against 0.52x with 256, for 2.4x as many batches (bench machine, 8 alternated rounds).",
+    },
+    {
       flag: "store-write-buffer-bytes", env: "DELTASET_STORE_WRITE_BUFFER_BYTES", path: "storage.writeBufferBytes", kind: "int", readme: true,
       description: "LevelDB write buffer (memtable): bytes of writes gathered in memory before they are sorted into a file (at least 64 KiB)",
       details: "4x LevelDB's default: bulk loads then flush and compact a third as often (measured by `npm run bench:replica`), for up to twice this much memory.",

@@ -123,8 +123,9 @@ export class GroupCommit {
    * Start a flush at the end of this turn of the event loop, unless one runs or is due: the
    * operations of a burst (many calls read from one socket) then share one batch and one fsync,
    * instead of the first going alone and the rest waiting for the next. A batch costs ~10 µs of
-   * event-loop time and, fsync'd, ~100 µs of CPU in all; under 32 unary Adds in flight this makes
-   * 2.4-2.7x fewer batches at the same throughput (bench machine, scratch runs).
+   * event-loop time and, fsync'd, ~100 µs of CPU in all. A long burst does not wait for its end:
+   * startAtRecords queued start the batch at once (write), so its fsync runs while the rest of the
+   * burst is processed.
    */
   private schedule(): void {
     if (this.flushing || this.due) return;

@@ -21,8 +21,9 @@ export interface StoreOptions {
   /** Most operations folded into one group commit. */
   maxBatch?: number;
   /**
-   * Records queued that start a group commit at once (default 256); fewer wait for the end of the
-   * event loop's turn, so that the operations of a burst share one batch and one fsync.
+   * Records queued that start a group commit at once (default 48); fewer wait for the end of the
+   * event loop's turn, so that the operations of a burst share a batch and an fsync, and a long
+   * burst's first batch is written while the rest of it is processed.
    */
   batchStartRecords?: number;
   /** Headers kept in memory. */
