@@ -52,7 +52,7 @@ const KL_TABLE: readonly (readonly (readonly [number, number])[])[] = [
 export function tableKL(error: number, level: number): { k: number; l: number } {
   const row = Number.isInteger(error) ? KL_TABLE[error - 1] : undefined;
   const cell = row !== undefined && Number.isInteger(level) ? row[level] : undefined;
-  if (cell === undefined) throw new RangeError(`no APBF configuration for error ${error}, level ${level}`);
+  if (cell === undefined) throw new RangeError(`no APBF configuration for error ${error}, level ${level}: error is 1 to 5 (a false-positive rate of 10^-error) and level 0 to 5 (0 to 4 with error 1)`);
   return { k: cell[0], l: cell[1] };
 }
 

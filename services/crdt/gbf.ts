@@ -58,7 +58,9 @@ export function gbfParamsFor(capacity: number, fpr: number, seed = 0): GbfParams
   const k = Math.max(1, Math.round(-Math.log(fpr) / Math.LN2));
   // With k rounded, size m for the target: ε = (1 - e^{-kn/m})^k  =>  m = -kn / ln(1 - ε^{1/k}).
   const m = Math.ceil((-k * capacity) / Math.log(1 - fpr ** (1 / k)));
-  return gbfParams(Math.min(m, MAX_BITS), Math.min(k, MAX_HASHES), seed);
+  // Refused rather than capped: a capped filter would answer at a far higher rate than asked.
+  if (m > MAX_BITS) throw new FilterParamError(`a GBF of capacity ${capacity} at false-positive rate ${fpr} needs ${m} bits, above the 2^32 a GBF can have: use a scalable filter or a higher rate`);
+  return gbfParams(m, Math.min(k, MAX_HASHES), seed);
 }
 
 /** The bit set: sparse while small, dense once above m/32 bits (never converted back). */

@@ -17,7 +17,7 @@ export function sinceFrom(msg: CausalContextMsg | undefined): CausalContext | un
 export function checkKey(key: string, limits: Limits): void {
   if (key.length === 0) throw invalid("key is required");
   const bytes = Buffer.byteLength(key, "utf8");
-  if (bytes > limits.maxKeyBytes) throw tooLarge(`key has ${bytes} bytes; the limit is ${limits.maxKeyBytes} (max_key_bytes)`);
+  if (bytes > limits.maxKeyBytes) throw tooLarge(`key has ${bytes} bytes; the limit is ${limits.maxKeyBytes} (--max-key-bytes)`);
 }
 
 /** elements and texts of a request, as one list of byte strings, checked against the limits. */
@@ -35,7 +35,7 @@ export function collectElements(
   for (const [i, e] of all.entries()) {
     if (e.length === 0) throw invalid(`element ${i} is empty; elements must have at least one byte`);
     if (e.length > limits.maxElementBytes) {
-      throw tooLarge(`element ${i} has ${e.length} bytes; the limit is ${limits.maxElementBytes} (max_element_bytes)`);
+      throw tooLarge(`element ${i} has ${e.length} bytes; the limit is ${limits.maxElementBytes} (--max-element-bytes)`);
     }
   }
   return all;

@@ -23,7 +23,7 @@ export class TypeMismatchError extends Error {
     readonly requested: ObjectType,
   ) {
     super(
-      `key "${key}" holds a ${ObjectType[existing] ?? existing}, not a ${ObjectType[requested] ?? requested}; ` +
+      `key "${key}" is of type ${ObjectType[existing] ?? existing}, not ${ObjectType[requested] ?? requested}; ` +
         `use another key or the matching operation`,
     );
   }

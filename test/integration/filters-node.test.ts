@@ -61,10 +61,11 @@ describe("filter keys on a 3-node cluster", () => {
     await add(0, "grow", ["x"], ObjectType.GBF);
     await expectRefused(remove(0, "grow", ["x"]), status.FAILED_PRECONDITION, /GBF, which cannot remove.*ORCF/);
     await expectRefused(query(0, "grow", []), status.FAILED_PRECONDITION, /cannot list its elements/);
-    await expectRefused(add(0, "grow", ["y"], ObjectType.ORCF), status.FAILED_PRECONDITION, /holds a GBF, not a ORCF/);
+    await expectRefused(add(0, "grow", ["y"], ObjectType.ORCF), status.FAILED_PRECONDITION, /key "grow" is of type GBF, not ORCF; use another key/);
     await expectRefused(add(0, "grow", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /GBF/);
     await expectRefused(add(0, "fresh-counter", ["y"], ObjectType.COUNTER), status.FAILED_PRECONDITION, /created by Increment/);
-    await expectRefused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 10_000_000_000n })), status.RESOURCE_EXHAUSTED, /--max-filter-bytes/);
+    await expectRefused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 100_000_000n })), status.RESOURCE_EXHAUSTED, /a GBF of \d+ bytes; the limit is 16777216 \(--max-filter-bytes\)/);
+    await expectRefused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 10_000_000_000n })), status.INVALID_ARGUMENT, /above the 2\^32 a GBF can have/);
     await expectRefused(add(0, "bad", ["y"], ObjectType.GBF, params({ falsePositiveRate: 0.7 })), status.INVALID_ARGUMENT, /false_positive_rate/);
     assert.deepEqual((await query(0, "grow", ["x"])).presence.map((p) => p.present), [true], "the key is unchanged");
   });

@@ -128,6 +128,9 @@ describe("Delete", () => {
     const deleted = await runCli(["delete", "cli-set", "--addr", c.addresses[1]!, "--json"]);
     assert.equal(deleted.code, 0, deleted.stderr);
     assert.equal(JSON.parse(deleted.stdout).removed, 2);
+    const none = await runCli(["keys", "--prefix", "nothing-", "--addr", c.addresses[1]!]);
+    assert.equal(none.code, 0, none.stderr);
+    assert.equal(none.stdout, '(no keys starting with "nothing-")\n');
   });
 });
 

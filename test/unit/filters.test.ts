@@ -39,6 +39,8 @@ describe("GBF", () => {
     const p = gbfParamsFor(10_000, 1 / 32);
     assert.equal(p.hashes, 5);
     assert.ok(p.bits / 10_000 > 7.1 && p.bits / 10_000 < 7.3, `bits per element ${p.bits / 10_000}`);
+    // Above 2^32 bits a filter cannot meet the target: refused, naming the bits needed, not capped.
+    assert.throws(() => gbfParamsFor(1_000_000_000, 0.00001), /needs 2\d{10} bits, above the 2\^32 a GBF can have/);
   });
 
   it("measured false-positive rate at capacity matches the target, with no false negatives", () => {
