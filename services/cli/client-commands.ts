@@ -7,7 +7,7 @@ import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { UnionStrategy } from "../gen/deltaset/v1/types.js";
 import { ObjectType, contextFromProto } from "../crdt/index.js";
-import { bar, createOutput, showElement } from "./output.js";
+import { bar, createOutput, percent, showElement } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
 import { addStream } from "../client/add-stream.js";
 import { TokenError, resolveToken } from "./token.js";
@@ -262,7 +262,7 @@ export async function queryCommand(args: string[]): Promise<void> {
       const present = res.probabilistic ? "maybe present" : "present";
       const filter = res.filter === undefined ? undefined : { ...res.filter, estimatedCount: Number(res.filter.estimatedCount), parameters: JSON.parse(res.filter.parameters || "null") };
       const lines = res.presence.map((p) => `${p.present ? present : "absent".padEnd(present.length)}  ${showElement(p.element)}`);
-      if (filter !== undefined) lines.push(`(${ObjectType[res.type]}: about ${filter.estimatedCount} elements, estimated false-positive rate ${(filter.estimatedFalsePositiveRate * 100).toPrecision(3)}%)`);
+      if (filter !== undefined) lines.push(`(${ObjectType[res.type]}: about ${filter.estimatedCount} elements, estimated false-positive rate ${percent(filter.estimatedFalsePositiveRate)})`);
       out.result({ key, type: ObjectType[res.type], presence: res.presence.map((p) => ({ element: showElement(p.element), present: p.present })), probabilistic: res.probabilistic, filter }, lines.join("\n"));
       return;
     }
@@ -290,7 +290,7 @@ export async function queryCommand(args: string[]): Promise<void> {
     const vv = contextFromProto(ctx);
     // A probabilistic set has no causal context: its tombstone filter is what it reports.
     const filter = first.filter === undefined ? undefined : { ...first.filter, estimatedCount: Number(first.filter.estimatedCount), parameters: JSON.parse(first.filter.parameters || "null") };
-    const about = filter === undefined ? `context over ${vv.replicas().length} replica(s)` : `tombstone filter ${JSON.stringify(filter.parameters)}, estimated false-positive rate ${(filter.estimatedFalsePositiveRate * 100).toPrecision(3)}%`;
+    const about = filter === undefined ? `context over ${vv.replicas().length} replica(s)` : `tombstone filter ${JSON.stringify(filter.parameters)}, estimated false-positive rate ${percent(filter.estimatedFalsePositiveRate)}`;
     out.result(
       { key, type: typeName, size, members, more: token.length > 0, context: ctx, pendingRemoves, ...(filter === undefined ? {} : { filter }) },
       [`${key} (${typeName}, ${size} member(s), ${about}${pendingRemoves > 0 ? `, ${pendingRemoves} remove(s) waiting for adds not yet received` : ""})`, ...members.map((m) => `  ${m}`), ...(token.length > 0 ? ["  ... (--all for every page, or use scan)"] : [])].join("\n"),

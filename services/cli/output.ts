@@ -52,3 +52,13 @@ export function showElement(b: Uint8Array): string {
   }
   return "0x" + Buffer.from(b).toString("hex");
 }
+
+/**
+ * A probability as a percentage for people: three significant digits, and "below 0.0001%" under
+ * that (a filter holding a few elements estimates rates like 1e-47, which read as noise).
+ */
+export function percent(rate: number): string {
+  if (rate === 0) return "0%";
+  if (rate < 1e-6) return "below 0.0001%";
+  return `${Number((rate * 100).toPrecision(3))}%`;
+}
