@@ -125,18 +125,25 @@ export async function clusterCommand(args: string[]): Promise<void> {
   const keyFile = ensureClusterKey(String(values.dir));
   for (const s of specs) s.args.push("--cluster-key-file", keyFile);
   const children: ChildProcess[] = [];
+  /** Per node: resolves once it exited and all it printed is in its log file. */
+  const logged: Array<Promise<void>> = [];
   const ready = specs.map(
     (s) =>
       new Promise<void>((resolve, reject) => {
         const log = createWriteStream(s.logFile, { flags: "a" });
         const child = spawn(process.execPath, [BIN, "node", ...s.args], { stdio: ["ignore", "pipe", "pipe"] });
         children.push(child);
-        child.stderr!.pipe(log);
+        // Ended below, once both streams are: stdout is copied into the same file.
+        child.stderr!.pipe(log, { end: false });
         child.stdout!.on("data", (d: Buffer) => {
           log.write(d);
           if (d.toString().includes('"event":"listening"')) resolve();
         });
-        child.once("exit", (code) => {
+        // "close" comes after the process exited and its output ended: the log then holds all of
+        // it, so the path printed below (or read after the command exits) shows why it stopped.
+        const done = new Promise<number | null>((r) => child.once("close", (code) => log.end(() => r(code))));
+        logged.push(done.then(() => undefined));
+        void done.then((code) => {
           if (!stopping) process.stderr.write(`node ${s.nodeId} exited with ${code}; its log: ${s.logFile}\n`);
           reject(new Error(`node ${s.nodeId} exited with ${code}`));
         });
@@ -147,16 +154,9 @@ export async function clusterCommand(args: string[]): Promise<void> {
     if (stopping) return;
     stopping = true;
     process.stdout.write(`\n${why}: stopping ${children.length} nodes...\n`);
-    await Promise.all(
-      children.map(
-        (c) =>
-          new Promise<void>((r) => {
-            if (c.exitCode !== null || c.signalCode !== null) return r();
-            c.once("exit", () => r());
-            c.kill("SIGTERM");
-          }),
-      ),
-    );
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGTERM");
+    // Every node gone and its log complete before this process exits.
+    await Promise.all(logged);
     await proxyServer?.close();
     process.stdout.write("all nodes stopped\n");
     process.exit(exitCode);

@@ -27,8 +27,11 @@ describe("deltaset cluster", () => {
     const dir = join(root, "bad");
     const r = await runCli(["cluster", "--nodes", "2", "--first-host", "141", "--port", "7941", "--dir", dir, "--max-message-bytes", "lots"]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
-    assert.match(r.stderr, /node n\d exited with 2; its log: .*n\d\.log/);
-    assert.match(readFileSync(join(dir, "n1.log"), "utf8"), /--max-message-bytes/);
+    const failed = /node (n\d) exited with 2; its log: (\S+)/.exec(r.stderr);
+    assert.ok(failed, r.stderr);
+    assert.equal(failed[2], join(dir, `${failed[1]}.log`));
+    // The log named is complete when the command exits: it says why the node stopped.
+    assert.match(readFileSync(failed[2]!, "utf8"), /--max-message-bytes/);
   });
 
   it("takes its own flags in both forms and passes every other flag, with its value, to the nodes", () => {
