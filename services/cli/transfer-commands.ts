@@ -23,13 +23,13 @@ const STREAM_TIMEOUT = "600000";
  * context). A file that does not exist yet (the first of a series of exports): no since, the
  * whole state, which is always correct to import.
  */
-export function readSince(path: string): CausalContext | undefined {
+export function readSince(path: string, fallback: "exporting" | "watching from"): CausalContext | undefined {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-      process.stderr.write(`--since-file ${path} does not exist: exporting the whole state\n`);
+      process.stderr.write(`--since-file ${path} does not exist: ${fallback} the whole state\n`);
       return undefined;
     }
     throw new UsageError(`--since-file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
@@ -53,7 +53,7 @@ export async function exportCommand(args: string[]): Promise<void> {
   const key = needKey(positionals, "deltaset export KEY [--since-file F] [--next-since-file G] [--chunk N] [--chunk-bytes B] [--addr HOST:PORT] > FILE");
   if (process.stdout.isTTY) throw new UsageError("stdout is a terminal: pipe the export to `deltaset import KEY --addr ...` or redirect it to a file");
   const conn = connection(values);
-  const since = values["since-file"] === undefined ? undefined : readSince(values["since-file"] as string);
+  const since = values["since-file"] === undefined ? undefined : readSince(values["since-file"] as string, "exporting");
   const client = replicaClient(values.addr as string, conn.creds);
   let chunks = 0;
   let nextSince: CausalContext | undefined;
@@ -129,7 +129,7 @@ export async function watchCommand(args: string[]): Promise<void> {
   if (prefix !== undefined && positionals.length > 0) throw new UsageError("give a key or --prefix, not both");
   const sinceFile = values["since-file"] as string | undefined;
   if (sinceFile !== undefined && prefix !== undefined) throw new UsageError("--since-file applies to a key watch only");
-  const since = sinceFile === undefined ? undefined : readSince(sinceFile);
+  const since = sinceFile === undefined ? undefined : readSince(sinceFile, "watching from");
   const client = replicaClient(values.addr as string, conn.creds);
   const json = values.json === true;
   let catchUpCtx: import("../crdt/index.js").CausalContext | undefined;

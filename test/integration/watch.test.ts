@@ -115,9 +115,12 @@ describe("Watch", () => {
     const sinceFile = join(dir, "cli-w.since");
     const child = spawn(process.execPath, [BIN, "watch", "cli-w", "--since-file", sinceFile, "--addr", c.addresses[0]!, "--json"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
+    let err = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     try {
       await eventually("the catch-up printed", async () => out, (o) => o.includes('"kind":"catch-up"'), 15_000);
+      assert.match(err, /--since-file .*cli-w\.since does not exist: watching from the whole state/);
       await c.add(0, "cli-w", ["q"]);
       await eventually("the change printed", async () => out, (o) => /"kind":"change","added":\["q"\]/.test(o), 15_000);
       const since = JSON.parse(readFileSync(sinceFile, "utf8"));
