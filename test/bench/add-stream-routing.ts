@@ -3,6 +3,7 @@
 // (every node takes every batch itself), same clients, same run. One stream per node, batches of
 // BATCH elements, each batch to a key drawn from KEYS; elements/s counts acknowledged elements.
 // The setups alternate for `rounds` rounds, so a shared machine's load falls on both alike.
+// Writes docs/results/add-stream-routing.json and its chart (no target: a comparison).
 // Usage: npm run bench:add-stream-routing [-- seconds [rounds]]
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +13,8 @@ import type { AddStreamAck } from "../../services/gen/deltaset/v1/replica.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { ownersAt } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { drawChart } from "./charts/draw.ts";
+import { writeResults } from "./lib/results.ts";
 
 const SECONDS = Number(process.argv[2] ?? 8);
 const ROUNDS = Number(process.argv[3] ?? 1);
@@ -57,7 +60,8 @@ async function stream(address: string, ms: number, seed: number): Promise<number
   return elements;
 }
 
-async function run(setup: string, factor: string, hosts: number[], port: number): Promise<void> {
+/** Acknowledged elements/s of one setup. */
+async function run(setup: string, factor: string, hosts: number[], port: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "deltaset-bench-route-"));
   const c = new TestCluster(dir, hosts.map((h) => `127.0.5.${h}:${port}`), [...FLAGS, "--replication-factor", factor], factor === "all" ? "f" : "p");
   try {
@@ -69,13 +73,24 @@ async function run(setup: string, factor: string, hosts: number[], port: number)
     const secs = (performance.now() - started) / 1000;
     const total = counts.reduce((a, b) => a + b, 0);
     process.stdout.write(`${setup}: ${total} elements in ${secs.toFixed(1)} s = ${Math.round(total / secs)} elements/s (5 streams, batches of ${BATCH}, ${KEYS} keys)\n`);
+    return total / secs;
   } finally {
     await c.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+const rounds: Array<{ all: number; r3: number }> = [];
 for (let r = 0; r < ROUNDS; r++) {
-  await run("R = all, 5 nodes", "all", [71, 72, 73, 74, 75], 7841);
-  await run("R = 3, 5 nodes  ", "3", [76, 77, 78, 79, 80], 7842);
+  const all = await run("R = all, 5 nodes", "all", [71, 72, 73, 74, 75], 7841);
+  const r3 = await run("R = 3, 5 nodes  ", "3", [76, 77, 78, 79, 80], 7842);
+  rounds.push({ all, r3 });
 }
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const path = writeResults("add-stream-routing", {
+  params: { nodes: 5, seconds: SECONDS, rounds: ROUNDS, batch: BATCH, keys: KEYS, window: WINDOW, streams: "one per node" },
+  metrics: { rounds, meanAll: mean(rounds.map((x) => x.all)), meanR3: mean(rounds.map((x) => x.r3)), r3OverAll: mean(rounds.map((x) => x.r3)) / mean(rounds.map((x) => x.all)) },
+  targets: [],
+});
+await drawChart(path);
+process.stdout.write(`wrote ${path}\n`);

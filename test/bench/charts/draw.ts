@@ -6,6 +6,7 @@ import { basename } from "node:path";
 import type { ChartSpec } from "../lib/plot.js";
 import { renderSvg } from "../lib/plot.js";
 import type { ResultDoc } from "../lib/results.js";
+import { addStreamRoutingChart } from "./add-stream-routing.js";
 import { chaosRunChart } from "./chaos-run.js";
 import { chaosSummaryChart } from "./chaos-summary.js";
 import { countersChart } from "./counters.js";
@@ -39,6 +40,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "prob-cluster.json": probClusterChart,
   "prob-settle.json": probSettleChart,
   "gossip-transport.json": gossipTransportChart,
+  "add-stream-routing.json": addStreamRoutingChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */
