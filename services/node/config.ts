@@ -112,8 +112,8 @@ export interface NodeConfig {
   peerReconnectInitialMs: number;
   peerReconnectMaxMs: number;
   sync: "fsync" | "buffered";
-  /** Records queued that start a group commit at once; fewer wait for the end of the event loop's turn. */
-  groupCommitStartRecords: number;
+  /** Operations queued that start a group commit at once; fewer wait for the end of the event loop's turn. */
+  groupCommitStartOperations: number;
   storage: StorageSettings;
   /** The garbage collection of adds whose time to live ran out. */
   ttlSweep: { periodMs: number; batch: number };
@@ -167,7 +167,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   peerReconnectInitialMs: 100,
   peerReconnectMaxMs: 2000,
   sync: "fsync",
-  groupCommitStartRecords: 48,
+  groupCommitStartOperations: 16,
   storage: {
     // 4x LevelDB's default: bulk loads then flush and compact a third as often (measured by
     // npm run bench:replica), for up to twice this much memory.
@@ -365,8 +365,8 @@ export function validateConfig(c: NodeConfig): void {
     throw new ConfigError(`peerReconnectMaxMs (--peer-reconnect-max-ms) must be an integer of at least --peer-reconnect-initial-ms (${c.peerReconnectInitialMs}), not ${c.peerReconnectMaxMs}`);
   }
   if (c.sync !== "fsync" && c.sync !== "buffered") throw new ConfigError(`sync must be "fsync" or "buffered", not "${c.sync}"`);
-  if (!(Number.isInteger(c.groupCommitStartRecords) && c.groupCommitStartRecords >= 1)) {
-    throw new ConfigError(`groupCommitStartRecords (--group-commit-start-records) must be a positive integer, not ${c.groupCommitStartRecords}`);
+  if (!(Number.isInteger(c.groupCommitStartOperations) && c.groupCommitStartOperations >= 1)) {
+    throw new ConfigError(`groupCommitStartOperations (--group-commit-start-operations) must be a positive integer, not ${c.groupCommitStartOperations}`);
   }
   if (!["debug", "info", "warn", "error"].includes(c.logLevel)) throw new ConfigError(`log level "${c.logLevel}" is not debug, info, warn or error`);
   if (c.gossip.algorithm !== "alg1" && c.gossip.algorithm !== "alg2") throw new ConfigError(`gossip algorithm must be alg1 or alg2`);

@@ -94,7 +94,7 @@ export async function startNode(
     partitions: config.partitions,
     partitionOf,
     sync: config.sync,
-    batchStartRecords: config.groupCommitStartRecords,
+    batchStartOperations: config.groupCommitStartOperations,
     maxPendingRemoves: config.maxPendingRemoves,
     writeBufferBytes: config.storage.writeBufferBytes,
     cacheBytes: config.storage.cacheBytes,

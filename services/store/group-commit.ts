@@ -22,8 +22,10 @@ export interface GroupCommitOptions {
   maxBatch: number;
   /** Reads of at most this many keys run synchronously (see getMany). */
   syncReadMax: number;
-  /** A batch starts at once, not at the end of the turn, when this many records are queued. */
+  /** A batch starts at once, not at the end of the turn, when this many records are queued... */
   startAtRecords: number;
+  /** ...or this many operations. */
+  startAtOperations: number;
 }
 
 export class GroupCommit {
@@ -53,9 +55,10 @@ export class GroupCommit {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ops, keys, resolve, reject });
       this.queuedRecords += ops.length;
-      // Enough records to fill a batch on their own: waiting for the end of the turn would only
-      // let other work (the next large request's decoding) run before the write starts.
-      if (this.queuedRecords >= this.opts.startAtRecords && !this.flushing) void this.flush();
+      // Enough records to fill a batch, or a burst long enough that its first part's fsync should
+      // overlap the rest: waiting for the end of the turn would only let other work run first.
+      const long = this.queuedRecords >= this.opts.startAtRecords || this.queue.length >= this.opts.startAtOperations;
+      if (long && !this.flushing) void this.flush();
       else this.schedule();
     });
   }
@@ -124,8 +127,10 @@ export class GroupCommit {
    * operations of a burst (many calls read from one socket) then share one batch and one fsync,
    * instead of the first going alone and the rest waiting for the next. A batch costs ~10 µs of
    * event-loop time and, fsync'd, ~100 µs of CPU in all. A long burst does not wait for its end:
-   * startAtRecords queued start the batch at once (write), so its fsync runs while the rest of the
-   * burst is processed.
+   * startAtRecords records or startAtOperations operations queued start the batch at once (write),
+   * so its fsync runs while the rest of the burst is processed. Operations, not records, measure a
+   * burst's length: each costs tens of µs to process whatever its size, and a few larger writes
+   * started one by one would each take an fsync of their own.
    */
   private schedule(): void {
     if (this.flushing || this.due) return;

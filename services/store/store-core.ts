@@ -52,13 +52,13 @@ export abstract class StoreCore {
      */
     public replicaId: string,
     readonly partitions: number,
-    protected readonly opts: { sync: SyncPolicy; maxBatch: number; batchStartRecords: number; headerCacheSize: number; stateCacheBytes: number; presenceFilterBytes: number; presenceScanAfterReads: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
+    protected readonly opts: { sync: SyncPolicy; maxBatch: number; batchStartRecords: number; batchStartOperations: number; headerCacheSize: number; stateCacheBytes: number; presenceFilterBytes: number; presenceScanAfterReads: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,
       "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
     >,
     pending: PendingRemoves,
   ) {
-    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8, startAtRecords: opts.batchStartRecords });
+    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8, startAtRecords: opts.batchStartRecords, startAtOperations: opts.batchStartOperations });
     this.presence = new ElementPresence(opts.presenceFilterBytes);
     this.env = {
       db,

@@ -21,11 +21,15 @@ export interface StoreOptions {
   /** Most operations folded into one group commit. */
   maxBatch?: number;
   /**
-   * Records queued that start a group commit at once (default 48); fewer wait for the end of the
-   * event loop's turn, so that the operations of a burst share a batch and an fsync, and a long
-   * burst's first batch is written while the rest of it is processed.
+   * Records queued that start a group commit at once (default 256); fewer wait for the end of the
+   * event loop's turn, so that the operations of a burst share one batch and one fsync.
    */
   batchStartRecords?: number;
+  /**
+   * Operations queued that start a group commit at once (default 16): a long burst's first batch
+   * is written while the rest of it is processed.
+   */
+  batchStartOperations?: number;
   /** Headers kept in memory. */
   headerCacheSize?: number;
   /**

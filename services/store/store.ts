@@ -35,7 +35,8 @@ export class Store extends StoreCore {
     const opts = {
       sync: "fsync" as SyncPolicy,
       maxBatch: 256,
-      batchStartRecords: 48,
+      batchStartRecords: 256,
+      batchStartOperations: 16,
       headerCacheSize: 50_000,
       stateCacheBytes: 256 * 1024 * 1024,
       presenceFilterBytes: 64 * 1024 * 1024,

@@ -77,7 +77,7 @@ describe("configuration", () => {
       [{ "tls-cert": "/x.pem" }, {}, /tls.cert and tls.key go together/],
       [{ "store-write-buffer-bytes": "100" }, {}, /storage.writeBufferBytes must be an integer of at least 65536/],
       [{ "peer-reconnect-initial-ms": "0" }, {}, /--peer-reconnect-initial-ms\) must be a positive integer/],
-      [{ "group-commit-start-records": "0" }, {}, /--group-commit-start-records\) must be a positive integer/],
+      [{ "group-commit-start-operations": "0" }, {}, /--group-commit-start-operations\) must be a positive integer/],
       [{ "peer-reconnect-initial-ms": "500", "peer-reconnect-max-ms": "400" }, {}, /--peer-reconnect-max-ms\) must be an integer of at least --peer-reconnect-initial-ms \(500\)/],
     ];
     for (const [flags, env, msg] of bad) assert.throws(() => loadConfig(flags, env), (e: Error) => e instanceof ConfigError && msg.test(e.message));

@@ -1,6 +1,6 @@
 // The group commit under a real store (LevelDB in a temporary directory, fsync): writes queued in
 // one turn of the event loop share one batch, a write queued while a batch is written goes into the
-// next one, a batch's worth of records starts at once, and every write is acknowledged only once
+// next one, a batch's worth of records or a long burst of operations starts at once, and every write is acknowledged only once
 // its batch is durable.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -53,7 +53,7 @@ describe("GroupCommit start of a batch", () => {
   const put = (i: number) => ({ type: "put" as const, key: Buffer.from(`k${i}`), value: Buffer.from("v") });
 
   it("a few records wait for the end of the turn; a batch's worth starts at once", async () => {
-    const commit = new GroupCommit(memoryDb(), { sync: false, maxBatch: 256, syncReadMax: 8, startAtRecords: 100 });
+    const commit = new GroupCommit(memoryDb(), { sync: false, maxBatch: 256, syncReadMax: 8, startAtRecords: 100, startAtOperations: 1000 });
     const small = commit.write([put(0), put(1)]);
     assert.equal(commit.queued, 1, "queued until the end of the turn");
     await small;
@@ -63,5 +63,19 @@ describe("GroupCommit start of a batch", () => {
     await large;
     assert.equal(commit.batches, 2);
     assert.deepEqual(await commit.get(Buffer.from("k99")), Buffer.from("v"));
+  });
+
+  it("a burst of startAtOperations small writes starts a batch at once; the rest of the turn's go in the next", async () => {
+    const db = memoryDb();
+    await db.open();
+    const commit = new GroupCommit(db, { sync: false, maxBatch: 256, syncReadMax: 8, startAtRecords: 100, startAtOperations: 4 });
+    const first = [0, 1, 2].map((i) => commit.write([put(i)]));
+    assert.equal(commit.queued, 3, "three wait for the end of the turn");
+    first.push(commit.write([put(3)]));
+    assert.equal(commit.queued, 0, "the fourth starts the batch at once");
+    const rest = [4, 5].map((i) => commit.write([put(i)]));
+    await Promise.all([...first, ...rest]);
+    assert.equal(commit.batches, 2, "the writes after it share the next batch");
+    assert.deepEqual(await commit.get(Buffer.from("k5")), Buffer.from("v"));
   });
 });
