@@ -34,10 +34,15 @@ export class HelpRequested extends Error {
   }
 }
 
+/** --help or -h among the arguments before any -- (after it they are arguments like any other). */
+export function wantsHelp(args: readonly string[]): boolean {
+  const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
+  return own.includes("--help") || own.includes("-h");
+}
+
 export function parse(args: string[], extra: OptionSpec = {}): { values: Values; positionals: string[] } {
   const options = { ...COMMON, ...extra };
-  const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
-  if (own.includes("--help") || own.includes("-h")) throw new HelpRequested(options);
+  if (wantsHelp(args)) throw new HelpRequested(options);
   const r = parseArgs({ args, options, allowPositionals: true, strict: true });
   return { values: r.values as Values, positionals: r.positionals };
 }

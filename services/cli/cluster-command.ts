@@ -126,7 +126,7 @@ export async function clusterCommand(args: string[]): Promise<void> {
   for (const s of specs) s.args.push("--cluster-key-file", keyFile);
   const children: ChildProcess[] = [];
   /** Per node: resolves once it exited and all it printed is in its log file. */
-  const logged: Array<Promise<void>> = [];
+  const logged: Array<Promise<unknown>> = [];
   const ready = specs.map(
     (s) =>
       new Promise<void>((resolve, reject) => {
@@ -142,7 +142,7 @@ export async function clusterCommand(args: string[]): Promise<void> {
         // "close" comes after the process exited and its output ended: the log then holds all of
         // it, so the path printed below (or read after the command exits) shows why it stopped.
         const done = new Promise<number | null>((r) => child.once("close", (code) => log.end(() => r(code))));
-        logged.push(done.then(() => undefined));
+        logged.push(done);
         void done.then((code) => {
           if (!stopping) process.stderr.write(`node ${s.nodeId} exited with ${code}; its log: ${s.logFile}\n`);
           reject(new Error(`node ${s.nodeId} exited with ${code}`));

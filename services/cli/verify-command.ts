@@ -5,12 +5,12 @@ import { parseArgs } from "node:util";
 import { ObjectType } from "../crdt/index.js";
 import { partitionOf } from "../gossip/partition.js";
 import { Store, StoreOpenError } from "../store/store.js";
-import { HelpRequested, UsageError } from "./client-commands.js";
+import { HelpRequested, UsageError, wantsHelp } from "./client-commands.js";
 import { bar, createOutput } from "./output.js";
 
 export async function verifyCommand(args: string[]): Promise<void> {
   const options = { "data-dir": { type: "string" }, json: { type: "boolean", default: false } } as const;
-  if (args.includes("--help") || args.includes("-h")) throw new HelpRequested(options);
+  if (wantsHelp(args)) throw new HelpRequested(options);
   const { values, positionals } = parseArgs({
     args,
     options,
