@@ -1,10 +1,9 @@
 #!/usr/bin/env node
-// The deltaset command. Runs the TypeScript sources through tsx (a runtime dependency), so the
-// same files run in development, in CI and in the container image without a build step.
+// The deltaset command. Runs the TypeScript sources through esbuild's transform (ts-loader.mjs),
+// so the same files run in development, in CI and in the container image without a build step.
 import { register as registerHook } from "node:module";
-import { register } from "tsx/esm/api";
+import "./register-ts.mjs";
 
-register();
 // Tracing of gRPC calls hooks grpc-js before anything imports it, which in an ES module program
 // takes import-in-the-middle's loader hook. Only then: with telemetry off nothing of it is loaded.
 if (process.argv[2] === "node") {

@@ -13,7 +13,8 @@ if [ "${#files[@]}" -eq 0 ]; then echo "no test files found" >&2; exit 1; fi
 tap=$(mktemp)
 trap 'rm -f "$tap"' EXIT
 set +e
-node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" \
+# Through the module loader the node itself runs on (bin/ts-loader.mjs), so tests run the same code.
+node --import ./bin/register-ts.mjs --test --test-concurrency="${TEST_CONCURRENCY:-2}" \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$tap" \
   "${files[@]}"

@@ -1,7 +1,7 @@
 // A no-op deltaset.v1.Replica server for the throughput ceilings of bench:replica: Add answers at
 // once with an empty response, AddStream acknowledges each batch as it arrives. Same proto, same
 // grpc-js server options as a node, its own process (as a node is). Prints "listening HOST:PORT".
-// usage: tsx test/bench/noop-server.ts HOST
+// usage: node --import ./bin/register-ts.mjs test/bench/noop-server.ts HOST
 import * as grpc from "@grpc/grpc-js";
 import { type AddStreamAck, type AddStreamRequest, ReplicaService } from "../../services/gen/deltaset/v1/replica.js";
 import { serverOptions } from "../../services/node/server.js";

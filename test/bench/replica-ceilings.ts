@@ -21,10 +21,11 @@ import { redisAvailable, saddRate, startRedis } from "./redis-baseline.ts";
 
 type Client = ReturnType<typeof replicaClient>;
 const NOOP = fileURLToPath(new URL("./noop-server.ts", import.meta.url));
-const TSX = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.url));
+// Run through the same module loader as a node, so both servers run the same transformed code.
+const REGISTER = fileURLToPath(new URL("../../bin/register-ts.mjs", import.meta.url));
 
 async function startNoop(host: string): Promise<{ address: string; stop: () => Promise<void> }> {
-  const child = spawn(TSX, [NOOP, host], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", REGISTER, NOOP, host], { stdio: ["ignore", "pipe", "inherit"] });
   const address = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on("line", (l) => l.startsWith("listening ") && resolve(l.slice(10)));
     child.once("exit", (code) => reject(new Error(`no-op server exited (${code})`)));
