@@ -55,7 +55,9 @@ function privateCacheDir() {
  */
 function isProjectTs(url) {
   const path = url.split(/[?#]/, 1)[0];
-  return path.startsWith(ROOT) && path.endsWith(".ts") && !path.includes("/node_modules/");
+  // Under this project's root but not in its own node_modules: deltaset itself may sit in
+  // another project's node_modules.
+  return path.startsWith(ROOT) && path.endsWith(".ts") && !path.startsWith(`${ROOT}node_modules/`);
 }
 
 export async function resolve(specifier, context, nextResolve) {

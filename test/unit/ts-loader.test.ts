@@ -3,7 +3,7 @@
 // traces mapped to the sources, and a transform cache only in a directory no one else can write.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -59,4 +59,17 @@ test("does not use a cache directory others can write to, and still runs", (t) =
   chmodSync(dir, 0o777);
   assert.equal(runFixture(tmp).area, 9);
   assert.deepEqual(readdirSync(dir), [], "nothing written to (or read from) a world-writable directory");
+});
+
+test("runs the sources when deltaset itself lies in another project's node_modules", (t) => {
+  const tmp = mkdtempSync(join(tmpdir(), "ts-loader-"));
+  t.after(() => rmSync(tmp, { recursive: true, force: true }));
+  const pkg = join(tmp, "node_modules", "deltaset");
+  mkdirSync(pkg, { recursive: true });
+  for (const part of ["bin", "services", "proto", "tsconfig.json", "package.json"]) cpSync(join(REPO, part), join(pkg, part), { recursive: true });
+  // The other project's dependencies: ours, linked beside the package.
+  for (const dep of readdirSync(join(REPO, "node_modules"))) symlinkSync(join(REPO, "node_modules", dep), join(tmp, "node_modules", dep));
+  const out = execFileSync(process.execPath, [join(pkg, "bin", "deltaset.mjs"), "--help"], { cwd: tmp, env: { ...process.env, TMPDIR: tmp }, encoding: "utf8" });
+  assert.match(out, /^deltaset: replicated add-wins sets/);
+  assert.match(out, /deltaset node --listen/);
 });
