@@ -17,7 +17,7 @@ import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { transform, version as esbuildVersion } from "esbuild";
+import { stop as stopEsbuild, transform, version as esbuildVersion } from "esbuild";
 
 const ROOT = new URL("../", import.meta.url).href;
 // The project's compiler options that change emitted code (class fields, decorators) apply here
@@ -31,6 +31,9 @@ const OPTIONS = {
   tsconfigRaw: { compilerOptions },
 };
 const CACHE_DIR = privateCacheDir();
+/** esbuild's service process stops once no transform came for this long (then restarts if one does). */
+const ESBUILD_IDLE_MS = 2000;
+let idleTimer;
 let cacheWritable = CACHE_DIR !== undefined;
 
 /**
@@ -86,6 +89,10 @@ export async function load(url, context, nextLoad) {
     }
   }
   const { code } = await transform(source, { ...OPTIONS, sourcefile: file });
+  // A node transforms its modules at start only: esbuild's process (about 15 MB) need not outlive that.
+  clearTimeout(idleTimer);
+  idleTimer = setTimeout(() => void stopEsbuild(), ESBUILD_IDLE_MS);
+  idleTimer.unref();
   if (cached !== undefined && cacheWritable) {
     try {
       // Written whole under a temporary name, then renamed: a reader never sees half a file.

@@ -8,6 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
+import { startNodeProcess } from "../helpers/node-process.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 const FIXTURE = "test/fixtures/ts-loader/main.ts";
@@ -72,4 +74,31 @@ test("runs the sources when deltaset itself lies in another project's node_modul
   const out = execFileSync(process.execPath, [join(pkg, "bin", "deltaset.mjs"), "--help"], { cwd: tmp, env: { ...process.env, TMPDIR: tmp }, encoding: "utf8" });
   assert.match(out, /^deltaset: replicated add-wins sets/);
   assert.match(out, /deltaset node --listen/);
+});
+
+/** Command lines of a process's children (Linux). */
+function childCommands(pid: number): string[] {
+  const kids = readdirSync(`/proc/${pid}/task`).flatMap((t) => readFileSync(`/proc/${pid}/task/${t}/children`, "utf8").split(" ").filter((x) => x !== ""));
+  return kids.map((k) => {
+    try {
+      return readFileSync(`/proc/${k}/cmdline`, "utf8").replaceAll("\0", " ");
+    } catch {
+      return "";
+    }
+  });
+}
+
+test("a node started with nothing cached keeps no esbuild process once it serves", async (t) => {
+  const tmp = mkdtempSync(join(tmpdir(), "ts-loader-"));
+  t.after(() => rmSync(tmp, { recursive: true, force: true }));
+  const node = await startNodeProcess(["--listen", "127.0.0.1:0", "--data-dir", join(tmp, "data"), "--log-level", "warn"], { TMPDIR: tmp });
+  t.after(() => node.stop());
+  assert.ok(readdirSync(cacheDirIn(tmp)).length > 50, "the node's modules were transformed, not found in a cache");
+  let esbuild: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    esbuild = childCommands(node.child.pid!).filter((c) => c.includes("esbuild"));
+    if (esbuild.length === 0) break;
+    await sleep(250);
+  }
+  assert.deepEqual(esbuild, [], "esbuild's service stopped within 10 s of the start");
 });
