@@ -172,6 +172,8 @@ export class GossipExchange {
   private readonly settle: SettleAnnouncer<ObjectType> | undefined;
   private readonly rr: boolean;
   private readonly self: string;
+  /** Neighbours that answered a frame or stream of this process: they know its boot id. */
+  private readonly greeted = new Set<string>();
 
   private constructor(
     private readonly o: ExchangeOptions,
@@ -193,10 +195,11 @@ export class GossipExchange {
 
   /**
    * An exchange whose Algorithm 2 sequence numbers restart past the durable ones, made durable
-   * before it runs (so every partition ships full state to every neighbour first: durable-seq.ts).
+   * before it runs (so every partition holding data ships full state to every neighbour first:
+   * durable-seq.ts).
    */
   static async create(o: ExchangeOptions, isPeer: (id: string) => boolean): Promise<GossipExchange> {
-    const seqs = await restartSeqs(await o.store.loadSeqs(), o.partitions, o.store);
+    const seqs = await restartSeqs(await o.store.loadSeqs(), o.partitions, await o.store.partitionsHoldingData(), o.store);
     return new GossipExchange(o, seqs, isPeer);
   }
 
@@ -302,7 +305,22 @@ export class GossipExchange {
       flush();
       out.push({ to: f.to, frames, states, resets });
     }
+    if (opts.tail !== true) this.greet(out);
     return out;
+  }
+
+  /**
+   * An empty frame to each neighbour that has not answered this process yet and gets nothing else
+   * this period: it carries this boot id, so a neighbour learns of a restart even when this node
+   * has nothing to send (its partitions hold no data and restart at seq 0: durable-seq.ts), and
+   * gives a wiped node everything back. Sent again each period until answered.
+   */
+  private greet(out: Outgoing[]): void {
+    for (const to of this.engine.neighbours()) {
+      if (this.greeted.has(to) || out.some((o) => o.to === to)) continue;
+      const frame: GossipFrame = { cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: [], acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC };
+      out.push({ to, frames: [frame], states: [], resets: this.engine.resetsOf(to) });
+    }
   }
 
   /**
@@ -368,6 +386,7 @@ export class GossipExchange {
    * what this frame carried, are ignored.
    */
   onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>, dropped: readonly PartitionDrop[] = [], resetsAtSend?: number): void {
+    this.greeted.add(from);
     if (this.noticeBoot(from, boot)) return;
     // Acks answer what was sent: if the peer's acks were reset since (a restart or a drop it told
     // of meanwhile), that send was planned on acks that no longer hold, and its acks prove nothing.

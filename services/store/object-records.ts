@@ -14,6 +14,23 @@ export function partitionKeys(db: StoreDb, partition: number): AsyncGenerator<st
 const OBJECTS_END = Buffer.from([OBJECTS + 1]);
 
 /**
+ * The partitions holding at least one object record: one seek per such partition, and one more
+ * to find none after the last.
+ */
+export async function partitionsWithObjects(db: StoreDb): Promise<Set<number>> {
+  const out = new Set<number>();
+  let gte = partitionPrefix(0);
+  for (;;) {
+    const k = (await db.keys({ gte, lt: OBJECTS_END, limit: 1 }).all())[0];
+    if (k === undefined) return out;
+    const partition = k.readUInt16BE(1);
+    out.add(partition);
+    if (partition === 0xffff) return out;
+    gte = partitionPrefix(partition + 1);
+  }
+}
+
+/**
  * Keys of several partitions read one after another (a full-state stream of every partition). One
  * seek per key, jumping from header to header; the seek that finds nothing more in its partition
  * lands on the first key of a later partition, so the partitions in between are known to hold no

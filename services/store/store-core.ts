@@ -16,6 +16,7 @@ import { OBJECTS, elementRange, headerKey, objectPrefix, unescapeBytes } from ".
 import { type Header, decodeHeader, encodeHeader } from "./records.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
+import { partitionsWithObjects } from "./object-records.js";
 import { loadSeqs, persistSeqs } from "./seq-records.js";
 
 
@@ -183,6 +184,11 @@ export abstract class StoreCore {
 
   loadSeqs(): Promise<Map<number, number>> {
     return loadSeqs(this.db);
+  }
+
+  /** The partitions holding any object record (what a restart must ship before it looks caught up). */
+  partitionsHoldingData(): Promise<Set<number>> {
+    return partitionsWithObjects(this.db);
   }
 
   /** Durably record the sequence numbers of these partitions, in one atomic batch. */

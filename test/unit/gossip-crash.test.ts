@@ -19,8 +19,38 @@ const ring3 = new Map([
 const alg2 = { algorithm: 2 as const, bp: true, rr: true };
 
 describe("crash invariant (simulation, the node's persistence policy)", () => {
-  it("restarts every partition one past its persisted seq", () => {
-    assert.deepEqual(seqsAfterRestart(new Map([[1, 7]]), 3), [1, 8, 1]);
+  it("restarts every partition holding data one past its persisted seq, and an empty one at 0", () => {
+    assert.deepEqual(seqsAfterRestart(new Map([[1, 7]]), 3, new Set([0, 1, 2])), [1, 8, 1]);
+    assert.deepEqual(seqsAfterRestart(new Map([[1, 7]]), 3, new Set([1])), [0, 8, 0]);
+    assert.deepEqual(seqsAfterRestart(new Map([[1, 7]]), 3, new Set()), [0, 0, 0]);
+  });
+
+  it("a fresh cluster sends its first writes as deltas: no partition needs a full state first", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 8, seed: 7, faults: NO_FAULTS });
+    for (let i = 0; i < 3; i++) await sim.step();
+    for (let k = 0; k < 16; k++) await sim.add(sim.nodeIds[k % 3]!, `k${k}`, [b(`e${k}`)]);
+    assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+    for (const id of sim.nodeIds) {
+      const c = sim.engine(id).snapshot().counters;
+      assert.equal(c.stateFallbacks, 0, `${id} planned full states`);
+      assert.ok(c.itemsSent.delta > 0, `${id} sent no delta`);
+    }
+    await sim.close();
+  });
+
+  it("a node restarted with data ships the partitions holding data by full state, and restarts the others at 0", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 8, seed: 11, faults: NO_FAULTS });
+    await sim.add("a", "only-key", [b("x")]);
+    assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+    await sim.restart("a");
+    const p = sim.partitionOf("only-key");
+    const seqs = sim.engine("a").snapshot().partitions.map((s) => s.seq);
+    for (let q = 0; q < 8; q++) if (q !== p) assert.equal(seqs[q], 0, `empty partition ${q} restarted at ${seqs[q]}`);
+    assert.ok(seqs[p]! >= 1, "the partition holding data restarted past its persisted seq");
+    for (let i = 0; i < 6; i++) await sim.step();
+    assert.ok(sim.engine("a").snapshot().counters.stateFallbacks > 0, "the partition holding data was shipped by full state");
+    assert.ok(await sim.converged(), "replicas differ after the restart");
+    await sim.close();
   });
 
   it("an add acknowledged just before a crash (no tick in between) reaches every node", async () => {
