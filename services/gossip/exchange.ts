@@ -282,7 +282,7 @@ export class GossipExchange {
       let batchBytes = 0;
       const flush = () => {
         if (batch.length === 0) return;
-        frames.push({ cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: batch, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC });
+        frames.push(this.frame(batch));
         batch = [];
         batchBytes = 0;
       };
@@ -318,9 +318,13 @@ export class GossipExchange {
   private greet(out: Outgoing[]): void {
     for (const to of this.engine.neighbours()) {
       if (this.greeted.has(to) || out.some((o) => o.to === to)) continue;
-      const frame: GossipFrame = { cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads: [], acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC };
-      out.push({ to, frames: [frame], states: [], resets: this.engine.resetsOf(to) });
+      out.push({ to, frames: [this.frame([])], states: [], resets: this.engine.resetsOf(to) });
     }
+  }
+
+  /** A frame of this node's with these payloads (its boot id and dropped partitions on it). */
+  private frame(payloads: GossipFrame["payloads"]): GossipFrame {
+    return { cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC };
   }
 
   /**
