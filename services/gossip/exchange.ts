@@ -49,6 +49,11 @@ export interface ExchangeOptions {
   sync: Algorithm1Config | Algorithm2Config;
   /** Elements per chunk of a full-state stream. */
   stateChunkEntries: number;
+  /**
+   * Payload bytes after which a full-state stream ends, at the end of the partition that reached
+   * them; the rest of its partitions go in the next stream (default: no limit). See stateStream.
+   */
+  stateStreamBytes?: number;
   /** Largest message; delta frames are cut to half of it, a larger delta ships as full state. */
   maxMessageBytes: number;
   /**
@@ -105,6 +110,8 @@ export interface TransportCounters {
   sendsDropped: number;
   stateStreamsSent: number;
   stateStreamsReceived: number;
+  /** State streams cancelled because they moved nothing for the stall time (retried in a later period). */
+  stateStreamsStalled: number;
   /** Received full states whose new part was too big to buffer (forwarded by full state). */
   freshPartsNotBuffered: number;
   /** Items and state chunks of partitions this node does not own, left unapplied and unacked. */
@@ -157,6 +164,7 @@ export class GossipExchange {
     sendsDropped: 0,
     stateStreamsSent: 0,
     stateStreamsReceived: 0,
+    stateStreamsStalled: 0,
     freshPartsNotBuffered: 0,
     exchangeStreamsOpened: 0,
     exchangeStreamFallbacks: 0,
@@ -331,9 +339,19 @@ export class GossipExchange {
    * The chunks of a full-state stream of these partitions, read from the store as they are
    * pulled: each key in element order, its context on its first chunk; after each partition an
    * end marker, which the receiver acknowledges (Algorithm 1 wants no ack, so none then).
+   *
+   * The stream ends after the partition whose chunks bring it to stateStreamBytes, and returns
+   * how many of the partitions it covered: the caller streams the rest in a new stream once this
+   * one is answered. The receiver acknowledges only when a stream ends, so one stream of many
+   * gigabytes would hold every acknowledgement (and every delta of its partitions to that peer)
+   * until its very end, lose them all if it broke, and, started over from its first partition,
+   * might never get to its last ones. A partition always goes whole in one stream.
    */
-  async *stateStream(parts: ReadonlyArray<{ partition: number; seq: number }>): AsyncGenerator<StateChunk> {
+  async *stateStream(parts: ReadonlyArray<{ partition: number; seq: number }>): AsyncGenerator<StateChunk, number> {
     this.counters.stateStreamsSent++;
+    const budget = this.o.stateStreamBytes ?? Infinity;
+    let streamed = 0;
+    let covered = 0;
     let first = true;
     const head = () => {
       const h = first
@@ -366,8 +384,9 @@ export class GossipExchange {
         }
       }
       this.engine.recordStateBytesSent(bytes);
-      if (seq === 0) continue;
-      yield {
+      streamed += bytes;
+      covered++;
+      if (seq !== 0) yield {
         ...head(),
         partition,
         seq: BigInt(seq),
@@ -381,7 +400,9 @@ export class GossipExchange {
         keyDone: false,
         partitionDone: true,
       };
+      if (streamed >= budget) break;
     }
+    return covered;
   }
 
   /**

@@ -23,6 +23,7 @@ import type { KeyedStates } from "./keyed-states.js";
 import type { Ownership } from "./ownership.js";
 import { HandOff, type HandOffCounters } from "./hand-off.js";
 import { FrameStream } from "./frame-stream.js";
+import { StallTimer } from "../common/stall-timer.js";
 import { streamRefusalOf } from "../common/stream-refusal.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
@@ -46,6 +47,10 @@ export interface NodeGossipOptions {
   rr: boolean;
   maxBufferBytes: number;
   stateChunkEntries: number;
+  /** A full-state stream ends after the partition that brings it to this many payload bytes; the rest follow in the next (default 8 MiB). */
+  stateStreamBytes?: number;
+  /** A full-state stream that moves nothing for this many ms is cancelled (default 30 s); one that moves runs as long as it needs. */
+  stateStreamStallMs?: number;
   rpcTimeoutMs: number;
   maxMessageBytes: number;
   credentials?: grpc.ChannelCredentials;
@@ -155,6 +160,7 @@ export class NodeGossip {
             ? { algorithm: 2, bp: o.bp, rr: o.rr, maxBufferBytes: o.maxBufferBytes }
             : { algorithm: 1, transitive: o.transitive ?? true, choose: o.choose ?? "delta+periodic-state" },
         stateChunkEntries: o.stateChunkEntries,
+        stateStreamBytes: o.stateStreamBytes ?? STATE_STREAM_BYTES,
         maxMessageBytes: o.maxMessageBytes,
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
@@ -471,25 +477,60 @@ export class NodeGossip {
     throw last;
   }
 
-  /** Stream the full state of partitions (the exchange reads the chunks from the store as they are written). */
+  /**
+   * Stream the full state of partitions (the exchange reads the chunks from the store as they are
+   * written), in streams of about stateStreamBytes each, one after the other: each stream's
+   * acknowledgements are taken before the next starts, so a catch-up of any size makes progress
+   * that a broken stream does not undo.
+   */
   private async pushStates(to: string, client: GossipClient, parts: Outgoing["states"], resets: number): Promise<void> {
+    let rest = parts;
+    while (rest.length > 0) {
+      const covered = await this.pushStateStream(to, client, rest, resets);
+      rest = rest.slice(covered);
+      // The peer restarted or dropped partitions meanwhile: the next period plans on its new acks.
+      if (this.stopped || this.x.engine.resetsOf(to) !== resets) return;
+    }
+  }
+
+  /**
+   * One full-state stream: the first partitions of parts, up to the exchange's byte budget.
+   * Returns how many it covered. No deadline bounds the whole stream (a large partition over a
+   * slow link may take minutes); a stall does: no chunk taken by the peer, or no answer after the
+   * last, for stateStreamStallMs.
+   */
+  private async pushStateStream(to: string, client: GossipClient, parts: Outgoing["states"], resets: number): Promise<number> {
     let settle!: (err: grpc.ServiceError | null, res?: StateReply) => void;
     const done = new Promise<StateReply>((resolve, reject) => {
       settle = (err, res) => (err ? reject(err) : resolve(res!));
     });
     done.catch(() => {}); // observed below; a failure while still writing must not go unhandled
-    const call = client.pushState(new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs * 24 }, (err, res) => settle(err, res));
+    const call = client.pushState(new grpc.Metadata(), (err, res) => settle(err, res));
+    const stallMs = this.o.stateStreamStallMs ?? STATE_STREAM_STALL_MS;
+    let stalled = false;
+    const stall = new StallTimer(stallMs, () => {
+      stalled = true;
+      this.x.counters.stateStreamsStalled++;
+      call.cancel();
+    });
     try {
-      for await (const chunk of this.x.stateStream(parts)) {
+      const chunks = this.x.stateStream(parts);
+      let next = await chunks.next();
+      for (; !next.done; next = await chunks.next()) {
         // A stream the peer or the network broke never drains: the call's end (done) settles instead.
-        if (!call.write(chunk)) await Promise.race([once(call, "drain"), done]);
+        if (!call.write(next.value)) await Promise.race([once(call, "drain"), done]);
+        stall.moved();
       }
       call.end();
       const res = await done;
       this.x.onReply(to, res.boot, res.acks, res.dropped, resets);
+      return next.value;
     } catch (err) {
       call.cancel();
+      if (stalled) throw new Error(`state stream to ${to} moved nothing for ${stallMs} ms: cancelled (--gossip-state-stream-stall-ms)`);
       throw err;
+    } finally {
+      stall.stop();
     }
   }
 
@@ -544,6 +585,10 @@ export class NodeGossip {
 
 /** Default of frames of one ExchangeStream applied at once; past it the stream is paused (HTTP/2 flow control holds the sender). */
 export const STREAM_FRAMES_IN_FLIGHT = 32;
+/** Default of NodeGossipOptions.stateStreamBytes. */
+export const STATE_STREAM_BYTES = 8 * 1024 * 1024;
+/** Default of NodeGossipOptions.stateStreamStallMs. */
+export const STATE_STREAM_STALL_MS = 30_000;
 
 /**
  * Serve one ExchangeStream: each frame is applied as an Exchange call's would be (several at once,

@@ -33,6 +33,8 @@ export interface SimulationOptions {
   stateChunkEntries?: number;
   /** Largest message (default 4 MiB, as a node); larger deltas ship as full state. */
   maxMessageBytes?: number;
+  /** A full-state stream ends after the partition that brings it to this many payload bytes (ExchangeOptions.stateStreamBytes; default no limit). */
+  stateStreamBytes?: number;
   /** Settle announcements after this much quiet time, in the channel's time unit (ExchangeOptions.settleMs; default off). */
   settleMs?: number;
   /** A key still changing this long after its first unannounced change is announced anyway (ExchangeOptions.settleMaxWaitMs). */
@@ -51,6 +53,8 @@ export type SimMessage =
 export interface TrafficStats {
   /** Delta frames and state streams sent. */
   frames: number;
+  /** State streams sent (counted in frames too). */
+  stateStreams: number;
   replies: number;
   /** Encoded frames and state chunks. */
   frameBytes: number;
@@ -77,6 +81,7 @@ export class GossipSimulation {
   readonly channel: LossyChannel<SimMessage>;
   readonly traffic: TrafficStats = {
     frames: 0,
+    stateStreams: 0,
     replies: 0,
     frameBytes: 0,
     replyBytes: 0,
@@ -126,6 +131,7 @@ export class GossipSimulation {
         partitions: this.opts.partitions,
         sync: this.opts.sync,
         stateChunkEntries: this.opts.stateChunkEntries ?? 16,
+        stateStreamBytes: this.opts.stateStreamBytes,
         maxMessageBytes: this.opts.maxMessageBytes ?? 4 * 1024 * 1024,
         boot: this.newBoot(),
         random: seededRandom((this.random() * 2 ** 32) >>> 0),
@@ -315,17 +321,23 @@ export class GossipSimulation {
         for (const p of frame.payloads) for (const k of p.keys) this.traffic.deltaPayloadBytes += k.state?.payload.length ?? 0;
         this.channel.send(t, n.id, out.to, { kind: "frame", bytes, resets });
       }
-      if (out.states.length === 0) continue;
-      const chunks: Uint8Array[] = [];
-      for await (const c of n.x.stateStream(out.states)) {
-        const bytes = StateChunk.encode(c).finish();
-        chunks.push(bytes);
-        this.traffic.frameBytes += bytes.length;
-        this.traffic.statePayloadBytes += c.slice?.payload.length ?? 0;
+      // One message per stream: a stream that reached the byte budget leaves the rest to the next.
+      for (let rest = out.states; rest.length > 0; ) {
+        const chunks: Uint8Array[] = [];
+        const stream = n.x.stateStream(rest);
+        let next = await stream.next();
+        for (; !next.done; next = await stream.next()) {
+          const bytes = StateChunk.encode(next.value).finish();
+          chunks.push(bytes);
+          this.traffic.frameBytes += bytes.length;
+          this.traffic.statePayloadBytes += next.value.slice?.payload.length ?? 0;
+        }
+        rest = rest.slice(next.value);
+        if (chunks.length === 0) continue;
+        this.traffic.frames++;
+        this.traffic.stateStreams++;
+        this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
       }
-      if (chunks.length === 0) continue;
-      this.traffic.frames++;
-      this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
     }
   }
 

@@ -26,6 +26,10 @@ export interface GossipSettings {
   maxBufferBytes: number;
   /** Elements per chunk of a full-state transfer. */
   stateChunkEntries: number;
+  /** A full-state stream ends after the partition that brings it to this many payload bytes; the rest follow in the next. */
+  stateStreamBytes: number;
+  /** A full-state stream that moves nothing for this many ms is cancelled. */
+  stateStreamStallMs: number;
   /** Deadline of one gossip RPC, in milliseconds. */
   rpcTimeoutMs: number;
   /** Algorithm 1: forward what was received (the new part of it) as well as local deltas. */
@@ -210,6 +214,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
     rr: true,
     maxBufferBytes: 8 * 1024 * 1024,
     stateChunkEntries: 1000,
+    stateStreamBytes: 8 * 1024 * 1024,
+    stateStreamStallMs: 30_000,
     rpcTimeoutMs: 5000,
     transitive: true,
     maxBufferedStateElements: 10_000,
@@ -380,6 +386,12 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.settleMaxBytes) && c.gossip.settleMaxBytes >= 1)) {
     throw new ConfigError(`gossip settleMaxBytes (--gossip-settle-max-bytes) must be a positive integer, not ${c.gossip.settleMaxBytes}`);
+  }
+  if (!(Number.isInteger(c.gossip.stateStreamBytes) && c.gossip.stateStreamBytes >= 1)) {
+    throw new ConfigError(`gossip stateStreamBytes (--gossip-state-stream-bytes) must be a positive integer, not ${c.gossip.stateStreamBytes}`);
+  }
+  if (!(Number.isInteger(c.gossip.stateStreamStallMs) && c.gossip.stateStreamStallMs >= 1)) {
+    throw new ConfigError(`gossip stateStreamStallMs (--gossip-state-stream-stall-ms) must be a positive integer, not ${c.gossip.stateStreamStallMs}`);
   }
   if (!(Number.isInteger(c.gossip.streamFramesInFlight) && c.gossip.streamFramesInFlight >= 1)) {
     throw new ConfigError(`gossip streamFramesInFlight (--gossip-stream-frames-in-flight) must be a positive integer, not ${c.gossip.streamFramesInFlight}`);

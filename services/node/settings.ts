@@ -209,7 +209,16 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     { flag: "gossip-transitive", env: "DELTASET_GOSSIP_TRANSITIVE", path: "gossip.transitive", kind: "bool", description: "Algorithm 1: forward what was received (its new part) as well as local deltas" },
     { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int", description: "delta buffer size per partition, in bytes, before falling back to full state" },
     { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int", description: "elements per chunk of a full-state transfer" },
-    { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int", description: "deadline of one gossip RPC, in milliseconds" },
+    { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int", description: "deadline of one gossip RPC (not of a full-state stream: see --gossip-state-stream-stall-ms), in milliseconds" },
+    {
+      flag: "gossip-state-stream-bytes", env: "DELTASET_GOSSIP_STATE_STREAM_BYTES", path: "gossip.stateStreamBytes", kind: "int",
+      description: "a full-state stream to a neighbour ends after the partition that brings it to this many payload bytes, and the next stream carries on once the neighbour has acknowledged it",
+      details: "A neighbour acknowledges a stream's partitions when the stream ends: a catch-up of gigabytes in one stream would hold every acknowledgement to its end and lose them all if it broke. A partition always goes whole in one stream.",
+    },
+    {
+      flag: "gossip-state-stream-stall-ms", env: "DELTASET_GOSSIP_STATE_STREAM_STALL_MS", path: "gossip.stateStreamStallMs", kind: "int",
+      description: "a full-state stream that moves nothing (no chunk taken by the neighbour, or no answer after the last) for this many ms is cancelled and retried later; one that moves runs as long as it needs",
+    },
     {
       flag: "gossip-push-local-ms", env: "DELTASET_GOSSIP_PUSH_LOCAL_MS", path: "gossip.pushLocalMs", kind: "int",
       description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",

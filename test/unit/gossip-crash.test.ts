@@ -6,17 +6,14 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { ALG2_BP_RR, RING3 } from "./gossip-helpers.js";
 import { GossipSimulation, NO_FAULTS, seqsAfterRestart } from "../../services/gossip/index.js";
 import { AntiEntropyEngine, PayloadKind } from "../../services/gossip/engine.js";
 import type { PayloadOps } from "../../services/gossip/payload.js";
 
 const b = (s: string) => Buffer.from(s);
-const ring3 = new Map([
-  ["a", ["b", "c"]],
-  ["b", ["a", "c"]],
-  ["c", ["a", "b"]],
-]);
-const alg2 = { algorithm: 2 as const, bp: true, rr: true };
+const ring3 = RING3;
+const alg2 = ALG2_BP_RR;
 
 describe("crash invariant (simulation, the node's persistence policy)", () => {
   it("restarts every partition holding data one past its persisted seq, and an empty one at 0", () => {

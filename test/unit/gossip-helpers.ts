@@ -76,3 +76,13 @@ export const delta = (partition: number, seq: number, fresh?: GSet) => ({
   seq,
   fresh,
 });
+
+/** Three simulated nodes, each the neighbour of the other two. */
+export const RING3: ReadonlyMap<string, string[]> = new Map([
+  ["a", ["b", "c"]],
+  ["b", ["a", "c"]],
+  ["c", ["a", "b"]],
+]);
+
+/** Algorithm 2 with BP and RR, as nodes run it by default. */
+export const ALG2_BP_RR = { algorithm: 2 as const, bp: true, rr: true };
