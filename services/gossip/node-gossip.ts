@@ -513,8 +513,8 @@ export class NodeGossip {
       this.x.counters.stateStreamsStalled++;
       call.cancel();
     });
+    const chunks = this.x.stateStream(parts);
     try {
-      const chunks = this.x.stateStream(parts);
       let next = await chunks.next();
       for (; !next.done; next = await chunks.next()) {
         // A stream the peer or the network broke never drains: the call's end (done) settles instead.
@@ -527,6 +527,8 @@ export class NodeGossip {
       return next.value;
     } catch (err) {
       call.cancel();
+      // Close the store reads the stream was pulling (a for await loop would have).
+      await chunks.return(0).catch(() => {});
       if (stalled) throw new Error(`state stream to ${to} moved nothing for ${stallMs} ms: cancelled (--gossip-state-stream-stall-ms)`);
       throw err;
     } finally {
