@@ -7,6 +7,7 @@ import type { ChartSpec } from "../lib/plot.js";
 import { renderSvg } from "../lib/plot.js";
 import type { ResultDoc } from "../lib/results.js";
 import { addStreamRoutingChart } from "./add-stream-routing.js";
+import { catchUpChart } from "./catch-up.js";
 import { chaosRunChart } from "./chaos-run.js";
 import { chaosSummaryChart } from "./chaos-summary.js";
 import { countersChart } from "./counters.js";
@@ -41,6 +42,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "prob-settle.json": probSettleChart,
   "gossip-transport.json": gossipTransportChart,
   "add-stream-routing.json": addStreamRoutingChart,
+  "catch-up.json": catchUpChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */
