@@ -15,8 +15,9 @@
 // started under a write load streamed its partitions while the writes filled them, and until a
 // stream ended no delta of its partitions could go to that neighbour.) A node restarted with
 // nothing to ship still tells its neighbours it restarted (exchange.ts sends each an empty frame
-// carrying its new boot id), so a wiped node gets everything back. The write path pays nothing: c is still persisted lazily,
-// before the frames of each tick leave, which keeps it monotone across restarts for metrics.
+// carrying its new boot id), so a wiped node gets everything back. The write path pays nothing:
+// c is still persisted lazily, before the frames of each tick leave, which keeps it monotone
+// across restarts for metrics.
 // Lowering c below the last value used before the crash is harmless: acks live only in the
 // sender's volatile map, and the receiver keeps no per-sender seq.
 

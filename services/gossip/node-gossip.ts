@@ -488,8 +488,12 @@ export class NodeGossip {
     while (rest.length > 0) {
       const covered = await this.pushStateStream(to, client, rest, resets);
       rest = rest.slice(covered);
-      // The peer restarted or dropped partitions meanwhile: the next period plans on its new acks.
-      if (this.stopped || this.x.engine.resetsOf(to) !== resets) return;
+      // The peer restarted or dropped partitions meanwhile: the next period plans on its new acks
+      // (Algorithm 1, which has none, owes the partitions left out their state next period).
+      if (this.stopped || this.x.engine.resetsOf(to) !== resets) {
+        this.x.engine.statesNotSent(rest.map((st) => st.partition));
+        return;
+      }
     }
   }
 

@@ -14,6 +14,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sumSamples } from "../../services/chaos/eval/counters.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import type { ExportChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
@@ -35,9 +36,7 @@ const start = (i: number) => c.start(i, ["--metrics-listen", METRICS[i]!]);
 
 /** Full-state payload bytes node i sent since its process started. */
 async function stateBytesSent(i: number): Promise<number> {
-  const text = await (await fetch(`http://${METRICS[i]}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith("deltaset_gossip_sent_bytes") && l.includes('kind="state"'));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
+  return sumSamples(await (await fetch(`http://${METRICS[i]}/metrics`)).text(), "deltaset_gossip_sent_bytes_total", { kind: "state" });
 }
 
 /** Live elements per key on node i. */

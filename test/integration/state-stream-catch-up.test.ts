@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
+import { sumSamples } from "../../services/chaos/eval/counters.ts";
 import { call } from "../../services/client/rpc.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
@@ -38,11 +39,9 @@ async function sizes(c: TestCluster, i: number): Promise<Map<string, number>> {
   return new Map(page.keys.map((k) => [k.key, Number(k.size)]));
 }
 
-/** A transport event counter from node i's /metrics. */
+/** A transport event counter from a node's /metrics. */
 async function transportEvent(metrics: string, event: string): Promise<number> {
-  const text = await (await fetch(`http://${metrics}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith("deltaset_gossip_transport_events_total") && l.includes(`event="${event}"`));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
+  return sumSamples(await (await fetch(`http://${metrics}/metrics`)).text(), "deltaset_gossip_transport_events_total", { event });
 }
 
 describe("full-state catch-up of a new node (real processes)", () => {
