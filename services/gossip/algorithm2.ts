@@ -37,12 +37,18 @@ import { type PayloadOps, joinPayloads } from "./payload.js";
 export interface BufferedDelta<P> {
   readonly seq: number;
   readonly delta: P;
-  /** Node the delta came from (this node for local operations). */
+  /**
+   * Node the delta came from (this node for local operations); NO_ORIGIN once that node was
+   * forgotten (it restarted, dropped the partition, or left): it may no longer hold the delta.
+   */
   readonly origin: string;
   readonly bytes: number;
   /** Something new arrived here that is not held in delta: only a full state carries it. */
   readonly hole?: boolean;
 }
+
+/** The origin of a buffered delta whose sender may no longer hold it (node ids are never empty). */
+export const NO_ORIGIN = "";
 
 export type Alg2Plan<P> =
   | { kind: "none" }
@@ -162,7 +168,17 @@ export class Alg2Partition<P> {
     if (tails !== undefined) for (const to of tails.keys()) if (to <= a) tails.delete(to);
   }
 
+  /**
+   * Everything known of j: its ack, what was sent to it, and that it holds the deltas it sent. A
+   * node forgotten because it restarted (perhaps wiped) or dropped the partition no longer holds
+   * them, and BP would keep them from it for good: its ack, back at 0, would be raised over them
+   * ("advanced") without a byte sent.
+   */
   forget(peer: string): void {
+    for (let i = 0; i < this.buffer.length; i++) {
+      const e = this.buffer[i]!;
+      if (e.origin === peer) this.buffer[i] = { ...e, origin: NO_ORIGIN };
+    }
     this.acks.delete(peer);
     this.sent.delete(peer);
     this.tails.delete(peer);

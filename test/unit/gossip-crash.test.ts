@@ -78,7 +78,9 @@ describe("crash invariant (simulation, the node's persistence policy)", () => {
         for (let k = 0; k < 6; k++) assert.deepEqual(await sim.elementsOf(victim, `k${k}`), [`v${k}`]);
         await sim.close();
       }),
-      { numRuns: 40 },
+      // The example: b still buffered the deltas c had sent (a had not acked them), and BP kept
+      // them from the wiped c for good.
+      { numRuns: 40, examples: [[1718028664, "c"]] },
     );
   });
 });
@@ -128,6 +130,23 @@ describe("large catch-ups and restarted peers (engine)", () => {
     assert.equal(e.noticeBoot("other", 12n), true);
     assert.equal(e.ackOf(0, "other"), 0);
     assert.equal(e.counters.peerRestarts, 1);
+  });
+
+  it("a neighbour back without what it sent (restarted, or its partition dropped) gets its own deltas back: BP holds them only while it holds them", () => {
+    for (const lose of ["restart", "drop"] as const) {
+      const e = engine(true);
+      assert.equal(e.noticeBoot("src", 1n), false);
+      // src sends a delta; "other" never acks it, so it stays buffered with src as its origin.
+      e.onFrame("src", [{ partition: 0, kind: PayloadKind.DELTA, seq: 1, fresh: 7 }]);
+      const first = new Map(e.tick(0).map((f) => [f.to, f.items]));
+      assert.equal(first.get("src"), undefined, "BP: src is not sent its own delta");
+      assert.deepEqual(first.get("other")?.map((i) => i.payload), [7]);
+      assert.equal(e.ackOf(0, "src"), e.seq(0), "BP advanced src's ack over its own delta");
+      if (lose === "restart") assert.equal(e.noticeBoot("src", 2n), true);
+      else assert.deepEqual([...e.noticeDrops("src", [{ partition: 0, count: 1 }])], [0]);
+      const again = new Map(e.tick(1).map((f) => [f.to, f.items]));
+      assert.deepEqual(again.get("src")?.map((i) => [i.kind, i.payload]), [[PayloadKind.DELTA, 7]], `${lose}: src gets its delta back`);
+    }
   });
 
   it("transitive Algorithm 1 ships full state the period after a large catch-up", () => {
