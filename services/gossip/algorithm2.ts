@@ -117,6 +117,11 @@ export class Alg2Partition<P> {
     return { c: this.c, dropped };
   }
 
+  /** Drop every buffered delta (this node no longer holds them); a neighbour behind c gets full state. */
+  clearBuffer(): number {
+    return this.dropBelow(this.c);
+  }
+
   /** Append a hole (see above) at seq c and advance c. Returns the new c. */
   appendHole(origin: string): number {
     this.buffer.push({ seq: this.c, delta: this.ops.bottom(), origin, bytes: 0, hole: true });

@@ -283,6 +283,9 @@ export class AntiEntropyEngine<P> {
   noteDropped(p: number): void {
     this.checkPartition(p);
     this.drops.noteOwn(p);
+    // What the buffer holds is no longer held here, yet a peer would book it as this node's (BP
+    // would then keep it from this node for good). A hand-off drops only what every owner acked.
+    this.alg2[p]?.clearBuffer();
   }
 
   /** This node's drops, for every frame and reply it sends. */

@@ -149,6 +149,14 @@ describe("large catch-ups and restarted peers (engine)", () => {
     }
   });
 
+  it("a node that dropped its copy of a partition sends none of the deltas it buffered there: a peer would book them as held here", () => {
+    const e = engine(true);
+    e.local(0, 5);
+    e.noteDropped(0);
+    const kinds = new Map(e.tick(0).map((f) => [f.to, f.items.map((i) => i.kind)]));
+    for (const to of ["src", "other"]) assert.deepEqual(kinds.get(to), [PayloadKind.STATE], `${to}: full state (what is still here), not the delta`);
+  });
+
   it("transitive Algorithm 1 ships full state the period after a large catch-up", () => {
     for (const transitive of [true, false]) {
       const e = new AntiEntropyEngine<number>({ self: "me", ops: maxOps, random: () => 0, sync: { algorithm: 1, transitive, choose: "delta" }, partitions: 1, neighbours: ["src", "other"] });
