@@ -7,6 +7,7 @@
 // an in-memory store, so what is simulated is what runs.
 import { status } from "@grpc/grpc-js";
 import {
+  AWSet,
   type CausalContext,
   ObjectType,
   JoinConflictError,
@@ -18,8 +19,9 @@ import {
   latticeFor,
   sizeOf,
 } from "../crdt/index.js";
-import type { GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
-import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
+import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import { ContextsReply as ContextsReplyMsg, PayloadKind } from "../gen/deltaset/v1/gossip.js";
+import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Store } from "../store/store.js";
 import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
@@ -34,9 +36,16 @@ import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 import { NO_MAC } from "../common/trailing-mac.js";
 import { forEachBounded } from "../common/bounded.js";
+import { type Holdings, deltaChunks, holdingsFrom, partitionHoldings, wholeDigest } from "./catch-up.js";
+
+/** The fields of a StateChunk that is not part of a key's delta (catch-up.ts). */
+const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n } as const;
 
 /** Keys of one received frame joined into the store at once. */
 const FRAME_KEYS_AT_ONCE = 16;
+
+/** Default of ExchangeOptions.contextsReplyBytes. */
+export const CONTEXTS_REPLY_BYTES = 4 * 1024 * 1024;
 
 /** Default of ExchangeOptions.maxBufferedStateElements. */
 export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
@@ -54,6 +63,11 @@ export interface ExchangeOptions {
    * them; the rest of its partitions go in the next stream (default: no limit). See stateStream.
    */
   stateStreamBytes?: number;
+  /**
+   * Most encoded bytes of a Contexts answer (the keys past it are not listed: the sender pushes
+   * them whole). Default CONTEXTS_REPLY_BYTES.
+   */
+  contextsReplyBytes?: number;
   /** Largest message; delta frames are cut to half of it, a larger delta ships as full state. */
   maxMessageBytes: number;
   /**
@@ -126,6 +140,16 @@ export interface TransportCounters {
   exchangeStreamFallbacks: number;
   /** Keys sent whole to the neighbours once quiet (settle announcements). */
   settleAnnouncements: number;
+  /** Contexts requests answered (a neighbour about to push a partition asked what is here). */
+  contextsAnswered: number;
+  /** Encoded bytes of the Contexts answers this node gave. */
+  contextsReplyBytes: number;
+  /** Keys a full-state push sent as their delta since what the receiver holds (catch-up.ts). */
+  catchUpDeltaKeys: number;
+  /** Keys a full-state push left out: the receiver held all of them (context or digest). */
+  catchUpKeysSkipped: number;
+  /** Streams refused here: their deltas were cut against what this node held in another life or before a drop. */
+  catchUpStale: number;
   /** Keys due for a settle announcement but larger than settleMaxBytes: not announced. */
   settleTooLarge: number;
   /** Of settleAnnouncements, keys announced still changing, their first change settleMaxWaitMs old (hot keys). */
@@ -174,6 +198,11 @@ export class GossipExchange {
     notOwnedRefused: 0,
     stateBytesApplied: 0,
     removesTakenOver: 0,
+    contextsAnswered: 0,
+    contextsReplyBytes: 0,
+    catchUpDeltaKeys: 0,
+    catchUpKeysSkipped: 0,
+    catchUpStale: 0,
   };
   private frameId = 0n;
   private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>((c) => this.engine.local(c.partition, c.payload));
@@ -347,7 +376,10 @@ export class GossipExchange {
    * until its very end, lose them all if it broke, and, started over from its first partition,
    * might never get to its last ones. A partition always goes whole in one stream.
    */
-  async *stateStream(parts: ReadonlyArray<{ partition: number; seq: number }>): AsyncGenerator<StateChunk, number> {
+  async *stateStream(
+    parts: ReadonlyArray<{ partition: number; seq: number }>,
+    holdingsOf?: (partition: number) => Promise<Holdings | undefined>,
+  ): AsyncGenerator<StateChunk, number> {
     this.counters.stateStreamsSent++;
     const budget = this.o.stateStreamBytes ?? Infinity;
     let streamed = 0;
@@ -363,12 +395,31 @@ export class GossipExchange {
     const scan = this.o.store.keyScan();
     for (const { partition, seq } of parts) {
       let bytes = 0;
+      // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.
+      const holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
       for await (const key of scan.keys(partition)) {
+        const held = holdings?.keys.get(key);
+        if (held?.ctx !== undefined && (await this.o.store.typeOf(key)) === ObjectType.AWSET) {
+          let sent = false;
+          for await (const c of this.deltaKeyChunks(key, held.ctx, holdings!, partition, seq)) {
+            sent = true;
+            bytes += c.slice!.payload.length + (c.removed === undefined ? 0 : CausalContextMsg.encode(c.removed).finish().length);
+            yield { ...c, ...head() };
+          }
+          if (sent) this.counters.catchUpDeltaKeys++;
+          else this.counters.catchUpKeysSkipped++;
+          continue;
+        }
         for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
+          if (held?.digest !== undefined && c.keyDone && c.ctx !== undefined && wholeDigest(c, this.o.store.now()).equals(held.digest)) {
+            this.counters.catchUpKeysSkipped++;
+            continue;
+          }
           const payload = Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, this.o.store.now()));
           bytes += payload.length;
           yield {
             ...head(),
+            ...NOT_DELTA,
             partition,
             seq: BigInt(seq),
             key,
@@ -388,6 +439,7 @@ export class GossipExchange {
       covered++;
       if (seq !== 0) yield {
         ...head(),
+        ...NOT_DELTA,
         partition,
         seq: BigInt(seq),
         key: "",
@@ -403,6 +455,75 @@ export class GossipExchange {
       if (streamed >= budget) break;
     }
     return covered;
+  }
+
+  /** A key's delta since what the receiver holds (catch-up.ts), as StateChunk messages. */
+  private async *deltaKeyChunks(key: string, since: CausalContext, holdings: Holdings, partition: number, seq: number): AsyncGenerator<StateChunk> {
+    const limits = { maxEntries: this.o.stateChunkEntries, maxBytes: Math.max(1, Math.floor(this.o.maxMessageBytes / 2)) };
+    let first = true;
+    for await (const d of deltaChunks(this.o.store, key, since, limits)) {
+      yield {
+        cluster: "",
+        from: "",
+        partitions: 0,
+        boot: 0n,
+        partition,
+        seq: BigInt(seq),
+        key,
+        type: ObjectType.AWSET,
+        context: d.context === undefined ? undefined : contextToProto(d.context),
+        rangeStart: d.range.rangeStart,
+        rangeEnd: d.range.rangeOpen ? Buffer.alloc(0) : d.range.rangeEnd,
+        rangeOpen: d.range.rangeOpen,
+        slice: { type: ObjectType.AWSET, payload: Buffer.from(d.payload) },
+        keyDone: d.range.rangeOpen,
+        partitionDone: false,
+        delta: true,
+        removed: d.removed === undefined ? undefined : contextToProto(d.removed),
+        sinceBoot: first ? holdings.boot : 0n,
+        sinceDrops: first ? BigInt(holdings.drops) : 0n,
+      };
+      first = false;
+    }
+  }
+
+  /** Gossip/Contexts: what this node holds of a partition, for a sender about to push it (catch-up.ts). */
+  async answerContexts(req: ContextsRequest): Promise<Answer<ContextsReply>> {
+    const bad = this.checkPeer(req.cluster, req.from, req.partitions);
+    if (bad) return bad;
+    if (req.partition >= this.o.partitions) return this.refuse(status.INVALID_ARGUMENT, `partition ${req.partition} out of range`, req.from);
+    this.noticeBoot(req.from, req.boot);
+    this.counters.contextsAnswered++;
+    const { keys, complete } = await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES);
+    const reply: ContextsReply = { from: this.self, boot: this.o.boot, dropped: this.dropped(), drops: BigInt(this.ownDrops(req.partition)), keys, complete };
+    this.counters.contextsReplyBytes += ContextsReplyMsg.encode(reply).finish().length;
+    return { reply };
+  }
+
+  /** The request to ask a neighbour what it holds of a partition. */
+  contextsRequest(partition: number): ContextsRequest {
+    return { cluster: this.o.cluster, from: this.self, partitions: this.o.partitions, boot: this.o.boot, partition };
+  }
+
+  /**
+   * A neighbour's answer to contextsRequest, as what to send it. Undefined (send full state) when
+   * the answer is malformed or comes from another node, or tells of a restart this node had not
+   * seen: the stream is then planned on acks that no longer hold, and stops (NodeGossip.pushStates).
+   */
+  holdingsFrom(peer: string, reply: ContextsReply): Holdings | undefined {
+    if (reply.from !== peer) return undefined;
+    if (this.noticeBoot(peer, reply.boot)) return undefined;
+    try {
+      return holdingsFrom(reply.boot, reply.drops, reply.keys);
+    } catch (err) {
+      this.o.log.warn("a neighbour's contexts did not decode; its partition goes as full state", { peer, err });
+      return undefined;
+    }
+  }
+
+  /** This node's drop count for partition p (0 when never dropped since it started). */
+  private ownDrops(p: number): number {
+    return this.engine.droppedCounts().find((d) => d.partition === p)?.count ?? 0;
   }
 
   /**
@@ -586,7 +707,7 @@ export class GossipExchange {
     let from = "";
     let count = 0;
     const acks: Ack[] = [];
-    const sequences = new Map<string, { partition: number; order: KeyChunkSequence }>();
+    const sequences = new Map<string, { partition: number; order: KeyChunkSequence; delta: boolean }>();
     const fresh = new Map<number, Map<string, KeyedState>>();
     const freshElements = new Map<number, number>();
     const holds = new Map<string, () => void>();
@@ -635,11 +756,23 @@ export class GossipExchange {
         if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
           return rejectChunk(`chunk for key "${c.key}" is malformed`);
         }
+        if (c.delta && c.type !== ObjectType.AWSET) return rejectChunk(`chunk for key "${c.key}" is a delta of a type sent whole`);
+        if (c.removed !== undefined && !(c.delta && c.keyDone)) return rejectChunk(`chunk for key "${c.key}" carries removes but is not a delta's last chunk`);
         let slice: unknown;
         let ctx: CausalContext;
+        let removed: CausalContext | undefined;
         try {
           let s = sequences.get(c.key);
-          if (s === undefined) sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence() }));
+          if (s === undefined) {
+            // A key's delta was cut against what this node named in its Contexts answer: refused
+            // if this node may have lost part of it since (another boot, or a drop meanwhile).
+            if (c.delta && (c.sinceBoot !== this.o.boot || Number(c.sinceDrops) !== this.ownDrops(c.partition))) {
+              this.counters.catchUpStale++;
+              return this.refuse(status.FAILED_PRECONDITION, `the delta of key "${c.key}" was cut against contexts this node no longer vouches for (restarted or dropped the partition since): push full state`, from);
+            }
+            sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence(), delta: c.delta }));
+          } else if (s.delta !== c.delta) return rejectChunk(`chunks of key "${c.key}" mix a delta and a full state`);
+          if (c.removed !== undefined) removed = contextFromProto(c.removed);
           const header = {
             rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
             rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
@@ -668,6 +801,13 @@ export class GossipExchange {
             sequences.delete(c.key);
             holds.get(c.key)?.();
             holds.delete(c.key);
+            // A delta's removes join like a merge, which waits for the key's transfer: after it.
+            if (removed !== undefined && !removed.isEmpty()) {
+              const m = await this.o.store.merge(c.key, ObjectType.AWSET, AWSet.fromParts(new Map(), removed));
+              this.spreadSettled(c.key, m.settled);
+              if (m.changed) parts.push(m.newPart);
+              if (m.changed && m.readChanged !== false) this.changedHere(c.key, c.type);
+            }
           }
           this.counters.chunksApplied++;
           this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);

@@ -9,7 +9,7 @@ import { type OverlayKind, overlayNeighbours } from "./overlay.js";
 import { once } from "node:events";
 import * as grpc from "@grpc/grpc-js";
 import { type CausalContext, type ObjectType, contextToProto } from "../crdt/index.js";
-import type { GossipClient, GossipFrame, GossipReply, GossipServer, HandOverReply, HandOverRequest, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import type { ContextsReply, GossipClient, GossipFrame, GossipReply, GossipServer, HandOverReply, HandOverRequest, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
 import { PeerGossipClient } from "../client/peer-clients.js";
@@ -24,6 +24,7 @@ import type { Ownership } from "./ownership.js";
 import { HandOff, type HandOffCounters } from "./hand-off.js";
 import { FrameStream } from "./frame-stream.js";
 import { StallTimer } from "../common/stall-timer.js";
+import type { Holdings } from "./catch-up.js";
 import { streamRefusalOf } from "../common/stream-refusal.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
@@ -52,6 +53,13 @@ export interface NodeGossipOptions {
   /** A full-state stream that moves nothing for this many ms is cancelled (default 30 s); one that moves runs as long as it needs. */
   stateStreamStallMs?: number;
   rpcTimeoutMs: number;
+  /**
+   * Ask a neighbour what it holds of a partition before pushing its full state, and push each key
+   * only what it lacks (catch-up.ts; default true). Off: every key goes whole.
+   */
+  catchUpByContexts?: boolean;
+  /** Most bytes of a Contexts answer this node gives (ExchangeOptions.contextsReplyBytes). */
+  contextsReplyBytes?: number;
   maxMessageBytes: number;
   credentials?: grpc.ChannelCredentials;
   /** Extra options of peer clients (the interceptor signing peer calls with the cluster key). */
@@ -116,6 +124,8 @@ export class NodeGossip {
   /** Every live member (frames are accepted from them); peers holds the overlay's choice. */
   private live = new Set<string>();
   private stopped = false;
+  /** Neighbours that do not serve Gossip/Contexts (an older version): they get full state. */
+  private readonly noContexts = new Set<string>();
   private ticking = false;
   /** A push asked for while a tick was running: made right after it. */
   private pushAfterTick = false;
@@ -161,6 +171,7 @@ export class NodeGossip {
             : { algorithm: 1, transitive: o.transitive ?? true, choose: o.choose ?? "delta+periodic-state" },
         stateChunkEntries: o.stateChunkEntries,
         stateStreamBytes: o.stateStreamBytes ?? STATE_STREAM_BYTES,
+        contextsReplyBytes: o.contextsReplyBytes,
         maxMessageBytes: o.maxMessageBytes,
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
@@ -517,7 +528,7 @@ export class NodeGossip {
       this.x.counters.stateStreamsStalled++;
       call.cancel();
     });
-    const chunks = this.x.stateStream(parts);
+    const chunks = this.x.stateStream(parts, this.o.catchUpByContexts === false ? undefined : (p) => this.holdingsOf(to, client, p));
     try {
       let next = await chunks.next();
       for (; !next.done; next = await chunks.next()) {
@@ -537,6 +548,24 @@ export class NodeGossip {
       throw err;
     } finally {
       stall.stop();
+    }
+  }
+
+  /**
+   * What a neighbour holds of a partition (Gossip/Contexts), for a catch-up by contexts; undefined
+   * when it cannot say (full state then): an older node without the method, or a failed call.
+   */
+  private async holdingsOf(to: string, client: GossipClient, partition: number): Promise<Holdings | undefined> {
+    if (this.noContexts.has(to)) return undefined;
+    try {
+      const reply = await new Promise<ContextsReply>((resolve, reject) =>
+        client.contexts(this.x.contextsRequest(partition), new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
+      );
+      return this.x.holdingsFrom(to, reply);
+    } catch (err) {
+      if ((err as grpc.ServiceError).code === grpc.status.UNIMPLEMENTED) this.noContexts.add(to);
+      this.o.log.debug("a neighbour did not say what it holds; its partition goes as full state", { peer: to, partition, err });
+      return undefined;
     }
   }
 
@@ -573,6 +602,15 @@ export class NodeGossip {
           (err: unknown) => {
             this.o.log.error("taking over deferred removes failed", { from: call.request.from, err });
             callback({ code: grpc.status.UNAVAILABLE, details: "could not take the removes; retry later", metadata: new grpc.Metadata() });
+          },
+        );
+      },
+      contexts: (call, callback) => {
+        this.x.answerContexts(call.request).then(
+          (a) => answer(a, callback),
+          (err: unknown) => {
+            this.o.log.error("answering a contexts request failed", { from: call.request.from, err });
+            callback({ code: grpc.status.UNAVAILABLE, details: "could not read the partition's contexts; retry later", metadata: new grpc.Metadata() });
           },
         );
       },

@@ -8,7 +8,7 @@
 // Deterministic for a seed: the only randomness is seeded, and every await is taken in order.
 import { type AWSet, type CreateParams, type ObjectType, latticeFor, operationsFor, runOperation } from "../crdt/index.js";
 import { ObjectType as OT } from "../gen/deltaset/v1/types.js";
-import { GossipFrame, GossipReply, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import { ContextsReply, ContextsRequest, GossipFrame, GossipReply, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import type { Logger } from "../common/logger.js";
 import { type Random, seededRandom } from "../common/prng.js";
 import { Store } from "../store/store.js";
@@ -16,6 +16,7 @@ import type { StoreDb } from "../store/db.js";
 import type { Algorithm1Config, Algorithm2Config, AntiEntropyEngine } from "./engine.js";
 import { GossipExchange, type TransportCounters } from "./exchange.js";
 import type { KeyedStates } from "./keyed-states.js";
+import type { Holdings } from "./catch-up.js";
 import { type ChannelFaults, LossyChannel, NO_FAULTS } from "./lossy-channel.js";
 import { partitionOf } from "./partition.js";
 import type { Topology } from "./topology.js";
@@ -35,6 +36,8 @@ export interface SimulationOptions {
   maxMessageBytes?: number;
   /** A full-state stream ends after the partition that brings it to this many payload bytes (ExchangeOptions.stateStreamBytes; default no limit). */
   stateStreamBytes?: number;
+  /** Ask the receiver what it holds before a full state and send only what it lacks (catch-up.ts; default true, as a node). */
+  catchUpByContexts?: boolean;
   /** Settle announcements after this much quiet time, in the channel's time unit (ExchangeOptions.settleMs; default off). */
   settleMs?: number;
   /** A key still changing this long after its first unannounced change is announced anyway (ExchangeOptions.settleMaxWaitMs). */
@@ -55,6 +58,8 @@ export interface TrafficStats {
   frames: number;
   /** State streams sent (counted in frames too). */
   stateStreams: number;
+  /** Contexts requests and answers (catch-up by contexts). */
+  contextsBytes: number;
   replies: number;
   /** Encoded frames and state chunks. */
   frameBytes: number;
@@ -82,6 +87,7 @@ export class GossipSimulation {
   readonly traffic: TrafficStats = {
     frames: 0,
     stateStreams: 0,
+    contextsBytes: 0,
     replies: 0,
     frameBytes: 0,
     replyBytes: 0,
@@ -322,9 +328,10 @@ export class GossipSimulation {
         this.channel.send(t, n.id, out.to, { kind: "frame", bytes, resets });
       }
       // One message per stream: a stream that reached the byte budget leaves the rest to the next.
+      const holdingsOf = this.opts.catchUpByContexts === false ? undefined : (p: number) => this.contexts(n, out.to, p);
       for (let rest = out.states; rest.length > 0; ) {
         const chunks: Uint8Array[] = [];
-        const stream = n.x.stateStream(rest);
+        const stream = n.x.stateStream(rest, holdingsOf);
         let next = await stream.next();
         for (; !next.done; next = await stream.next()) {
           const bytes = StateChunk.encode(next.value).finish();
@@ -339,6 +346,16 @@ export class GossipSimulation {
         this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
       }
     }
+  }
+
+  /** Gossip/Contexts, as a call answered at once (encoded both ways, counted in traffic). */
+  private async contexts(n: SimNode, to: string, partition: number): Promise<Holdings | undefined> {
+    const req = ContextsRequest.encode(n.x.contextsRequest(partition)).finish();
+    const a = await this.node(to).x.answerContexts(ContextsRequest.decode(req));
+    if ("refused" in a) return undefined;
+    const reply = ContextsReply.encode(a.reply).finish();
+    this.traffic.contextsBytes += req.length + reply.length;
+    return n.x.holdingsFrom(to, ContextsReply.decode(reply));
   }
 
   private async deliver(n: SimNode, from: string, msg: SimMessage, at: number): Promise<void> {

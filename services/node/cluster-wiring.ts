@@ -81,6 +81,7 @@ export function nodeExtensions(
             exchange: (call, cb) => (gossipImpl ? gossipImpl.exchange(call, cb) : cb(unavailable)),
             exchangeStream: (call) => (gossipImpl ? gossipImpl.exchangeStream(call) : call.emit("error", unavailable)),
             pushState: (call, cb) => (gossipImpl ? gossipImpl.pushState(call, cb) : cb(unavailable)),
+            contexts: (call, cb) => (gossipImpl ? gossipImpl.contexts(call, cb) : cb(unavailable)),
             handOver: (call, cb) => (gossipImpl ? gossipImpl.handOver(call, cb) : cb(unavailable)),
           };
           server.addService(withBodyDigests(GossipService), lateGossip);

@@ -30,6 +30,10 @@ export interface GossipSettings {
   stateStreamBytes: number;
   /** A full-state stream that moves nothing for this many ms is cancelled. */
   stateStreamStallMs: number;
+  /** Ask a neighbour what it holds before pushing a partition's full state, and push only what it lacks. */
+  catchUpByContexts: boolean;
+  /** Most bytes of a Contexts answer this node gives (keys past it are pushed whole). */
+  contextsReplyBytes: number;
   /** Deadline of one gossip RPC, in milliseconds. */
   rpcTimeoutMs: number;
   /** Algorithm 1: forward what was received (the new part of it) as well as local deltas. */
@@ -216,6 +220,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
     stateChunkEntries: 1000,
     stateStreamBytes: 8 * 1024 * 1024,
     stateStreamStallMs: 30_000,
+    catchUpByContexts: true,
+    contextsReplyBytes: 4 * 1024 * 1024,
     rpcTimeoutMs: 5000,
     transitive: true,
     maxBufferedStateElements: 10_000,
@@ -389,6 +395,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.stateStreamBytes) && c.gossip.stateStreamBytes >= 1)) {
     throw new ConfigError(`gossip stateStreamBytes (--gossip-state-stream-bytes) must be a positive integer, not ${c.gossip.stateStreamBytes}`);
+  }
+  if (!(Number.isInteger(c.gossip.contextsReplyBytes) && c.gossip.contextsReplyBytes >= 1024)) {
+    throw new ConfigError(`gossip contextsReplyBytes (--gossip-contexts-reply-bytes) must be an integer of at least 1024, not ${c.gossip.contextsReplyBytes}`);
   }
   if (!(Number.isInteger(c.gossip.stateStreamStallMs) && c.gossip.stateStreamStallMs >= 1)) {
     throw new ConfigError(`gossip stateStreamStallMs (--gossip-state-stream-stall-ms) must be a positive integer, not ${c.gossip.stateStreamStallMs}`);

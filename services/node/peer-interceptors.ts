@@ -1,6 +1,6 @@
 // Peer authentication on the wire: a client interceptor that signs every call a node makes to a
 // peer (peer-proof.ts), and a server interceptor that lets a Gossip or Membership protocol call
-// (Exchange, ExchangeStream, PushState, HandOver, Join, Leave, Ping, PingReq) reach its handler
+// (Exchange, ExchangeStream, PushState, HandOver, Contexts, Join, Leave, Ping, PingReq) reach its handler
 // only when
 //  - with a cluster key: it carries a valid, fresh, never-seen proof (and, on ExchangeStream,
 //    every frame carries a valid MAC for its index on the stream);
@@ -53,6 +53,7 @@ const SENDER: Record<string, (m: any) => unknown> = {
   [GossipService.exchangeStream.path]: (m) => m.from,
   [GossipService.pushState.path]: (m) => m.from,
   [GossipService.handOver.path]: (m) => m.from,
+  [GossipService.contexts.path]: (m) => m.from,
   [MembershipService.join.path]: (m) => m.self?.nodeId,
   [MembershipService.leave.path]: (m) => m.nodeId,
   [MembershipService.ping.path]: (m) => m.from,

@@ -220,6 +220,15 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "a full-state stream that moves nothing (no chunk taken by the neighbour, or no answer after the last) for this many ms is cancelled and retried later; one that moves runs as long as it needs",
     },
     {
+      flag: "gossip-catch-up-by-contexts", env: "DELTASET_GOSSIP_CATCH_UP_BY_CONTEXTS", path: "gossip.catchUpByContexts", kind: "bool",
+      description: "before pushing a partition's full state to a neighbour, ask what it holds there (Gossip/Contexts) and push each set only what it lacks, and no key it already holds; off: every key goes whole",
+      details: "A node back from a restart with its data then receives, and sends, almost nothing instead of every partition from and to each neighbour. Counted in deltaset_gossip_transport_events_total, events catch_up_delta_keys, catch_up_keys_skipped and catch_up_stale.",
+    },
+    {
+      flag: "gossip-contexts-reply-bytes", env: "DELTASET_GOSSIP_CONTEXTS_REPLY_BYTES", path: "gossip.contextsReplyBytes", kind: "int",
+      description: "most bytes of this node's answer to a neighbour's Contexts request; the keys past it are not listed, and the neighbour pushes them whole",
+    },
+    {
       flag: "gossip-push-local-ms", env: "DELTASET_GOSSIP_PUSH_LOCAL_MS", path: "gossip.pushLocalMs", kind: "int",
       description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
     },

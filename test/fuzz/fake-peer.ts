@@ -49,6 +49,8 @@ export async function startFakePeer(host: string, nodeId: string, keys?: Cluster
       c.emit("error", { code: grpc.status.UNIMPLEMENTED, details: "not served by the fake peer" });
     },
     handOver: (c, cb) => (count("handOver"), cb(null, { from: nodeId, pending: c.request.removes.length })),
+    // Not served either: the node pushes this peer full state (as to an older version).
+    contexts: (_c, cb) => (count("contexts"), cb({ code: grpc.status.UNIMPLEMENTED, details: "not served by the fake peer" })),
     pushState: (c, cb) => {
       count("pushState");
       let chunks = 0n;

@@ -126,6 +126,10 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       keyDone: r() < 0.5,
       partitionDone: r() < 0.3,
       boot: 42n,
+      delta: r() < 0.3,
+      removed: r() < 0.2 ? { vv: [{ replica: "fz-r1", counter: 3n }], cloud: [] } : undefined,
+      sinceBoot: r() < 0.5 ? 0n : 42n,
+      sinceDrops: 0n,
     });
   };
   const exportChunk = () => {

@@ -42,6 +42,10 @@ function stateChunk(i: number, key: string, ctx: AWSet["ctx"], over: Partial<Sta
     keyDone: false,
     partitionDone: false,
     boot: 0n,
+    delta: false,
+    removed: undefined,
+    sinceBoot: 0n,
+    sinceDrops: 0n,
     ...over,
   };
 }

@@ -210,6 +210,70 @@ export interface StateChunk {
   partitions: number;
   /** The sender's boot id (first chunk of the stream; see GossipFrame.boot). */
   boot: bigint;
+  /**
+   * This key's chunks carry only what the receiver lacked when it answered Contexts: the entries
+   * holding dots outside the context it named, `context` the sender's context minus that one, and
+   * `removed` on the key's last chunk. Set on every chunk of such a key.
+   */
+  delta: boolean;
+  /**
+   * A delta key's last chunk: the dots inside the receiver's named context that the sender has
+   * seen and no longer holds (its removes of them), joined after the key's context as a remove.
+   */
+  removed?:
+    | CausalContext
+    | undefined;
+  /**
+   * A delta key's first chunk: the receiver's boot id and its drop count for the partition
+   * (ContextsReply) when it answered. A receiver whose boot id or drop count is another now may
+   * no longer hold what it named, and refuses the stream (FAILED_PRECONDITION).
+   */
+  sinceBoot: bigint;
+  sinceDrops: bigint;
+}
+
+/** Contexts: what the receiver holds of one partition. */
+export interface ContextsRequest {
+  /** Cluster name; requests from another cluster are refused. */
+  cluster: string;
+  /** Node id of the sender. */
+  from: string;
+  /** Partition count the sender uses; must equal the receiver's. */
+  partitions: number;
+  /** The sender's boot id (see GossipFrame.boot). */
+  boot: bigint;
+  /** The partition asked about. */
+  partition: number;
+}
+
+/**
+ * One key the receiver holds: its type, and its causal context (AWSET) or the SHA-256 of its
+ * encoded state (the types stored whole).
+ */
+export interface KeyContext {
+  key: string;
+  type: ObjectType;
+  context?: CausalContext | undefined;
+  digest: Buffer;
+}
+
+/** The receiver's answer to Contexts. */
+export interface ContextsReply {
+  /** Node id of the receiver. */
+  from: string;
+  /** The receiver's boot id (see GossipReply.boot); the sender copies it to StateChunk.since_boot. */
+  boot: bigint;
+  /** The partitions the receiver dropped (see PartitionDrop). */
+  dropped: PartitionDrop[];
+  /** The receiver's drop count for the partition asked about; copied to StateChunk.since_drops. */
+  drops: bigint;
+  /**
+   * The partition's keys in key order, up to the receiver's reply size limit
+   * (--gossip-contexts-reply-bytes). A key not listed is pushed whole.
+   */
+  keys: KeyContext[];
+  /** Every key of the partition is listed. */
+  complete: boolean;
 }
 
 /** The receiver's answer to a PushState stream. */
@@ -1033,6 +1097,10 @@ function createBaseStateChunk(): StateChunk {
     partitionDone: false,
     partitions: 0,
     boot: 0n,
+    delta: false,
+    removed: undefined,
+    sinceBoot: 0n,
+    sinceDrops: 0n,
   };
 }
 
@@ -1088,6 +1156,24 @@ export const StateChunk: MessageFns<StateChunk> = {
         throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
       }
       writer.uint32(121).fixed64(message.boot);
+    }
+    if (message.delta !== false) {
+      writer.uint32(128).bool(message.delta);
+    }
+    if (message.removed !== undefined) {
+      CausalContext.encode(message.removed, writer.uint32(138).fork()).join();
+    }
+    if (message.sinceBoot !== 0n) {
+      if (BigInt.asUintN(64, message.sinceBoot) !== message.sinceBoot) {
+        throw new globalThis.Error("value provided for field message.sinceBoot of type fixed64 too large");
+      }
+      writer.uint32(145).fixed64(message.sinceBoot);
+    }
+    if (message.sinceDrops !== 0n) {
+      if (BigInt.asUintN(64, message.sinceDrops) !== message.sinceDrops) {
+        throw new globalThis.Error("value provided for field message.sinceDrops of type uint64 too large");
+      }
+      writer.uint32(152).uint64(message.sinceDrops);
     }
     return writer;
   },
@@ -1225,6 +1311,38 @@ export const StateChunk: MessageFns<StateChunk> = {
             message.boot = reader.fixed64() as bigint;
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.delta = reader.bool();
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.removed = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+          case 18: {
+            if (tag !== 145) {
+              break;
+            }
+
+            message.sinceBoot = reader.fixed64() as bigint;
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.sinceDrops = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1274,6 +1392,18 @@ export const StateChunk: MessageFns<StateChunk> = {
         : false,
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
       boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
+      delta: isSet(object.delta) ? globalThis.Boolean(object.delta) : false,
+      removed: isSet(object.removed) ? CausalContext.fromJSON(object.removed) : undefined,
+      sinceBoot: isSet(object.sinceBoot)
+        ? BigInt(object.sinceBoot)
+        : isSet(object.since_boot)
+        ? BigInt(object.since_boot)
+        : 0n,
+      sinceDrops: isSet(object.sinceDrops)
+        ? BigInt(object.sinceDrops)
+        : isSet(object.since_drops)
+        ? BigInt(object.since_drops)
+        : 0n,
     };
   },
 
@@ -1324,6 +1454,18 @@ export const StateChunk: MessageFns<StateChunk> = {
     if (message.boot !== 0n) {
       obj.boot = message.boot.toString();
     }
+    if (message.delta !== false) {
+      obj.delta = message.delta;
+    }
+    if (message.removed !== undefined) {
+      obj.removed = CausalContext.toJSON(message.removed);
+    }
+    if (message.sinceBoot !== 0n) {
+      obj.sinceBoot = message.sinceBoot.toString();
+    }
+    if (message.sinceDrops !== 0n) {
+      obj.sinceDrops = message.sinceDrops.toString();
+    }
     return obj;
   },
 
@@ -1351,6 +1493,426 @@ export const StateChunk: MessageFns<StateChunk> = {
     message.partitionDone = object.partitionDone ?? false;
     message.partitions = object.partitions ?? 0;
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
+    message.delta = object.delta ?? false;
+    message.removed = (object.removed !== undefined && object.removed !== null)
+      ? CausalContext.fromPartial(object.removed)
+      : undefined;
+    message.sinceBoot = (object.sinceBoot !== undefined && object.sinceBoot !== null) ? BigInt(object.sinceBoot) : 0n;
+    message.sinceDrops = (object.sinceDrops !== undefined && object.sinceDrops !== null)
+      ? BigInt(object.sinceDrops)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseContextsRequest(): ContextsRequest {
+  return { cluster: "", from: "", partitions: 0, boot: 0n, partition: 0 };
+}
+
+export const ContextsRequest: MessageFns<ContextsRequest> = {
+  encode(message: ContextsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.cluster !== "") {
+      writer.uint32(10).string(message.cluster);
+    }
+    if (message.from !== "") {
+      writer.uint32(18).string(message.from);
+    }
+    if (message.partitions !== 0) {
+      writer.uint32(24).uint32(message.partitions);
+    }
+    if (message.boot !== 0n) {
+      if (BigInt.asUintN(64, message.boot) !== message.boot) {
+        throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
+      }
+      writer.uint32(33).fixed64(message.boot);
+    }
+    if (message.partition !== 0) {
+      writer.uint32(40).uint32(message.partition);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ContextsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseContextsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.cluster = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.partitions = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.boot = reader.fixed64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.partition = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ContextsRequest {
+    return {
+      cluster: isSet(object.cluster) ? globalThis.String(object.cluster) : "",
+      from: isSet(object.from) ? globalThis.String(object.from) : "",
+      partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
+      boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+    };
+  },
+
+  toJSON(message: ContextsRequest): unknown {
+    const obj: any = {};
+    if (message.cluster !== "") {
+      obj.cluster = message.cluster;
+    }
+    if (message.from !== "") {
+      obj.from = message.from;
+    }
+    if (message.partitions !== 0) {
+      obj.partitions = Math.round(message.partitions);
+    }
+    if (message.boot !== 0n) {
+      obj.boot = message.boot.toString();
+    }
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ContextsRequest>, I>>(base?: I): ContextsRequest {
+    return ContextsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ContextsRequest>, I>>(object: I): ContextsRequest {
+    const message = createBaseContextsRequest();
+    message.cluster = object.cluster ?? "";
+    message.from = object.from ?? "";
+    message.partitions = object.partitions ?? 0;
+    message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
+    message.partition = object.partition ?? 0;
+    return message;
+  },
+};
+
+function createBaseKeyContext(): KeyContext {
+  return { key: "", type: 0, context: undefined, digest: Buffer.alloc(0) };
+}
+
+export const KeyContext: MessageFns<KeyContext> = {
+  encode(message: KeyContext, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.type !== 0) {
+      writer.uint32(16).int32(message.type);
+    }
+    if (message.context !== undefined) {
+      CausalContext.encode(message.context, writer.uint32(26).fork()).join();
+    }
+    if (message.digest.length !== 0) {
+      writer.uint32(34).bytes(message.digest);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyContext {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyContext();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.type = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.context = CausalContext.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.digest = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): KeyContext {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      type: isSet(object.type) ? objectTypeFromJSON(object.type) : 0,
+      context: isSet(object.context) ? CausalContext.fromJSON(object.context) : undefined,
+      digest: isSet(object.digest) ? Buffer.from(bytesFromBase64(object.digest)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: KeyContext): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.type !== 0) {
+      obj.type = objectTypeToJSON(message.type);
+    }
+    if (message.context !== undefined) {
+      obj.context = CausalContext.toJSON(message.context);
+    }
+    if (message.digest.length !== 0) {
+      obj.digest = base64FromBytes(message.digest);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<KeyContext>, I>>(base?: I): KeyContext {
+    return KeyContext.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<KeyContext>, I>>(object: I): KeyContext {
+    const message = createBaseKeyContext();
+    message.key = object.key ?? "";
+    message.type = object.type ?? 0;
+    message.context = (object.context !== undefined && object.context !== null)
+      ? CausalContext.fromPartial(object.context)
+      : undefined;
+    message.digest = object.digest ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseContextsReply(): ContextsReply {
+  return { from: "", boot: 0n, dropped: [], drops: 0n, keys: [], complete: false };
+}
+
+export const ContextsReply: MessageFns<ContextsReply> = {
+  encode(message: ContextsReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.from !== "") {
+      writer.uint32(10).string(message.from);
+    }
+    if (message.boot !== 0n) {
+      if (BigInt.asUintN(64, message.boot) !== message.boot) {
+        throw new globalThis.Error("value provided for field message.boot of type fixed64 too large");
+      }
+      writer.uint32(17).fixed64(message.boot);
+    }
+    for (const v of message.dropped) {
+      PartitionDrop.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.drops !== 0n) {
+      if (BigInt.asUintN(64, message.drops) !== message.drops) {
+        throw new globalThis.Error("value provided for field message.drops of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.drops);
+    }
+    for (const v of message.keys) {
+      KeyContext.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.complete !== false) {
+      writer.uint32(48).bool(message.complete);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ContextsReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseContextsReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.boot = reader.fixed64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.dropped.push(PartitionDrop.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.drops = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.keys.push(KeyContext.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.complete = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ContextsReply {
+    return {
+      from: isSet(object.from) ? globalThis.String(object.from) : "",
+      boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
+      dropped: globalThis.Array.isArray(object?.dropped)
+        ? object.dropped.map((e: any) => PartitionDrop.fromJSON(e))
+        : [],
+      drops: isSet(object.drops) ? BigInt(object.drops) : 0n,
+      keys: globalThis.Array.isArray(object?.keys) ? object.keys.map((e: any) => KeyContext.fromJSON(e)) : [],
+      complete: isSet(object.complete) ? globalThis.Boolean(object.complete) : false,
+    };
+  },
+
+  toJSON(message: ContextsReply): unknown {
+    const obj: any = {};
+    if (message.from !== "") {
+      obj.from = message.from;
+    }
+    if (message.boot !== 0n) {
+      obj.boot = message.boot.toString();
+    }
+    if (message.dropped?.length) {
+      obj.dropped = message.dropped.map((e) => PartitionDrop.toJSON(e));
+    }
+    if (message.drops !== 0n) {
+      obj.drops = message.drops.toString();
+    }
+    if (message.keys?.length) {
+      obj.keys = message.keys.map((e) => KeyContext.toJSON(e));
+    }
+    if (message.complete !== false) {
+      obj.complete = message.complete;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ContextsReply>, I>>(base?: I): ContextsReply {
+    return ContextsReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ContextsReply>, I>>(object: I): ContextsReply {
+    const message = createBaseContextsReply();
+    message.from = object.from ?? "";
+    message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
+    message.dropped = object.dropped?.map((e) => PartitionDrop.fromPartial(e)) || [];
+    message.drops = (object.drops !== undefined && object.drops !== null) ? BigInt(object.drops) : 0n;
+    message.keys = object.keys?.map((e) => KeyContext.fromPartial(e)) || [];
+    message.complete = object.complete ?? false;
     return message;
   },
 };
@@ -1855,6 +2417,23 @@ export const GossipService = {
     responseDeserialize: (value: Buffer): StateReply => StateReply.decode(value),
   },
   /**
+   * What the receiver holds of one partition, asked before that partition's full state is pushed:
+   * each key's type and causal context (AWSET) or a digest of its state (the types stored whole).
+   * The sender then pushes each AWSET key only what lies outside that context (StateChunk.delta),
+   * skips a whole-state key whose digest matches its own, and pushes the rest whole: a node back
+   * with what it had receives almost nothing. Read-only; a sender whose neighbour does not know
+   * this method (UNIMPLEMENTED) pushes full state.
+   */
+  contexts: {
+    path: "/deltaset.v1.Gossip/Contexts" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ContextsRequest): Buffer => Buffer.from(ContextsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ContextsRequest => ContextsRequest.decode(value),
+    responseSerialize: (value: ContextsReply): Buffer => Buffer.from(ContextsReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ContextsReply => ContextsReply.decode(value),
+  },
+  /**
    * Take over removes that wait on the sender for adds it will no longer receive: the sender no
    * longer owns their keys (placement with a replication factor) and drops its copy. The
    * receiver must own every key's partition; it applies each remove with its context, keeps what
@@ -1893,6 +2472,15 @@ export interface GossipServer extends UntypedServiceImplementation {
    * chunk, so a stream cut in the middle loses nothing.
    */
   pushState: handleClientStreamingCall<StateChunk, StateReply>;
+  /**
+   * What the receiver holds of one partition, asked before that partition's full state is pushed:
+   * each key's type and causal context (AWSET) or a digest of its state (the types stored whole).
+   * The sender then pushes each AWSET key only what lies outside that context (StateChunk.delta),
+   * skips a whole-state key whose digest matches its own, and pushes the rest whole: a node back
+   * with what it had receives almost nothing. Read-only; a sender whose neighbour does not know
+   * this method (UNIMPLEMENTED) pushes full state.
+   */
+  contexts: handleUnaryCall<ContextsRequest, ContextsReply>;
   /**
    * Take over removes that wait on the sender for adds it will no longer receive: the sender no
    * longer owns their keys (placement with a replication factor) and drops its copy. The
@@ -1953,6 +2541,29 @@ export interface GossipClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: StateReply) => void,
   ): ClientWritableStream<StateChunk>;
+  /**
+   * What the receiver holds of one partition, asked before that partition's full state is pushed:
+   * each key's type and causal context (AWSET) or a digest of its state (the types stored whole).
+   * The sender then pushes each AWSET key only what lies outside that context (StateChunk.delta),
+   * skips a whole-state key whose digest matches its own, and pushes the rest whole: a node back
+   * with what it had receives almost nothing. Read-only; a sender whose neighbour does not know
+   * this method (UNIMPLEMENTED) pushes full state.
+   */
+  contexts(
+    request: ContextsRequest,
+    callback: (error: ServiceError | null, response: ContextsReply) => void,
+  ): ClientUnaryCall;
+  contexts(
+    request: ContextsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ContextsReply) => void,
+  ): ClientUnaryCall;
+  contexts(
+    request: ContextsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ContextsReply) => void,
+  ): ClientUnaryCall;
   /**
    * Take over removes that wait on the sender for adds it will no longer receive: the sender no
    * longer owns their keys (placement with a replication factor) and drops its copy. The

@@ -1,0 +1,109 @@
+// Catch-up by contexts: before a partition's full state goes to a neighbour, the sender asks what
+// the neighbour holds there (Gossip/Contexts) and sends each key only what it lacks.
+//  - An AWSET key the neighbour holds with context C goes as its delta since C (crdt/since-cut.ts,
+//    as Export's `since`): the entries holding dots outside C, the sender's context minus C, and
+//    on the last chunk the dots inside C the sender has seen and no longer holds (its removes).
+//    Nothing goes when that delta is empty: a neighbour back with everything it had gets nothing.
+//  - A key stored whole goes whole, unless the neighbour's digest of its state equals the sender's.
+//  - A key the neighbour did not list (it lacks it, or its answer was cut at its size limit) goes
+//    whole, as a plain full state.
+// Joined into a copy whose context still includes C, a key's delta since C gives exactly what its
+// full state would, so the partition's acknowledgement means what it always means. The neighbour
+// refuses the stream if it may have lost part of C since it answered: its boot id or its drop
+// count for the partition changed (StateChunk.since_boot, since_drops).
+import { createHash } from "node:crypto";
+import { AWSet, type CausalContext, ChunkRegrouper, type EntryChunk, ObjectType, SinceCut, awsetEntrySize, contextFromProto, contextToProto, latticeFor } from "../crdt/index.js";
+import { CausalContext as Ctx } from "../crdt/causal-context.js";
+import { KeyContext } from "../gen/deltaset/v1/gossip.js";
+import type { StateChunk as StoredChunk } from "../store/layout.js";
+import type { Store } from "../store/store.js";
+
+/** What a neighbour said it holds of one partition (its ContextsReply, decoded). */
+export interface Holdings {
+  /** Its boot id and drop count for the partition when it answered. */
+  boot: bigint;
+  drops: number;
+  keys: Map<string, { type: ObjectType; ctx?: CausalContext; digest?: Buffer }>;
+}
+
+/** The SHA-256 of a key stored whole, as it would be sent (its chunk's encoded state). */
+export function wholeDigest(c: StoredChunk, now: number): Buffer {
+  return createHash("sha256").update(c.encoded ?? latticeFor(c.type).encode(c.slice, now)).digest();
+}
+
+/**
+ * The keys of one partition with their contexts (AWSET) or digests (types stored whole), in key
+ * order, until their encoded size would pass maxBytes (at least one key). complete: all listed.
+ */
+export async function partitionHoldings(store: Store, partition: number, maxBytes: number): Promise<{ keys: KeyContext[]; complete: boolean }> {
+  const keys: KeyContext[] = [];
+  let bytes = 0;
+  for await (const key of store.keys(partition)) {
+    const d = await store.describe(key);
+    if (d === undefined) continue;
+    let kc: KeyContext;
+    if (d.type === ObjectType.AWSET) kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0) };
+    else {
+      let digest: Buffer | undefined;
+      for await (const c of store.stateChunks(key, 1)) digest ??= wholeDigest(c, store.now());
+      if (digest === undefined) continue;
+      kc = { key, type: d.type, context: undefined, digest };
+    }
+    const size = KeyContext.encode(kc).finish().length + 4;
+    if (keys.length > 0 && bytes + size > maxBytes) return { keys, complete: false };
+    keys.push(kc);
+    bytes += size;
+  }
+  return { keys, complete: true };
+}
+
+/** A neighbour's answer as Holdings. Throws a DecodeError-like error on a malformed context. */
+export function holdingsFrom(boot: bigint, drops: bigint, keys: readonly KeyContext[]): Holdings {
+  const m: Holdings["keys"] = new Map();
+  for (const k of keys) {
+    m.set(k.key, k.type === ObjectType.AWSET ? { type: k.type, ctx: contextFromProto(k.context) } : { type: k.type, digest: Buffer.from(k.digest) });
+  }
+  return { boot, drops: Number(drops), keys: m };
+}
+
+/** One chunk of a key's delta since a context: its range, entries, and the contexts it carries. */
+export interface DeltaChunk {
+  range: EntryChunk;
+  /** Encoded slice (the entries, with an empty context). */
+  payload: Uint8Array;
+  /** The first chunk: the context the entries are joined with (the key's minus since). */
+  context?: CausalContext;
+  /** The last chunk: the removes of dots inside since. */
+  removed?: CausalContext;
+}
+
+/**
+ * A key's delta since `since`, chunk by chunk, read from the store's chunks of the key (one
+ * snapshot). Yields nothing when the delta is empty (no entry outside since, no context outside
+ * it, no remove inside it).
+ */
+export async function* deltaChunks(store: Store, key: string, since: CausalContext, limits: { maxEntries: number; maxBytes: number }): AsyncGenerator<DeltaChunk> {
+  const regroup = new ChunkRegrouper({ maxEntries: limits.maxEntries, maxBytes: limits.maxBytes, entryBytes: awsetEntrySize });
+  const codec = latticeFor(ObjectType.AWSET);
+  let cut: SinceCut | undefined;
+  let first = true;
+  for await (const c of store.stateChunks(key, limits.maxEntries)) {
+    if (c.type !== ObjectType.AWSET) return;
+    if (c.ctx !== undefined) cut = new SinceCut(c.ctx, since);
+    if (cut === undefined) return;
+    const slice = c.slice as AWSet;
+    for (const out of regroup.push({ rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, entries: cut.entries(slice.entries) })) {
+      const context = first ? cut.context() : undefined;
+      const removed = out.rangeOpen ? cut.removed() : undefined;
+      // Only the last output chunk can be empty (the regrouper closes a chunk at an entry).
+      if (first && out.rangeOpen && out.entries.size === 0 && context!.isEmpty() && removed!.isEmpty()) return;
+      first = false;
+      yield {
+        range: out,
+        payload: codec.encode(AWSet.fromParts(out.entries, new Ctx()), store.now()),
+        context,
+        removed: removed === undefined || removed.isEmpty() ? undefined : removed,
+      };
+    }
+  }
+}
