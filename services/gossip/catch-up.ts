@@ -7,6 +7,9 @@
 //  - A key stored whole goes whole, unless the neighbour's digest of its state equals the sender's.
 //  - A key the neighbour did not list (it lacks it, or its answer was cut at its size limit) goes
 //    whole, as a plain full state.
+//  - A partition another neighbour is pushing there at that moment (a wiped node, caught up by
+//    all its neighbours at once) waits for a later period (Algorithm 2), when the answer shows
+//    what that push brought: about one copy of the data moves instead of one per neighbour.
 // Joined into a copy whose context still includes C, a key's delta since C gives exactly what its
 // full state would, so the partition's acknowledgement means what it always means. The neighbour
 // refuses the stream if it may have lost part of C since it answered: its boot id or its drop
@@ -24,6 +27,8 @@ export interface Holdings {
   boot: bigint;
   drops: number;
   keys: Map<string, { type: ObjectType; ctx?: CausalContext; digest?: Buffer }>;
+  /** Another neighbour is pushing the partition there: push it in a later period. */
+  busy?: boolean;
 }
 
 /** The SHA-256 of a key stored whole, as it would be sent (its chunk's encoded state). */
@@ -58,12 +63,12 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
 }
 
 /** A neighbour's answer as Holdings. Throws a DecodeError-like error on a malformed context. */
-export function holdingsFrom(boot: bigint, drops: bigint, keys: readonly KeyContext[]): Holdings {
+export function holdingsFrom(boot: bigint, drops: bigint, keys: readonly KeyContext[], busy = false): Holdings {
   const m: Holdings["keys"] = new Map();
   for (const k of keys) {
     m.set(k.key, k.type === ObjectType.AWSET ? { type: k.type, ctx: contextFromProto(k.context) } : { type: k.type, digest: Buffer.from(k.digest) });
   }
-  return { boot, drops: Number(drops), keys: m };
+  return { boot, drops: Number(drops), keys: m, busy };
 }
 
 /** One chunk of a key's delta since a context: its range, entries, and the contexts it carries. */

@@ -44,6 +44,9 @@ const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops:
 /** Keys of one received frame joined into the store at once. */
 const FRAME_KEYS_AT_ONCE = 16;
 
+/** Default of ExchangeOptions.contextsClaimMs. */
+export const CONTEXTS_CLAIM_MS = 10_000;
+
 /** Default of ExchangeOptions.contextsReplyBytes. */
 export const CONTEXTS_REPLY_BYTES = 4 * 1024 * 1024;
 
@@ -68,6 +71,11 @@ export interface ExchangeOptions {
    * them whole). Default CONTEXTS_REPLY_BYTES.
    */
   contextsReplyBytes?: number;
+  /**
+   * How long a neighbour this node answered Contexts for a partition may take to start pushing it
+   * before another neighbour asking is no longer told to wait (busy). Default CONTEXTS_CLAIM_MS.
+   */
+  contextsClaimMs?: number;
   /** Largest message; delta frames are cut to half of it, a larger delta ships as full state. */
   maxMessageBytes: number;
   /**
@@ -150,6 +158,10 @@ export interface TransportCounters {
   catchUpKeysSkipped: number;
   /** Streams refused here: their deltas were cut against what this node held in another life or before a drop. */
   catchUpStale: number;
+  /** Partitions a push left for a later period: another neighbour was pushing them to the receiver. */
+  catchUpBusyDeferred: number;
+  /** Contexts requests that failed (pushed as full state): an older neighbour, a timeout, a node still starting. */
+  catchUpContextsFailed: number;
   /** Keys due for a settle announcement but larger than settleMaxBytes: not announced. */
   settleTooLarge: number;
   /** Of settleAnnouncements, keys announced still changing, their first change settleMaxWaitMs old (hot keys). */
@@ -203,12 +215,20 @@ export class GossipExchange {
     catchUpDeltaKeys: 0,
     catchUpKeysSkipped: 0,
     catchUpStale: 0,
+    catchUpBusyDeferred: 0,
+    catchUpContextsFailed: 0,
   };
   private frameId = 0n;
   private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>((c) => this.engine.local(c.partition, c.payload));
   private readonly settle: SettleAnnouncer<ObjectType> | undefined;
   private readonly rr: boolean;
   private readonly self: string;
+  /**
+   * Partitions a neighbour is pushing here (Contexts' busy): claimed by the neighbour this node
+   * answered Contexts for them, until its stream finishes them, ends, or, if its chunks never
+   * come, until the claim lapses (contextsClaimMs).
+   */
+  private readonly claims = new Map<number, { from: string; until: number }>();
   /** Neighbours that answered a frame or stream of this process: they know its boot id. */
   private readonly greeted = new Set<string>();
 
@@ -340,7 +360,7 @@ export class GossipExchange {
         batchBytes += size;
       }
       flush();
-      out.push({ to: f.to, frames, states, resets });
+      out.push({ to: f.to, frames, states: states.length > 1 ? rotated(states, Math.floor(this.o.random() * states.length)) : states, resets });
     }
     if (opts.tail !== true) this.greet(out);
     return out;
@@ -375,10 +395,15 @@ export class GossipExchange {
    * gigabytes would hold every acknowledgement (and every delta of its partitions to that peer)
    * until its very end, lose them all if it broke, and, started over from its first partition,
    * might never get to its last ones. A partition always goes whole in one stream.
+   *
+   * With holdingsOf, each partition's keys go as catch-up.ts says (what the receiver holds); a
+   * planHolds that turns false (the receiver's acks were reset meanwhile) ends the stream before
+   * the partition it was asked for.
    */
   async *stateStream(
     parts: ReadonlyArray<{ partition: number; seq: number }>,
     holdingsOf?: (partition: number) => Promise<Holdings | undefined>,
+    planHolds?: () => boolean,
   ): AsyncGenerator<StateChunk, number> {
     this.counters.stateStreamsSent++;
     const budget = this.o.stateStreamBytes ?? Infinity;
@@ -397,6 +422,15 @@ export class GossipExchange {
       let bytes = 0;
       // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.
       const holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
+      // The receiver's answer told of a restart (or a drop) this push was not planned on: stop;
+      // the next period plans on its new acks, and asks it again.
+      if (planHolds?.() === false) break;
+      if (holdings?.busy === true && this.o.sync.algorithm === 2) {
+        // Not acknowledged, so planned again next period (see Holdings.busy).
+        this.counters.catchUpBusyDeferred++;
+        covered++;
+        continue;
+      }
       for await (const key of scan.keys(partition)) {
         const held = holdings?.keys.get(key);
         if (held?.ctx !== undefined && (await this.o.store.typeOf(key)) === ObjectType.AWSET) {
@@ -494,10 +528,18 @@ export class GossipExchange {
     if (req.partition >= this.o.partitions) return this.refuse(status.INVALID_ARGUMENT, `partition ${req.partition} out of range`, req.from);
     this.noticeBoot(req.from, req.boot);
     this.counters.contextsAnswered++;
-    const { keys, complete } = await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES);
-    const reply: ContextsReply = { from: this.self, boot: this.o.boot, dropped: this.dropped(), drops: BigInt(this.ownDrops(req.partition)), keys, complete };
+    const now = (this.o.clock ?? Date.now)();
+    const claim = this.claims.get(req.partition);
+    const busy = claim !== undefined && claim.from !== req.from && claim.until > now;
+    if (!busy) this.claims.set(req.partition, { from: req.from, until: now + (this.o.contextsClaimMs ?? CONTEXTS_CLAIM_MS) });
+    const { keys, complete } = busy ? { keys: [], complete: false } : await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES);
+    const reply: ContextsReply = { from: this.self, boot: this.o.boot, dropped: this.dropped(), drops: BigInt(this.ownDrops(req.partition)), keys, complete, busy };
     this.counters.contextsReplyBytes += ContextsReplyMsg.encode(reply).finish().length;
     return { reply };
+  }
+
+  private unclaim(partition: number, from: string): void {
+    if (this.claims.get(partition)?.from === from) this.claims.delete(partition);
   }
 
   /** The request to ask a neighbour what it holds of a partition. */
@@ -514,7 +556,7 @@ export class GossipExchange {
     if (reply.from !== peer) return undefined;
     if (this.noticeBoot(peer, reply.boot)) return undefined;
     try {
-      return holdingsFrom(reply.boot, reply.drops, reply.keys);
+      return holdingsFrom(reply.boot, reply.drops, reply.keys, reply.busy);
     } catch (err) {
       this.o.log.warn("a neighbour's contexts did not decode; its partition goes as full state", { peer, err });
       return undefined;
@@ -735,7 +777,10 @@ export class GossipExchange {
           this.counters.notOwnedRefused++;
           continue;
         }
-        if (!gates.has(c.partition)) gates.set(c.partition, this.gate.openGate(c.partition));
+        if (!gates.has(c.partition)) {
+          gates.set(c.partition, this.gate.openGate(c.partition));
+          this.claims.set(c.partition, { from, until: Infinity });
+        }
         if (c.partitionDone) {
           const open = [...sequences].find(([, s]) => s.partition === c.partition);
           if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
@@ -751,6 +796,7 @@ export class GossipExchange {
           freshElements.delete(c.partition);
           this.gate.closeGate(gates.get(c.partition)!);
           gates.delete(c.partition);
+          this.unclaim(c.partition, from);
           continue;
         }
         if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
@@ -822,7 +868,10 @@ export class GossipExchange {
       return { reply: { from: this.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: this.o.boot, dropped: this.dropped() } };
     } finally {
       for (const release of holds.values()) release();
-      for (const g of gates.values()) this.gate.closeGate(g);
+      for (const [p, g] of gates) {
+        this.gate.closeGate(g);
+        this.unclaim(p, from);
+      }
     }
   }
 
@@ -860,6 +909,16 @@ export class GossipExchange {
     m.set(key, { type, state });
     fresh.set(partition, m);
   }
+}
+
+/**
+ * parts from index `start` on, then those before it. Each sender streams a node's catch-up from
+ * its own random partition: neighbours catching up the same node (a wiped one) cover different
+ * partitions first, and one that reaches a partition another already delivered finds it held
+ * (Contexts) and sends none of it, instead of each sending every partition in the same order.
+ */
+function rotated<T>(parts: T[], start: number): T[] {
+  return start <= 0 || start >= parts.length ? parts : [...parts.slice(start), ...parts.slice(0, start)];
 }
 
 function ackToProto(a: Ack): { partition: number; seq: bigint } {

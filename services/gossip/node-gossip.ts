@@ -60,6 +60,8 @@ export interface NodeGossipOptions {
   catchUpByContexts?: boolean;
   /** Most bytes of a Contexts answer this node gives (ExchangeOptions.contextsReplyBytes). */
   contextsReplyBytes?: number;
+  /** ExchangeOptions.contextsClaimMs. */
+  contextsClaimMs?: number;
   maxMessageBytes: number;
   credentials?: grpc.ChannelCredentials;
   /** Extra options of peer clients (the interceptor signing peer calls with the cluster key). */
@@ -172,6 +174,7 @@ export class NodeGossip {
         stateChunkEntries: o.stateChunkEntries,
         stateStreamBytes: o.stateStreamBytes ?? STATE_STREAM_BYTES,
         contextsReplyBytes: o.contextsReplyBytes,
+        contextsClaimMs: o.contextsClaimMs,
         maxMessageBytes: o.maxMessageBytes,
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
@@ -528,7 +531,11 @@ export class NodeGossip {
       this.x.counters.stateStreamsStalled++;
       call.cancel();
     });
-    const chunks = this.x.stateStream(parts, this.o.catchUpByContexts === false ? undefined : (p) => this.holdingsOf(to, client, p));
+    const chunks = this.x.stateStream(
+      parts,
+      this.o.catchUpByContexts === false ? undefined : (p) => this.holdingsOf(to, client, p),
+      () => !this.stopped && this.x.engine.resetsOf(to) === resets,
+    );
     try {
       let next = await chunks.next();
       for (; !next.done; next = await chunks.next()) {
@@ -564,6 +571,7 @@ export class NodeGossip {
       return this.x.holdingsFrom(to, reply);
     } catch (err) {
       if ((err as grpc.ServiceError).code === grpc.status.UNIMPLEMENTED) this.noContexts.add(to);
+      this.x.counters.catchUpContextsFailed++;
       this.o.log.debug("a neighbour did not say what it holds; its partition goes as full state", { peer: to, partition, err });
       return undefined;
     }

@@ -331,7 +331,7 @@ export class GossipSimulation {
       const holdingsOf = this.opts.catchUpByContexts === false ? undefined : (p: number) => this.contexts(n, out.to, p);
       for (let rest = out.states; rest.length > 0; ) {
         const chunks: Uint8Array[] = [];
-        const stream = n.x.stateStream(rest, holdingsOf);
+        const stream = n.x.stateStream(rest, holdingsOf, () => n.x.engine.resetsOf(out.to) === resets);
         let next = await stream.next();
         for (; !next.done; next = await stream.next()) {
           const bytes = StateChunk.encode(next.value).finish();
@@ -340,10 +340,17 @@ export class GossipSimulation {
           this.traffic.statePayloadBytes += next.value.slice?.payload.length ?? 0;
         }
         rest = rest.slice(next.value);
-        if (chunks.length === 0) continue;
-        this.traffic.frames++;
-        this.traffic.stateStreams++;
-        this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
+        if (chunks.length > 0) {
+          this.traffic.frames++;
+          this.traffic.stateStreams++;
+          this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
+        }
+        // As NodeGossip.pushStates: the peer's acks were reset meanwhile (a Contexts answer told
+        // of its restart), so the rest is planned again next period.
+        if (n.x.engine.resetsOf(out.to) !== resets) {
+          n.x.engine.statesNotSent(rest.map((st) => st.partition));
+          break;
+        }
       }
     }
   }

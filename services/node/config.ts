@@ -34,6 +34,8 @@ export interface GossipSettings {
   catchUpByContexts: boolean;
   /** Most bytes of a Contexts answer this node gives (keys past it are pushed whole). */
   contextsReplyBytes: number;
+  /** How long a neighbour answered Contexts for a partition holds it against other pushers. */
+  contextsClaimMs: number;
   /** Deadline of one gossip RPC, in milliseconds. */
   rpcTimeoutMs: number;
   /** Algorithm 1: forward what was received (the new part of it) as well as local deltas. */
@@ -222,6 +224,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     stateStreamStallMs: 30_000,
     catchUpByContexts: true,
     contextsReplyBytes: 4 * 1024 * 1024,
+    contextsClaimMs: 10_000,
     rpcTimeoutMs: 5000,
     transitive: true,
     maxBufferedStateElements: 10_000,
@@ -398,6 +401,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.contextsReplyBytes) && c.gossip.contextsReplyBytes >= 1024)) {
     throw new ConfigError(`gossip contextsReplyBytes (--gossip-contexts-reply-bytes) must be an integer of at least 1024, not ${c.gossip.contextsReplyBytes}`);
+  }
+  if (!(Number.isInteger(c.gossip.contextsClaimMs) && c.gossip.contextsClaimMs >= 0)) {
+    throw new ConfigError(`gossip contextsClaimMs (--gossip-contexts-claim-ms) must be a non-negative integer, not ${c.gossip.contextsClaimMs}`);
   }
   if (!(Number.isInteger(c.gossip.stateStreamStallMs) && c.gossip.stateStreamStallMs >= 1)) {
     throw new ConfigError(`gossip stateStreamStallMs (--gossip-state-stream-stall-ms) must be a positive integer, not ${c.gossip.stateStreamStallMs}`);

@@ -229,6 +229,11 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "most bytes of this node's answer to a neighbour's Contexts request; the keys past it are not listed, and the neighbour pushes them whole",
     },
     {
+      flag: "gossip-contexts-claim-ms", env: "DELTASET_GOSSIP_CONTEXTS_CLAIM_MS", path: "gossip.contextsClaimMs", kind: "int",
+      description: "after answering a neighbour's Contexts request for a partition, tell other neighbours asking about it to push it later (busy) until that neighbour's push of it ends, or for this many ms if it never starts (0: never tell them to wait)",
+      details: "A node caught up by all its neighbours at once (a wiped one) then receives about one copy of the data instead of one per neighbour. Counted in deltaset_gossip_transport_events_total, event catch_up_busy_deferred.",
+    },
+    {
       flag: "gossip-push-local-ms", env: "DELTASET_GOSSIP_PUSH_LOCAL_MS", path: "gossip.pushLocalMs", kind: "int",
       description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
     },

@@ -1,5 +1,6 @@
 // What a node's return costs the cluster: full-state bytes shipped (deltaset_gossip_sent_bytes,
-// kind="state", summed over the nodes) relative to one copy of the data, on 3 real node processes
+// kind="state") and Contexts answers (deltaset_gossip_transport_events, contexts_reply_bytes),
+// summed over the nodes, relative to one copy of the data, on 3 real node processes
 // holding the same sets, in three events of the third node:
 //  - restarted with its data (SIGTERM, start again): it lost nothing;
 //  - killed (SIGKILL) and started again with its data: it lost nothing acknowledged;
@@ -34,9 +35,13 @@ const dir = mkdtempSync(join(tmpdir(), "deltaset-bench-catchup-"));
 const c = new TestCluster(dir, HOSTS.map((h) => `${h}:7871`), FLAGS, "cu");
 const start = (i: number) => c.start(i, ["--metrics-listen", METRICS[i]!]);
 
-/** Full-state payload bytes node i sent since its process started. */
+/**
+ * Bytes node i sent to catch a neighbour up since its process started: full-state payload (with
+ * the removes of keys sent as deltas) and its answers to neighbours' Contexts requests.
+ */
 async function stateBytesSent(i: number): Promise<number> {
-  return sumSamples(await (await fetch(`http://${METRICS[i]}/metrics`)).text(), "deltaset_gossip_sent_bytes_total", { kind: "state" });
+  const text = await (await fetch(`http://${METRICS[i]}/metrics`)).text();
+  return sumSamples(text, "deltaset_gossip_sent_bytes_total", { kind: "state" }) + sumSamples(text, "deltaset_gossip_transport_events_total", { event: "contexts_reply_bytes" });
 }
 
 /** Live elements per key on node i. */

@@ -86,33 +86,45 @@ describe("catch-up by contexts (simulation)", () => {
   });
 
   it("whole-state keys the receiver holds alike are skipped, those that differ go whole", async () => {
-    const sim = await GossipSimulation.create({ topology: RING3, sync: ALG2_BP_RR, partitions: PARTITIONS, seed: 4, faults: NO_FAULTS });
-    for (let k = 0; k < 6; k++) await sim.operate("a", `f${k}`, ObjectType.GBF, { kind: "add", elements: [b(`x${k}`)], params: { capacity: 200 } });
-    assert.notEqual(await sim.runUntilConverged(50), -1);
-    for (let i = 0; i < 5; i++) await sim.step();
-    sim.setNeighbours("a", ["b"]);
-    sim.setNeighbours("b", ["a"]);
-    sim.setNeighbours("c", []);
-    await sim.operate("a", "f0", ObjectType.GBF, { kind: "add", elements: [b("late")] });
-    for (let i = 0; i < 6; i++) await sim.step();
-    await sim.restart("c");
-    for (const [id, n] of RING3) sim.setNeighbours(id, n);
-    assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
-    const skipped = sim.transport("a").catchUpKeysSkipped + sim.transport("b").catchUpKeysSkipped;
-    assert.ok(skipped >= 5, `filters held alike, skipped: ${skipped}`);
-    assert.ok(await sim.converged());
-    await sim.close();
+    const shipped: Record<string, number> = {};
+    for (const on of [true, false]) {
+      const sim = await GossipSimulation.create({ topology: RING3, sync: ALG2_BP_RR, partitions: PARTITIONS, seed: 4, faults: NO_FAULTS, catchUpByContexts: on });
+      for (let k = 0; k < 6; k++) await sim.operate("a", `f${k}`, ObjectType.GBF, { kind: "add", elements: [b(`x${k}`)], params: { capacity: 200 } });
+      assert.notEqual(await sim.runUntilConverged(50), -1);
+      for (let i = 0; i < 5; i++) await sim.step();
+      // c is cut off while f0 changes, then restarts: its neighbours push it full state.
+      sim.setNeighbours("a", ["b"]);
+      sim.setNeighbours("b", ["a"]);
+      sim.setNeighbours("c", []);
+      await sim.operate("a", "f0", ObjectType.GBF, { kind: "add", elements: [b("late")] });
+      for (let i = 0; i < 6; i++) await sim.step();
+      await sim.restart("c");
+      for (const [id, n] of RING3) sim.setNeighbours(id, n);
+      const before = sim.traffic.statePayloadBytes;
+      assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+      assert.ok(await sim.converged());
+      shipped[String(on)] = sim.traffic.statePayloadBytes - before;
+      if (on) assert.ok(sim.transport("a").catchUpKeysSkipped + sim.transport("b").catchUpKeysSkipped >= 4, "filters held alike were skipped");
+      await sim.close();
+    }
+    // Off: 6 filters both ways at least; on: f0 (the one that changed) and little else.
+    assert.ok(shipped.true! > 0, "f0 went");
+    assert.ok(shipped.true! * 3 <= shipped.false!, `on: ${shipped.true} bytes, off: ${shipped.false}`);
   });
 });
 
 // Two exchanges over in-memory stores, driven by hand, to reach the receiver's refusals.
-async function node(id: string, boot: bigint, db?: StoreDb, contextsReplyBytes?: number): Promise<{ store: Store; x: GossipExchange }> {
-  const store = await Store.open({ dir: "memory", db, nodeId: id, replicaId: `${id}~${boot}`, partitions: PARTITIONS, partitionOf, sync: "buffered" });
+async function node(
+  id: string,
+  boot: bigint,
+  o: { db?: StoreDb; contextsReplyBytes?: number; contextsClaimMs?: number; clock?: () => number } = {},
+): Promise<{ store: Store; x: GossipExchange }> {
+  const store = await Store.open({ dir: "memory", db: o.db, nodeId: id, replicaId: `${id}~${boot}`, partitions: PARTITIONS, partitionOf, sync: "buffered" });
   const x = await GossipExchange.create(
-    { store, log: quiet, cluster: "t", partitions: PARTITIONS, sync: ALG2_BP_RR, stateChunkEntries: 4, maxMessageBytes: 1 << 20, boot, random: () => 0.5, contextsReplyBytes },
+    { store, log: quiet, cluster: "t", partitions: PARTITIONS, sync: ALG2_BP_RR, stateChunkEntries: 4, maxMessageBytes: 1 << 20, boot, random: () => 0.5, ...o },
     () => true,
   );
-  x.engine.setNeighbours(id === "a" ? ["b"] : ["a"]);
+  x.engine.setNeighbours(["a", "b", "c"].filter((n) => n !== id));
   return { store, x };
 }
 
@@ -158,7 +170,7 @@ describe("catch-up by contexts (exchange)", () => {
     for (const lose of ["restart", "drop"] as const) {
       const { bNode, chunks } = await pair();
       let receiver = bNode;
-      if (lose === "restart") receiver = await node("b", 22n, bNode.store.db);
+      if (lose === "restart") receiver = await node("b", 22n, { db: bNode.store.db });
       else receiver.x.engine.noteDropped(p);
       const r = await receiver.x.receiveStateStream(chunks);
       assert.ok("refused" in r, `${lose}: accepted`);
@@ -183,6 +195,36 @@ describe("catch-up by contexts (exchange)", () => {
     assert.equal(await bNode.store.contains(key, [b("new")]).then((v) => v[0]), false, "nothing applied");
   });
 
+  it("a partition another neighbour is pushing is answered busy, and the asker leaves it unacknowledged for later", async () => {
+    let now = 1000;
+    const receiver = await node("c", 31n, { clock: () => now, contextsClaimMs: 5000 });
+    const a = await node("a", 11n);
+    const bNode = await node("b", 21n);
+    for (const n of [a, bNode]) await n.store.add(key, [b(n === a ? "from-a" : "from-b")]);
+    const askA = await receiver.x.answerContexts(a.x.contextsRequest(p));
+    assert.ok("reply" in askA && !askA.reply.busy, "the first asker may push");
+    const askB = await receiver.x.answerContexts(bNode.x.contextsRequest(p));
+    assert.ok("reply" in askB && askB.reply.busy && askB.reply.keys.length === 0, "the second is told to wait");
+    const holdings = bNode.x.holdingsFrom("c", askB.reply)!;
+    const gen = bNode.x.stateStream([{ partition: p, seq: bNode.x.engine.seq(p) }], async () => holdings);
+    const first = await gen.next();
+    assert.deepEqual([first.done, first.value], [true, 1], "nothing sent, the partition counted as covered");
+    assert.equal(bNode.x.counters.catchUpBusyDeferred, 1);
+    // a's push of p ends: the claim goes, b may push (and is told what a brought).
+    const fromA = await collect(a.x.stateStream([{ partition: p, seq: a.x.engine.seq(p) }], async () => a.x.holdingsFrom("c", askA.reply)));
+    assert.ok("reply" in (await receiver.x.receiveStateStream(fromA)));
+    const again = await receiver.x.answerContexts(bNode.x.contextsRequest(p));
+    assert.ok("reply" in again && !again.reply.busy && again.reply.keys.some((k) => k.key === key));
+    // A claim whose push never starts lapses after contextsClaimMs.
+    const q = (p + 1) % PARTITIONS;
+    assert.ok("reply" in (await receiver.x.answerContexts(a.x.contextsRequest(q))));
+    const waits = await receiver.x.answerContexts(bNode.x.contextsRequest(q));
+    assert.ok("reply" in waits && waits.reply.busy);
+    now += 5001;
+    const lapsed = await receiver.x.answerContexts(bNode.x.contextsRequest(q));
+    assert.ok("reply" in lapsed && !lapsed.reply.busy, "the claim lapsed");
+  });
+
   it("a Contexts answer stops at its byte limit, in key order, and says it is incomplete", async () => {
     const a = await node("a", 11n);
     const keys = Array.from({ length: 200 }, (_, i) => `k${i}`).filter((k) => partitionOf(k, PARTITIONS) === p);
@@ -192,7 +234,7 @@ describe("catch-up by contexts (exchange)", () => {
     assert.ok("reply" in whole && whole.reply.complete && whole.reply.keys.length === keys.length);
     const listed = whole.reply.keys.map((k) => k.key);
     assert.deepEqual(listed, [...listed].sort(), "key order");
-    const limited = await node("a", 12n, a.store.db, 100);
+    const limited = await node("a", 12n, { db: a.store.db, contextsReplyBytes: 100 });
     const cut = await limited.x.answerContexts(req);
     assert.ok("reply" in cut && !cut.reply.complete);
     assert.ok(cut.reply.keys.length >= 1 && cut.reply.keys.length < keys.length, `${cut.reply.keys.length} listed`);

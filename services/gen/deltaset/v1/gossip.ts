@@ -274,6 +274,12 @@ export interface ContextsReply {
   keys: KeyContext[];
   /** Every key of the partition is listed. */
   complete: boolean;
+  /**
+   * Another neighbour is pushing this partition's state here right now; no key is listed. The
+   * sender leaves the partition for a later period (Algorithm 2: it is not acknowledged, so it is
+   * planned again), when the answer shows what that push brought, instead of pushing it too.
+   */
+  busy: boolean;
 }
 
 /** The receiver's answer to a PushState stream. */
@@ -1761,7 +1767,7 @@ export const KeyContext: MessageFns<KeyContext> = {
 };
 
 function createBaseContextsReply(): ContextsReply {
-  return { from: "", boot: 0n, dropped: [], drops: 0n, keys: [], complete: false };
+  return { from: "", boot: 0n, dropped: [], drops: 0n, keys: [], complete: false, busy: false };
 }
 
 export const ContextsReply: MessageFns<ContextsReply> = {
@@ -1789,6 +1795,9 @@ export const ContextsReply: MessageFns<ContextsReply> = {
     }
     if (message.complete !== false) {
       writer.uint32(48).bool(message.complete);
+    }
+    if (message.busy !== false) {
+      writer.uint32(56).bool(message.busy);
     }
     return writer;
   },
@@ -1854,6 +1863,14 @@ export const ContextsReply: MessageFns<ContextsReply> = {
             message.complete = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.busy = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1876,6 +1893,7 @@ export const ContextsReply: MessageFns<ContextsReply> = {
       drops: isSet(object.drops) ? BigInt(object.drops) : 0n,
       keys: globalThis.Array.isArray(object?.keys) ? object.keys.map((e: any) => KeyContext.fromJSON(e)) : [],
       complete: isSet(object.complete) ? globalThis.Boolean(object.complete) : false,
+      busy: isSet(object.busy) ? globalThis.Boolean(object.busy) : false,
     };
   },
 
@@ -1899,6 +1917,9 @@ export const ContextsReply: MessageFns<ContextsReply> = {
     if (message.complete !== false) {
       obj.complete = message.complete;
     }
+    if (message.busy !== false) {
+      obj.busy = message.busy;
+    }
     return obj;
   },
 
@@ -1913,6 +1934,7 @@ export const ContextsReply: MessageFns<ContextsReply> = {
     message.drops = (object.drops !== undefined && object.drops !== null) ? BigInt(object.drops) : 0n;
     message.keys = object.keys?.map((e) => KeyContext.fromPartial(e)) || [];
     message.complete = object.complete ?? false;
+    message.busy = object.busy ?? false;
     return message;
   },
 };
