@@ -3,7 +3,7 @@
 // fuzzer's control keys (see control.ts). Peer frames name the fuzzer's fake member as sender and
 // carry only the addresses the caller allows (see address-guard.ts).
 import { type Random, pick, randomInt } from "../../services/common/prng.ts";
-import { GossipFrame, GossipService, HandOverRequest, PayloadKind, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
+import { ContextsRequest, GossipFrame, GossipService, HandOverRequest, PayloadKind, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { JoinRequest, LeaveRequest, MemberState, MembersRequest, MembershipService, PingReqRequest, PingRequest, WatchRequest } from "../../services/gen/deltaset/v1/membership.ts";
 import { AddRequest, ExportChunk, ExportRequest, IncrementRequest, MergeRequest, QueryRequest, RemoveRequest, ReplicaService, ScanRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { AWSetState, type CausalContext, CounterState, EncodedState, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
@@ -177,6 +177,12 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
     { path: GossipService.exchange.path, kind: "unary", peer: true, seeds: many(gossipFrame) },
     { path: GossipService.exchangeStream.path, kind: "bidiStream", peer: true, seeds: many(gossipFrame) },
     { path: GossipService.pushState.path, kind: "clientStream", peer: true, seeds: many(stateChunk) },
+    {
+      path: GossipService.contexts.path,
+      kind: "unary",
+      peer: true,
+      seeds: many(() => enc(ContextsRequest, { cluster: ctx.cluster, from: ctx.peerId, partitions: ctx.partitions, boot: 42n, partition: randomInt(r, ctx.partitions + 2) })),
+    },
     {
       path: GossipService.handOver.path,
       kind: "unary",

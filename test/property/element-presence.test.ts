@@ -113,7 +113,12 @@ describe("element presence filters in the store", () => {
           await plain.close();
         }
       }),
-      { numRuns: RUNS, ...(process.env.FC_SEED ? { seed: Number(process.env.FC_SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
+      {
+        numRuns: RUNS,
+        // Always one run that scans: a set of 100 restarted (its filter lost), then 120 new
+        // elements read absent, past a quarter of its size; random runs may not reach one.
+        examples: [[[{ kind: "add", key: 0, from: 0, count: 100 }, { kind: "restart" }, { kind: "add", key: 0, from: 200, count: 120 }, { kind: "pause", turns: 20 }, { kind: "add", key: 0, from: 330, count: 5 }]]],
+        ...(process.env.FC_SEED ? { seed: Number(process.env.FC_SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
     );
     assert.ok(skipped > 0 && scans > 0, `reads skipped (${skipped}) and sets scanned (${scans})`);
     console.log(`presence filters: ${skipped} element reads skipped, ${scans} scans`);
