@@ -560,7 +560,10 @@ export class NodeGossip {
 
   /**
    * What a neighbour holds of a partition (Gossip/Contexts), for a catch-up by contexts; undefined
-   * when it cannot say (full state then): an older node without the method, or a failed call.
+   * when it cannot say (full state then): an older node without the method, or a call that failed
+   * otherwise than for want of a connection. Without a connection (UNAVAILABLE) it throws: the
+   * push fails as its stream would, and the next period asks again, instead of pushing full state
+   * to a neighbour that may hold it all.
    */
   private async holdingsOf(to: string, client: GossipClient, partition: number): Promise<Holdings | undefined> {
     if (this.noContexts.has(to)) return undefined;
@@ -570,8 +573,10 @@ export class NodeGossip {
       );
       return this.x.holdingsFrom(to, reply);
     } catch (err) {
-      if ((err as grpc.ServiceError).code === grpc.status.UNIMPLEMENTED) this.noContexts.add(to);
+      const code = (err as grpc.ServiceError).code;
       this.x.counters.catchUpContextsFailed++;
+      if (code === grpc.status.UNAVAILABLE) throw err;
+      if (code === grpc.status.UNIMPLEMENTED) this.noContexts.add(to);
       this.o.log.debug("a neighbour did not say what it holds; its partition goes as full state", { peer: to, partition, err });
       return undefined;
     }
