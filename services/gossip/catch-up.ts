@@ -5,8 +5,8 @@
 //    on the last chunk the dots inside C the sender has seen and no longer holds (its removes).
 //    Nothing goes when that delta is empty: a neighbour back with everything it had gets nothing.
 //  - A key stored whole goes whole, unless the neighbour's digest of its state equals the sender's.
-//  - A key the neighbour did not list (it lacks it, or its answer was cut at its size limit) goes
-//    whole, as a plain full state.
+//  - A key the neighbour did not list (it lacks it) goes whole, as a plain full state. An answer
+//    cut at its size limit is continued page by page (start_after) as the push reaches its end.
 //  - A partition another neighbour is pushing there at that moment (a wiped node, caught up by
 //    all its neighbours at once) waits for a later period (Algorithm 2), when the answer shows
 //    what that push brought: about one copy of the data moves instead of one per neighbour.
@@ -29,6 +29,13 @@ export interface Holdings {
   keys: Map<string, { type: ObjectType; ctx?: CausalContext; digest?: Buffer }>;
   /** Another neighbour is pushing the partition there: push it in a later period. */
   busy?: boolean;
+  /** The last key listed, when keys after it were left out (the answer's size limit): ask for the next page from it. */
+  more?: string;
+}
+
+/** Whether key a sorts after key b in the store's key order (UTF-8 bytes). */
+export function keyAfter(a: string, b: string): boolean {
+  return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")) > 0;
 }
 
 /** The SHA-256 of a key stored whole, as it would be sent (its chunk's encoded state). */
@@ -40,10 +47,10 @@ export function wholeDigest(c: StoredChunk, now: number): Buffer {
  * The keys of one partition with their contexts (AWSET) or digests (types stored whole), in key
  * order, until their encoded size would pass maxBytes (at least one key). complete: all listed.
  */
-export async function partitionHoldings(store: Store, partition: number, maxBytes: number): Promise<{ keys: KeyContext[]; complete: boolean }> {
+export async function partitionHoldings(store: Store, partition: number, maxBytes: number, after?: string): Promise<{ keys: KeyContext[]; complete: boolean }> {
   const keys: KeyContext[] = [];
   let bytes = 0;
-  for await (const key of store.keys(partition)) {
+  for await (const key of after === undefined || after === "" ? store.keys(partition) : store.keysWithPrefix(partition, "", after)) {
     const d = await store.describe(key);
     if (d === undefined) continue;
     let kc: KeyContext;
@@ -63,12 +70,13 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
 }
 
 /** A neighbour's answer as Holdings. Throws a DecodeError-like error on a malformed context. */
-export function holdingsFrom(boot: bigint, drops: bigint, keys: readonly KeyContext[], busy = false): Holdings {
+export function holdingsFrom(r: { boot: bigint; drops: bigint; keys: readonly KeyContext[]; busy: boolean; complete: boolean }): Holdings {
   const m: Holdings["keys"] = new Map();
-  for (const k of keys) {
+  for (const k of r.keys) {
     m.set(k.key, k.type === ObjectType.AWSET ? { type: k.type, ctx: contextFromProto(k.context) } : { type: k.type, digest: Buffer.from(k.digest) });
   }
-  return { boot, drops: Number(drops), keys: m, busy };
+  const more = r.complete || r.busy || r.keys.length === 0 ? undefined : r.keys.at(-1)!.key;
+  return { boot: r.boot, drops: Number(r.drops), keys: m, busy: r.busy, more };
 }
 
 /** One chunk of a key's delta since a context: its range, entries, and the contexts it carries. */

@@ -36,7 +36,7 @@ import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 import { NO_MAC } from "../common/trailing-mac.js";
 import { forEachBounded } from "../common/bounded.js";
-import { type Holdings, deltaChunks, holdingsFrom, partitionHoldings, wholeDigest } from "./catch-up.js";
+import { type Holdings, deltaChunks, holdingsFrom, keyAfter, partitionHoldings, wholeDigest } from "./catch-up.js";
 
 /** The fields of a StateChunk that is not part of a key's delta (catch-up.ts). */
 const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n } as const;
@@ -402,7 +402,7 @@ export class GossipExchange {
    */
   async *stateStream(
     parts: ReadonlyArray<{ partition: number; seq: number }>,
-    holdingsOf?: (partition: number) => Promise<Holdings | undefined>,
+    holdingsOf?: (partition: number, startAfter?: string) => Promise<Holdings | undefined>,
     planHolds?: () => boolean,
   ): AsyncGenerator<StateChunk, number> {
     this.counters.stateStreamsSent++;
@@ -421,7 +421,7 @@ export class GossipExchange {
     for (const { partition, seq } of parts) {
       let bytes = 0;
       // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.
-      const holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
+      let holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
       // The receiver's answer told of a restart (or a drop) this push was not planned on: stop;
       // the next period plans on its new acks, and asks it again.
       if (planHolds?.() === false) break;
@@ -432,6 +432,12 @@ export class GossipExchange {
         continue;
       }
       for await (const key of scan.keys(partition)) {
+        // Past the last key of a page that was not the last: the next page, from there.
+        while (holdings?.more !== undefined && keyAfter(key, holdings.more)) {
+          holdings = await holdingsOf!(partition, holdings.more);
+          if (planHolds?.() === false) return covered;
+          if (holdings?.busy === true) holdings = undefined;
+        }
         const held = holdings?.keys.get(key);
         if (held?.ctx !== undefined && (await this.o.store.typeOf(key)) === ObjectType.AWSET) {
           let sent = false;
@@ -532,7 +538,7 @@ export class GossipExchange {
     const claim = this.claims.get(req.partition);
     const busy = claim !== undefined && claim.from !== req.from && claim.until > now;
     if (!busy) this.claims.set(req.partition, { from: req.from, until: now + (this.o.contextsClaimMs ?? CONTEXTS_CLAIM_MS) });
-    const { keys, complete } = busy ? { keys: [], complete: false } : await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES);
+    const { keys, complete } = busy ? { keys: [], complete: false } : await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES, req.startAfter);
     const reply: ContextsReply = { from: this.self, boot: this.o.boot, dropped: this.dropped(), drops: BigInt(this.ownDrops(req.partition)), keys, complete, busy };
     this.counters.contextsReplyBytes += ContextsReplyMsg.encode(reply).finish().length;
     return { reply };
@@ -542,9 +548,9 @@ export class GossipExchange {
     if (this.claims.get(partition)?.from === from) this.claims.delete(partition);
   }
 
-  /** The request to ask a neighbour what it holds of a partition. */
-  contextsRequest(partition: number): ContextsRequest {
-    return { cluster: this.o.cluster, from: this.self, partitions: this.o.partitions, boot: this.o.boot, partition };
+  /** The request to ask a neighbour what it holds of a partition (after a key: the next page). */
+  contextsRequest(partition: number, startAfter = ""): ContextsRequest {
+    return { cluster: this.o.cluster, from: this.self, partitions: this.o.partitions, boot: this.o.boot, partition, startAfter };
   }
 
   /**
@@ -556,7 +562,7 @@ export class GossipExchange {
     if (reply.from !== peer) return undefined;
     if (this.noticeBoot(peer, reply.boot)) return undefined;
     try {
-      return holdingsFrom(reply.boot, reply.drops, reply.keys, reply.busy);
+      return holdingsFrom(reply);
     } catch (err) {
       this.o.log.warn("a neighbour's contexts did not decode; its partition goes as full state", { peer, err });
       return undefined;

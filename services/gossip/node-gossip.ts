@@ -533,7 +533,7 @@ export class NodeGossip {
     });
     const chunks = this.x.stateStream(
       parts,
-      this.o.catchUpByContexts === false ? undefined : (p) => this.holdingsOf(to, client, p),
+      this.o.catchUpByContexts === false ? undefined : (p, after) => this.holdingsOf(to, client, p, after),
       () => !this.stopped && this.x.engine.resetsOf(to) === resets,
     );
     try {
@@ -565,11 +565,11 @@ export class NodeGossip {
    * push fails as its stream would, and the next period asks again, instead of pushing full state
    * to a neighbour that may hold it all.
    */
-  private async holdingsOf(to: string, client: GossipClient, partition: number): Promise<Holdings | undefined> {
+  private async holdingsOf(to: string, client: GossipClient, partition: number, startAfter?: string): Promise<Holdings | undefined> {
     if (this.noContexts.has(to)) return undefined;
     try {
       const reply = await new Promise<ContextsReply>((resolve, reject) =>
-        client.contexts(this.x.contextsRequest(partition), new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
+        client.contexts(this.x.contextsRequest(partition, startAfter), new grpc.Metadata(), { deadline: Date.now() + this.o.rpcTimeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
       );
       return this.x.holdingsFrom(to, reply);
     } catch (err) {

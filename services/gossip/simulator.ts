@@ -38,6 +38,8 @@ export interface SimulationOptions {
   stateStreamBytes?: number;
   /** Ask the receiver what it holds before a full state and send only what it lacks (catch-up.ts; default true, as a node). */
   catchUpByContexts?: boolean;
+  /** Most bytes of a Contexts answer (ExchangeOptions.contextsReplyBytes). */
+  contextsReplyBytes?: number;
   /** Settle announcements after this much quiet time, in the channel's time unit (ExchangeOptions.settleMs; default off). */
   settleMs?: number;
   /** A key still changing this long after its first unannounced change is announced anyway (ExchangeOptions.settleMaxWaitMs). */
@@ -138,6 +140,7 @@ export class GossipSimulation {
         sync: this.opts.sync,
         stateChunkEntries: this.opts.stateChunkEntries ?? 16,
         stateStreamBytes: this.opts.stateStreamBytes,
+        contextsReplyBytes: this.opts.contextsReplyBytes,
         maxMessageBytes: this.opts.maxMessageBytes ?? 4 * 1024 * 1024,
         boot: this.newBoot(),
         random: seededRandom((this.random() * 2 ** 32) >>> 0),
@@ -328,7 +331,7 @@ export class GossipSimulation {
         this.channel.send(t, n.id, out.to, { kind: "frame", bytes, resets });
       }
       // One message per stream: a stream that reached the byte budget leaves the rest to the next.
-      const holdingsOf = this.opts.catchUpByContexts === false ? undefined : (p: number) => this.contexts(n, out.to, p);
+      const holdingsOf = this.opts.catchUpByContexts === false ? undefined : (p: number, after?: string) => this.contexts(n, out.to, p, after);
       for (let rest = out.states; rest.length > 0; ) {
         const chunks: Uint8Array[] = [];
         const stream = n.x.stateStream(rest, holdingsOf, () => n.x.engine.resetsOf(out.to) === resets);
@@ -356,8 +359,8 @@ export class GossipSimulation {
   }
 
   /** Gossip/Contexts, as a call answered at once (encoded both ways, counted in traffic). */
-  private async contexts(n: SimNode, to: string, partition: number): Promise<Holdings | undefined> {
-    const req = ContextsRequest.encode(n.x.contextsRequest(partition)).finish();
+  private async contexts(n: SimNode, to: string, partition: number, startAfter?: string): Promise<Holdings | undefined> {
+    const req = ContextsRequest.encode(n.x.contextsRequest(partition, startAfter)).finish();
     const a = await this.node(to).x.answerContexts(ContextsRequest.decode(req));
     if ("refused" in a) return undefined;
     const reply = ContextsReply.encode(a.reply).finish();

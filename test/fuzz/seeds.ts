@@ -181,7 +181,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       path: GossipService.contexts.path,
       kind: "unary",
       peer: true,
-      seeds: many(() => enc(ContextsRequest, { cluster: ctx.cluster, from: ctx.peerId, partitions: ctx.partitions, boot: 42n, partition: randomInt(r, ctx.partitions + 2) })),
+      seeds: many(() => enc(ContextsRequest, { cluster: ctx.cluster, from: ctx.peerId, partitions: ctx.partitions, boot: 42n, partition: randomInt(r, ctx.partitions + 2), startAfter: r() < 0.5 ? "" : key(r) })),
     },
     {
       path: GossipService.handOver.path,

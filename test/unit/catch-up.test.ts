@@ -77,6 +77,21 @@ describe("catch-up by contexts (simulation)", () => {
     await sim.close();
   });
 
+  it("answers cut at their size limit are continued page by page: a restarted node still gets nothing back", async () => {
+    const sim = await GossipSimulation.create({ topology: RING3, sync: ALG2_BP_RR, partitions: 2, seed: 5, faults: NO_FAULTS, contextsReplyBytes: 120 });
+    for (let k = 0; k < 40; k++) await sim.add(sim.nodeIds[k % 3]!, `key-${k}`, [b("x"), b("y")]);
+    assert.notEqual(await sim.runUntilConverged(50), -1);
+    for (let i = 0; i < 5; i++) await sim.step();
+    const before = sim.traffic.statePayloadBytes;
+    await sim.restart("c");
+    assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
+    for (let i = 0; i < 3; i++) await sim.step();
+    assert.equal(sim.traffic.statePayloadBytes - before, 0, "no key went whole");
+    const answered = sim.nodeIds.reduce((n, id) => n + sim.transport(id).contextsAnswered, 0);
+    assert.ok(answered > 3 * 2 * 2, `Contexts calls (several pages per partition): ${answered}`);
+    await sim.close();
+  });
+
   it("a wiped node still gets everything (its contexts are empty)", async () => {
     const sim = await loaded(true);
     await sim.restart("c", { wipe: true });
@@ -229,7 +244,7 @@ describe("catch-up by contexts (exchange)", () => {
     const a = await node("a", 11n);
     const keys = Array.from({ length: 200 }, (_, i) => `k${i}`).filter((k) => partitionOf(k, PARTITIONS) === p);
     for (const k of keys) await a.store.add(k, [b("v")]);
-    const req = { cluster: "t", from: "b", partitions: PARTITIONS, boot: 5n, partition: p };
+    const req = { cluster: "t", from: "b", partitions: PARTITIONS, boot: 5n, partition: p, startAfter: "" };
     const whole = await a.x.answerContexts(req);
     assert.ok("reply" in whole && whole.reply.complete && whole.reply.keys.length === keys.length);
     const listed = whole.reply.keys.map((k) => k.key);
@@ -239,5 +254,17 @@ describe("catch-up by contexts (exchange)", () => {
     assert.ok("reply" in cut && !cut.reply.complete);
     assert.ok(cut.reply.keys.length >= 1 && cut.reply.keys.length < keys.length, `${cut.reply.keys.length} listed`);
     assert.deepEqual(cut.reply.keys.map((k) => k.key), listed.slice(0, cut.reply.keys.length), "the first keys, in key order");
+    // Page after page from the last key listed: every key once, in order, the last page complete.
+    const paged: string[] = [];
+    let page = cut.reply;
+    for (let i = 0; i < keys.length + 1; i++) {
+      paged.push(...page.keys.map((k) => k.key));
+      if (page.complete) break;
+      const next = await limited.x.answerContexts({ ...req, startAfter: page.keys.at(-1)!.key });
+      assert.ok("reply" in next);
+      page = next.reply;
+    }
+    assert.ok(page.complete);
+    assert.deepEqual(paged, listed);
   });
 });

@@ -244,6 +244,8 @@ export interface ContextsRequest {
   boot: bigint;
   /** The partition asked about. */
   partition: number;
+  /** List the keys after this one (key order): the next page of an answer that was not complete. */
+  startAfter: string;
 }
 
 /**
@@ -268,11 +270,12 @@ export interface ContextsReply {
   /** The receiver's drop count for the partition asked about; copied to StateChunk.since_drops. */
   drops: bigint;
   /**
-   * The partition's keys in key order, up to the receiver's reply size limit
-   * (--gossip-contexts-reply-bytes). A key not listed is pushed whole.
+   * The partition's keys in key order (after start_after), up to the receiver's reply size limit
+   * (--gossip-contexts-reply-bytes); the sender asks for the next page when its push reaches a
+   * key past the last one listed. A key not listed is pushed whole.
    */
   keys: KeyContext[];
-  /** Every key of the partition is listed. */
+  /** Every key of the partition (after start_after) is listed. */
   complete: boolean;
   /**
    * Another neighbour is pushing this partition's state here right now; no key is listed. The
@@ -1512,7 +1515,7 @@ export const StateChunk: MessageFns<StateChunk> = {
 };
 
 function createBaseContextsRequest(): ContextsRequest {
-  return { cluster: "", from: "", partitions: 0, boot: 0n, partition: 0 };
+  return { cluster: "", from: "", partitions: 0, boot: 0n, partition: 0, startAfter: "" };
 }
 
 export const ContextsRequest: MessageFns<ContextsRequest> = {
@@ -1534,6 +1537,9 @@ export const ContextsRequest: MessageFns<ContextsRequest> = {
     }
     if (message.partition !== 0) {
       writer.uint32(40).uint32(message.partition);
+    }
+    if (message.startAfter !== "") {
+      writer.uint32(50).string(message.startAfter);
     }
     return writer;
   },
@@ -1591,6 +1597,14 @@ export const ContextsRequest: MessageFns<ContextsRequest> = {
             message.partition = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.startAfter = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1610,6 +1624,11 @@ export const ContextsRequest: MessageFns<ContextsRequest> = {
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
       boot: isSet(object.boot) ? BigInt(object.boot) : 0n,
       partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      startAfter: isSet(object.startAfter)
+        ? globalThis.String(object.startAfter)
+        : isSet(object.start_after)
+        ? globalThis.String(object.start_after)
+        : "",
     };
   },
 
@@ -1630,6 +1649,9 @@ export const ContextsRequest: MessageFns<ContextsRequest> = {
     if (message.partition !== 0) {
       obj.partition = Math.round(message.partition);
     }
+    if (message.startAfter !== "") {
+      obj.startAfter = message.startAfter;
+    }
     return obj;
   },
 
@@ -1643,6 +1665,7 @@ export const ContextsRequest: MessageFns<ContextsRequest> = {
     message.partitions = object.partitions ?? 0;
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     message.partition = object.partition ?? 0;
+    message.startAfter = object.startAfter ?? "";
     return message;
   },
 };
