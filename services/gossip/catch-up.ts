@@ -120,3 +120,33 @@ export async function* deltaChunks(store: Store, key: string, since: CausalConte
     }
   }
 }
+
+/**
+ * Which neighbour is pushing each partition here (Contexts' busy). A neighbour answered Contexts
+ * for a partition claims it for `claimMs`; its push's first chunk of the partition holds the claim
+ * until the push finishes the partition or ends. Another neighbour asking meanwhile is told busy.
+ */
+export class PartitionClaims {
+  private readonly claims = new Map<number, { from: string; until: number }>();
+
+  constructor(private readonly claimMs: number) {}
+
+  /** A neighbour asks about partition p at `now`: true (busy) when another one holds it; else it is now this one's. */
+  ask(p: number, from: string, now: number): boolean {
+    const c = this.claims.get(p);
+    if (c !== undefined && c.from !== from && c.until > now) return true;
+    this.claims.set(p, { from, until: now + this.claimMs });
+    return false;
+  }
+
+  /** A push of partition p by `from` started arriving: held until done(). */
+  pushing(p: number, from: string): void {
+    this.claims.set(p, { from, until: Infinity });
+  }
+
+  /** The push of p by `from` finished it, or ended. */
+  done(p: number, from: string): void {
+    if (this.claims.get(p)?.from === from) this.claims.delete(p);
+  }
+}
+

@@ -36,7 +36,7 @@ import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 import { NO_MAC } from "../common/trailing-mac.js";
 import { forEachBounded } from "../common/bounded.js";
-import { type Holdings, deltaChunks, holdingsFrom, keyAfter, partitionHoldings, wholeDigest } from "./catch-up.js";
+import { type Holdings, PartitionClaims, deltaChunks, holdingsFrom, keyAfter, partitionHoldings, wholeDigest } from "./catch-up.js";
 
 /** The fields of a StateChunk that is not part of a key's delta (catch-up.ts). */
 const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n } as const;
@@ -223,12 +223,8 @@ export class GossipExchange {
   private readonly settle: SettleAnnouncer<ObjectType> | undefined;
   private readonly rr: boolean;
   private readonly self: string;
-  /**
-   * Partitions a neighbour is pushing here (Contexts' busy): claimed by the neighbour this node
-   * answered Contexts for them, until its stream finishes them, ends, or, if its chunks never
-   * come, until the claim lapses (contextsClaimMs).
-   */
-  private readonly claims = new Map<number, { from: string; until: number }>();
+  /** Partitions a neighbour is pushing here (Contexts' busy). */
+  private readonly claims: PartitionClaims;
   /** Neighbours that answered a frame or stream of this process: they know its boot id. */
   private readonly greeted = new Set<string>();
 
@@ -239,6 +235,7 @@ export class GossipExchange {
     private readonly isPeer: (id: string) => boolean,
   ) {
     this.self = o.store.nodeId;
+    this.claims = new PartitionClaims(o.contextsClaimMs ?? CONTEXTS_CLAIM_MS);
     this.rr = o.sync.algorithm === 2 && o.sync.rr;
     this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs, o.settleMaxWaitMs !== undefined && o.settleMaxWaitMs > 0 ? o.settleMaxWaitMs : Infinity) : undefined;
     this.engine = new AntiEntropyEngine<KeyedStates>({
@@ -534,18 +531,11 @@ export class GossipExchange {
     if (req.partition >= this.o.partitions) return this.refuse(status.INVALID_ARGUMENT, `partition ${req.partition} out of range`, req.from);
     this.noticeBoot(req.from, req.boot);
     this.counters.contextsAnswered++;
-    const now = (this.o.clock ?? Date.now)();
-    const claim = this.claims.get(req.partition);
-    const busy = claim !== undefined && claim.from !== req.from && claim.until > now;
-    if (!busy) this.claims.set(req.partition, { from: req.from, until: now + (this.o.contextsClaimMs ?? CONTEXTS_CLAIM_MS) });
+    const busy = this.claims.ask(req.partition, req.from, (this.o.clock ?? Date.now)());
     const { keys, complete } = busy ? { keys: [], complete: false } : await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES, req.startAfter);
     const reply: ContextsReply = { from: this.self, boot: this.o.boot, dropped: this.dropped(), drops: BigInt(this.ownDrops(req.partition)), keys, complete, busy };
     this.counters.contextsReplyBytes += ContextsReplyMsg.encode(reply).finish().length;
     return { reply };
-  }
-
-  private unclaim(partition: number, from: string): void {
-    if (this.claims.get(partition)?.from === from) this.claims.delete(partition);
   }
 
   /** The request to ask a neighbour what it holds of a partition (after a key: the next page). */
@@ -785,7 +775,7 @@ export class GossipExchange {
         }
         if (!gates.has(c.partition)) {
           gates.set(c.partition, this.gate.openGate(c.partition));
-          this.claims.set(c.partition, { from, until: Infinity });
+          this.claims.pushing(c.partition, from);
         }
         if (c.partitionDone) {
           const open = [...sequences].find(([, s]) => s.partition === c.partition);
@@ -802,7 +792,7 @@ export class GossipExchange {
           freshElements.delete(c.partition);
           this.gate.closeGate(gates.get(c.partition)!);
           gates.delete(c.partition);
-          this.unclaim(c.partition, from);
+          this.claims.done(c.partition, from);
           continue;
         }
         if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
@@ -876,7 +866,7 @@ export class GossipExchange {
       for (const release of holds.values()) release();
       for (const [p, g] of gates) {
         this.gate.closeGate(g);
-        this.unclaim(p, from);
+        this.claims.done(p, from);
       }
     }
   }
