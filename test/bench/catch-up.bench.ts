@@ -4,7 +4,8 @@
 // holding the same sets, in three events of the third node:
 //  - restarted with its data (SIGTERM, start again): it lost nothing;
 //  - killed (SIGKILL) and started again with its data: it lost nothing acknowledged;
-//  - wiped (SIGKILL, data directory removed) and started again: it needs one copy.
+//  - wiped (SIGKILL, data directory removed) and started again: it needs one copy;
+// and a rolling restart of all three, one at a time (what an orchestrated update does).
 // One copy is the slice bytes of an Export of every key from the first node. Each event also
 // reports how long until every node read the same sizes and the nodes shipped no more state.
 // Akka Distributed Data, after a restart with its durable store, exchanges per-key digests and
@@ -124,6 +125,24 @@ try {
     events.push({ name, bytes: r.bytes, copies: r.bytes / copy, settleMs: r.ms });
     console.log(`${name}: ${r.bytes} state bytes = ${(r.bytes / copy).toFixed(2)} copies; settled in ${Math.round(r.ms)} ms`);
   }
+  // A rolling restart (as a Deployment or StatefulSet update does): each node in turn stopped
+  // (SIGTERM), started again with its data, and the cluster settled before the next. Bytes of
+  // every node's processes, each counted from its start.
+  {
+    const t0 = performance.now();
+    let bytes = 0;
+    for (const i of [0, 1, 2]) {
+      const before = await Promise.all([0, 1, 2].map(stateBytesSent));
+      await c.nodes.get(i)!.stop();
+      c.nodes.delete(i);
+      before[i] = 0;
+      await start(i);
+      bytes += (await settle(before, expected, performance.now())).bytes;
+    }
+    const name = "rolling restart of all 3 nodes (SIGTERM, one at a time)";
+    events.push({ name, bytes, copies: bytes / copy, settleMs: performance.now() - t0 });
+    console.log(`${name}: ${bytes} state bytes = ${(bytes / copy).toFixed(2)} copies; done in ${Math.round(performance.now() - t0)} ms`);
+  }
 } finally {
   await c.close();
   rmSync(dir, { recursive: true, force: true });
@@ -134,6 +153,7 @@ const targets = [
   target("a node restarted with its data (SIGTERM): full-state bytes the cluster ships, in copies of the data", "<= 0.1", of(0).copies, (m) => m <= 0.1, command),
   target("a node restarted with its data after SIGKILL: full-state bytes the cluster ships, in copies of the data", "<= 0.1", of(1).copies, (m) => m <= 0.1, command),
   target("a wiped node: full-state bytes the cluster ships to bring it back, in copies of the data", "<= 1.5", of(2).copies, (m) => m <= 1.5, command),
+  target("a rolling restart of every node: full-state bytes the cluster ships, in copies of the data", "<= 0.3", of(3).copies, (m) => m <= 0.3, command),
 ];
 const path = writeResultFile(join(quick ? mkdtempSync(join(tmpdir(), "deltaset-catchup-")) : resultsDir, "catch-up.json"), {
   params: { quick, nodes: 3, keys: KEYS, elementsPerKey: PER_KEY, partitions: 64, gossipIntervalMs: 200 },
