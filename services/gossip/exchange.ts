@@ -1,5 +1,6 @@
 // The gossip exchange of one node, sans-IO: everything between the anti-entropy engine and the
-// wire except the wire. It builds the frames and state streams a tick asks for, and checks,
+// wire except the wire. It builds the frames and state streams (state-stream.ts) a tick asks for,
+// answers what this node holds (catch-up.ts), and checks,
 // decodes and joins what arrives (frames and chunked state streams) into the store, with
 // redundancy removal, chunk order checks and the transfer hold, then hands the engine the new
 // parts and returns the reply to send. The node (node-gossip.ts) runs it behind gRPC and a timer;
@@ -21,7 +22,6 @@ import {
 } from "../crdt/index.js";
 import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { ContextsReply as ContextsReplyMsg, PayloadKind } from "../gen/deltaset/v1/gossip.js";
-import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Store } from "../store/store.js";
 import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
@@ -36,10 +36,9 @@ import type { PayloadOps } from "./payload.js";
 import { partitionOf } from "./partition.js";
 import { NO_MAC } from "../common/trailing-mac.js";
 import { forEachBounded } from "../common/bounded.js";
-import { type Holdings, PartitionClaims, deltaChunks, holdingsFrom, keyAfter, partitionHoldings, wholeDigest } from "./catch-up.js";
+import { type Holdings, PartitionClaims, holdingsFrom, partitionHoldings } from "./catch-up.js";
+import { type StateStreamSource, stateStream } from "./state-stream.js";
 
-/** The fields of a StateChunk that is not part of a key's delta (catch-up.ts). */
-const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n } as const;
 
 /** Keys of one received frame joined into the store at once. */
 const FRAME_KEYS_AT_ONCE = 16;
@@ -225,6 +224,8 @@ export class GossipExchange {
   private readonly self: string;
   /** Partitions a neighbour is pushing here (Contexts' busy). */
   private readonly claims: PartitionClaims;
+  /** What outgoing state streams are built from (state-stream.ts). */
+  private readonly streamSource: StateStreamSource;
   /** Neighbours that answered a frame or stream of this process: they know its boot id. */
   private readonly greeted = new Set<string>();
 
@@ -236,6 +237,7 @@ export class GossipExchange {
   ) {
     this.self = o.store.nodeId;
     this.claims = new PartitionClaims(o.contextsClaimMs ?? CONTEXTS_CLAIM_MS);
+    this.streamSource = { o, self: this.self, counters: this.counters, recordStateBytesSent: (bytes) => this.engine.recordStateBytesSent(bytes) };
     this.rr = o.sync.algorithm === 2 && o.sync.rr;
     this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs, o.settleMaxWaitMs !== undefined && o.settleMaxWaitMs > 0 ? o.settleMaxWaitMs : Infinity) : undefined;
     this.engine = new AntiEntropyEngine<KeyedStates>({
@@ -381,147 +383,13 @@ export class GossipExchange {
     return { cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC };
   }
 
-  /**
-   * The chunks of a full-state stream of these partitions, read from the store as they are
-   * pulled: each key in element order, its context on its first chunk; after each partition an
-   * end marker, which the receiver acknowledges (Algorithm 1 wants no ack, so none then).
-   *
-   * The stream ends after the partition whose chunks bring it to stateStreamBytes, and returns
-   * how many of the partitions it covered: the caller streams the rest in a new stream once this
-   * one is answered. The receiver acknowledges only when a stream ends, so one stream of many
-   * gigabytes would hold every acknowledgement (and every delta of its partitions to that peer)
-   * until its very end, lose them all if it broke, and, started over from its first partition,
-   * might never get to its last ones. A partition always goes whole in one stream.
-   *
-   * With holdingsOf, each partition's keys go as catch-up.ts says (what the receiver holds); a
-   * planHolds that turns false (the receiver's acks were reset meanwhile) ends the stream before
-   * the partition it was asked for.
-   */
-  async *stateStream(
+  /** The chunks of a full-state stream of these partitions (state-stream.ts); returns how many it covered. */
+  stateStream(
     parts: ReadonlyArray<{ partition: number; seq: number }>,
     holdingsOf?: (partition: number, startAfter?: string) => Promise<Holdings | undefined>,
     planHolds?: () => boolean,
   ): AsyncGenerator<StateChunk, number> {
-    this.counters.stateStreamsSent++;
-    const budget = this.o.stateStreamBytes ?? Infinity;
-    let streamed = 0;
-    let covered = 0;
-    let first = true;
-    const head = () => {
-      const h = first
-        ? { cluster: this.o.cluster, from: this.self, partitions: this.o.partitions, boot: this.o.boot }
-        : { cluster: "", from: "", partitions: 0, boot: 0n };
-      first = false;
-      return h;
-    };
-    const scan = this.o.store.keyScan();
-    for (const { partition, seq } of parts) {
-      let bytes = 0;
-      // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.
-      let holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
-      // The receiver's answer told of a restart (or a drop) this push was not planned on: stop;
-      // the next period plans on its new acks, and asks it again.
-      if (planHolds?.() === false) break;
-      if (holdings?.busy === true && this.o.sync.algorithm === 2) {
-        // Not acknowledged, so planned again next period (see Holdings.busy).
-        this.counters.catchUpBusyDeferred++;
-        covered++;
-        continue;
-      }
-      for await (const key of scan.keys(partition)) {
-        // Past the last key of a page that was not the last: the next page, from there.
-        while (holdings?.more !== undefined && keyAfter(key, holdings.more)) {
-          holdings = await holdingsOf!(partition, holdings.more);
-          if (planHolds?.() === false) return covered;
-          if (holdings?.busy === true) holdings = undefined;
-        }
-        const held = holdings?.keys.get(key);
-        if (held?.ctx !== undefined && (await this.o.store.typeOf(key)) === ObjectType.AWSET) {
-          let sent = false;
-          for await (const c of this.deltaKeyChunks(key, held.ctx, holdings!, partition, seq)) {
-            sent = true;
-            bytes += c.slice!.payload.length + (c.removed === undefined ? 0 : CausalContextMsg.encode(c.removed).finish().length);
-            yield { ...c, ...head() };
-          }
-          if (sent) this.counters.catchUpDeltaKeys++;
-          else this.counters.catchUpKeysSkipped++;
-          continue;
-        }
-        for await (const c of this.o.store.stateChunks(key, this.o.stateChunkEntries)) {
-          if (held?.digest !== undefined && c.keyDone && c.ctx !== undefined && wholeDigest(c, this.o.store.now()).equals(held.digest)) {
-            this.counters.catchUpKeysSkipped++;
-            continue;
-          }
-          const payload = Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, this.o.store.now()));
-          bytes += payload.length;
-          yield {
-            ...head(),
-            ...NOT_DELTA,
-            partition,
-            seq: BigInt(seq),
-            key,
-            type: c.type,
-            context: c.ctx === undefined ? undefined : contextToProto(c.ctx),
-            rangeStart: c.rangeStart,
-            rangeEnd: c.rangeEnd,
-            rangeOpen: c.rangeOpen,
-            slice: { type: c.type, payload },
-            keyDone: c.keyDone,
-            partitionDone: false,
-          };
-        }
-      }
-      this.engine.recordStateBytesSent(bytes);
-      streamed += bytes;
-      covered++;
-      if (seq !== 0) yield {
-        ...head(),
-        ...NOT_DELTA,
-        partition,
-        seq: BigInt(seq),
-        key: "",
-        type: ObjectType.OBJECT_TYPE_UNSPECIFIED,
-        context: undefined,
-        rangeStart: Buffer.alloc(0),
-        rangeEnd: Buffer.alloc(0),
-        rangeOpen: true,
-        slice: undefined,
-        keyDone: false,
-        partitionDone: true,
-      };
-      if (streamed >= budget) break;
-    }
-    return covered;
-  }
-
-  /** A key's delta since what the receiver holds (catch-up.ts), as StateChunk messages. */
-  private async *deltaKeyChunks(key: string, since: CausalContext, holdings: Holdings, partition: number, seq: number): AsyncGenerator<StateChunk> {
-    const limits = { maxEntries: this.o.stateChunkEntries, maxBytes: Math.max(1, Math.floor(this.o.maxMessageBytes / 2)) };
-    let first = true;
-    for await (const d of deltaChunks(this.o.store, key, since, limits)) {
-      yield {
-        cluster: "",
-        from: "",
-        partitions: 0,
-        boot: 0n,
-        partition,
-        seq: BigInt(seq),
-        key,
-        type: ObjectType.AWSET,
-        context: d.context === undefined ? undefined : contextToProto(d.context),
-        rangeStart: d.range.rangeStart,
-        rangeEnd: d.range.rangeOpen ? Buffer.alloc(0) : d.range.rangeEnd,
-        rangeOpen: d.range.rangeOpen,
-        slice: { type: ObjectType.AWSET, payload: Buffer.from(d.payload) },
-        keyDone: d.range.rangeOpen,
-        partitionDone: false,
-        delta: true,
-        removed: d.removed === undefined ? undefined : contextToProto(d.removed),
-        sinceBoot: first ? holdings.boot : 0n,
-        sinceDrops: first ? BigInt(holdings.drops) : 0n,
-      };
-      first = false;
-    }
+    return stateStream(this.streamSource, parts, holdingsOf, planHolds);
   }
 
   /** Gossip/Contexts: what this node holds of a partition, for a sender about to push it (catch-up.ts). */

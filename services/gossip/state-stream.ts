@@ -1,0 +1,172 @@
+// Outgoing full-state streams (Gossip/PushState): the chunks of the partitions a period plans to
+// push to a neighbour, read from the store as the stream pulls them, each set cut to what the
+// neighbour lacks when it said what it holds (catch-up.ts), within a byte budget per stream.
+import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
+import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
+import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+import type { Store } from "../store/store.js";
+import { type Holdings, deltaChunks, keyAfter, wholeDigest } from "./catch-up.js";
+
+/** What a stream is built from: the exchange's options, identity, counters and byte count. */
+export interface StateStreamSource {
+  o: {
+    cluster: string;
+    partitions: number;
+    boot: bigint;
+    store: Store;
+    stateChunkEntries: number;
+    stateStreamBytes?: number;
+    maxMessageBytes: number;
+    sync: { algorithm: 1 | 2 };
+  };
+  self: string;
+  counters: { stateStreamsSent: number; catchUpBusyDeferred: number; catchUpDeltaKeys: number; catchUpKeysSkipped: number };
+  recordStateBytesSent(bytes: number): void;
+}
+
+/** The fields of a StateChunk that is not part of a key's delta (catch-up.ts). */
+const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n } as const;
+
+/**
+ * The chunks of a full-state stream of these partitions, read from the store as they are
+ * pulled: each key in element order, its context on its first chunk; after each partition an
+ * end marker, which the receiver acknowledges (Algorithm 1 wants no ack, so none then).
+ *
+ * The stream ends after the partition whose chunks bring it to stateStreamBytes, and returns
+ * how many of the partitions it covered: the caller streams the rest in a new stream once this
+ * one is answered. The receiver acknowledges only when a stream ends, so one stream of many
+ * gigabytes would hold every acknowledgement (and every delta of its partitions to that peer)
+ * until its very end, lose them all if it broke, and, started over from its first partition,
+ * might never get to its last ones. A partition always goes whole in one stream.
+ *
+ * With holdingsOf, each partition's keys go as catch-up.ts says (what the receiver holds); a
+ * planHolds that turns false (the receiver's acks were reset meanwhile) ends the stream before
+ * the partition it was asked for.
+ */
+export async function* stateStream(
+  src: StateStreamSource,
+  parts: ReadonlyArray<{ partition: number; seq: number }>,
+  holdingsOf?: (partition: number, startAfter?: string) => Promise<Holdings | undefined>,
+  planHolds?: () => boolean,
+): AsyncGenerator<StateChunk, number> {
+  src.counters.stateStreamsSent++;
+  const budget = src.o.stateStreamBytes ?? Infinity;
+  let streamed = 0;
+  let covered = 0;
+  let first = true;
+  const head = () => {
+    const h = first
+      ? { cluster: src.o.cluster, from: src.self, partitions: src.o.partitions, boot: src.o.boot }
+      : { cluster: "", from: "", partitions: 0, boot: 0n };
+    first = false;
+    return h;
+  };
+  const scan = src.o.store.keyScan();
+  for (const { partition, seq } of parts) {
+    let bytes = 0;
+    // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.
+    let holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
+    // The receiver's answer told of a restart (or a drop) this push was not planned on: stop;
+    // the next period plans on its new acks, and asks it again.
+    if (planHolds?.() === false) break;
+    if (holdings?.busy === true && src.o.sync.algorithm === 2) {
+      // Not acknowledged, so planned again next period (see Holdings.busy).
+      src.counters.catchUpBusyDeferred++;
+      covered++;
+      continue;
+    }
+    for await (const key of scan.keys(partition)) {
+      // Past the last key of a page that was not the last: the next page, from there.
+      while (holdings?.more !== undefined && keyAfter(key, holdings.more)) {
+        holdings = await holdingsOf!(partition, holdings.more);
+        if (planHolds?.() === false) return covered;
+        if (holdings?.busy === true) holdings = undefined;
+      }
+      const held = holdings?.keys.get(key);
+      if (held?.ctx !== undefined && (await src.o.store.typeOf(key)) === ObjectType.AWSET) {
+        let sent = false;
+        for await (const c of deltaKeyChunks(src, key, held.ctx, holdings!, partition, seq)) {
+          sent = true;
+          bytes += c.slice!.payload.length + (c.removed === undefined ? 0 : CausalContextMsg.encode(c.removed).finish().length);
+          yield { ...c, ...head() };
+        }
+        if (sent) src.counters.catchUpDeltaKeys++;
+        else src.counters.catchUpKeysSkipped++;
+        continue;
+      }
+      for await (const c of src.o.store.stateChunks(key, src.o.stateChunkEntries)) {
+        if (held?.digest !== undefined && c.keyDone && c.ctx !== undefined && wholeDigest(c, src.o.store.now()).equals(held.digest)) {
+          src.counters.catchUpKeysSkipped++;
+          continue;
+        }
+        const payload = Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, src.o.store.now()));
+        bytes += payload.length;
+        yield {
+          ...head(),
+          ...NOT_DELTA,
+          partition,
+          seq: BigInt(seq),
+          key,
+          type: c.type,
+          context: c.ctx === undefined ? undefined : contextToProto(c.ctx),
+          rangeStart: c.rangeStart,
+          rangeEnd: c.rangeEnd,
+          rangeOpen: c.rangeOpen,
+          slice: { type: c.type, payload },
+          keyDone: c.keyDone,
+          partitionDone: false,
+        };
+      }
+    }
+    src.recordStateBytesSent(bytes);
+    streamed += bytes;
+    covered++;
+    if (seq !== 0) yield {
+      ...head(),
+      ...NOT_DELTA,
+      partition,
+      seq: BigInt(seq),
+      key: "",
+      type: ObjectType.OBJECT_TYPE_UNSPECIFIED,
+      context: undefined,
+      rangeStart: Buffer.alloc(0),
+      rangeEnd: Buffer.alloc(0),
+      rangeOpen: true,
+      slice: undefined,
+      keyDone: false,
+      partitionDone: true,
+    };
+    if (streamed >= budget) break;
+  }
+  return covered;
+}
+
+/** A key's delta since what the receiver holds (catch-up.ts), as StateChunk messages. */
+async function* deltaKeyChunks(src: StateStreamSource, key: string, since: CausalContext, holdings: Holdings, partition: number, seq: number): AsyncGenerator<StateChunk> {
+  const limits = { maxEntries: src.o.stateChunkEntries, maxBytes: Math.max(1, Math.floor(src.o.maxMessageBytes / 2)) };
+  let first = true;
+  for await (const d of deltaChunks(src.o.store, key, since, limits)) {
+    yield {
+      cluster: "",
+      from: "",
+      partitions: 0,
+      boot: 0n,
+      partition,
+      seq: BigInt(seq),
+      key,
+      type: ObjectType.AWSET,
+      context: d.context === undefined ? undefined : contextToProto(d.context),
+      rangeStart: d.range.rangeStart,
+      rangeEnd: d.range.rangeOpen ? Buffer.alloc(0) : d.range.rangeEnd,
+      rangeOpen: d.range.rangeOpen,
+      slice: { type: ObjectType.AWSET, payload: Buffer.from(d.payload) },
+      keyDone: d.range.rangeOpen,
+      partitionDone: false,
+      delta: true,
+      removed: d.removed === undefined ? undefined : contextToProto(d.removed),
+      sinceBoot: first ? holdings.boot : 0n,
+      sinceDrops: first ? BigInt(holdings.drops) : 0n,
+    };
+    first = false;
+  }
+}
