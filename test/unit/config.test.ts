@@ -78,6 +78,8 @@ describe("configuration", () => {
       [{ "store-write-buffer-bytes": "100" }, {}, /storage.writeBufferBytes must be an integer of at least 65536/],
       [{ "peer-reconnect-initial-ms": "0" }, {}, /--peer-reconnect-initial-ms\) must be a positive integer/],
       [{ "group-commit-start-operations": "0" }, {}, /--group-commit-start-operations\) must be a positive integer/],
+      [{ "gossip-contexts-reply-bytes": "10" }, {}, /--gossip-contexts-reply-bytes\) must be an integer of at least 1024/],
+      [{}, { DELTASET_GOSSIP_CONTEXTS_CLAIM_MS: "-1" }, /DELTASET_GOSSIP_CONTEXTS_CLAIM_MS: "-1" is not a non-negative integer/],
       [{ "peer-reconnect-initial-ms": "500", "peer-reconnect-max-ms": "400" }, {}, /--peer-reconnect-max-ms\) must be an integer of at least --peer-reconnect-initial-ms \(500\)/],
     ];
     for (const [flags, env, msg] of bad) assert.throws(() => loadConfig(flags, env), (e: Error) => e instanceof ConfigError && msg.test(e.message));
