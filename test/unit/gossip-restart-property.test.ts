@@ -107,12 +107,14 @@ describe("convergence under crashes, wipes and partition drops (simulation, any 
         fc.constantFrom(64, 512, undefined),
         fc.boolean(),
         fc.constantFrom(undefined, 300),
-        async (seed, nodes, sync, stateStreamBytes, faulty, maxMessageBytes) => {
+        // Contexts answers of a key or two a page (catch-up.ts paging), or whole.
+        fc.constantFrom(undefined, 90),
+        async (seed, nodes, sync, stateStreamBytes, faulty, maxMessageBytes, contextsReplyBytes) => {
           const random = seededRandom(seed);
           const ids = Array.from({ length: nodes }, (_, i) => `n${i}`);
           const topology = new Map(randomConnectedTopology(random, ids, 2));
           const faults = faulty ? { drop: 0.2, duplicate: 0.1, minDelay: 0, maxDelay: 1500 } : NO_FAULTS;
-          const sim = await GossipSimulation.create({ topology, sync, partitions: PARTITIONS, seed, faults, stateChunkEntries: 2, stateStreamBytes, maxMessageBytes });
+          const sim = await GossipSimulation.create({ topology, sync, partitions: PARTITIONS, seed, faults, stateChunkEntries: 2, stateStreamBytes, maxMessageBytes, contextsReplyBytes });
           const oracle = new Oracle((k) => sim.partitionOf(k));
           let at = 0;
           try {
