@@ -15,10 +15,10 @@
 // refuses the stream if it may have lost part of C since it answered: its boot id or its drop
 // count for the partition changed (StateChunk.since_boot, since_drops).
 import { createHash } from "node:crypto";
-import { AWSet, type CausalContext, ChunkRegrouper, type EntryChunk, ObjectType, SinceCut, awsetEntrySize, contextFromProto, contextToProto, latticeFor } from "../crdt/index.js";
-import { CausalContext as Ctx } from "../crdt/causal-context.js";
+import { type CausalContext, ObjectType, contextFromProto, contextToProto, latticeFor } from "../crdt/index.js";
 import { KeyContext } from "../gen/deltaset/v1/gossip.js";
 import type { StateChunk as StoredChunk } from "../store/layout.js";
+import { type SetChunk, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
 
 /** What a neighbour said it holds of one partition (its ContextsReply, decoded). */
@@ -79,45 +79,19 @@ export function holdingsFrom(r: { boot: bigint; drops: bigint; keys: readonly Ke
   return { boot: r.boot, drops: Number(r.drops), keys: m, busy: r.busy, more };
 }
 
-/** One chunk of a key's delta since a context: its range, entries, and the contexts it carries. */
-export interface DeltaChunk {
-  range: EntryChunk;
-  /** Encoded slice (the entries, with an empty context). */
-  payload: Uint8Array;
-  /** The first chunk: the context the entries are joined with (the key's minus since). */
-  context?: CausalContext;
-  /** The last chunk: the removes of dots inside since. */
-  removed?: CausalContext;
-}
-
 /**
- * A key's delta since `since`, chunk by chunk, read from the store's chunks of the key (one
- * snapshot). Yields nothing when the delta is empty (no entry outside since, no context outside
- * it, no remove inside it).
+ * A key's delta since `since`, chunk by chunk (store/set-chunks.ts, one snapshot). Yields nothing
+ * when the delta is empty (no entry outside since, no context outside it, no remove inside it),
+ * or when the key is not a set here.
  */
-export async function* deltaChunks(store: Store, key: string, since: CausalContext, limits: { maxEntries: number; maxBytes: number }): AsyncGenerator<DeltaChunk> {
-  const regroup = new ChunkRegrouper({ maxEntries: limits.maxEntries, maxBytes: limits.maxBytes, entryBytes: awsetEntrySize });
-  const codec = latticeFor(ObjectType.AWSET);
-  let cut: SinceCut | undefined;
+export async function* deltaChunks(store: Store, key: string, since: CausalContext, limits: { maxEntries: number; maxBytes: number }): AsyncGenerator<SetChunk> {
   let first = true;
-  for await (const c of store.stateChunks(key, limits.maxEntries)) {
-    if (c.type !== ObjectType.AWSET) return;
-    if (c.ctx !== undefined) cut = new SinceCut(c.ctx, since);
-    if (cut === undefined) return;
-    const slice = c.slice as AWSet;
-    for (const out of regroup.push({ rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, entries: cut.entries(slice.entries) })) {
-      const context = first ? cut.context() : undefined;
-      const removed = out.rangeOpen ? cut.removed() : undefined;
-      // Only the last output chunk can be empty (the regrouper closes a chunk at an entry).
-      if (first && out.rangeOpen && out.entries.size === 0 && context!.isEmpty() && removed!.isEmpty()) return;
-      first = false;
-      yield {
-        range: out,
-        payload: codec.encode(AWSet.fromParts(out.entries, new Ctx()), store.now()),
-        context,
-        removed: removed === undefined || removed.isEmpty() ? undefined : removed,
-      };
-    }
+  for await (const c of setChunksSince(store, key, since, limits)) {
+    if ("whole" in c) return;
+    // Only the last chunk can be empty (the regrouper closes a chunk at an entry).
+    if (first && c.range.rangeOpen && c.range.entries.size === 0 && c.context!.isEmpty() && c.removed === undefined) return;
+    first = false;
+    yield c;
   }
 }
 
