@@ -15,10 +15,9 @@
 // refuses the stream if it may have lost part of C since it answered: its boot id or its drop
 // count for the partition changed (StateChunk.since_boot, since_drops).
 import { createHash } from "node:crypto";
-import { type CausalContext, ObjectType, contextFromProto, contextToProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, ObjectType, contextFromProto, contextToProto } from "../crdt/index.js";
 import { KeyContext } from "../gen/deltaset/v1/gossip.js";
-import type { StateChunk as StoredChunk } from "../store/layout.js";
-import { type SetChunk, setChunksSince } from "../store/set-chunks.js";
+import { type SetChunk, chunkPayload, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
 
 /** What a neighbour said it holds of one partition (its ContextsReply, decoded). */
@@ -38,9 +37,9 @@ export function keyAfter(a: string, b: string): boolean {
   return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")) > 0;
 }
 
-/** The SHA-256 of a key stored whole, as it would be sent (its chunk's encoded state). */
-export function wholeDigest(c: StoredChunk, now: number): Buffer {
-  return createHash("sha256").update(c.encoded ?? latticeFor(c.type).encode(c.slice, now)).digest();
+/** The SHA-256 of a key stored whole, over its payload as sent (store/set-chunks.ts chunkPayload). */
+export function wholeDigest(payload: Uint8Array): Buffer {
+  return createHash("sha256").update(payload).digest();
 }
 
 /**
@@ -57,7 +56,7 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
     if (d.type === ObjectType.AWSET) kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0) };
     else {
       let digest: Buffer | undefined;
-      for await (const c of store.stateChunks(key, 1)) digest ??= wholeDigest(c, store.now());
+      for await (const c of store.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, store.now()));
       if (digest === undefined) continue;
       kc = { key, type: d.type, context: undefined, digest };
     }

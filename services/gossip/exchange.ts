@@ -2,9 +2,10 @@
 // wire except the wire. It builds the frames and state streams (state-stream.ts) a tick asks for,
 // answers what this node holds (catch-up.ts), and checks, decodes and joins what arrives (frames
 // and chunked state streams) into the store, with redundancy removal, chunk order checks and the
-// transfer hold, then hands the engine the new parts and returns the reply to send. The node (node-gossip.ts) runs it behind gRPC and a timer;
-// the simulator (simulator.ts) runs the same code over a lossy in-process channel, each node on
-// an in-memory store, so what is simulated is what runs.
+// transfer hold, then hands the engine the new parts and returns the reply to send. The node
+// (node-gossip.ts) runs it behind gRPC and a timer; the simulator (simulator.ts) runs the same
+// code over a lossy in-process channel, each node on an in-memory store, so what is simulated is
+// what runs.
 import { status } from "@grpc/grpc-js";
 import {
   AWSet,

@@ -1,10 +1,11 @@
 // Outgoing full-state streams (Gossip/PushState): the chunks of the partitions a period plans to
 // push to a neighbour, read from the store as the stream pulls them, each set cut to what the
 // neighbour lacks when it said what it holds (catch-up.ts), within a byte budget per stream.
-import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
 import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Store } from "../store/store.js";
+import { chunkPayload } from "../store/set-chunks.js";
 import { type Holdings, deltaChunks, keyAfter, wholeDigest } from "./catch-up.js";
 
 /** What a stream is built from: the exchange's options, identity, counters and byte count. */
@@ -95,11 +96,11 @@ export async function* stateStream(
         continue;
       }
       for await (const c of src.o.store.stateChunks(key, src.o.stateChunkEntries)) {
-        if (held?.digest !== undefined && c.keyDone && c.ctx !== undefined && wholeDigest(c, src.o.store.now()).equals(held.digest)) {
+        const payload = chunkPayload(c, src.o.store.now());
+        if (held?.digest !== undefined && c.keyDone && c.ctx !== undefined && wholeDigest(payload).equals(held.digest)) {
           src.counters.catchUpKeysSkipped++;
           continue;
         }
-        const payload = Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, src.o.store.now()));
         bytes += payload.length;
         yield {
           ...head(),

@@ -2,9 +2,9 @@
 // the store, regrouped into chunks of bounded entries and bytes, encoded as ExportChunk messages.
 // An AWSET streams in element order (store/set-chunks.ts cuts and bounds the chunks); the other
 // types are stored whole and travel whole, as one chunk.
-import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
 import type { ExportChunk } from "../gen/deltaset/v1/replica.js";
-import { type SetChunk, setChunksSince } from "../store/set-chunks.js";
+import { type SetChunk, chunkPayload, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
 
 export interface ExportOptions {
@@ -33,7 +33,7 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
         rangeStart: Buffer.alloc(0),
         rangeEnd: Buffer.alloc(0),
         rangeOpen: true,
-        slice: { type: w.type, payload: Buffer.from(w.encoded ?? latticeFor(w.type).encode(w.slice, store.now())) },
+        slice: { type: w.type, payload: chunkPayload(w, store.now()) },
         last: true,
         removed: undefined,
         delta: false,
