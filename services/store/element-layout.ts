@@ -21,6 +21,7 @@ import type { JoinResult, ObjectLayout, ObjectSlot, StoreEnv } from "./layout.js
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 import { verifyObject } from "./verify.js";
+import { emptyLiveDigest } from "./live-digest.js";
 import { loadOwners, sameDots, unheldDots, windowOf, writeBack } from "./element-window.js";
 import { CausalContext as Ctx } from "../crdt/causal-context.js";
 
@@ -91,6 +92,7 @@ async function settlePending(o: ObjectSlot, env: StoreEnv): Promise<AWSet | unde
 export const elementLayout: ObjectLayout<AWSet> = {
   lattice: AWSetLattice,
   emptyBody: () => new Uint8Array(),
+  emptyLive: emptyLiveDigest,
 
   async load(o, _env, elements) {
     await o.view.loadBytes(elements);
@@ -172,5 +174,5 @@ export const elementLayout: ObjectLayout<AWSet> = {
     return AWSet.fromParts(entries, h.ctx.clone());
   },
 
-  verify: (h, records) => verifyObject({ size: h.size, ctx: h.ctx, records }),
+  verify: (h, records) => verifyObject({ size: h.size, ctx: h.ctx, live: h.live, records }),
 };

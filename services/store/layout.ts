@@ -9,6 +9,7 @@ import type { DecodedStates } from "./decoded-states.js";
 import type { GroupCommit } from "./group-commit.js";
 import type { PendingRemoves } from "./pending-removes.js";
 import type { Header } from "./records.js";
+import type { LiveDigest } from "./live-digest.js";
 import type { StoreDb } from "./db.js";
 import type { WriteView } from "./write-view.js";
 
@@ -91,6 +92,8 @@ export interface ObjectLayout<S> {
   readonly lattice: Lattice<S>;
   /** The header body of a new object. */
   emptyBody(): Uint8Array;
+  /** Layouts of element records: the live digest of a new object (live-digest.ts), kept by WriteView.setDots. */
+  emptyLive?(): LiveDigest;
   /** The part of the state a mutator naming these elements needs (the whole state for one-record types). */
   load(o: ObjectSlot, env: StoreEnv, elements: readonly Uint8Array[]): Promise<S>;
   /**

@@ -11,10 +11,16 @@ import {
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import { varintSize, writeVarint } from "../common/varint.js";
 import { replicaUtf8 } from "./keys.js";
+import type { LiveDigest } from "./live-digest.js";
 
-/** 1: no state log; 2: followed by the state log of a key stored whole (StateLog). */
+/**
+ * 1: no state log; 2: followed by the state log of a key stored whole (StateLog); 3: followed by
+ * the live digest of a set (live-digest.ts). A set's header written before version 3 existed has
+ * no digest, and keeps none until the set is emptied.
+ */
 const HEADER_VERSION = 1;
 const HEADER_VERSION_LOGGED = 2;
+const HEADER_VERSION_DIGEST = 3;
 
 /**
  * Where the state of a key stored whole lies when it is too large to rewrite on every change
@@ -40,25 +46,31 @@ export interface Header {
   body: Uint8Array;
   /** Set when the whole state lies in a base record and a log of deltas instead of the body. */
   log?: StateLog;
+  /** AWSET: the digest of its live dots (live-digest.ts), when known. */
+  live?: LiveDigest;
 }
 
 export function encodeHeader(h: Header): Buffer {
   const ctx = CausalContextMsg.encode(contextToProto(h.ctx)).finish();
   const w = new BinaryWriter();
-  w.uint32(h.log === undefined ? HEADER_VERSION : HEADER_VERSION_LOGGED).uint32(h.type).uint64(h.size).bytes(ctx).bytes(h.body);
+  if (h.log !== undefined && h.live !== undefined) throw new Error("a header holds a state log or a live digest, not both");
+  const version = h.log !== undefined ? HEADER_VERSION_LOGGED : h.live !== undefined ? HEADER_VERSION_DIGEST : HEADER_VERSION;
+  w.uint32(version).uint32(h.type).uint64(h.size).bytes(ctx).bytes(h.body);
   if (h.log !== undefined) w.uint64(h.log.first).uint64(h.log.next).uint64(h.log.logBytes).uint64(h.log.baseBytes);
+  if (h.live !== undefined) w.fixed32(h.live.a).fixed32(h.live.b);
   return Buffer.from(w.finish());
 }
 
 export function decodeHeader(b: Uint8Array): Header {
   const r = new BinaryReader(b);
   const version = r.uint32();
-  if (version !== HEADER_VERSION && version !== HEADER_VERSION_LOGGED) throw new Error(`unknown header version ${version}`);
+  if (version !== HEADER_VERSION && version !== HEADER_VERSION_LOGGED && version !== HEADER_VERSION_DIGEST) throw new Error(`unknown header version ${version}`);
   const type = r.uint32() as ObjectType;
   const size = Number(r.uint64());
   const ctx = contextFromProto(CausalContextMsg.decode(r.bytes()));
   const body = r.bytes();
   if (version === HEADER_VERSION) return { type, ctx, size, body };
+  if (version === HEADER_VERSION_DIGEST) return { type, ctx, size, body, live: { a: r.fixed32(), b: r.fixed32() } };
   const log = { first: Number(r.uint64()), next: Number(r.uint64()), logBytes: Number(r.uint64()), baseBytes: Number(r.uint64()) };
   return { type, ctx, size, body, log };
 }

@@ -14,6 +14,7 @@ import { layoutFor } from "./layouts.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { OBJECTS, elementRange, headerKey, objectPrefix, unescapeBytes } from "./keys.js";
 import { type Header, decodeHeader, encodeHeader } from "./records.js";
+import { type LiveDigest, sameLiveDigest } from "./live-digest.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
 import { partitionsWithObjects } from "./object-records.js";
@@ -174,10 +175,10 @@ export abstract class StoreCore {
     return this.headers.get(key)?.type;
   }
 
-  /** Type, context and size of a key (undefined when the key does not exist). */
-  async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number } | undefined> {
+  /** Type, context, size and (sets) live digest of a key, when known; undefined when the key does not exist. */
+  async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number; live?: LiveDigest } | undefined> {
     const h = await this.loadHeader(key);
-    return h === undefined ? undefined : { type: h.type, ctx: h.ctx.clone(), size: h.size };
+    return h === undefined ? undefined : { type: h.type, ctx: h.ctx.clone(), size: h.size, live: h.live === undefined ? undefined : { ...h.live } };
   }
 
   // ------------------------------------------------------------ sequence numbers (Algorithm 2)
@@ -234,9 +235,9 @@ export abstract class StoreCore {
       const prefix = objectPrefix(this.partitionOf(key), key);
       const existing = await this.loadHeader(key);
       if (existing !== undefined && existing.type !== type) throw new TypeMismatchError(key, existing.type, type);
-      const h: Header = existing ?? { type, ctx: new CausalContext(), size: 0, body: layoutFor(type).emptyBody() };
+      const h: Header = existing ?? { type, ctx: new CausalContext(), size: 0, body: layoutFor(type).emptyBody(), live: layoutFor(type).emptyLive?.() };
       // Work on a copy: a failure half-way must not leave the cached header changed.
-      const work: Header = { ...h, ctx: h.ctx.clone() };
+      const work: Header = { ...h, ctx: h.ctx.clone(), live: h.live === undefined ? undefined : { ...h.live } };
       const filter = this.presenceFilter(key, type, existing);
       const view = new WriteView(this.commit, prefix, h.ctx, filter && { filter, counts: this.presence });
       const out = await fn({ key, prefix, h: work, view });
@@ -245,7 +246,8 @@ export abstract class StoreCore {
         durable = Promise.resolve();
         return out;
       }
-      const headerChanged = existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body || work.log !== h.log;
+      const headerChanged =
+        existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body || work.log !== h.log || !sameLiveDigest(work.live, h.live);
       if (headerChanged) ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });
       this.cacheHeader(key, work);
       // The header is never changed in place once cached (the next operation works on a copy).

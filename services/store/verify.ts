@@ -1,16 +1,20 @@
 // Consistency check of one stored set: the records that describe it must agree with each other.
 // Element records and the dot index are two views of the same live dots, and the header counts
-// the live elements and holds a context covering every live dot. A disagreement would make
-// remote removes miss elements (index) or report wrong sizes (header).
+// the live elements, holds a context covering every live dot and, when it has one, their digest.
+// A disagreement would make remote removes miss elements (index), report wrong sizes (header), or
+// let a catch-up skip a set that differs (digest).
 import { type CausalContext, type Dot, elementKey } from "../crdt/index.js";
 import { DOT_BUCKET, decodeBucket } from "./dot-index.js";
 import { SUFFIX_DOTS, SUFFIX_ELEMENT, readU64, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
+import { type LiveDigest, emptyLiveDigest, encodeLiveDigest, sameLiveDigest, updateLiveDigest } from "./live-digest.js";
 
 export interface VerifyInput {
   /** Header fields. */
   size: number;
   ctx: CausalContext;
+  /** The header's live digest, when it has one. */
+  live?: LiveDigest;
   /** Every record of the object after its header, in key order: [suffix, key bytes after the suffix, value]. */
   records: AsyncIterable<[number, Buffer, Buffer]>;
 }
@@ -21,14 +25,17 @@ export async function verifyObject(input: VerifyInput): Promise<string[]> {
   const live = new Map<string, string>(); // "replica counter" → element key
   const indexed = new Map<string, string>();
   let elements = 0;
+  const digest = emptyLiveDigest();
   const dotId = (d: Dot) => `${d.replica} ${d.counter}`;
   for await (const [suffix, rest, value] of input.records) {
     if (suffix === SUFFIX_ELEMENT) {
       elements++;
-      const ek = elementKey(unescapeBytes(rest, 0).bytes);
+      const bytes = unescapeBytes(rest, 0).bytes;
+      const ek = elementKey(bytes);
       const dots = decodeDots(value);
       if (dots.length === 0) problems.push(`element ${JSON.stringify(ek)} has a record but no dots`);
       for (const d of dots) {
+        updateLiveDigest(digest, bytes, d, 1);
         if (!input.ctx.containsDot(d)) problems.push(`dot ${dotId(d)} of ${JSON.stringify(ek)} is outside the context`);
         if (live.has(dotId(d))) problems.push(`dot ${dotId(d)} is held by two elements`);
         live.set(dotId(d), ek);
@@ -46,6 +53,9 @@ export async function verifyObject(input: VerifyInput): Promise<string[]> {
     }
   }
   if (elements !== input.size) problems.push(`header counts ${input.size} elements, ${elements} are stored`);
+  if (input.live !== undefined && !sameLiveDigest(input.live, digest)) {
+    problems.push(`header's live digest ${encodeLiveDigest(input.live).toString("hex")} differs from the elements' ${encodeLiveDigest(digest).toString("hex")}`);
+  }
   for (const [dot, ek] of live) {
     const at = indexed.get(dot);
     if (at !== ek) problems.push(`dot ${dot} of ${JSON.stringify(ek)} is indexed to ${at === undefined ? "nothing" : JSON.stringify(at)}`);

@@ -9,6 +9,7 @@ import type { BatchOp, GroupCommit } from "./group-commit.js";
 import { type ElementPresence, type PresenceFilter, presenceHash } from "./element-presence.js";
 import { dotBucketKey, dotIndexPrefix, elementRecordKey, expiryKey } from "./keys.js";
 import { type Header, decodeDots, encodeDots } from "./records.js";
+import { emptyLiveDigest, updateLiveDigest } from "./live-digest.js";
 
 interface ElementState {
   bytes: Uint8Array;
@@ -149,18 +150,20 @@ export class WriteView {
 
   /**
    * Replace an element's dots (it must have been read): its record, the dot index, and the
-   * header's live-element count.
+   * header's live-element count and live digest.
    */
   setDots(ek: ElementKey, after: readonly Dot[], h: Header): void {
     const s = this.elements.get(ek);
     if (s === undefined) throw new Error("element not loaded");
     const before = s.dots;
+    const live = h.live;
     for (const d of before) {
       if (after.length > 0 && after.some((x) => sameDot(x, d))) continue;
       const b = this.bucket(d.replica, bucketOf(d.counter));
       const off = offsetOf(d.counter);
       b.adds.delete(off);
       b.removes.add(off);
+      if (live !== undefined) updateLiveDigest(live, s.bytes, d, -1);
     }
     for (const d of after) {
       if (before.length > 0 && before.some((x) => sameDot(x, d))) continue;
@@ -168,12 +171,15 @@ export class WriteView {
       const off = offsetOf(d.counter);
       b.removes.delete(off);
       b.adds.set(off, s.bytes);
+      if (live !== undefined) updateLiveDigest(live, s.bytes, d, 1);
       // A dot that expires is found by the sweep (expiry.ts); its entry is dropped there, also
       // when the dot was removed before (a stale entry costs one lookup).
       if (d.expiresAt !== undefined) this.otherRecords.push({ type: "put", key: expiryKey(d.expiresAt, this.prefix, s.bytes), value: Buffer.alloc(0) });
     }
     if (before.length === 0 && after.length > 0) h.size++;
     if (before.length > 0 && after.length === 0) h.size--;
+    // No live dot left: the digest is known again, also for a set whose header had none (records.ts).
+    if (h.size === 0 && h.live === undefined) h.live = emptyLiveDigest();
     s.dots = after.length === 0 ? [] : [...after];
     s.dirty = true;
   }
