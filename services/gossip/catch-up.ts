@@ -4,6 +4,8 @@
 //    as Export's `since`): the entries holding dots outside C, the sender's context minus C, and
 //    on the last chunk the dots inside C the sender has seen and no longer holds (its removes).
 //    Nothing goes when that delta is empty: a neighbour back with everything it had gets nothing.
+//    When the sender's context lies within C and both copies' live digests agree
+//    (store/live-digest.ts), that delta is known to be empty without reading the set.
 //  - A key stored whole goes whole, unless the neighbour's digest of its state equals the sender's.
 //  - A key the neighbour did not list (it lacks it) goes whole, as a plain full state. An answer
 //    cut at its size limit is continued page by page (start_after) as the push reaches its end.
@@ -19,13 +21,14 @@ import { type CausalContext, ObjectType, contextFromProto, contextToProto } from
 import { KeyContext } from "../gen/deltaset/v1/gossip.js";
 import { type SetChunk, chunkPayload, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
+import { type LiveDigest, decodeLiveDigest, encodeLiveDigest, sameLiveDigest } from "../store/live-digest.js";
 
 /** What a neighbour said it holds of one partition (its ContextsReply, decoded). */
 export interface Holdings {
   /** Its boot id and drop count for the partition when it answered. */
   boot: bigint;
   drops: number;
-  keys: Map<string, { type: ObjectType; ctx?: CausalContext; digest?: Buffer }>;
+  keys: Map<string, { type: ObjectType; ctx?: CausalContext; digest?: Buffer; live?: LiveDigest }>;
   /** Another neighbour is pushing the partition there: push it in a later period. */
   busy?: boolean;
   /** The last key listed, when keys after it were left out (the answer's size limit): ask for the next page from it. */
@@ -53,12 +56,14 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
     const d = await store.describe(key);
     if (d === undefined) continue;
     let kc: KeyContext;
-    if (d.type === ObjectType.AWSET) kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0) };
+    if (d.type === ObjectType.AWSET) {
+      kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0), liveDigest: d.live === undefined ? Buffer.alloc(0) : encodeLiveDigest(d.live) };
+    }
     else {
       let digest: Buffer | undefined;
       for await (const c of store.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, store.now()));
       if (digest === undefined) continue;
-      kc = { key, type: d.type, context: undefined, digest };
+      kc = { key, type: d.type, context: undefined, digest, liveDigest: Buffer.alloc(0) };
     }
     const size = KeyContext.encode(kc).finish().length + 4;
     if (keys.length > 0 && bytes + size > maxBytes) return { keys, complete: false };
@@ -72,10 +77,19 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
 export function holdingsFrom(r: { boot: bigint; drops: bigint; keys: readonly KeyContext[]; busy: boolean; complete: boolean }): Holdings {
   const m: Holdings["keys"] = new Map();
   for (const k of r.keys) {
-    m.set(k.key, k.type === ObjectType.AWSET ? { type: k.type, ctx: contextFromProto(k.context) } : { type: k.type, digest: Buffer.from(k.digest) });
+    m.set(k.key, k.type === ObjectType.AWSET ? { type: k.type, ctx: contextFromProto(k.context), live: decodeLiveDigest(k.liveDigest) } : { type: k.type, digest: Buffer.from(k.digest) });
   }
   const more = r.complete || r.busy || r.keys.length === 0 ? undefined : r.keys.at(-1)!.key;
   return { boot: r.boot, drops: Number(r.drops), keys: m, busy: r.busy, more };
+}
+
+/**
+ * Whether a set whose context and live digest are ours holds nothing a neighbour holding `held`
+ * lacks: our context lies within its and the live dots (with their elements) are the same, so the
+ * delta since its context is empty. False when either digest is not known.
+ */
+export function heldAlike(ours: { ctx: CausalContext; live?: LiveDigest }, held: { ctx?: CausalContext; live?: LiveDigest }): boolean {
+  return ours.live !== undefined && held.live !== undefined && held.ctx !== undefined && sameLiveDigest(ours.live, held.live) && ours.ctx.leq(held.ctx);
 }
 
 /**

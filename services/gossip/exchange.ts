@@ -155,6 +155,8 @@ export interface TransportCounters {
   catchUpDeltaKeys: number;
   /** Keys a full-state push left out: the receiver held all of them (context or digest). */
   catchUpKeysSkipped: number;
+  /** Of catchUpKeysSkipped, sets left out without reading them: the live digests agreed (store/live-digest.ts). */
+  catchUpKeysUnread: number;
   /** Streams refused here: their deltas were cut against what this node held in another life or before a drop. */
   catchUpStale: number;
   /** Partitions a push left for a later period: another neighbour was pushing them to the receiver. */
@@ -213,6 +215,7 @@ export class GossipExchange {
     contextsReplyBytes: 0,
     catchUpDeltaKeys: 0,
     catchUpKeysSkipped: 0,
+    catchUpKeysUnread: 0,
     catchUpStale: 0,
     catchUpBusyDeferred: 0,
     catchUpContextsFailed: 0,

@@ -6,7 +6,7 @@ import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Store } from "../store/store.js";
 import { chunkPayload } from "../store/set-chunks.js";
-import { type Holdings, deltaChunks, keyAfter, wholeDigest } from "./catch-up.js";
+import { type Holdings, deltaChunks, heldAlike, keyAfter, wholeDigest } from "./catch-up.js";
 
 /** What a stream is built from: the exchange's options, identity, counters and byte count. */
 export interface StateStreamSource {
@@ -21,7 +21,7 @@ export interface StateStreamSource {
     sync: { algorithm: 1 | 2 };
   };
   self: string;
-  counters: { stateStreamsSent: number; catchUpBusyDeferred: number; catchUpDeltaKeys: number; catchUpKeysSkipped: number };
+  counters: { stateStreamsSent: number; catchUpBusyDeferred: number; catchUpDeltaKeys: number; catchUpKeysSkipped: number; catchUpKeysUnread: number };
   recordStateBytesSent(bytes: number): void;
 }
 
@@ -84,7 +84,14 @@ export async function* stateStream(
         if (holdings?.busy === true) holdings = undefined;
       }
       const held = holdings?.keys.get(key);
-      if (held?.ctx !== undefined && (await src.o.store.typeOf(key)) === ObjectType.AWSET) {
+      const ours = held?.ctx === undefined ? undefined : await src.o.store.describe(key);
+      if (held?.ctx !== undefined && ours?.type === ObjectType.AWSET) {
+        if (heldAlike(ours, held)) {
+          // The same live dots, and nothing seen here it has not: no delta, and no read.
+          src.counters.catchUpKeysSkipped++;
+          src.counters.catchUpKeysUnread++;
+          continue;
+        }
         let sent = false;
         for await (const c of deltaKeyChunks(src, key, held.ctx, holdings!, partition, seq)) {
           sent = true;

@@ -36,7 +36,7 @@ async function expectAll(sim: GossipSimulation, id: string): Promise<void> {
 }
 
 describe("catch-up by contexts (simulation)", () => {
-  it("a node restarted with its data is sent, and sends, no element again; with the option off, every partition both ways", async () => {
+  it("a node restarted with its data is sent, and sends, no element again, its neighbours reading none of the sets unchanged; with the option off, every partition both ways", async () => {
     const shipped: Record<string, number> = {};
     for (const on of [true, false]) {
       const sim = await loaded(on);
@@ -50,6 +50,9 @@ describe("catch-up by contexts (simulation)", () => {
       if (on) {
         const skipped = sim.nodeIds.reduce((n, id) => n + sim.transport(id).catchUpKeysSkipped + sim.transport(id).catchUpDeltaKeys, 0);
         assert.ok(skipped >= 24, `keys caught up by contexts: ${skipped}`);
+        // Live digests agree for every set but the one written meanwhile: left out without a read.
+        const unread = sim.nodeIds.reduce((n, id) => n + sim.transport(id).catchUpKeysUnread, 0);
+        assert.ok(unread >= skipped - 3, `sets left out unread: ${unread} of ${skipped}`);
         assert.ok(sim.traffic.contextsBytes > 0);
       }
       await sim.close();
@@ -59,13 +62,17 @@ describe("catch-up by contexts (simulation)", () => {
     assert.ok(shipped.true! < shipped.false! / 50, `on: ${shipped.true} bytes, off: ${shipped.false}`);
   });
 
-  it("a node that missed removes while away gets them as its keys' removes, and nothing of what it held", async () => {
+  it("a node that missed removes while away gets them as its keys' removes, and nothing of what it held; the sets it did not miss go unread", async () => {
     const sim = await loaded(true);
     // c is cut off (its neighbours forget it and collect their buffers), a removes, c restarts.
     sim.setNeighbours("a", ["b"]);
     sim.setNeighbours("b", ["a"]);
     sim.setNeighbours("c", []);
     for (let k = 1; k < 24; k += 2) await sim.remove("a", `k${k}`, [b("e0"), b("e7")]);
+    // An element added and removed meanwhile: the same live dots, but a context c must learn (or
+    // a late copy of the add would bring the element back there).
+    await sim.add("a", "k0", [b("brief")]);
+    await sim.remove("a", "k0", [b("brief")]);
     for (let i = 0; i < 6; i++) await sim.step();
     await sim.restart("c");
     for (const [id, n] of RING3) sim.setNeighbours(id, n);
@@ -73,6 +80,11 @@ describe("catch-up by contexts (simulation)", () => {
     assert.notEqual(await sim.runUntilConverged(50), -1, "did not converge");
     for (let k = 0; k < 24; k++) assert.deepEqual(await sim.elementsOf("c", `k${k}`), Array.from({ length: 30 }, (_, i) => `e${i}`).filter((e) => e !== "e0" && e !== "e7").sort());
     assert.ok(sim.transport("a").catchUpDeltaKeys + sim.transport("b").catchUpDeltaKeys > 0, "keys went as deltas");
+    // a read and cut the 12 sets whose removes c missed (same context, other live dots) and k0
+    // (same live dots, a larger context), and left the 11 others out unread.
+    assert.equal(sim.transport("a").catchUpDeltaKeys, 13);
+    assert.ok(sim.transport("a").catchUpKeysUnread >= 11, `unread at a: ${sim.transport("a").catchUpKeysUnread}`);
+    assert.ok((await sim.store("c").describe("k0"))!.ctx.equals((await sim.store("a").describe("k0"))!.ctx), "c learnt the add and remove it missed");
     assert.ok(sim.traffic.statePayloadBytes - before < 5_000, `state payload: ${sim.traffic.statePayloadBytes - before} bytes`);
     await sim.close();
   });

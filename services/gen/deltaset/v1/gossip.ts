@@ -257,6 +257,13 @@ export interface KeyContext {
   type: ObjectType;
   context?: CausalContext | undefined;
   digest: Buffer;
+  /**
+   * AWSET, when the receiver knows it: the live digest of the set (8 bytes: two big-endian sums
+   * mod 2^32 of a hash of each live dot with its element). A sender whose own context lies within
+   * `context` and whose live digest is the same holds nothing the receiver lacks, and sends
+   * nothing of the key without reading it. Empty: not known, the sender reads the set.
+   */
+  liveDigest: Buffer;
 }
 
 /** The receiver's answer to Contexts. */
@@ -1671,7 +1678,7 @@ export const ContextsRequest: MessageFns<ContextsRequest> = {
 };
 
 function createBaseKeyContext(): KeyContext {
-  return { key: "", type: 0, context: undefined, digest: Buffer.alloc(0) };
+  return { key: "", type: 0, context: undefined, digest: Buffer.alloc(0), liveDigest: Buffer.alloc(0) };
 }
 
 export const KeyContext: MessageFns<KeyContext> = {
@@ -1687,6 +1694,9 @@ export const KeyContext: MessageFns<KeyContext> = {
     }
     if (message.digest.length !== 0) {
       writer.uint32(34).bytes(message.digest);
+    }
+    if (message.liveDigest.length !== 0) {
+      writer.uint32(42).bytes(message.liveDigest);
     }
     return writer;
   },
@@ -1736,6 +1746,14 @@ export const KeyContext: MessageFns<KeyContext> = {
             message.digest = Buffer.from(reader.bytes());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.liveDigest = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1754,6 +1772,11 @@ export const KeyContext: MessageFns<KeyContext> = {
       type: isSet(object.type) ? objectTypeFromJSON(object.type) : 0,
       context: isSet(object.context) ? CausalContext.fromJSON(object.context) : undefined,
       digest: isSet(object.digest) ? Buffer.from(bytesFromBase64(object.digest)) : Buffer.alloc(0),
+      liveDigest: isSet(object.liveDigest)
+        ? Buffer.from(bytesFromBase64(object.liveDigest))
+        : isSet(object.live_digest)
+        ? Buffer.from(bytesFromBase64(object.live_digest))
+        : Buffer.alloc(0),
     };
   },
 
@@ -1771,6 +1794,9 @@ export const KeyContext: MessageFns<KeyContext> = {
     if (message.digest.length !== 0) {
       obj.digest = base64FromBytes(message.digest);
     }
+    if (message.liveDigest.length !== 0) {
+      obj.liveDigest = base64FromBytes(message.liveDigest);
+    }
     return obj;
   },
 
@@ -1785,6 +1811,7 @@ export const KeyContext: MessageFns<KeyContext> = {
       ? CausalContext.fromPartial(object.context)
       : undefined;
     message.digest = object.digest ?? Buffer.alloc(0);
+    message.liveDigest = object.liveDigest ?? Buffer.alloc(0);
     return message;
   },
 };
