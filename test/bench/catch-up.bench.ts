@@ -7,7 +7,9 @@
 //  - wiped (SIGKILL, data directory removed) and started again: it needs one copy;
 // and a rolling restart of all three, one at a time (what an orchestrated update does).
 // One copy is the slice bytes of an Export of every key from the first node. Each event also
-// reports how long until every node read the same sizes and the nodes shipped no more state.
+// reports how long until every node read the same sizes and the nodes shipped no more state, and
+// how many of the sets the pushes decided about their senders read from their stores to cut a
+// delta (the others were left out on their live digests alone).
 // Akka Distributed Data, after a restart with its durable store, exchanges per-key digests and
 // ships only keys that differ (its Replicator gossips SHA-1 digests per key): the target for a node
 // that lost nothing.
@@ -43,6 +45,17 @@ const start = (i: number) => c.start(i, ["--metrics-listen", METRICS[i]!]);
 async function stateBytesSent(i: number): Promise<number> {
   const text = await (await fetch(`http://${METRICS[i]}/metrics`)).text();
   return sumSamples(text, "deltaset_gossip_sent_bytes_total", { kind: "state" }) + sumSamples(text, "deltaset_gossip_transport_events_total", { event: "contexts_reply_bytes" });
+}
+
+/**
+ * Sets node i's pushes cut as deltas or left out since its process started, and how many of them
+ * it read from its store to decide (the others were left out on their live digests alone).
+ */
+async function setsDecided(i: number): Promise<{ decided: number; read: number }> {
+  const text = await (await fetch(`http://${METRICS[i]}/metrics`)).text();
+  const ev = (event: string) => sumSamples(text, "deltaset_gossip_transport_events_total", { event });
+  const decided = ev("catch_up_delta_keys") + ev("catch_up_keys_skipped");
+  return { decided, read: decided - ev("catch_up_keys_unread") };
 }
 
 /** Live elements per key on node i. */
@@ -91,7 +104,17 @@ async function settle(before: number[], expected: string, t0: number): Promise<{
   throw new Error("the cluster did not settle within 5 minutes");
 }
 
-type Event = { name: string; bytes: number; copies: number; settleMs: number };
+type Event = { name: string; bytes: number; copies: number; settleMs: number; setsDecided: number; setsRead: number };
+
+/** Sets decided and read by every node since `before` (a restarted node counts from 0: its entry is zeroed). */
+async function setsSince(before: Array<{ decided: number; read: number }>): Promise<{ setsDecided: number; setsRead: number }> {
+  const now = await Promise.all([0, 1, 2].map(setsDecided));
+  return {
+    setsDecided: now.reduce((a, x, i) => a + x.decided - before[i]!.decided, 0),
+    setsRead: now.reduce((a, x, i) => a + x.read - before[i]!.read, 0),
+  };
+}
+const ZERO = { decided: 0, read: 0 };
 const events: Event[] = [];
 let copy = 0;
 try {
@@ -117,13 +140,16 @@ try {
   ];
   for (const [name, down] of returns) {
     const before = await Promise.all([0, 1, 2].map(stateBytesSent));
+    const setsBefore = await Promise.all([0, 1, 2].map(setsDecided));
     await down();
     before[2] = 0; // a new process counts from 0
+    setsBefore[2] = ZERO;
     const t0 = performance.now();
     await start(2);
     const r = await settle(before, expected, t0);
-    events.push({ name, bytes: r.bytes, copies: r.bytes / copy, settleMs: r.ms });
-    console.log(`${name}: ${r.bytes} state bytes = ${(r.bytes / copy).toFixed(2)} copies; settled in ${Math.round(r.ms)} ms`);
+    const sets = await setsSince(setsBefore);
+    events.push({ name, bytes: r.bytes, copies: r.bytes / copy, settleMs: r.ms, ...sets });
+    console.log(`${name}: ${r.bytes} state bytes = ${(r.bytes / copy).toFixed(2)} copies; settled in ${Math.round(r.ms)} ms; sets read to cut a delta: ${sets.setsRead} of ${sets.setsDecided}`);
   }
   // A rolling restart (as a Deployment or StatefulSet update does): each node in turn stopped
   // (SIGTERM), started again with its data, and the cluster settled before the next. Bytes of
@@ -131,17 +157,23 @@ try {
   {
     const t0 = performance.now();
     let bytes = 0;
+    const sets = { setsDecided: 0, setsRead: 0 };
     for (const i of [0, 1, 2]) {
       const before = await Promise.all([0, 1, 2].map(stateBytesSent));
+      const setsBefore = await Promise.all([0, 1, 2].map(setsDecided));
       await c.nodes.get(i)!.stop();
       c.nodes.delete(i);
       before[i] = 0;
+      setsBefore[i] = ZERO;
       await start(i);
       bytes += (await settle(before, expected, performance.now())).bytes;
+      const s = await setsSince(setsBefore);
+      sets.setsDecided += s.setsDecided;
+      sets.setsRead += s.setsRead;
     }
     const name = "rolling restart of all 3 nodes (SIGTERM, one at a time)";
-    events.push({ name, bytes, copies: bytes / copy, settleMs: performance.now() - t0 });
-    console.log(`${name}: ${bytes} state bytes = ${(bytes / copy).toFixed(2)} copies; done in ${Math.round(performance.now() - t0)} ms`);
+    events.push({ name, bytes, copies: bytes / copy, settleMs: performance.now() - t0, ...sets });
+    console.log(`${name}: ${bytes} state bytes = ${(bytes / copy).toFixed(2)} copies; done in ${Math.round(performance.now() - t0)} ms; sets read to cut a delta: ${sets.setsRead} of ${sets.setsDecided}`);
   }
 } finally {
   await c.close();
