@@ -1,5 +1,7 @@
 // Upgrades of the on-disk format, run by Store.open before anything reads the data.
 //
+// Version 3 → 4: add-wins sets' headers get their live digests (addLiveDigests, at the end).
+//
 // Version 1 → 2: the dot index moves from one record per live dot (... 0x03 esc(replica)
 // u64be(counter) → element) to buckets of DOT_BUCKET consecutive dots (dot-index.ts). Both
 // layouts use the same key shape, so a half-converted object would be misread: whole objects are
@@ -9,7 +11,10 @@
 // per element).
 import type { StoreDb } from "./db.js";
 import { type Bucket, bucketOf, encodeBucket, offsetOf } from "./dot-index.js";
-import { META, OBJECTS, SUFFIX_DOTS, dotBucketKey, parseObjectKey, readU64, unescapeBytes } from "./keys.js";
+import { META, OBJECTS, SUFFIX_DOTS, SUFFIX_ELEMENT, SUFFIX_HEADER, dotBucketKey, parseObjectKey, readU64, unescapeBytes } from "./keys.js";
+import { ObjectType } from "../crdt/index.js";
+import { type LiveDigest, emptyLiveDigest, updateLiveDigest } from "./live-digest.js";
+import { type Header, decodeDots, decodeHeader, encodeHeader } from "./records.js";
 
 /** META 'M': prefix of the last object converted by an unfinished migration. */
 export function migrationProgressKey(): Buffer {
@@ -83,4 +88,52 @@ export async function migrateV1ToV2(db: StoreDb, batchRecords = 10_000): Promise
     await it.close();
   }
   return objects;
+}
+
+/**
+ * Version 3 → 4: every add-wins set whose header has no live digest (live-digest.ts) gets one,
+ * computed from its element records. A header that has one is left alone, so a run cut by a crash
+ * just runs again. Headers are written batchHeaders at a time. Returns the sets given a digest.
+ */
+export async function addLiveDigests(db: StoreDb, batchHeaders = 1000): Promise<number> {
+  const it = db.iterator({ gte: Buffer.from([OBJECTS]), lt: Buffer.from([OBJECTS + 1]) });
+  let batch = db.batch();
+  let batched = 0;
+  let sets = 0;
+  /** The set being summed: its header record and the digest of the element records seen so far. */
+  let current: { key: Buffer; prefix: Buffer; header: Header; digest: LiveDigest } | undefined;
+  const finishSet = async () => {
+    if (current === undefined) return;
+    batch.put(current.key, encodeHeader({ ...current.header, live: current.digest }));
+    current = undefined;
+    sets++;
+    if (++batched >= batchHeaders) {
+      await batch.write({ sync: true });
+      batch = db.batch();
+      batched = 0;
+    }
+  };
+  try {
+    for (let entries = await it.nextv(1000); entries.length > 0; entries = await it.nextv(1000)) {
+      for (const [k, v] of entries) {
+        const parsed = parseObjectKey(k);
+        if (parsed.suffix === SUFFIX_HEADER) {
+          await finishSet();
+          const h = decodeHeader(v);
+          if (h.type === ObjectType.AWSET && h.live === undefined) {
+            current = { key: Buffer.from(k), prefix: Buffer.from(k.subarray(0, parsed.rest - 1)), header: h, digest: emptyLiveDigest() };
+          }
+        } else if (current !== undefined && parsed.suffix === SUFFIX_ELEMENT && k.subarray(0, parsed.rest - 1).equals(current.prefix)) {
+          const element = unescapeBytes(k, parsed.rest).bytes;
+          for (const d of decodeDots(v)) updateLiveDigest(current.digest, element, d, 1);
+        }
+      }
+    }
+    await finishSet();
+    if (batched > 0) await batch.write({ sync: true });
+  } finally {
+    await batch.close();
+    await it.close();
+  }
+  return sets;
 }

@@ -5,15 +5,17 @@ import { existsSync, readdirSync } from "node:fs";
 import { SYNCED, type StoreDb, memoryDb, openLevelDb } from "./db.js";
 import { StoreOpenError } from "./errors.js";
 import { formatKey } from "./keys.js";
-import { migrateV1ToV2, migrationProgressKey } from "./migrate.js";
+import { addLiveDigests, migrateV1ToV2, migrationProgressKey } from "./migrate.js";
 
 export const STORE_FORMAT = "deltaset-store";
 /**
- * 3: a large filter state may lie in a base record and a log of deltas (whole-state-layout.ts),
- * which version 2 nodes cannot read; 2: dot index in buckets (dot-index.ts); version 1 had one
- * record per dot. A version 2 directory is a valid version 3 one: opening it only records 3.
+ * 4: an add-wins set's header carries its live digest (records.ts, live-digest.ts), which version 3
+ * nodes cannot read; 3: a large filter state may lie in a base record and a log of deltas
+ * (whole-state-layout.ts), which version 2 nodes cannot read; 2: dot index in buckets
+ * (dot-index.ts); version 1 had one record per dot. Opening a version 2 or 3 directory gives its
+ * sets their digests (migrate.ts addLiveDigests) and records 4.
  */
-export const STORE_VERSION = 3;
+export const STORE_VERSION = 4;
 
 export interface StoreMeta {
   format: string;
@@ -108,9 +110,10 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
       }
       opts.onUpgradeStart?.({ fromVersion: 1, toVersion: STORE_VERSION });
       await upgradeFromV1(db, meta, opts.onUpgrade);
-    } else if (meta.version === 2 && opts.upgrade) {
-      // Nothing to convert: from now on a version 2 node must refuse the directory.
-      await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION })), SYNCED);
+    } else if ((meta.version === 2 || meta.version === 3 || meta.migratingFrom === 2 || meta.migratingFrom === 3) && opts.upgrade) {
+      const fromVersion = meta.migratingFrom ?? meta.version;
+      opts.onUpgradeStart?.({ fromVersion, toVersion: STORE_VERSION });
+      await upgradeToDigests(db, meta, fromVersion, opts.onUpgrade);
     }
     return { db, nodeId: meta.nodeId, replicaId: meta.replicaId, partitions: meta.partitions };
   } catch (err) {
@@ -123,10 +126,24 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
 async function upgradeFromV1(db: StoreDb, meta: StoreMeta, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
   const started = performance.now();
   await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION, migratingFrom: 1 })), SYNCED);
-  const objects = await migrateV1ToV2(db);
+  const objects = (await migrateV1ToV2(db)) + (await addLiveDigests(db));
   const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
   await db.batch().put(formatKey(), Buffer.from(JSON.stringify(upgraded))).del(migrationProgressKey()).write(SYNCED);
   report?.({ objects, ms: performance.now() - started });
+}
+
+/**
+ * Give a version 2 or 3 directory's sets their live digests (migrate.ts addLiveDigests). The
+ * version is recorded first, so an older node refuses the directory from the first header
+ * written, and a run cut half-way runs again at the next start.
+ */
+async function upgradeToDigests(db: StoreDb, meta: StoreMeta, fromVersion: number, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
+  const started = performance.now();
+  await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION, migratingFrom: fromVersion })), SYNCED);
+  const objects = await addLiveDigests(db);
+  const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
+  await db.put(formatKey(), Buffer.from(JSON.stringify(upgraded)), SYNCED);
+  if (objects > 0) report?.({ objects, ms: performance.now() - started });
 }
 
 async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined> {
@@ -142,7 +159,7 @@ async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined
   if (typeof meta.replicaId !== "string" || meta.replicaId === "") {
     throw new StoreOpenError(`data directory ${dir}: the store format record has no replica id`);
   }
-  if (meta.version !== STORE_VERSION && meta.version !== 1 && meta.version !== 2) {
+  if (meta.version !== STORE_VERSION && meta.version !== 1 && meta.version !== 2 && meta.version !== 3) {
     throw new StoreOpenError(`data directory ${dir} has store version ${meta.version}; this node reads version ${STORE_VERSION}`);
   }
   return meta;

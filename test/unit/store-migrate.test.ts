@@ -1,5 +1,6 @@
 // Opening a version 1 data directory (one dot-index record per dot) upgrades it in place to the
-// bucketed index, and an upgrade cut half-way resumes without misreading converted objects.
+// bucketed index, and an upgrade cut half-way resumes without misreading converted objects. A
+// version 2 or 3 directory's sets get their live digests.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,7 +9,8 @@ import { after, describe, it } from "node:test";
 import { ClassicLevel } from "classic-level";
 import { type AWSet, ObjectType } from "../../services/crdt/index.ts";
 import { DOT_BUCKET, decodeBucket } from "../../services/store/dot-index.ts";
-import { dotIndexRange, formatKey, objectPrefix, readU64, writeU64 } from "../../services/store/keys.ts";
+import { dotIndexRange, formatKey, headerKey, objectPrefix, readU64, writeU64 } from "../../services/store/keys.ts";
+import { decodeHeader, encodeHeader } from "../../services/store/records.ts";
 import { migrateV1ToV2, migrationProgressKey } from "../../services/store/migrate.ts";
 import { STORE_VERSION, Store, StoreOpenError } from "../../services/store/store.ts";
 
@@ -42,6 +44,15 @@ async function writeV1Index(db: ClassicLevel<Buffer, Buffer>, key: string): Prom
   }
   for (const [k, v] of puts) batch.put(k, v);
   await batch.write();
+}
+
+/** Rewrite the headers of the first n of KEYS without their live digests, as versions 2 and 3 wrote them; returns n. */
+async function stripDigests(db: ClassicLevel<Buffer, Buffer>, n: number): Promise<number> {
+  for (const key of KEYS.slice(0, n)) {
+    const hk = headerKey(objectPrefix(partitionOf(key, 8), key));
+    await db.put(hk, encodeHeader({ ...decodeHeader((await db.get(hk))!), live: undefined }));
+  }
+  return n;
 }
 
 async function setMeta(db: ClassicLevel<Buffer, Buffer>, change: Record<string, unknown>): Promise<void> {
@@ -134,28 +145,38 @@ describe("store format upgrade 1 → 2", () => {
     await expectUpgraded(dir, states, KEYS.length - 1);
   });
 
-  it("opens a version 2 directory as it is and records version 3, unless asked not to upgrade", async () => {
-    const dir = join(root, "v2");
-    const states = await populate(dir);
-    const db = await openRaw(dir);
-    await setMeta(db, { version: 2 });
-    await db.close();
-    const version = async () => {
-      const raw = await openRaw(dir);
-      const v = (JSON.parse((await raw.get(formatKey()))!.toString()) as { version: number }).version;
-      await raw.close();
-      return v;
-    };
-    const readOnly = await Store.open({ dir, partitions: "stored", partitionOf, upgrade: false });
-    assert.ok(((await readOnly.readState(KEYS[0]!))!.state as AWSet).equals(states[0]!));
-    await readOnly.close();
-    assert.equal(await version(), 2, "a read-only open leaves the version");
-    let upgrades = 0;
-    const s = await open(dir, () => upgrades++);
-    for (const [i, key] of KEYS.entries()) assert.ok(((await s.readState(key))!.state as AWSet).equals(states[i]!));
-    await s.close();
-    assert.equal(upgrades, 0, "nothing to convert");
-    assert.equal(await version(), 3);
+  it("opens a version 2 or 3 directory (or one cut half-way) with its data, gives its sets their live digests and records version 4, unless asked not to upgrade", async () => {
+    for (const from of [{ version: 2 }, { version: 3 }, { version: STORE_VERSION, migratingFrom: 3, keep: 1 }]) {
+      const dir = join(root, `v${from.version}-${from.migratingFrom ?? ""}`);
+      const states = await populate(dir);
+      const db = await openRaw(dir);
+      // Headers as versions 2 and 3 wrote them: no digest (all but `keep` of them, for a run cut half-way).
+      const stripped = await stripDigests(db, KEYS.length - (from.keep ?? 0));
+      await setMeta(db, { version: from.version, ...(from.migratingFrom === undefined ? {} : { migratingFrom: from.migratingFrom }) });
+      await db.close();
+      const version = async () => {
+        const raw = await openRaw(dir);
+        const v = (JSON.parse((await raw.get(formatKey()))!.toString()) as { version: number }).version;
+        await raw.close();
+        return v;
+      };
+      const readOnly = await Store.open({ dir, partitions: "stored", partitionOf, upgrade: false });
+      assert.ok(((await readOnly.readState(KEYS[0]!))!.state as AWSet).equals(states[0]!));
+      assert.equal((await readOnly.describe(KEYS[0]!))!.live, undefined);
+      await readOnly.close();
+      assert.equal(await version(), from.version, "a read-only open leaves the version");
+      const upgrades: number[] = [];
+      const s = await open(dir, (e) => upgrades.push(e.objects));
+      for (const [i, key] of KEYS.entries()) {
+        assert.ok(((await s.readState(key))!.state as AWSet).equals(states[i]!));
+        assert.ok((await s.describe(key))!.live !== undefined, `${key} has its digest`);
+        // verify checks each digest against the element records.
+        assert.deepEqual(await s.verify(key), []);
+      }
+      await s.close();
+      assert.deepEqual(upgrades, [stripped], "sets given a digest");
+      assert.equal(await version(), STORE_VERSION);
+    }
   });
 
   it("refuses a directory written by a newer version, and leaves it as it was", async () => {
