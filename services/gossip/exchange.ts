@@ -1,25 +1,13 @@
 // The gossip exchange of one node, sans-IO: everything between the anti-entropy engine and the
 // wire except the wire. It builds the frames and state streams (state-stream.ts) a tick asks for,
 // answers what this node holds (catch-up.ts), and checks, decodes and joins what arrives (frames
-// and chunked state streams) into the store, with redundancy removal, chunk order checks and the
-// transfer hold, then hands the engine the new parts and returns the reply to send. The node
+// here, chunked state streams in state-receive.ts) into the store, with redundancy removal, chunk
+// order checks and the transfer hold, then hands the engine the new parts and returns the reply. The node
 // (node-gossip.ts) runs it behind gRPC and a timer; the simulator (simulator.ts) runs the same
 // code over a lossy in-process channel, each node on an in-memory store, so what is simulated is
 // what runs.
 import { status } from "@grpc/grpc-js";
-import {
-  AWSet,
-  type CausalContext,
-  ObjectType,
-  JoinConflictError,
-  contextFromProto,
-  contextToProto,
-  decodeSlice,
-  elementKey,
-  joinGroupInPlace,
-  latticeFor,
-  sizeOf,
-} from "../crdt/index.js";
+import { type CausalContext, ObjectType, JoinConflictError, contextFromProto, latticeFor } from "../crdt/index.js";
 import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { ContextsReply as ContextsReplyMsg, PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -29,7 +17,6 @@ import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem, type TickOptions } from "./engine.js";
 import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
-import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import { LocalGate } from "./local-gate.js";
 import { SettleAnnouncer } from "./settle-announcer.js";
 import type { PayloadOps } from "./payload.js";
@@ -38,6 +25,8 @@ import { NO_MAC } from "../common/trailing-mac.js";
 import { forEachBounded } from "../common/bounded.js";
 import { type Holdings, PartitionClaims, holdingsFrom, partitionHoldings } from "./catch-up.js";
 import { type StateStreamSource, stateStream } from "./state-stream.js";
+import { type StateReceiveHost, receiveStateStream } from "./state-receive.js";
+import { type Answer, type Refusal, ackToProto } from "./answer.js";
 
 
 /** Keys of one received frame joined into the store at once. */
@@ -49,8 +38,7 @@ export const CONTEXTS_CLAIM_MS = 10_000;
 /** Default of ExchangeOptions.contextsReplyBytes. */
 export const CONTEXTS_REPLY_BYTES = 4 * 1024 * 1024;
 
-/** Default of ExchangeOptions.maxBufferedStateElements. */
-export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
+export { MAX_BUFFERED_STATE_ELEMENTS } from "./state-receive.js";
 
 export interface ExchangeOptions {
   store: Store;
@@ -179,13 +167,7 @@ export interface Outgoing {
   resets: number;
 }
 
-/** A refused call: the gRPC status to answer with, and why. Nothing of it was applied. */
-export interface Refusal {
-  code: status;
-  details: string;
-}
-
-export type Answer<T> = { reply: T } | { refused: Refusal };
+export type { Answer, Refusal } from "./answer.js";
 
 export class GossipExchange {
   readonly engine: AntiEntropyEngine<KeyedStates>;
@@ -229,6 +211,8 @@ export class GossipExchange {
   private readonly claims: PartitionClaims;
   /** What outgoing state streams are built from (state-stream.ts). */
   private readonly streamSource: StateStreamSource;
+  /** What incoming state streams are joined with (state-receive.ts). */
+  private readonly receiveHost: StateReceiveHost;
   /** Neighbours that answered a frame or stream of this process: they know its boot id. */
   private readonly greeted = new Set<string>();
 
@@ -250,6 +234,21 @@ export class GossipExchange {
       partitions: o.partitions,
       sync: o.sync.algorithm === 2 ? { ...o.sync, initialSeqs } : o.sync,
     });
+    this.receiveHost = {
+      o,
+      self: this.self,
+      counters: this.counters,
+      gate: this.gate,
+      claims: this.claims,
+      checkPeer: (cluster, from, partitions) => this.checkPeer(cluster, from, partitions),
+      noticeBoot: (peer, boot) => this.noticeBoot(peer, boot),
+      refuse: (code, details, from) => this.refuse(code, details, from),
+      ownDrops: (p) => this.ownDrops(p),
+      onFrame: (from, items) => this.engine.onFrame(from, items),
+      spreadSettled: (key, settled) => this.spreadSettled(key, settled),
+      changedHere: (key, type) => this.changedHere(key, type),
+      dropped: () => this.dropped(),
+    };
   }
 
   /**
@@ -606,175 +605,9 @@ export class GossipExchange {
     return { reply: { from: this.self, pending } };
   }
 
-  /**
-   * A full-state stream: each key's chunks must follow the protocol (context first, ranges tiling
-   * in order, only the last one open: KeyChunkSequence) and a partition completes only after its
-   * keys did. Other merges into a key wait while its chunks arrive (Store.beginTransfer).
-   */
-  async receiveStateStream(chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>): Promise<Answer<StateReply>> {
-    this.counters.stateStreamsReceived++;
-    let from = "";
-    let count = 0;
-    const acks: Ack[] = [];
-    const sequences = new Map<string, { partition: number; order: KeyChunkSequence; delta: boolean }>();
-    const fresh = new Map<number, Map<string, KeyedState>>();
-    const freshElements = new Map<number, number>();
-    const holds = new Map<string, () => void>();
-    const accepted = new Map<number, boolean>();
-    // Per partition: local changes made while its chunks are joined wait for its new parts (local-gate.ts).
-    const gates = new Map<number, number>();
-    const rejectChunk = (details: string) => {
-      this.counters.chunksRejected++;
-      return this.refuse(status.INVALID_ARGUMENT, details, from);
-    };
-    try {
-      for await (const c of chunks) {
-        if (count === 0) {
-          const bad = this.checkPeer(c.cluster, c.from, c.partitions);
-          if (bad) return bad;
-          from = c.from;
-          this.noticeBoot(from, c.boot);
-        }
-        count++;
-        if (c.partition >= this.o.partitions) return this.refuse(status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from);
-        // Decided once per partition and stream, so a partition is taken or left whole.
-        let taken = accepted.get(c.partition);
-        if (taken === undefined) accepted.set(c.partition, (taken = this.o.accepts === undefined || this.o.accepts(c.partition)));
-        if (!taken) {
-          this.counters.notOwnedRefused++;
-          continue;
-        }
-        if (!gates.has(c.partition)) {
-          gates.set(c.partition, this.gate.openGate(c.partition));
-          this.claims.pushing(c.partition, from);
-        }
-        if (c.partitionDone) {
-          const open = [...sequences].find(([, s]) => s.partition === c.partition);
-          if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
-          const item: ReceivedItem<KeyedStates> = {
-            partition: c.partition,
-            kind: PayloadKind.STATE,
-            seq: Number(c.seq),
-            fresh: fresh.get(c.partition),
-            tooLarge: this.tooLargeToBuffer(freshElements.get(c.partition) ?? 0),
-          };
-          acks.push(...this.engine.onFrame(from, [item]));
-          fresh.delete(c.partition);
-          freshElements.delete(c.partition);
-          this.gate.closeGate(gates.get(c.partition)!);
-          gates.delete(c.partition);
-          this.claims.done(c.partition, from);
-          continue;
-        }
-        if (partitionOf(c.key, this.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
-          return rejectChunk(`chunk for key "${c.key}" is malformed`);
-        }
-        if (c.delta && c.type !== ObjectType.AWSET) return rejectChunk(`chunk for key "${c.key}" is a delta of a type sent whole`);
-        if (c.removed !== undefined && !(c.delta && c.keyDone)) return rejectChunk(`chunk for key "${c.key}" carries removes but is not a delta's last chunk`);
-        let slice: unknown;
-        let ctx: CausalContext;
-        let removed: CausalContext | undefined;
-        try {
-          let s = sequences.get(c.key);
-          if (s === undefined) {
-            // A key's delta was cut against what this node named in its Contexts answer: refused
-            // if this node may have lost part of it since (another boot, or a drop meanwhile).
-            if (c.delta && (c.sinceBoot !== this.o.boot || Number(c.sinceDrops) !== this.ownDrops(c.partition))) {
-              this.counters.catchUpStale++;
-              return this.refuse(status.FAILED_PRECONDITION, `the delta of key "${c.key}" was cut against contexts this node no longer vouches for (restarted or dropped the partition since): push full state`, from);
-            }
-            sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence(), delta: c.delta }));
-          } else if (s.delta !== c.delta) return rejectChunk(`chunks of key "${c.key}" mix a delta and a full state`);
-          if (c.removed !== undefined) removed = contextFromProto(c.removed);
-          const header = {
-            rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
-            rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
-            rangeOpen: c.rangeOpen,
-            context: c.context === undefined ? undefined : contextFromProto(c.context),
-            keyDone: c.keyDone,
-          };
-          ctx = s.order.accept(header);
-          if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await this.o.store.beginTransfer(c.key));
-          slice = decodeSlice(c.type, c.slice.payload, ctx, header, this.o.store.now());
-        } catch (err) {
-          const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
-          return rejectChunk(`${what}: ${(err as Error).message}`);
-        }
-        try {
-          const parts: unknown[] = [];
-          this.counters.stateBytesApplied += c.slice.payload.length;
-          const r = await this.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
-          this.spreadSettled(c.key, r.settled);
-          if (r.changed) parts.push(r.newPart);
-          if (r.changed && r.readChanged !== false) this.changedHere(c.key, c.type);
-          if (c.keyDone) {
-            const f = await this.o.store.finishKey(c.key, c.type, ctx);
-            this.spreadSettled(c.key, f.settled);
-            if (f.changed) parts.push(f.newPart);
-            sequences.delete(c.key);
-            holds.get(c.key)?.();
-            holds.delete(c.key);
-            // A delta's removes join like a merge, which waits for the key's transfer: after it.
-            if (removed !== undefined && !removed.isEmpty()) {
-              const m = await this.o.store.merge(c.key, ObjectType.AWSET, AWSet.fromParts(new Map(), removed));
-              this.spreadSettled(c.key, m.settled);
-              if (m.changed) parts.push(m.newPart);
-              if (m.changed && m.readChanged !== false) this.changedHere(c.key, c.type);
-            }
-          }
-          this.counters.chunksApplied++;
-          this.collectFresh(fresh, freshElements, c.partition, c.key, c.type, parts);
-        } catch (err) {
-          if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
-            this.counters.typeConflicts++;
-            continue;
-          }
-          throw err;
-        }
-      }
-      return { reply: { from: this.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: this.o.boot, dropped: this.dropped() } };
-    } finally {
-      for (const release of holds.values()) release();
-      for (const [p, g] of gates) {
-        this.gate.closeGate(g);
-        this.claims.done(p, from);
-      }
-    }
-  }
-
-  /** A received state's new part of this many elements is forwarded by full state, not buffered. */
-  private tooLargeToBuffer(elements: number): boolean {
-    return elements > (this.o.maxBufferedStateElements ?? MAX_BUFFERED_STATE_ELEMENTS);
-  }
-
-  /** Gather the new parts of a received full state for the delta buffer, unless they grow too big. */
-  private collectFresh(
-    fresh: Map<number, Map<string, KeyedState>>,
-    counts: Map<number, number>,
-    partition: number,
-    key: string,
-    type: ObjectType,
-    parts: unknown[],
-  ): void {
-    if (parts.length === 0) return;
-    const before = counts.get(partition) ?? 0;
-    const n = before + parts.reduce<number>((s, p) => s + sizeOf(type, p), 0);
-    counts.set(partition, n);
-    if (this.tooLargeToBuffer(n)) {
-      // Too big to hold in memory: the engine forwards this partition by full state instead
-      // (Algorithm 2 is transitive; the others must not depend on the sender surviving).
-      fresh.delete(partition);
-      if (!this.tooLargeToBuffer(before)) this.counters.freshPartsNotBuffered++;
-      return;
-    }
-    const m = fresh.get(partition) ?? new Map<string, KeyedState>();
-    const l = latticeFor(type);
-    const cur = m.get(key);
-    // The new parts in the order the store took them: a delta-group (the state is this map's own).
-    const state = cur === undefined ? l.clone(parts[0]!) : cur.state;
-    for (const p of cur === undefined ? parts.slice(1) : parts) joinGroupInPlace(l, state, p);
-    m.set(key, { type, state });
-    fresh.set(partition, m);
+  /** A full-state stream (state-receive.ts). */
+  receiveStateStream(chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>): Promise<Answer<StateReply>> {
+    return receiveStateStream(this.receiveHost, chunks);
   }
 }
 
@@ -788,6 +621,3 @@ function rotated<T>(parts: T[], start: number): T[] {
   return start <= 0 || start >= parts.length ? parts : [...parts.slice(start), ...parts.slice(0, start)];
 }
 
-function ackToProto(a: Ack): { partition: number; seq: bigint } {
-  return { partition: a.partition, seq: BigInt(a.seq) };
-}

@@ -1,0 +1,223 @@
+// Receiving a full-state stream (Gossip/PushState): each key's chunks are checked against the
+// protocol (context first, ranges tiling in order, only the last one open: chunk-order.ts), joined
+// into the store under the key's transfer hold, a key's delta (catch-up.ts) joined as an Import
+// joins one, and each partition handed to the engine, with its new parts, once its end marker
+// arrives. A malformed or out-of-order chunk refuses the stream; a delta cut against contexts this
+// node no longer vouches for (another boot, a drop since) too.
+import { status } from "@grpc/grpc-js";
+import { AWSet, type CausalContext, ObjectType, JoinConflictError, contextFromProto, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
+import type { PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
+import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
+import type { Store } from "../store/store.js";
+import type { JoinResult } from "../store/layout.js";
+import { TypeMismatchError } from "../store/errors.js";
+import { type Answer, type Refusal, ackToProto } from "./answer.js";
+import type { Ack, ReceivedItem } from "./engine.js";
+import type { KeyedState, KeyedStates } from "./keyed-states.js";
+import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
+import type { LocalGate } from "./local-gate.js";
+import type { PartitionClaims } from "./catch-up.js";
+import { partitionOf } from "./partition.js";
+
+/** Default of ExchangeOptions.maxBufferedStateElements. */
+export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
+
+/** What a received stream needs of the exchange (exchange.ts) that receives it. */
+export interface StateReceiveHost {
+  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number) => boolean; maxBufferedStateElements?: number };
+  self: string;
+  counters: {
+    stateStreamsReceived: number;
+    chunksRejected: number;
+    notOwnedRefused: number;
+    catchUpStale: number;
+    stateBytesApplied: number;
+    chunksApplied: number;
+    typeConflicts: number;
+    freshPartsNotBuffered: number;
+  };
+  gate: LocalGate<{ partition: number; payload: KeyedStates }>;
+  claims: PartitionClaims;
+  checkPeer(cluster: string, from: string, partitions: number): { refused: Refusal } | undefined;
+  noticeBoot(peer: string, boot: bigint): boolean;
+  refuse(code: status, details: string, from: string): { refused: Refusal };
+  /** This node's drop count for partition p (see PartitionDrop). */
+  ownDrops(p: number): number;
+  /** The engine's onFrame: the acks owed for these items. */
+  onFrame(from: string, items: ReceivedItem<KeyedStates>[]): Ack[];
+  spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void;
+  changedHere(key: string, type: ObjectType): void;
+  dropped(): PartitionDrop[];
+}
+
+/**
+ * A full-state stream: each key's chunks must follow the protocol (context first, ranges tiling
+ * in order, only the last one open: KeyChunkSequence) and a partition completes only after its
+ * keys did. Other merges into a key wait while its chunks arrive (Store.beginTransfer).
+ */
+export async function receiveStateStream(h: StateReceiveHost, chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>): Promise<Answer<StateReply>> {
+  h.counters.stateStreamsReceived++;
+  let from = "";
+  let count = 0;
+  const acks: Ack[] = [];
+  const sequences = new Map<string, { partition: number; order: KeyChunkSequence; delta: boolean }>();
+  const fresh = new Map<number, Map<string, KeyedState>>();
+  const freshElements = new Map<number, number>();
+  const holds = new Map<string, () => void>();
+  const accepted = new Map<number, boolean>();
+  // Per partition: local changes made while its chunks are joined wait for its new parts (local-gate.ts).
+  const gates = new Map<number, number>();
+  const rejectChunk = (details: string) => {
+    h.counters.chunksRejected++;
+    return h.refuse(status.INVALID_ARGUMENT, details, from);
+  };
+  try {
+    for await (const c of chunks) {
+      if (count === 0) {
+        const bad = h.checkPeer(c.cluster, c.from, c.partitions);
+        if (bad) return bad;
+        from = c.from;
+        h.noticeBoot(from, c.boot);
+      }
+      count++;
+      if (c.partition >= h.o.partitions) return h.refuse(status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from);
+      // Decided once per partition and stream, so a partition is taken or left whole.
+      let taken = accepted.get(c.partition);
+      if (taken === undefined) accepted.set(c.partition, (taken = h.o.accepts === undefined || h.o.accepts(c.partition)));
+      if (!taken) {
+        h.counters.notOwnedRefused++;
+        continue;
+      }
+      if (!gates.has(c.partition)) {
+        gates.set(c.partition, h.gate.openGate(c.partition));
+        h.claims.pushing(c.partition, from);
+      }
+      if (c.partitionDone) {
+        const open = [...sequences].find(([, s]) => s.partition === c.partition);
+        if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
+        const item: ReceivedItem<KeyedStates> = {
+          partition: c.partition,
+          kind: PayloadKind.STATE,
+          seq: Number(c.seq),
+          fresh: fresh.get(c.partition),
+          tooLarge: tooLargeToBuffer(h, freshElements.get(c.partition) ?? 0),
+        };
+        acks.push(...h.onFrame(from, [item]));
+        fresh.delete(c.partition);
+        freshElements.delete(c.partition);
+        h.gate.closeGate(gates.get(c.partition)!);
+        gates.delete(c.partition);
+        h.claims.done(c.partition, from);
+        continue;
+      }
+      if (partitionOf(c.key, h.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
+        return rejectChunk(`chunk for key "${c.key}" is malformed`);
+      }
+      if (c.delta && c.type !== ObjectType.AWSET) return rejectChunk(`chunk for key "${c.key}" is a delta of a type sent whole`);
+      if (c.removed !== undefined && !(c.delta && c.keyDone)) return rejectChunk(`chunk for key "${c.key}" carries removes but is not a delta's last chunk`);
+      let slice: unknown;
+      let ctx: CausalContext;
+      let removed: CausalContext | undefined;
+      try {
+        let s = sequences.get(c.key);
+        if (s === undefined) {
+          // A key's delta was cut against what this node named in its Contexts answer: refused
+          // if this node may have lost part of it since (another boot, or a drop meanwhile).
+          if (c.delta && (c.sinceBoot !== h.o.boot || Number(c.sinceDrops) !== h.ownDrops(c.partition))) {
+            h.counters.catchUpStale++;
+            return h.refuse(status.FAILED_PRECONDITION, `the delta of key "${c.key}" was cut against contexts this node no longer vouches for (restarted or dropped the partition since): push full state`, from);
+          }
+          sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence(), delta: c.delta }));
+        } else if (s.delta !== c.delta) return rejectChunk(`chunks of key "${c.key}" mix a delta and a full state`);
+        if (c.removed !== undefined) removed = contextFromProto(c.removed);
+        const header = {
+          rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
+          rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
+          rangeOpen: c.rangeOpen,
+          context: c.context === undefined ? undefined : contextFromProto(c.context),
+          keyDone: c.keyDone,
+        };
+        ctx = s.order.accept(header);
+        if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await h.o.store.beginTransfer(c.key));
+        slice = decodeSlice(c.type, c.slice.payload, ctx, header, h.o.store.now());
+      } catch (err) {
+        const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
+        return rejectChunk(`${what}: ${(err as Error).message}`);
+      }
+      try {
+        const parts: unknown[] = [];
+        h.counters.stateBytesApplied += c.slice.payload.length;
+        const r = await h.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
+        h.spreadSettled(c.key, r.settled);
+        if (r.changed) parts.push(r.newPart);
+        if (r.changed && r.readChanged !== false) h.changedHere(c.key, c.type);
+        if (c.keyDone) {
+          const f = await h.o.store.finishKey(c.key, c.type, ctx);
+          h.spreadSettled(c.key, f.settled);
+          if (f.changed) parts.push(f.newPart);
+          sequences.delete(c.key);
+          holds.get(c.key)?.();
+          holds.delete(c.key);
+          // A delta's removes join like a merge, which waits for the key's transfer: after it.
+          if (removed !== undefined && !removed.isEmpty()) {
+            const m = await h.o.store.merge(c.key, ObjectType.AWSET, AWSet.fromParts(new Map(), removed));
+            h.spreadSettled(c.key, m.settled);
+            if (m.changed) parts.push(m.newPart);
+            if (m.changed && m.readChanged !== false) h.changedHere(c.key, c.type);
+          }
+        }
+        h.counters.chunksApplied++;
+        collectFresh(h, fresh, freshElements, c.partition, c.key, c.type, parts);
+      } catch (err) {
+        if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
+          h.counters.typeConflicts++;
+          continue;
+        }
+        throw err;
+      }
+    }
+    return { reply: { from: h.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: h.o.boot, dropped: h.dropped() } };
+  } finally {
+    for (const release of holds.values()) release();
+    for (const [p, g] of gates) {
+      h.gate.closeGate(g);
+      h.claims.done(p, from);
+    }
+  }
+}
+
+/** A received state's new part of this many elements is forwarded by full state, not buffered. */
+function tooLargeToBuffer(h: StateReceiveHost, elements: number): boolean {
+  return elements > (h.o.maxBufferedStateElements ?? MAX_BUFFERED_STATE_ELEMENTS);
+}
+
+/** Gather the new parts of a received full state for the delta buffer, unless they grow too big. */
+function collectFresh(
+  h: StateReceiveHost,
+  fresh: Map<number, Map<string, KeyedState>>,
+  counts: Map<number, number>,
+  partition: number,
+  key: string,
+  type: ObjectType,
+  parts: unknown[],
+): void {
+  if (parts.length === 0) return;
+  const before = counts.get(partition) ?? 0;
+  const n = before + parts.reduce<number>((s, p) => s + sizeOf(type, p), 0);
+  counts.set(partition, n);
+  if (tooLargeToBuffer(h, n)) {
+    // Too big to hold in memory: the engine forwards this partition by full state instead
+    // (Algorithm 2 is transitive; the others must not depend on the sender surviving).
+    fresh.delete(partition);
+    if (!tooLargeToBuffer(h, before)) h.counters.freshPartsNotBuffered++;
+    return;
+  }
+  const m = fresh.get(partition) ?? new Map<string, KeyedState>();
+  const l = latticeFor(type);
+  const cur = m.get(key);
+  // The new parts in the order the store took them: a delta-group (the state is this map's own).
+  const state = cur === undefined ? l.clone(parts[0]!) : cur.state;
+  for (const p of cur === undefined ? parts.slice(1) : parts) joinGroupInPlace(l, state, p);
+  m.set(key, { type, state });
+  fresh.set(partition, m);
+}
