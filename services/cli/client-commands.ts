@@ -398,15 +398,22 @@ export async function keysCommand(args: string[]): Promise<void> {
   const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
   try {
-    const keys: Array<{ key: string; type: string; size: number }> = [];
+    const keys: Array<{ key: string; type: string; size: number; stateDigest?: string }> = [];
     let token: Buffer = Buffer.alloc(0);
     do {
       const res = await call(client, client.keys, { prefix: values.prefix as string, pageSize: numberFlag(values, "page-size"), pageToken: token }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
-      keys.push(...res.keys.map((k) => ({ key: k.key, type: ObjectType[k.type] ?? String(k.type), size: Number(k.size) })));
+      keys.push(
+        ...res.keys.map((k) => ({
+          key: k.key,
+          type: ObjectType[k.type] ?? String(k.type),
+          size: Number(k.size),
+          ...(k.stateDigest.length > 0 ? { stateDigest: Buffer.from(k.stateDigest).toString("hex") } : {}),
+        })),
+      );
       token = res.nextPageToken;
     } while (values.all === true && token.length > 0);
     const more = token.length > 0 ? "\n(more: --all lists every page)" : "";
-    const listed = keys.map((k) => `${k.key}  ${k.type}${k.type === "AWSET" ? `  ${k.size} element(s)` : ""}`).join("\n");
+    const listed = keys.map((k) => `${k.key}  ${k.type}${k.type === "AWSET" ? `  ${k.size} element(s)` : ""}${k.stateDigest === undefined ? "" : `  state ${k.stateDigest}`}`).join("\n");
     const none = `(no keys${values.prefix === "" ? "" : ` starting with "${values.prefix}"`})`;
     out.result({ keys, more: token.length > 0 }, (keys.length === 0 ? none : listed) + more);
   } finally {

@@ -53,7 +53,10 @@ export function keyCalls(deps: KeyCallsDeps) {
         }
         const key = heads[best]!;
         const info = await store.describe(key);
-        if (info !== undefined) out.push({ key, type: info.type, size: BigInt(info.type === ObjectType.AWSET ? info.size : 0) });
+        if (info !== undefined) {
+          const stateDigest = (await store.stateDigest(key)) ?? Buffer.alloc(0);
+          out.push({ key, type: info.type, size: BigInt(info.type === ObjectType.AWSET ? info.size : 0), stateDigest });
+        }
         heads[best] = (await cursors[best]!.next()).value as string | undefined;
       }
     } finally {

@@ -2,7 +2,9 @@
 // one write path every operation takes (mutate: under the key's lock, on a copy of the header,
 // durable before it returns) and the change feed it reports to, and Algorithm 2's sequence
 // numbers. Store (store.ts) adds the operations, reads, joins and state transfers on top.
-import { CausalContext, ObjectType } from "../crdt/index.js";
+import { createHash } from "node:crypto";
+import { CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
+import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import { approximateBytes, type StoreDb } from "./db.js";
 import { StoreClosedError, TypeMismatchError } from "./errors.js";
 import { DecodedStates } from "./decoded-states.js";
@@ -14,7 +16,7 @@ import { layoutFor } from "./layouts.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { OBJECTS, elementRange, headerKey, objectPrefix, unescapeBytes } from "./keys.js";
 import { type Header, decodeHeader, encodeHeader } from "./records.js";
-import { type LiveDigest, sameLiveDigest } from "./live-digest.js";
+import { type LiveDigest, encodeLiveDigest, sameLiveDigest } from "./live-digest.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
 import { partitionsWithObjects } from "./object-records.js";
@@ -179,6 +181,18 @@ export abstract class StoreCore {
   async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number; live?: LiveDigest } | undefined> {
     const h = await this.loadHeader(key);
     return h === undefined ? undefined : { type: h.type, ctx: h.ctx.clone(), size: h.size, live: h.live === undefined ? undefined : { ...h.live } };
+  }
+
+  /**
+   * A set's state digest (16 bytes): SHA-256 over its canonical context encoding and its live
+   * digest, truncated; equal on two nodes exactly when they hold the same state (short of a hash
+   * collision). Undefined for other types, for a set whose live digest is not known, or no key.
+   */
+  async stateDigest(key: string): Promise<Buffer | undefined> {
+    const h = await this.loadHeader(key);
+    if (h === undefined || h.type !== ObjectType.AWSET || h.live === undefined) return undefined;
+    const ctx = CausalContextMsg.encode(contextToProto(h.ctx)).finish();
+    return createHash("sha256").update(ctx).update(encodeLiveDigest(h.live)).digest().subarray(0, 16);
   }
 
   // ------------------------------------------------------------ sequence numbers (Algorithm 2)

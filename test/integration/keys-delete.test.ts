@@ -1,5 +1,6 @@
 // Keys and Delete on real nodes. Keys: every key with a prefix, in key order across partitions,
-// page by page, with type and size; tokens bound to their prefix. Delete: every element the node
+// page by page, with type, size and (sets) a state digest that agrees across nodes holding the
+// same state; tokens bound to their prefix. Delete: every element the node
 // has seen is removed, an add made concurrently on another node survives (add wins), for the
 // probabilistic set as for AWSET; other types and missing keys are refused, a read token may list
 // but not delete, and the CLI does both.
@@ -14,6 +15,7 @@ import { call } from "../../services/client/rpc.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 import { statusOf } from "../helpers/grpc-status.ts";
 import { runCli } from "../helpers/node-process.ts";
+import { eventually } from "../helpers/eventually.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-keys-"));
 // A 2 s gossip period leaves time for an add that the other node has not seen yet.
@@ -52,6 +54,28 @@ describe("Keys", () => {
     const all = await keysPage("", Buffer.alloc(0), 100);
     assert.ok(all.keys.some((k) => k.key === "other/1"));
     assert.equal(all.nextPageToken.length, 0);
+  });
+
+  it("shows each set's state digest: the same on nodes holding the same state, another where one lags", async () => {
+    const digestOn = async (i: number, key: string) => {
+      const page = await c.replica(i, (r) => call(r, r.keys, { prefix: key, pageSize: 10, pageToken: Buffer.alloc(0) }));
+      const k = page.keys.find((x) => x.key === key);
+      return k === undefined ? "absent" : Buffer.from(k.stateDigest).toString("hex");
+    };
+    const converged = async (key: string) =>
+      (await eventually(`both nodes show one state digest for ${key}`, async () => [await digestOn(0, key), await digestOn(1, key)], ([a, b]) => a === b && a !== "absent", 20_000))[0]!;
+    await c.add(0, "digest/set", ["a", "b", "c"]);
+    const first = await converged("digest/set");
+    assert.match(first, /^[0-9a-f]{32}$/);
+    // A remove adds nothing to the set's context (its dot was in it): the live dots tell the
+    // states apart, on node 1 at once and on node 0 once gossip brings the remove.
+    await c.remove(1, "digest/set", ["b"]);
+    assert.notEqual(await digestOn(1, "digest/set"), first);
+    const second = await converged("digest/set");
+    assert.notEqual(second, first);
+    // The counter and the other types list no digest.
+    await c.replica(0, (r) => call(r, r.increment, { key: "digest/counter", amount: 1n, requestId: "" }));
+    assert.equal(await digestOn(0, "digest/counter"), "");
   });
 
   it("refuses a token of another prefix, an altered token and a page over the limit", async () => {
@@ -124,7 +148,9 @@ describe("Delete", () => {
     await c.add(1, "cli-set", ["p", "q"]);
     const listed = await runCli(["keys", "--prefix", "cli-", "--addr", c.addresses[1]!, "--json"]);
     assert.equal(listed.code, 0, listed.stderr);
-    assert.deepEqual(JSON.parse(listed.stdout).keys, [{ key: "cli-set", type: "AWSET", size: 2 }]);
+    const [cliSet] = JSON.parse(listed.stdout).keys;
+    assert.deepEqual({ ...cliSet, stateDigest: undefined }, { key: "cli-set", type: "AWSET", size: 2, stateDigest: undefined });
+    assert.match(cliSet.stateDigest, /^[0-9a-f]{32}$/);
     const deleted = await runCli(["delete", "cli-set", "--addr", c.addresses[1]!, "--json"]);
     assert.equal(deleted.code, 0, deleted.stderr);
     assert.equal(JSON.parse(deleted.stdout).removed, 2);

@@ -111,6 +111,13 @@ export interface KeyInfo {
   type: ObjectType;
   /** Live elements of a set; 0 for the other types. */
   size: bigint;
+  /**
+   * AWSET: a digest of the set's state on this node (16 bytes, over its causal context and the
+   * live digest of its elements' dots). Nodes that show the same state_digest for a set hold the
+   * same state of it, so comparing Keys pages of two nodes tells which sets still differ. Empty
+   * for the other types.
+   */
+  stateDigest: Buffer;
 }
 
 export interface KeysResponse {
@@ -1164,7 +1171,7 @@ export const KeysRequest: MessageFns<KeysRequest> = {
 };
 
 function createBaseKeyInfo(): KeyInfo {
-  return { key: "", type: 0, size: 0n };
+  return { key: "", type: 0, size: 0n, stateDigest: Buffer.alloc(0) };
 }
 
 export const KeyInfo: MessageFns<KeyInfo> = {
@@ -1180,6 +1187,9 @@ export const KeyInfo: MessageFns<KeyInfo> = {
         throw new globalThis.Error("value provided for field message.size of type uint64 too large");
       }
       writer.uint32(24).uint64(message.size);
+    }
+    if (message.stateDigest.length !== 0) {
+      writer.uint32(34).bytes(message.stateDigest);
     }
     return writer;
   },
@@ -1221,6 +1231,14 @@ export const KeyInfo: MessageFns<KeyInfo> = {
             message.size = reader.uint64() as bigint;
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.stateDigest = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1238,6 +1256,11 @@ export const KeyInfo: MessageFns<KeyInfo> = {
       key: isSet(object.key) ? globalThis.String(object.key) : "",
       type: isSet(object.type) ? objectTypeFromJSON(object.type) : 0,
       size: isSet(object.size) ? BigInt(object.size) : 0n,
+      stateDigest: isSet(object.stateDigest)
+        ? Buffer.from(bytesFromBase64(object.stateDigest))
+        : isSet(object.state_digest)
+        ? Buffer.from(bytesFromBase64(object.state_digest))
+        : Buffer.alloc(0),
     };
   },
 
@@ -1252,6 +1275,9 @@ export const KeyInfo: MessageFns<KeyInfo> = {
     if (message.size !== 0n) {
       obj.size = message.size.toString();
     }
+    if (message.stateDigest.length !== 0) {
+      obj.stateDigest = base64FromBytes(message.stateDigest);
+    }
     return obj;
   },
 
@@ -1263,6 +1289,7 @@ export const KeyInfo: MessageFns<KeyInfo> = {
     message.key = object.key ?? "";
     message.type = object.type ?? 0;
     message.size = (object.size !== undefined && object.size !== null) ? BigInt(object.size) : 0n;
+    message.stateDigest = object.stateDigest ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -4639,10 +4666,10 @@ export const ReplicaService = {
   },
   /**
    * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
-   * bytes), one page at a time, each with its type and, for a set, its element count. With full
-   * replication (the default) every node holds every key, so any node answers for the cluster (up
-   * to what gossip has not brought yet); with a replication factor, only the keys of the partitions
-   * it holds. Never forwarded.
+   * bytes), one page at a time, each with its type and, for a set, its element count and state
+   * digest. With full replication (the default) every node holds every key, so any node answers
+   * for the cluster (up to what gossip has not brought yet); with a replication factor, only the
+   * keys of the partitions it holds. Never forwarded.
    */
   keys: {
     path: "/deltaset.v1.Replica/Keys" as const,
@@ -4788,10 +4815,10 @@ export interface ReplicaServer extends UntypedServiceImplementation {
   addStream: handleBidiStreamingCall<AddStreamRequest, AddStreamAck>;
   /**
    * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
-   * bytes), one page at a time, each with its type and, for a set, its element count. With full
-   * replication (the default) every node holds every key, so any node answers for the cluster (up
-   * to what gossip has not brought yet); with a replication factor, only the keys of the partitions
-   * it holds. Never forwarded.
+   * bytes), one page at a time, each with its type and, for a set, its element count and state
+   * digest. With full replication (the default) every node holds every key, so any node answers
+   * for the cluster (up to what gossip has not brought yet); with a replication factor, only the
+   * keys of the partitions it holds. Never forwarded.
    */
   keys: handleUnaryCall<KeysRequest, KeysResponse>;
   /**
@@ -4993,10 +5020,10 @@ export interface ReplicaClient extends Client {
   addStream(metadata: Metadata, options?: Partial<CallOptions>): ClientDuplexStream<AddStreamRequest, AddStreamAck>;
   /**
    * The keys this node holds that start with prefix (all keys when empty), in key order (UTF-8
-   * bytes), one page at a time, each with its type and, for a set, its element count. With full
-   * replication (the default) every node holds every key, so any node answers for the cluster (up
-   * to what gossip has not brought yet); with a replication factor, only the keys of the partitions
-   * it holds. Never forwarded.
+   * bytes), one page at a time, each with its type and, for a set, its element count and state
+   * digest. With full replication (the default) every node holds every key, so any node answers
+   * for the cluster (up to what gossip has not brought yet); with a replication factor, only the
+   * keys of the partitions it holds. Never forwarded.
    */
   keys(request: KeysRequest, callback: (error: ServiceError | null, response: KeysResponse) => void): ClientUnaryCall;
   keys(
