@@ -31,6 +31,7 @@ const OPTION_TEXT: Record<string, string> = {
   count: "print only how many members",
   "request-id": "retry-safe increment: a retry with the same id is counted once",
   prefix: "keys starting with this prefix",
+  quiet: "print nothing: the exit status alone tells (0: every set agrees)",
   "since-file": "a causal context from an earlier export or watch: only what came after it",
   "next-since-file": "write the context this export brings the receiver to",
   "data-dir": "the stopped node's data directory",

@@ -34,6 +34,8 @@ usage: deltaset <command> [options]
   import    apply an export stream from stdin to a key (admin scope)
                                             deltaset export s --addr A | deltaset import s --addr B
   keys      the keys a node holds           deltaset keys [--prefix P] [--all]
+  compare   the sets that differ between nodes (exit 1 while any does)
+                                            deltaset compare HOST:PORT HOST:PORT... [--prefix P] [--quiet]
   delete    remove every element of a set   deltaset delete KEY
   watch     follow a key's changes          deltaset watch KEY [--since-file F] | deltaset watch --prefix P
   members   the cluster membership view     deltaset members
@@ -64,6 +66,7 @@ const commands: Record<string, (args: string[]) => Promise<void>> = {
   cluster: async (args) => (await import("./cluster-command.js")).clusterCommand(args),
   chaos: async (args) => (await import("./chaos-command.js")).chaosCommand(args),
   verify: async (args) => (await import("./verify-command.js")).verifyCommand(args),
+  compare: async (args) => (await import("./compare-command.js")).compareCommand(args),
 };
 
 export async function main(argv: string[]): Promise<void> {

@@ -18,6 +18,7 @@ const COMMANDS: Record<string, string[]> = {
   watch: ["--prefix", "--since-file"],
   members: ["--all"],
   owners: [],
+  compare: ["--prefix", "--quiet"],
 };
 
 describe("deltaset COMMAND --help", () => {

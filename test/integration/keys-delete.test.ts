@@ -73,9 +73,34 @@ describe("Keys", () => {
     assert.notEqual(await digestOn(1, "digest/set"), first);
     const second = await converged("digest/set");
     assert.notEqual(second, first);
+    const same = await runCli(["compare", c.addresses[0]!, c.addresses[1]!, "--prefix", "digest/", "--json"]);
+    assert.equal(same.code, 0, same.stderr);
+    assert.deepEqual(JSON.parse(same.stdout), { nodes: [c.addresses[0], c.addresses[1]], sets: 1, differ: [] });
     // The counter and the other types list no digest.
     await c.replica(0, (r) => call(r, r.increment, { key: "digest/counter", amount: 1n, requestId: "" }));
     assert.equal(await digestOn(0, "digest/counter"), "");
+  });
+
+  it("deltaset compare names the sets that differ between nodes, or that a node lacks, and exits 1", async () => {
+    // A node of another cluster: the same set with other elements, and none of the others.
+    const lone = new TestCluster(dir, ["127.0.2.34:7934"], [], "lone");
+    try {
+      await lone.startAll();
+      await lone.add(0, "cmp/shared", ["x"]);
+      await c.add(0, "cmp/shared", ["y"]);
+      await c.add(0, "cmp/only-here", ["z"]);
+      const r = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp/", "--json"]);
+      assert.equal(r.code, 1, r.stderr);
+      const { sets, differ } = JSON.parse(r.stdout) as { sets: number; differ: Array<{ key: string; digests: string[] }> };
+      assert.equal(sets, 2);
+      assert.deepEqual(differ.map((d) => d.key), ["cmp/only-here", "cmp/shared"]);
+      assert.equal(differ[0]!.digests[1], "", "the lone node lacks it");
+      assert.notEqual(differ[1]!.digests[0], differ[1]!.digests[1]);
+      const quiet = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp/", "--quiet"]);
+      assert.deepEqual([quiet.code, quiet.stdout], [1, ""]);
+    } finally {
+      await lone.close();
+    }
   });
 
   it("refuses a token of another prefix, an altered token and a page over the limit", async () => {
