@@ -57,9 +57,9 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
     if (d === undefined) continue;
     let kc: KeyContext;
     if (d.type === ObjectType.AWSET) {
-      kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0), liveDigest: d.live === undefined ? Buffer.alloc(0) : encodeLiveDigest(d.live) };
-    }
-    else {
+      const liveDigest = d.live === undefined ? Buffer.alloc(0) : encodeLiveDigest(d.live);
+      kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0), liveDigest };
+    } else {
       let digest: Buffer | undefined;
       for await (const c of store.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, store.now()));
       if (digest === undefined) continue;
