@@ -3,7 +3,7 @@
 import { CausalContext } from "./causal-context.js";
 import { type Dot, compareDots } from "./dot.js";
 import { DecodeError } from "./errors.js";
-import { lengthDelimitedSize, varintSize } from "../common/varint.js";
+import { lengthDelimitedSize, varintSize, writeVarint } from "../common/varint.js";
 import {
   AWSetState,
   CausalContext as CausalContextMsg,
@@ -100,6 +100,58 @@ export function contextEncodedSize(c: CausalContext): number {
     }
   }
   return size;
+}
+
+/**
+ * The encoded CausalContext message, written directly: the same bytes as encoding contextToProto(c)
+ * with the generated codec (every version-vector entry, then every cloud entry, replicas sorted),
+ * without the intermediate message (every stored set's header holds one, rewritten on each change).
+ */
+export function encodeContext(c: CausalContext): Buffer {
+  // Each replica's ranges and the sizes of its two entries, taken once.
+  const rs = c.replicas().map((r) => {
+    const ranges = c.rangesOf(r);
+    const bytes = Buffer.byteLength(r, "utf8");
+    const replicaField = bytes === 0 ? 0 : lengthDelimitedSize(bytes);
+    const first = ranges[0]![0] === 1 ? 1 : 0;
+    const vv = first === 1 ? replicaField + uint64FieldSize(ranges[0]![1]) : -1;
+    let cloud = first < ranges.length ? replicaField : -1;
+    for (let i = first; i < ranges.length; i++) cloud += lengthDelimitedSize(uint64FieldSize(ranges[i]![0]) + uint64FieldSize(ranges[i]![1]));
+    return { r, ranges, bytes, first, vv, cloud };
+  });
+  let size = 0;
+  for (const e of rs) size += (e.vv < 0 ? 0 : lengthDelimitedSize(e.vv)) + (e.cloud < 0 ? 0 : lengthDelimitedSize(e.cloud));
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  const field = (tag: number, n: number) => {
+    out[at++] = tag;
+    at = writeVarint(out, at, n);
+  };
+  const replicaField = (r: string, bytes: number) => {
+    if (bytes === 0) return;
+    field(0x0a, bytes);
+    at += out.write(r, at, "utf8");
+  };
+  const uint64Field = (tag: number, n: number) => {
+    if (n !== 0) field(tag, n);
+  };
+  for (const e of rs) {
+    if (e.vv < 0) continue;
+    field(0x0a, e.vv);
+    replicaField(e.r, e.bytes);
+    uint64Field(0x10, e.ranges[0]![1]);
+  }
+  for (const e of rs) {
+    if (e.cloud < 0) continue;
+    field(0x12, e.cloud);
+    replicaField(e.r, e.bytes);
+    for (let i = e.first; i < e.ranges.length; i++) {
+      field(0x12, uint64FieldSize(e.ranges[i]![0]) + uint64FieldSize(e.ranges[i]![1]));
+      uint64Field(0x08, e.ranges[i]![0]);
+      uint64Field(0x10, e.ranges[i]![1]);
+    }
+  }
+  return out;
 }
 
 /** A uint64 field of a small field number (one-byte tag); 0 is not written. */

@@ -16,7 +16,7 @@
 // All of them are also held in memory (their number is bounded by a setting), so a join reads
 // nothing to learn whether its key has any.
 import type { StoreDb } from "./db.js";
-import { CausalContext, type Dot, type ElementKey, contextFromProto, contextToProto, elementBytes, elementKey } from "../crdt/index.js";
+import { CausalContext, type Dot, type ElementKey, contextFromProto, elementBytes, encodeContext, elementKey } from "../crdt/index.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { BatchOp } from "./group-commit.js";
 import { META, escapeBytes, unescapeBytes } from "./keys.js";
@@ -33,7 +33,7 @@ function recordKey(key: string, ek: ElementKey): Buffer {
 }
 
 function encodeUnseen(c: CausalContext): Buffer {
-  return Buffer.from(CausalContextMsg.encode(contextToProto(c)).finish());
+  return encodeContext(c);
 }
 
 export class PendingRemoves {

@@ -6,7 +6,7 @@ import {
   type DotSet,
   ObjectType,
   contextFromProto,
-  contextToProto,
+  encodeContext,
 } from "../crdt/index.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import { varintSize, writeVarint } from "../common/varint.js";
@@ -51,14 +51,31 @@ export interface Header {
 }
 
 export function encodeHeader(h: Header): Buffer {
-  const ctx = CausalContextMsg.encode(contextToProto(h.ctx)).finish();
-  const w = new BinaryWriter();
   if (h.log !== undefined && h.live !== undefined) throw new Error("a header holds a state log or a live digest, not both");
   const version = h.log !== undefined ? HEADER_VERSION_LOGGED : h.live !== undefined ? HEADER_VERSION_DIGEST : HEADER_VERSION;
-  w.uint32(version).uint32(h.type).uint64(h.size).bytes(ctx).bytes(h.body);
-  if (h.log !== undefined) w.uint64(h.log.first).uint64(h.log.next).uint64(h.log.logBytes).uint64(h.log.baseBytes);
-  if (h.live !== undefined) w.fixed32(h.live.a).fixed32(h.live.b);
-  return Buffer.from(w.finish());
+  // Written directly (a header is rewritten on every change of its object): the bytes of a
+  // BinaryWriter's uint32(version) uint32(type) uint64(size) bytes(ctx) bytes(body), then the
+  // log's four uint64s or the digest's two fixed32s (little-endian).
+  const ctx = encodeContext(h.ctx);
+  const log = h.log === undefined ? [] : [h.log.first, h.log.next, h.log.logBytes, h.log.baseBytes];
+  let size = varintSize(version) + varintSize(h.type) + varintSize(h.size) + varintSize(ctx.length) + ctx.length + varintSize(h.body.length) + h.body.length;
+  for (const n of log) size += varintSize(n);
+  if (h.live !== undefined) size += 8;
+  const out = Buffer.allocUnsafe(size);
+  let at = writeVarint(out, 0, version);
+  at = writeVarint(out, at, h.type);
+  at = writeVarint(out, at, h.size);
+  at = writeVarint(out, at, ctx.length);
+  out.set(ctx, at);
+  at = writeVarint(out, at + ctx.length, h.body.length);
+  out.set(h.body, at);
+  at += h.body.length;
+  for (const n of log) at = writeVarint(out, at, n);
+  if (h.live !== undefined) {
+    out.writeUInt32LE(h.live.a, at);
+    out.writeUInt32LE(h.live.b, at + 4);
+  }
+  return out;
 }
 
 export function decodeHeader(b: Uint8Array): Header {

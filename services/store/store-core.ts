@@ -3,8 +3,7 @@
 // durable before it returns) and the change feed it reports to, and Algorithm 2's sequence
 // numbers. Store (store.ts) adds the operations, reads, joins and state transfers on top.
 import { createHash } from "node:crypto";
-import { CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
-import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+import { CausalContext, ObjectType, encodeContext } from "../crdt/index.js";
 import { approximateBytes, type StoreDb } from "./db.js";
 import { StoreClosedError, TypeMismatchError } from "./errors.js";
 import { DecodedStates } from "./decoded-states.js";
@@ -191,8 +190,7 @@ export abstract class StoreCore {
   async stateDigest(key: string): Promise<Buffer | undefined> {
     const h = await this.loadHeader(key);
     if (h === undefined || h.type !== ObjectType.AWSET || h.live === undefined) return undefined;
-    const ctx = CausalContextMsg.encode(contextToProto(h.ctx)).finish();
-    return createHash("sha256").update(ctx).update(encodeLiveDigest(h.live)).digest().subarray(0, 16);
+    return createHash("sha256").update(encodeContext(h.ctx)).update(encodeLiveDigest(h.live)).digest().subarray(0, 16);
   }
 
   // ------------------------------------------------------------ sequence numbers (Algorithm 2)

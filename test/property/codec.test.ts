@@ -14,6 +14,7 @@ import {
   type Dot,
   contextEncodedSize,
   contextFromProto,
+  encodeContext,
   contextToProto,
   elementKey,
 } from "../../services/crdt/index.js";
@@ -229,7 +230,7 @@ describe("encodedSize", () => {
       return AWSet.fromParts(map, ctx);
     });
 
-  it("a causal context: equals the length of its encoding (version vector and cloud entries)", () =>
+  it("a causal context: equals the length of its encoding (version vector and cloud entries), which encodeContext writes", () =>
     run(
       fc.property(
         fc.array(fc.record({ replica: fc.string({ unit: "grapheme", maxLength: 20 }), counter: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }) }), { maxLength: 30 }),
@@ -238,6 +239,8 @@ describe("encodedSize", () => {
           const ctx = new CausalContext();
           for (const d of [...wide, ...dense]) ctx.addDot(d);
           assert.equal(contextEncodedSize(ctx), CausalContextMsg.encode(contextToProto(ctx)).finish().length);
+          // The direct encoder (stored headers) writes the generated codec's bytes exactly.
+          assert.deepEqual(encodeContext(ctx), Buffer.from(CausalContextMsg.encode(contextToProto(ctx)).finish()));
         },
       ),
     ));
