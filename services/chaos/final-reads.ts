@@ -1,7 +1,8 @@
 // Final reads: every key of every node read in full (Scan), repeated until all nodes return the
 // same sets or a time bound passes. The time of the first identical round is the convergence point.
+// Then the states themselves: the keys' state digests (Keys), until every node shows the same.
 import * as grpc from "@grpc/grpc-js";
-import { ReplicaClient, type ScanChunk } from "../gen/deltaset/v1/replica.js";
+import { type KeysResponse, ReplicaClient, type ScanChunk } from "../gen/deltaset/v1/replica.js";
 import type { FinalReads } from "./history.js";
 import type { WorkloadNode } from "./workload.js";
 
@@ -59,6 +60,56 @@ export async function readUntilIdentical(
     opts.onRound?.(rounds);
     if (readsIdentical(reads)) return { reads, identicalAt: Date.now(), rounds };
     if (Date.now() >= until) return { reads, identicalAt: null, rounds };
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 200));
+  }
+}
+
+/**
+ * Each key's state digest at every node (Keys' state_digest, hex; "" where the node lists none or
+ * holds no such key), or null for a node that did not answer.
+ */
+export async function readStateDigests(nodes: readonly WorkloadNode[], keys: readonly string[], timeoutMs = 5000): Promise<Record<string, Record<string, string> | null>> {
+  const out: Record<string, Record<string, string> | null> = {};
+  await Promise.all(
+    nodes.map(async (n) => {
+      const client = new ReplicaClient(n.address, grpc.credentials.createInsecure());
+      try {
+        const digests: Record<string, string> = {};
+        for (const key of keys) {
+          const page = await new Promise<KeysResponse>((resolve, reject) =>
+            client.keys({ prefix: key, pageSize: 1, pageToken: Buffer.alloc(0) }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
+          );
+          const k = page.keys.find((x) => x.key === key);
+          digests[key] = k === undefined ? "" : Buffer.from(k.stateDigest).toString("hex");
+        }
+        out[n.nodeId] = digests;
+      } catch {
+        out[n.nodeId] = null;
+      } finally {
+        client.close();
+      }
+    }),
+  );
+  return out;
+}
+
+/**
+ * After identical reads, the states themselves (causal contexts included): read the keys' state
+ * digests until every node shows the same ones or `boundMs` passed. Identical reads can precede
+ * identical states (a remove's context, or an add's dot that a later remove took, still on its
+ * way), and a context a node lacks can let a late copy of an add come back there. Returns when
+ * they first matched (Unix ms), null past the bound, or "unknown" when no node lists any digest
+ * (older nodes).
+ */
+export async function statesUntilIdentical(nodes: readonly WorkloadNode[], keys: readonly string[], opts: { boundMs: number; intervalMs?: number }): Promise<number | null | "unknown"> {
+  const until = Date.now() + opts.boundMs;
+  for (;;) {
+    const digests = await readStateDigests(nodes, keys);
+    const views = Object.values(digests);
+    if (views.every((v) => v !== null && keys.every((k) => v[k] === ""))) return "unknown";
+    const sig = (v: Record<string, string> | null) => (v === null ? null : keys.map((k) => v[k]).join(","));
+    if (views.length > 0 && views.every((v) => sig(v) !== null && sig(v) === sig(views[0]!))) return Date.now();
+    if (Date.now() >= until) return null;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 200));
   }
 }

@@ -25,6 +25,13 @@ export function runTargets(r: RunResult, command = runCommand(r)): Target[] {
     target("nodes whose final reads differ", "0", r.check.divergence.nodes.length, (m) => m === 0, command),
     target("elements no add wrote", "0", r.check.unexpected.length, (m) => m === 0, command),
     target(`identical final reads within ${CONVERGENCE_TARGET_MS / 1000} s of heal`, `<= ${CONVERGENCE_TARGET_MS} ms`, r.convergenceFromHealMs, (m) => m !== null && m <= CONVERGENCE_TARGET_MS, command),
+    target(
+      "identical states, causal contexts included (state digests), within the settle bound of the workload's stop",
+      "every node the same",
+      r.statesFromHealMs,
+      (m) => typeof m === "number",
+      command,
+    ),
   ];
 }
 
@@ -49,6 +56,7 @@ export function runMetrics(r: RunResult): Record<string, unknown> {
     ackedOpsPerSec: Number(c.ackedOpsPerSec.toFixed(1)),
     convergenceFromHealMs: r.convergenceFromHealMs,
     convergenceFromStopMs: r.convergenceFromStopMs,
+    statesFromHealMs: r.statesFromHealMs,
     finalReadRounds: r.finalReadRounds,
     gossipBytes: r.gossipBytes,
     gossipBytesPerNode: r.gossipBytesPerNode,

@@ -12,7 +12,7 @@ import { call } from "../client/rpc.js";
 import { seededRandom } from "../common/prng.js";
 import { startToxiproxyServer, type ToxiproxyServer } from "./proxy/index.js";
 import { type CheckReport, checkHistory } from "./checker.js";
-import { readUntilIdentical } from "./final-reads.js";
+import { readUntilIdentical, statesUntilIdentical } from "./final-reads.js";
 import { GossipBytesMeter } from "./gossip-bytes.js";
 import { HistoryRecorder, type Op } from "./history.js";
 import { LinkTable, type LinkNode, precreateLinkProxies } from "./links.js";
@@ -76,6 +76,11 @@ export interface RunResult {
   convergenceFromHealMs: number | null;
   /** Workload stop to identical final reads (ms). */
   convergenceFromStopMs: number | null;
+  /**
+   * Heal to identical states, causal contexts included (the keys' state digests, read once the
+   * reads were identical); null if not within the bound, "unknown" if the nodes list no digests.
+   */
+  statesFromHealMs: number | null | "unknown";
   finalReadRounds: number;
   gossipBytes: number | null;
   gossipBytesPerNode: Record<string, number | null>;
@@ -311,6 +316,8 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
 
     // ---- final reads and check
     const final = await readUntilIdentical(nodes, keys, { boundMs: settleBoundMs, onRound: () => progress("final reads") });
+    progress("final states");
+    const statesAt = final.identicalAt === null ? null : await statesUntilIdentical(nodes, keys, { boundMs: Math.max(0, settleBoundMs - (Date.now() - workloadStop)) });
     const gossip = await meter.end(ids);
     const ops = history.ops();
     const check = checkHistory(ops, final.reads);
@@ -345,6 +352,7 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       check,
       convergenceFromHealMs: final.identicalAt === null ? null : final.identicalAt - healAt,
       convergenceFromStopMs: final.identicalAt === null ? null : final.identicalAt - workloadStop,
+      statesFromHealMs: statesAt === "unknown" ? "unknown" : statesAt === null ? null : statesAt - healAt,
       finalReadRounds: final.rounds,
       gossipBytes: gossip.total,
       gossipBytesPerNode: gossip.perNode,

@@ -173,6 +173,7 @@ function summaryText(r: import("../chaos/run.js").RunResult): string {
     `  removed elements come back:    ${c.resurrectedCount}`,
     `  nodes with differing reads:    ${c.divergence.nodes.length}${c.divergence.nodes.length ? ` (${c.divergence.nodes.join(", ")})` : ""}`,
     `  identical reads after heal:    ${r.convergenceFromHealMs === null ? "never (within the bound)" : `${r.convergenceFromHealMs} ms`}`,
+    `  identical states after heal:   ${r.statesFromHealMs === null ? "never (within the bound)" : r.statesFromHealMs === "unknown" ? "not measured (the nodes list no state digests)" : `${r.statesFromHealMs} ms`}`,
     `  operations: add ${fmt(c.ops.add)}, remove ${fmt(c.ops.remove)}, read ${fmt(c.ops.read)}; ${c.ackedOpsPerSec.toFixed(0)} acked/s`,
     `  removes without effect:        ${c.removesWithoutEffect} (answered removed = 0; element their context covered still there: ${c.ignoredRemoveCount})`,
     `  gossip bytes:                  ${r.gossipBytes ?? "not measured"}`,

@@ -2,12 +2,12 @@
 // proxies: a graceful leave and rejoin, latency, partitions and a paused node (mix with seed 19,
 // the first seed whose plan holds every kind of step), under a concurrent add/remove workload.
 // Fails on any lost acknowledged add, any removed element that came back, or nodes whose final
-// reads differ.
+// reads, or final states (causal contexts included), differ.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { runScenario, CHAOS_NODE_ARGS } from "../../services/chaos/run.js";
 
-test("mixed faults on 3 nodes: nothing lost, nothing resurrected, identical final reads", { timeout: 90_000 }, async () => {
+test("mixed faults on 3 nodes: nothing lost, nothing resurrected, identical final reads and states", { timeout: 90_000 }, async () => {
   const lines: string[] = [];
   const r = await runScenario({
     scenario: "mix",
@@ -33,5 +33,6 @@ test("mixed faults on 3 nodes: nothing lost, nothing resurrected, identical fina
   assert.equal(r.check.divergence.identical, true, `final reads differ: ${detail}`);
   assert.equal(r.check.unexpected.length, 0);
   assert.notEqual(r.convergenceFromHealMs, null);
+  assert.equal(typeof r.statesFromHealMs, "number", `identical states, contexts included: ${detail}`);
   assert.equal(r.check.valid, true);
 });
