@@ -19,15 +19,14 @@ export function scanKey(client: ReplicaClient, key: string, timeoutMs: number): 
   });
 }
 
-export async function readAll(nodes: readonly WorkloadNode[], keys: readonly string[], timeoutMs = 5000): Promise<FinalReads> {
-  const out: FinalReads = {};
+/** read(client) at every node at once, by node id; null for a node whose read failed. */
+async function atEveryNode<T>(nodes: readonly WorkloadNode[], read: (client: ReplicaClient) => Promise<T>): Promise<Record<string, T | null>> {
+  const out: Record<string, T | null> = {};
   await Promise.all(
     nodes.map(async (n) => {
       const client = new ReplicaClient(n.address, grpc.credentials.createInsecure(), { "grpc.max_receive_message_length": 64 * 1024 * 1024 });
       try {
-        const sets: Record<string, string[]> = {};
-        for (const key of keys) sets[key] = (await scanKey(client, key, timeoutMs)).sort();
-        out[n.nodeId] = sets;
+        out[n.nodeId] = await read(client);
       } catch {
         out[n.nodeId] = null;
       } finally {
@@ -36,6 +35,14 @@ export async function readAll(nodes: readonly WorkloadNode[], keys: readonly str
     }),
   );
   return out;
+}
+
+export function readAll(nodes: readonly WorkloadNode[], keys: readonly string[], timeoutMs = 5000): Promise<FinalReads> {
+  return atEveryNode(nodes, async (client) => {
+    const sets: Record<string, string[]> = {};
+    for (const key of keys) sets[key] = (await scanKey(client, key, timeoutMs)).sort();
+    return sets;
+  });
 }
 
 export function readsIdentical(reads: FinalReads): boolean {
@@ -68,29 +75,18 @@ export async function readUntilIdentical(
  * Each key's state digest at every node (Keys' state_digest, hex; "" where the node lists none or
  * holds no such key), or null for a node that did not answer.
  */
-export async function readStateDigests(nodes: readonly WorkloadNode[], keys: readonly string[], timeoutMs = 5000): Promise<Record<string, Record<string, string> | null>> {
-  const out: Record<string, Record<string, string> | null> = {};
-  await Promise.all(
-    nodes.map(async (n) => {
-      const client = new ReplicaClient(n.address, grpc.credentials.createInsecure());
-      try {
-        const digests: Record<string, string> = {};
-        for (const key of keys) {
-          const page = await new Promise<KeysResponse>((resolve, reject) =>
-            client.keys({ prefix: key, pageSize: 1, pageToken: Buffer.alloc(0) }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
-          );
-          const k = page.keys.find((x) => x.key === key);
-          digests[key] = k === undefined ? "" : Buffer.from(k.stateDigest).toString("hex");
-        }
-        out[n.nodeId] = digests;
-      } catch {
-        out[n.nodeId] = null;
-      } finally {
-        client.close();
-      }
-    }),
-  );
-  return out;
+export function readStateDigests(nodes: readonly WorkloadNode[], keys: readonly string[], timeoutMs = 5000): Promise<Record<string, Record<string, string> | null>> {
+  return atEveryNode(nodes, async (client) => {
+    const digests: Record<string, string> = {};
+    for (const key of keys) {
+      const page = await new Promise<KeysResponse>((resolve, reject) =>
+        client.keys({ prefix: key, pageSize: 1, pageToken: Buffer.alloc(0) }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res))),
+      );
+      const k = page.keys.find((x) => x.key === key);
+      digests[key] = k === undefined ? "" : Buffer.from(k.stateDigest).toString("hex");
+    }
+    return digests;
+  });
 }
 
 /**
