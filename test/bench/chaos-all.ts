@@ -3,7 +3,7 @@
 // one after another: writes docs/results/chaos/<scenario>-<n>n.json + .svg per run, and
 // docs/results/chaos/summary.md, summary.json and summary.svg; prints the table.
 // Targets per run: 0 acknowledged adds lost, 0 removed elements back, identical final reads
-// within 5 s of the heal. Then the acknowledged-write crash loop (crash-loop.ts, 200 loops).
+// within 5 s of the heal, then identical states (state digests, contexts included). Then the acknowledged-write crash loop (crash-loop.ts, 200 loops).
 // --quick: two scenarios on 3 nodes with short faults, results in a
 // temporary directory (the committed results stay those of the full run).
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -36,18 +36,19 @@ function fmtBytes(b: number | null): string {
 
 export function summaryTable(rows: Row[]): string {
   const head = [
-    "| scenario | nodes | lost | resurrected | ignored removes | divergent nodes | heal → identical reads (workload runs 2 s more) | workload stop → identical reads | acked ops/s | adds ok / indeterminate | removes ok (no effect) | gossip bytes | met |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+    "| scenario | nodes | lost | resurrected | ignored removes | divergent nodes | heal → identical reads (workload runs 2 s more) | workload stop → identical reads | heal → identical states | acked ops/s | adds ok / indeterminate | removes ok (no effect) | gossip bytes | met |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
   ];
   const body = rows.map((r) => {
-    if (r.result === undefined) return `| ${r.scenario} | ${r.nodes} | – | – | – | – | – | – | – | – | – | – | run failed: ${r.error?.replace(/\|/g, "/").slice(0, 120)} |`;
+    if (r.result === undefined) return `| ${r.scenario} | ${r.nodes} | – | – | – | – | – | – | – | – | – | – | – | run failed: ${r.error?.replace(/\|/g, "/").slice(0, 120)} |`;
     const c = r.result.check;
     const met = r.targets.every((t) => t.met);
     const secs = (ms: number | null) => (ms === null ? "never" : `${(ms / 1000).toFixed(2)} s`);
     const conv = secs(r.result.convergenceFromHealMs);
     const afterStop = secs(r.result.convergenceFromStopMs);
+    const states = r.result.statesFromHealMs === "unknown" ? "n/a" : secs(r.result.statesFromHealMs);
     const div = c.divergence.nodes.length === 0 ? "0" : `${c.divergence.nodes.length} (${c.divergence.nodes.join(", ")})`;
-    return `| ${r.scenario} | ${r.nodes} | ${c.lostCount} | ${c.resurrectedCount} | ${c.ignoredRemoveCount} | ${div} | ${conv} | ${afterStop} | ${c.ackedOpsPerSec.toFixed(0)} | ${c.ops.add.ok} / ${c.ops.add.info} | ${c.ops.remove.ok} (${c.removesWithoutEffect}) | ${fmtBytes(r.result.gossipBytes)} | ${met ? "yes" : "**no**"} |`;
+    return `| ${r.scenario} | ${r.nodes} | ${c.lostCount} | ${c.resurrectedCount} | ${c.ignoredRemoveCount} | ${div} | ${conv} | ${afterStop} | ${states} | ${c.ackedOpsPerSec.toFixed(0)} | ${c.ops.add.ok} / ${c.ops.add.info} | ${c.ops.remove.ok} (${c.removesWithoutEffect}) | ${fmtBytes(r.result.gossipBytes)} | ${met ? "yes" : "**no**"} |`;
   });
   return [...head, ...body].join("\n");
 }
@@ -133,8 +134,9 @@ async function main(): Promise<void> {
     `Every scenario runs ${faultMs / 1000} s of faults on a local cluster whose peer links go through per-link`,
     "Toxiproxy-compatible proxies, under 4 concurrent clients adding unique elements and removing some they read",
     "(Query with context, then Remove with it). After the heal the workload goes on for 2 s, then every node is",
-    "read in full until all reads are identical. Targets: 0 lost, 0 resurrected, 0 ignored removes, identical",
-    `reads within ${CONVERGENCE_TARGET_MS / 1000} s of the heal. Lost: an acknowledged add absent at the end that no`,
+    "read in full until all reads are identical, then the keys' state digests until every node shows the same",
+    "(states identical, causal contexts included). Targets: 0 lost, 0 resurrected, 0 ignored removes, identical",
+    `reads within ${CONVERGENCE_TARGET_MS / 1000} s of the heal, identical states. Lost: an acknowledged add absent at the end that no`,
     "acknowledged or indeterminate remove whose context covered it explains. Resurrected: present at the end after an",
     "acknowledged remove that reported it removed and whose context covered every acknowledged add of it (no",
     "indeterminate add of it). Ignored remove: present at the end although an acknowledged remove whose context",
@@ -164,13 +166,14 @@ async function main(): Promise<void> {
         divergentNodes: r.result?.check.divergence.nodes ?? null,
         convergenceFromHealMs: r.result?.convergenceFromHealMs ?? null,
         convergenceFromStopMs: r.result?.convergenceFromStopMs ?? null,
+        statesFromHealMs: r.result?.statesFromHealMs ?? null,
         ackedOpsPerSec: r.result ? Number(r.result.check.ackedOpsPerSec.toFixed(1)) : null,
         gossipBytes: r.result?.gossipBytes ?? null,
         removesWithoutEffect: r.result?.check.removesWithoutEffect ?? null,
       })),
     },
     targets: [
-      target("runs with 0 lost, 0 resurrected and identical reads within 5 s of heal", `${rows.length} of ${rows.length}`, met, (m) => m === rows.length && rows.length === total, command),
+      target("runs with 0 lost, 0 resurrected, identical reads within 5 s of heal and identical states", `${rows.length} of ${rows.length}`, met, (m) => m === rows.length && rows.length === total, command),
       ...all,
     ],
   };
