@@ -16,10 +16,9 @@
 // full state would, so the partition's acknowledgement means what it always means. The neighbour
 // refuses the stream if it may have lost part of C since it answered: its boot id or its drop
 // count for the partition changed (StateChunk.since_boot, since_drops).
-import { createHash } from "node:crypto";
 import { type CausalContext, ObjectType, contextFromProto, contextToProto } from "../crdt/index.js";
 import { KeyContext } from "../gen/deltaset/v1/gossip.js";
-import { type SetChunk, chunkPayload, setChunksSince } from "../store/set-chunks.js";
+import { type SetChunk, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
 import { type LiveDigest, decodeLiveDigest, encodeLiveDigest, sameLiveDigest } from "../store/live-digest.js";
 
@@ -40,10 +39,6 @@ export function keyAfter(a: string, b: string): boolean {
   return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")) > 0;
 }
 
-/** The SHA-256 of a key stored whole, over its payload as sent (store/set-chunks.ts chunkPayload). */
-export function wholeDigest(payload: Uint8Array): Buffer {
-  return createHash("sha256").update(payload).digest();
-}
 
 /**
  * The keys of one partition with their contexts (AWSET) or digests (types stored whole), in key
@@ -60,8 +55,7 @@ export async function partitionHoldings(store: Store, partition: number, maxByte
       const liveDigest = d.live === undefined ? Buffer.alloc(0) : encodeLiveDigest(d.live);
       kc = { key, type: d.type, context: contextToProto(d.ctx), digest: Buffer.alloc(0), liveDigest };
     } else {
-      let digest: Buffer | undefined;
-      for await (const c of store.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, store.now()));
+      const digest = await store.wholeStateDigest(key);
       if (digest === undefined) continue;
       kc = { key, type: d.type, context: undefined, digest, liveDigest: Buffer.alloc(0) };
     }

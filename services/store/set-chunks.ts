@@ -7,10 +7,7 @@ import { CausalContext as Ctx } from "../crdt/causal-context.js";
 import type { StateChunk } from "./layout.js";
 import type { Store } from "./store.js";
 
-/** A stored chunk's slice as it is sent: the stored encoding, or the slice encoded now. */
-export function chunkPayload(c: StateChunk, now: number): Buffer {
-  return Buffer.from(c.encoded ?? latticeFor(c.type).encode(c.slice, now));
-}
+export { chunkPayload } from "./chunk-payload.js";
 
 /** One chunk of a set, within the limits. */
 export interface SetChunk {

@@ -21,6 +21,8 @@ import { contains, elementDots, members, page } from "./element-reads.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 import { StoreCore, joined } from "./store-core.js";
 import { wholeStateChunk } from "./whole-state-layout.js";
+import { chunkPayload, wholeDigest } from "./chunk-payload.js";
+import type { Header } from "./records.js";
 
 export { STORE_FORMAT, STORE_VERSION } from "./open-store.js";
 export { StoreClosedError, StoreOpenError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
@@ -31,6 +33,9 @@ import type { StoreOptions, SyncPolicy } from "./store-options.js";
 export type { StoreOptions, SyncPolicy } from "./store-options.js";
 
 export class Store extends StoreCore {
+  /** wholeStateDigest's answers, per header version of a key stored whole. */
+  private readonly wholeDigests = new WeakMap<Header, Buffer>();
+
   static async open(options: StoreOptions): Promise<Store> {
     const opts = {
       sync: "fsync" as SyncPolicy,
@@ -355,6 +360,23 @@ export class Store extends StoreCore {
     return partitionKeysWithPrefix(this.db, partition, prefix, after);
   }
 
+
+  /**
+   * A key stored whole: the SHA-256 of its state as sent (chunk-payload.ts), read once per version
+   * of its header and then answered from memory (a header object is replaced on every change).
+   * Undefined for a set (see describe's live digest) or a missing key.
+   */
+  async wholeStateDigest(key: string): Promise<Buffer | undefined> {
+    const h = await this.loadHeader(key);
+    if (h === undefined || h.type === ObjectType.AWSET) return undefined;
+    const known = this.wholeDigests.get(h);
+    if (known !== undefined) return known;
+    let digest: Buffer | undefined;
+    for await (const c of this.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, this.now()));
+    // Kept only if no change came between: then what was read is the state of header h.
+    if (digest !== undefined && (await this.loadHeader(key)) === h) this.wholeDigests.set(h, digest);
+    return digest;
+  }
 
   /**
    * Stream a key's full state in chunks of at most maxEntries entries, from one snapshot: the

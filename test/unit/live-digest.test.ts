@@ -1,6 +1,7 @@
 // A set's live digest (store/live-digest.ts): a function of its (element, dot) pairs only, kept
 // exact in the stored header by every change of an element's dots, unknown for headers written
-// before it existed until the set is emptied.
+// before it existed until the set is emptied. And the digest of a key stored whole, kept per
+// version of its header.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -125,6 +126,28 @@ describe("a set's stored live digest", () => {
     s = await open(dir, "A");
     assert.ok((await s.describe("k"))!.live !== undefined);
     assert.deepEqual(await s.verify("k"), []);
+    await s.close();
+  });
+});
+
+describe("a key stored whole: its state digest", () => {
+  it("is read once per version of the key and follows every change", async () => {
+    const s = await open(newDir(), "A");
+    await s.increment("c", 5n);
+    let reads = 0;
+    const stateChunks = s.stateChunks.bind(s);
+    s.stateChunks = (key: string, maxEntries: number) => (reads++, stateChunks(key, maxEntries));
+    const first = await s.wholeStateDigest("c");
+    assert.ok(first !== undefined && first.length === 32);
+    assert.deepEqual(await s.wholeStateDigest("c"), first);
+    assert.equal(reads, 1, "the second answer came from memory");
+    await s.increment("c", 1n);
+    const second = await s.wholeStateDigest("c");
+    assert.notDeepEqual(second, first, "a change gives a new digest");
+    assert.equal(reads, 2);
+    assert.equal(await s.wholeStateDigest("no-such-key"), undefined);
+    await s.add("set", [el(1)]);
+    assert.equal(await s.wholeStateDigest("set"), undefined, "sets have their live digest instead");
     await s.close();
   });
 });
