@@ -99,13 +99,16 @@ export function unionActiveSlices(local: Apbf, remote: Apbf): UnionOutcome {
 /** Current Generation: OR the remote's shadows into the matching local active slices and shadows. */
 export function unionCurrentGeneration(local: Apbf, remote: Apbf): UnionOutcome {
   let grew = false;
+  let shadowsGrew = false;
   const sb = local.sliceBytes;
   for (let i = 0; i < local.k; i++) {
     const j = matchingLogical(local, remote, i);
     grew = orInto(local.bits, local.slot(i) * sb, remote.shadows, j * sb, sb) || grew;
-    orInto(local.shadows, i * sb, remote.shadows, j * sb, sb);
+    shadowsGrew = orInto(local.shadows, i * sb, remote.shadows, j * sb, sb) || shadowsGrew;
   }
-  if (!grew) return UNCHANGED;
+  // Bits an older generation already set can still be new to the shadows: the filter changed
+  // (its encoding, and what it sends on), though no slice's fill did.
+  if (!grew) return shadowsGrew ? { changed: true, shifts: 0 } : UNCHANGED;
   return settle(local, remote.count);
 }
 

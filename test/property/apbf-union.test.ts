@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import { Apbf, UnionStrategy } from "../../services/crdt/apbf.js";
 import { union, unionInPlace } from "../../services/crdt/apbf-union.js";
+import { encodeApbf } from "../../services/crdt/apbf-codec.js";
 
 const { WholeFilter, ActiveSlices, CurrentGeneration } = UnionStrategy;
 const STRATEGIES = [WholeFilter, ActiveSlices, CurrentGeneration] as const;
@@ -59,6 +60,19 @@ for (const s of STRATEGIES) {
         fc.property(filter(s), ({ f }) => {
           assert.ok(union(f, f).equals(f));
           assert.ok(union(f, f.clone()).equals(f));
+        }),
+        { numRuns: RUNS },
+      ));
+
+    it("says it changed the filter exactly when its encoding changed (a state log records only the unions that did)", () =>
+      fc.assert(
+        // The remote: any filter, or a fresh one holding a few of local's own ids (a refusal
+        // reply: its bits are often all in local's slices already, its shadows not).
+        fc.property(filter(s), fc.oneof(filter(s), fc.array(fc.nat(60), { minLength: 1, maxLength: 4 })), ({ f, all }, remote) => {
+          const g = Array.isArray(remote) ? build(s, { shifts: 0, ids: remote.map((i) => all[i % Math.max(1, all.length)] ?? i) }).f : remote.f;
+          const before = Buffer.from(encodeApbf(f));
+          const { changed } = unionInPlace(f, g);
+          assert.equal(changed, !Buffer.from(encodeApbf(f)).equals(before));
         }),
         { numRuns: RUNS },
       ));
