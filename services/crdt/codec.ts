@@ -79,27 +79,47 @@ export function contextToProto(c: CausalContext): CausalContextMsg {
 }
 
 /**
+ * How contextToProto lays out one replica of a context: its ranges, its id's UTF-8 length, the
+ * first range in its cloud entry (1 when the first range is its version-vector prefix), and the
+ * body sizes of its version-vector and cloud entries (-1: no such entry).
+ */
+interface ReplicaLayout {
+  replica: string;
+  ranges: Array<[number, number]>;
+  idBytes: number;
+  cloudFrom: number;
+  vv: number;
+  cloud: number;
+}
+
+function replicaLayouts(c: CausalContext): ReplicaLayout[] {
+  return c.replicas().map((replica) => {
+    const ranges = c.rangesOf(replica);
+    const idBytes = Buffer.byteLength(replica, "utf8");
+    const idField = idBytes === 0 ? 0 : lengthDelimitedSize(idBytes);
+    const cloudFrom = ranges[0]![0] === 1 ? 1 : 0;
+    const vv = cloudFrom === 1 ? idField + uint64FieldSize(ranges[0]![1]) : -1;
+    let cloud = cloudFrom < ranges.length ? idField : -1;
+    for (let i = cloudFrom; i < ranges.length; i++) cloud += lengthDelimitedSize(rangeSize(ranges[i]!));
+    return { replica, ranges, idBytes, cloudFrom, vv, cloud };
+  });
+}
+
+const rangeSize = ([first, last]: [number, number]) => uint64FieldSize(first) + uint64FieldSize(last);
+const entrySize = (body: number) => (body < 0 ? 0 : lengthDelimitedSize(body));
+
+function layoutSize(layouts: readonly ReplicaLayout[]): number {
+  let size = 0;
+  for (const l of layouts) size += entrySize(l.vv) + entrySize(l.cloud);
+  return size;
+}
+
+/**
  * Bytes of the encoded CausalContext message, counted from the context as contextToProto lays it
  * out, without encoding it (every local delta's size is taken when it is buffered for gossip).
  */
 export function contextEncodedSize(c: CausalContext): number {
-  let size = 0;
-  for (const r of c.replicas()) {
-    const replicaBytes = Buffer.byteLength(r, "utf8");
-    const replica = replicaBytes === 0 ? 0 : lengthDelimitedSize(replicaBytes);
-    const ranges = c.rangesOf(r);
-    let first = 0;
-    if (ranges[0]![0] === 1) {
-      size += lengthDelimitedSize(replica + uint64FieldSize(ranges[0]![1]));
-      first = 1;
-    }
-    if (first < ranges.length) {
-      let entry = replica;
-      for (let i = first; i < ranges.length; i++) entry += lengthDelimitedSize(uint64FieldSize(ranges[i]![0]) + uint64FieldSize(ranges[i]![1]));
-      size += lengthDelimitedSize(entry);
-    }
-  }
-  return size;
+  return layoutSize(replicaLayouts(c));
 }
 
 /**
@@ -108,47 +128,35 @@ export function contextEncodedSize(c: CausalContext): number {
  * without the intermediate message (every stored set's header holds one, rewritten on each change).
  */
 export function encodeContext(c: CausalContext): Buffer {
-  // Each replica's ranges and the sizes of its two entries, taken once.
-  const rs = c.replicas().map((r) => {
-    const ranges = c.rangesOf(r);
-    const bytes = Buffer.byteLength(r, "utf8");
-    const replicaField = bytes === 0 ? 0 : lengthDelimitedSize(bytes);
-    const first = ranges[0]![0] === 1 ? 1 : 0;
-    const vv = first === 1 ? replicaField + uint64FieldSize(ranges[0]![1]) : -1;
-    let cloud = first < ranges.length ? replicaField : -1;
-    for (let i = first; i < ranges.length; i++) cloud += lengthDelimitedSize(uint64FieldSize(ranges[i]![0]) + uint64FieldSize(ranges[i]![1]));
-    return { r, ranges, bytes, first, vv, cloud };
-  });
-  let size = 0;
-  for (const e of rs) size += (e.vv < 0 ? 0 : lengthDelimitedSize(e.vv)) + (e.cloud < 0 ? 0 : lengthDelimitedSize(e.cloud));
-  const out = Buffer.allocUnsafe(size);
+  const layouts = replicaLayouts(c);
+  const out = Buffer.allocUnsafe(layoutSize(layouts));
   let at = 0;
   const field = (tag: number, n: number) => {
     out[at++] = tag;
     at = writeVarint(out, at, n);
   };
-  const replicaField = (r: string, bytes: number) => {
-    if (bytes === 0) return;
-    field(0x0a, bytes);
-    at += out.write(r, at, "utf8");
+  const idField = (l: ReplicaLayout) => {
+    if (l.idBytes === 0) return;
+    field(0x0a, l.idBytes);
+    at += out.write(l.replica, at, "utf8");
   };
   const uint64Field = (tag: number, n: number) => {
     if (n !== 0) field(tag, n);
   };
-  for (const e of rs) {
-    if (e.vv < 0) continue;
-    field(0x0a, e.vv);
-    replicaField(e.r, e.bytes);
-    uint64Field(0x10, e.ranges[0]![1]);
+  for (const l of layouts) {
+    if (l.vv < 0) continue;
+    field(0x0a, l.vv);
+    idField(l);
+    uint64Field(0x10, l.ranges[0]![1]);
   }
-  for (const e of rs) {
-    if (e.cloud < 0) continue;
-    field(0x12, e.cloud);
-    replicaField(e.r, e.bytes);
-    for (let i = e.first; i < e.ranges.length; i++) {
-      field(0x12, uint64FieldSize(e.ranges[i]![0]) + uint64FieldSize(e.ranges[i]![1]));
-      uint64Field(0x08, e.ranges[i]![0]);
-      uint64Field(0x10, e.ranges[i]![1]);
+  for (const l of layouts) {
+    if (l.cloud < 0) continue;
+    field(0x12, l.cloud);
+    idField(l);
+    for (let i = l.cloudFrom; i < l.ranges.length; i++) {
+      field(0x12, rangeSize(l.ranges[i]!));
+      uint64Field(0x08, l.ranges[i]![0]);
+      uint64Field(0x10, l.ranges[i]![1]);
     }
   }
   return out;

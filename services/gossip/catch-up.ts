@@ -39,7 +39,6 @@ export function keyAfter(a: string, b: string): boolean {
   return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")) > 0;
 }
 
-
 /**
  * The keys of one partition with their contexts (AWSET) or digests (types stored whole), in key
  * order, until their encoded size would pass maxBytes (at least one key). complete: all listed.
@@ -130,4 +129,3 @@ export class PartitionClaims {
     if (this.claims.get(p)?.from === from) this.claims.delete(p);
   }
 }
-

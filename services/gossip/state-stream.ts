@@ -1,11 +1,10 @@
 // Outgoing full-state streams (Gossip/PushState): the chunks of the partitions a period plans to
 // push to a neighbour, read from the store as the stream pulls them, each set cut to what the
 // neighbour lacks when it said what it holds (catch-up.ts), within a byte budget per stream.
-import { type CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
+import { type CausalContext, ObjectType, contextEncodedSize, contextToProto } from "../crdt/index.js";
 import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
-import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Store } from "../store/store.js";
-import { chunkPayload } from "../store/set-chunks.js";
+import { chunkPayload } from "../store/chunk-payload.js";
 import { type Holdings, deltaChunks, heldAlike, keyAfter } from "./catch-up.js";
 
 /** What a stream is built from: the exchange's options, identity, counters and byte count. */
@@ -93,10 +92,10 @@ export async function* stateStream(
           continue;
         }
         let sent = false;
-        for await (const c of deltaKeyChunks(src, key, held.ctx, holdings!, partition, seq)) {
+        for await (const { chunk, size } of deltaKeyChunks(src, key, held.ctx, holdings!, partition, seq)) {
           sent = true;
-          bytes += c.slice!.payload.length + (c.removed === undefined ? 0 : CausalContextMsg.encode(c.removed).finish().length);
-          yield { ...c, ...head() };
+          bytes += size;
+          yield { ...chunk, ...head() };
         }
         if (sent) src.counters.catchUpDeltaKeys++;
         else src.counters.catchUpKeysSkipped++;
@@ -150,12 +149,23 @@ export async function* stateStream(
   return covered;
 }
 
-/** A key's delta since what the receiver holds (catch-up.ts), as StateChunk messages. */
-async function* deltaKeyChunks(src: StateStreamSource, key: string, since: CausalContext, holdings: Holdings, partition: number, seq: number): AsyncGenerator<StateChunk> {
+/**
+ * A key's delta since what the receiver holds (catch-up.ts), as StateChunk messages, each with the
+ * state bytes it carries (its slice, and on the last the encoded removes).
+ */
+async function* deltaKeyChunks(
+  src: StateStreamSource,
+  key: string,
+  since: CausalContext,
+  holdings: Holdings,
+  partition: number,
+  seq: number,
+): AsyncGenerator<{ chunk: StateChunk; size: number }> {
   const limits = { maxEntries: src.o.stateChunkEntries, maxBytes: Math.max(1, Math.floor(src.o.maxMessageBytes / 2)) };
   let first = true;
   for await (const d of deltaChunks(src.o.store, key, since, limits)) {
-    yield {
+    const size = d.payload.length + (d.removed === undefined ? 0 : contextEncodedSize(d.removed));
+    const chunk: StateChunk = {
       cluster: "",
       from: "",
       partitions: 0,
@@ -176,6 +186,7 @@ async function* deltaKeyChunks(src: StateStreamSource, key: string, since: Causa
       sinceBoot: first ? holdings.boot : 0n,
       sinceDrops: first ? BigInt(holdings.drops) : 0n,
     };
+    yield { chunk, size };
     first = false;
   }
 }

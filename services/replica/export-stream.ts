@@ -4,7 +4,8 @@
 // types are stored whole and travel whole, as one chunk.
 import { type CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
 import type { ExportChunk } from "../gen/deltaset/v1/replica.js";
-import { type SetChunk, chunkPayload, setChunksSince } from "../store/set-chunks.js";
+import { chunkPayload } from "../store/chunk-payload.js";
+import { type SetChunk, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
 
 export interface ExportOptions {

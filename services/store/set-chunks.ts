@@ -7,8 +7,6 @@ import { CausalContext as Ctx } from "../crdt/causal-context.js";
 import type { StateChunk } from "./layout.js";
 import type { Store } from "./store.js";
 
-export { chunkPayload } from "./chunk-payload.js";
-
 /** One chunk of a set, within the limits. */
 export interface SetChunk {
   range: EntryChunk;
