@@ -95,6 +95,8 @@ export async function* stateStream(
         for await (const { chunk, size } of deltaKeyChunks(src, key, held.ctx, holdings!, partition, seq)) {
           sent = true;
           bytes += size;
+          // Counted as each chunk goes out: a stream that ends early has still sent these.
+          src.recordStateBytesSent(size);
           yield { ...chunk, ...head() };
         }
         if (sent) src.counters.catchUpDeltaKeys++;
@@ -109,6 +111,7 @@ export async function* stateStream(
       for await (const c of src.o.store.stateChunks(key, src.o.stateChunkEntries)) {
         const payload = chunkPayload(c, src.o.store.now());
         bytes += payload.length;
+        src.recordStateBytesSent(payload.length);
         yield {
           ...head(),
           ...NOT_DELTA,
@@ -126,7 +129,6 @@ export async function* stateStream(
         };
       }
     }
-    src.recordStateBytesSent(bytes);
     streamed += bytes;
     covered++;
     if (seq !== 0) yield {

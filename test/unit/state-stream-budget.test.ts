@@ -54,6 +54,23 @@ describe("full-state streams end at their byte budget", () => {
     );
   });
 
+  it("the state bytes sent count every chunk handed out, also of a stream that ends early", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 1, seed: 5, faults: NO_FAULTS, stateChunkEntries: 4 });
+    await sim.add("a", "k", Array.from({ length: 40 }, (_, i) => b(`e${i}`)));
+    const x = sim.exchange("a");
+    const before = x.engine.counters.bytesSent.state;
+    const stream = x.stateStream([{ partition: 0, seq: x.engine.seq(0) }]);
+    const first = await stream.next();
+    const second = await stream.next();
+    assert.ok(!first.done && !second.done, "a 40-element set in chunks of 4 takes several chunks");
+    // The receiver went away: the stream is closed after two chunks, inside its only partition.
+    await stream.return(0);
+    const handedOut = (first.value.slice?.payload.length ?? 0) + (second.value.slice?.payload.length ?? 0);
+    assert.ok(handedOut > 0);
+    assert.equal(x.engine.counters.bytesSent.state - before, handedOut);
+    await sim.close();
+  });
+
   it("a wiped node gets everything back over many small streams, and every partition's ack comes back", async () => {
     const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 16, seed: 3, faults: NO_FAULTS, stateChunkEntries: 8, stateStreamBytes: 64 });
     const keys = Array.from({ length: 40 }, (_, k) => `k${k}`);
