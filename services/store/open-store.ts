@@ -109,11 +109,11 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
         throw new StoreOpenError(`data directory ${opts.dir} has store version 1; a node of this version upgrades it in place when it starts`);
       }
       opts.onUpgradeStart?.({ fromVersion: 1, toVersion: STORE_VERSION });
-      await upgradeFromV1(db, meta, opts.onUpgrade);
+      await upgradeInPlace(db, meta, 1, opts.onUpgrade);
     } else if ((meta.version === 2 || meta.version === 3 || meta.migratingFrom === 2 || meta.migratingFrom === 3) && opts.upgrade) {
       const fromVersion = meta.migratingFrom ?? meta.version;
       opts.onUpgradeStart?.({ fromVersion, toVersion: STORE_VERSION });
-      await upgradeToDigests(db, meta, fromVersion, opts.onUpgrade);
+      await upgradeInPlace(db, meta, fromVersion, opts.onUpgrade);
     }
     return { db, nodeId: meta.nodeId, replicaId: meta.replicaId, partitions: meta.partitions };
   } catch (err) {
@@ -122,28 +122,20 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
   }
 }
 
-/** Convert a version 1 directory in place (see migrate.ts); the version changes first and last. */
-async function upgradeFromV1(db: StoreDb, meta: StoreMeta, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
-  const started = performance.now();
-  await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION, migratingFrom: 1 })), SYNCED);
-  const objects = (await migrateV1ToV2(db)) + (await addLiveDigests(db));
-  const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
-  await db.batch().put(formatKey(), Buffer.from(JSON.stringify(upgraded))).del(migrationProgressKey()).write(SYNCED);
-  report?.({ objects, ms: performance.now() - started });
-}
-
 /**
- * Give a version 2 or 3 directory's sets their live digests (migrate.ts addLiveDigests). The
- * version is recorded first, so an older node refuses the directory from the first header
- * written, and a run cut half-way runs again at the next start.
+ * Bring a version 1, 2 or 3 directory to the current version in place (migrate.ts): version 1's
+ * records to version 2's layout, then every set's live digest (versions 2 and 3 need only that).
+ * The target version is recorded first, with the version it comes from, so an older node refuses
+ * the directory from the first record rewritten, and a run cut half-way runs again at the next
+ * start (both steps are idempotent). It is recorded plain last.
  */
-async function upgradeToDigests(db: StoreDb, meta: StoreMeta, fromVersion: number, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
+async function upgradeInPlace(db: StoreDb, meta: StoreMeta, fromVersion: number, report?: (e: { objects: number; ms: number }) => void): Promise<void> {
   const started = performance.now();
   await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, version: STORE_VERSION, migratingFrom: fromVersion })), SYNCED);
-  const objects = await addLiveDigests(db);
+  const objects = (fromVersion === 1 ? await migrateV1ToV2(db) : 0) + (await addLiveDigests(db));
   const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
-  await db.put(formatKey(), Buffer.from(JSON.stringify(upgraded)), SYNCED);
-  if (objects > 0) report?.({ objects, ms: performance.now() - started });
+  await db.batch().put(formatKey(), Buffer.from(JSON.stringify(upgraded))).del(migrationProgressKey()).write(SYNCED);
+  if (objects > 0 || fromVersion === 1) report?.({ objects, ms: performance.now() - started });
 }
 
 async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined> {
