@@ -52,10 +52,9 @@ export function keyCalls(deps: KeyCallsDeps) {
           break;
         }
         const key = heads[best]!;
-        const info = await store.describe(key);
+        const info = await store.keyInfo(key);
         if (info !== undefined) {
-          const stateDigest = (await store.stateDigest(key)) ?? Buffer.alloc(0);
-          out.push({ key, type: info.type, size: BigInt(info.type === ObjectType.AWSET ? info.size : 0), stateDigest });
+          out.push({ key, type: info.type, size: BigInt(info.type === ObjectType.AWSET ? info.size : 0), stateDigest: info.stateDigest ?? Buffer.alloc(0) });
         }
         heads[best] = (await cursors[best]!.next()).value as string | undefined;
       }

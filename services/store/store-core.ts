@@ -188,9 +188,18 @@ export abstract class StoreCore {
    * collision). Undefined for other types, for a set whose live digest is not known, or no key.
    */
   async stateDigest(key: string): Promise<Buffer | undefined> {
+    return (await this.keyInfo(key))?.stateDigest;
+  }
+
+  /** A key's type, live element count (sets) and state digest (see stateDigest), from one header read; undefined when it does not exist. */
+  async keyInfo(key: string): Promise<{ type: ObjectType; size: number; stateDigest?: Buffer } | undefined> {
     const h = await this.loadHeader(key);
-    if (h === undefined || h.type !== ObjectType.AWSET || h.live === undefined) return undefined;
-    return createHash("sha256").update(encodeContext(h.ctx)).update(encodeLiveDigest(h.live)).digest().subarray(0, 16);
+    if (h === undefined) return undefined;
+    const digest =
+      h.type !== ObjectType.AWSET || h.live === undefined
+        ? undefined
+        : createHash("sha256").update(encodeContext(h.ctx)).update(encodeLiveDigest(h.live)).digest().subarray(0, 16);
+    return { type: h.type, size: h.size, stateDigest: digest };
   }
 
   // ------------------------------------------------------------ sequence numbers (Algorithm 2)
