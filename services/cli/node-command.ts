@@ -9,6 +9,9 @@ import { nodeExtensions } from "../node/cluster-wiring.js";
 import { startNode } from "../node/node.js";
 import { StoreOpenError } from "../store/store.js";
 
+/** After a fatal storage failure the process exits at the latest this long after the drain timeout (a stop that hangs on the failed storage must not keep it up). */
+const FATAL_STOP_MARGIN_MS = 5_000;
+
 export async function nodeCommand(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { ...configFlags(), help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
   if (values.help === true) {
@@ -39,7 +42,13 @@ export async function nodeCommand(args: string[]): Promise<void> {
     }
   });
   try {
-    node = await startNode(config, log, nodeExtensions(config));
+    node = await startNode(config, log, nodeExtensions(config), {
+      onFatal: (reason, stopped) => {
+        process.stderr.write(`deltaset node: ${reason}; stopping, exit 1 (restart the node: it recovers from its data directory)\n`);
+        setTimeout(() => process.exit(1), config.drainTimeoutMs + FATAL_STOP_MARGIN_MS);
+        void stopped.finally(() => process.exit(1));
+      },
+    });
   } catch (err) {
     // ConfigError here: unreadable certificates, token file or metrics address.
     if (err instanceof StoreOpenError || err instanceof ConfigError) {

@@ -6,7 +6,7 @@ import { peerChannelOptions as peerChannelOptionsOf } from "./peer-channel.js";
 import { ReplicaService } from "../gen/deltaset/v1/replica.js";
 import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
-import { Store } from "../store/store.js";
+import { Store, type StoreWriteError } from "../store/store.js";
 import { accessInterceptor } from "./auth.js";
 import { ConfigError, type NodeConfig, replicationFactorOf } from "./config.js";
 import { Ownership } from "../gossip/ownership.js";
@@ -69,10 +69,22 @@ export interface NodeContext {
   router: Router;
 }
 
+/** What the process running a node does when the node cannot go on. */
+export interface NodeHooks {
+  /**
+   * The node's storage failed to write: it has stopped serving and is stopping (the store takes
+   * no more writes, and what it holds in memory may be ahead of the disk). Called once, with the
+   * stop under way; the process should exit once `stopped` settles so that it restarts from
+   * its data directory. Default: nothing more (the node stops).
+   */
+  onFatal?: (reason: string, stopped: Promise<void>) => void;
+}
+
 export async function startNode(
   config: NodeConfig,
   log: Logger,
   extensions: Array<(ctx: NodeContext) => NodeExtension> = [],
+  hooks: NodeHooks = {},
 ): Promise<NodeHandle> {
   // Certificates and tokens are read first: a bad path fails before anything starts.
   const creds = new NodeCredentials(config, log);
@@ -88,7 +100,11 @@ export async function startNode(
   setApbfDecodeLimit(config.limits.maxFilterBytes);
   const refusedJoins = logThrottle(60_000);
   const skewWarnings = logThrottle(60_000);
+  // A write failure before the node serves fails its start; once it serves, the node stops (below).
+  let writeFailed: StoreWriteError | undefined;
+  let onWriteFailure = (err: StoreWriteError) => void (writeFailed ??= err);
   const store = await Store.open({
+    onWriteFailure: (err) => onWriteFailure(err),
     dir: config.dataDir,
     nodeId: config.nodeId,
     partitions: config.partitions,
@@ -202,6 +218,16 @@ export async function startNode(
         await telemetry?.shutdown();
         nodeLog.info("node stopped", { drain: how });
       })());
+    // Fail-stop: after a failed write (a full disk, an I/O error, a failed fsync) the disk's state
+    // is what counts, so the node stops serving at once and its process restarts it from disk.
+    onWriteFailure = (err) => {
+      nodeLog.error("storage write failed: the node stops; restart it to recover from its data directory (acknowledged writes are on disk)", {
+        reason: err.message,
+      });
+      setServing(health, false);
+      hooks.onFatal?.(err.message, stop("storage write failed"));
+    };
+    if (writeFailed !== undefined) onWriteFailure(writeFailed);
     return { nodeId: store.nodeId, address, port, store, server, metricsAddress: telemetry?.metricsAddress, stop, reload: (reason) => creds.reload(reason) };
   } catch (err) {
     await telemetry?.shutdown();

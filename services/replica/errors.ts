@@ -3,7 +3,7 @@ import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
 import { CounterRangeError, DecodeError, FilterFullError, FilterParamError, JoinConflictError, UnknownTypeError } from "../crdt/index.js";
 import { PendingRemovesFullError } from "../store/pending-removes.js";
-import { StoreClosedError, TypeMismatchError } from "../store/store.js";
+import { StoreClosedError, StoreWriteError, TypeMismatchError } from "../store/store.js";
 
 export class RpcError extends Error {
   constructor(
@@ -33,6 +33,8 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   if (err instanceof DecodeError) return make(status.INVALID_ARGUMENT, `invalid state: ${err.message}`);
   if (err instanceof UnknownTypeError) return make(status.INVALID_ARGUMENT, err.message);
   if (err instanceof StoreClosedError) return make(status.UNAVAILABLE, "node is shutting down; retry on another node");
+  // The node stops and restarts from disk; the write may or may not have been applied (a retry is safe).
+  if (err instanceof StoreWriteError) return make(status.UNAVAILABLE, `${err.message}: the node is restarting; retry on another node (this write may or may not have been applied)`);
   onUnexpected(err);
   return make(status.INTERNAL, "internal error; see the node's log");
 }

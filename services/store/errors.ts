@@ -14,6 +14,20 @@ export class StoreClosedError extends Error {
   }
 }
 
+/**
+ * A write to the database failed (disk full, an I/O error, a failed fsync). Once one fails the
+ * store takes no further writes: after a failed fsync what the OS holds of the log is not known,
+ * and the only safe state is what a restart recovers from disk (the owner is told once, by
+ * StoreOptions.onWriteFailure, and a node stops). Whether the writes of the failed batch were
+ * applied is not known either: they may show up after the restart.
+ */
+export class StoreWriteError extends Error {
+  override readonly name = "StoreWriteError";
+  constructor(cause: Error) {
+    super(`the node's storage failed to write (${cause.message.replace(/\s+/g, " ").slice(0, 200)})`, { cause });
+  }
+}
+
 /** The key holds another type than the operation needs. */
 export class TypeMismatchError extends Error {
   override readonly name = "TypeMismatchError";

@@ -4,6 +4,7 @@
 // durable. Until then, the queued values are visible to later reads through an overlay, so an
 // operation on a key sees the effects of the operations queued before it.
 import { type BatchOp, type StoreDb, writeBatch } from "./db.js";
+import { StoreWriteError } from "./errors.js";
 
 export type { BatchOp };
 
@@ -26,6 +27,8 @@ export interface GroupCommitOptions {
   startAtRecords: number;
   /** ...or this many operations. */
   startAtOperations: number;
+  /** Told once, at the first failed batch (after which every write is refused). */
+  onFailure?: (err: StoreWriteError) => void;
 }
 
 export class GroupCommit {
@@ -33,7 +36,7 @@ export class GroupCommit {
   private flushing = false;
   /** latin1(key) → the latest queued op of that key (the op object itself: no wrapper per record). */
   private readonly overlay = new Map<string, BatchOp>();
-  private failed: Error | undefined;
+  private failed: StoreWriteError | undefined;
   /** A flush is scheduled for the end of this turn (schedule). */
   private due = false;
   /** Records in the queue. */
@@ -151,11 +154,13 @@ export class GroupCommit {
         try {
           await writeBatch(this.db, ops, { sync: this.opts.sync });
         } catch (err) {
-          // A failed write leaves the store unusable for writes: refuse further ones loudly.
-          this.failed = err as Error;
+          // A failed write leaves the store unusable for writes: refuse further ones loudly, and
+          // tell the owner (a node stops: see StoreWriteError).
+          this.failed = new StoreWriteError(err as Error);
           for (const p of group) p.reject(this.failed);
           for (const p of this.queue.splice(0)) p.reject(this.failed);
           this.queuedRecords = 0;
+          this.opts.onFailure?.(this.failed);
           return;
         }
         this.batches++;

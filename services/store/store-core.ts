@@ -57,11 +57,11 @@ export abstract class StoreCore {
     readonly partitions: number,
     protected readonly opts: { sync: SyncPolicy; maxBatch: number; batchStartRecords: number; batchStartOperations: number; headerCacheSize: number; stateCacheBytes: number; presenceFilterBytes: number; presenceScanAfterReads: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,
-      "onCounterJoinRefused" | "partitionOf" | "onClockSkew"
+      "onCounterJoinRefused" | "partitionOf" | "onClockSkew" | "onWriteFailure"
     >,
     pending: PendingRemoves,
   ) {
-    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8, startAtRecords: opts.batchStartRecords, startAtOperations: opts.batchStartOperations });
+    this.commit = new GroupCommit(db, { sync: opts.sync === "fsync", maxBatch: opts.maxBatch, syncReadMax: 8, startAtRecords: opts.batchStartRecords, startAtOperations: opts.batchStartOperations, onFailure: opts.onWriteFailure });
     this.presence = new ElementPresence(opts.presenceFilterBytes);
     this.env = {
       db,

@@ -1,6 +1,7 @@
 // The settings of a store (the node's --data-dir, --fsync and storage limits end up here).
 import type { StoreDb } from "./db.js";
 import type { SkewReport } from "../crdt/index.js";
+import type { StoreWriteError } from "./errors.js";
 
 export type SyncPolicy = "fsync" | "buffered";
 
@@ -73,6 +74,11 @@ export interface StoreOptions {
   clock?: () => number;
   /** B, the most the nodes' clocks are assumed to differ (ms); default 2000. */
   clockSkewBoundMs?: number;
+  /**
+   * Told once when a write to the database fails (StoreWriteError); every later write is refused.
+   * What is in memory may then be ahead of the disk: the owner should stop and restart from disk.
+   */
+  onWriteFailure?: (err: StoreWriteError) => void;
   /** Told when a received retry filter puts its sender's clock further than B from ours. */
   onClockSkew?: (e: { key: string; report: SkewReport }) => void;
 }

@@ -25,7 +25,7 @@ import { chunkPayload, wholeDigest } from "./chunk-payload.js";
 import type { Header } from "./records.js";
 
 export { STORE_FORMAT, STORE_VERSION } from "./open-store.js";
-export { StoreClosedError, StoreOpenError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
+export { StoreClosedError, StoreOpenError, StoreWriteError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 export type { JoinResult, StateChunk } from "./layout.js";
 export { type ChangeListener } from "./store-core.js";
 

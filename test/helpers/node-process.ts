@@ -25,8 +25,17 @@ export interface NodeProcess {
   kill(): Promise<void>;
 }
 
-export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<NodeProcess> {
-  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, "node", ...args], {
+/**
+ * Start a node; with fileSizeLimitKiB, under that limit on the size of any file it writes (the
+ * shell's ulimit -f, RLIMIT_FSIZE): a write past it fails with EFBIG (Node ignores SIGXFSZ), the
+ * way a write fails on a full disk.
+ */
+export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000, fileSizeLimitKiB?: number): Promise<NodeProcess> {
+  const argv = [...NODE_FLAGS, BIN, "node", ...args];
+  // exec: the node is the shell's process itself, so its pid is the node's (for signals).
+  const [command, commandArgs] =
+    fileSizeLimitKiB === undefined ? [process.execPath, argv] : ["bash", ["-c", `ulimit -f ${fileSizeLimitKiB} && exec "$0" "$@"`, process.execPath, ...argv]];
+  const child = spawn(command, commandArgs, {
     cwd: REPO,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

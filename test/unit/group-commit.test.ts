@@ -10,6 +10,7 @@ import { after, describe, it } from "node:test";
 import { Store } from "../../services/store/store.ts";
 import { GroupCommit } from "../../services/store/group-commit.ts";
 import { memoryDb } from "../../services/store/db.ts";
+import { StoreWriteError } from "../../services/store/errors.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-group-commit-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -77,5 +78,29 @@ describe("GroupCommit start of a batch", () => {
     await Promise.all([...first, ...rest]);
     assert.equal(commit.batches, 2, "the writes after it share the next batch");
     assert.deepEqual(await commit.get(Buffer.from("k5")), Buffer.from("v"));
+  });
+
+  it("a failed batch rejects its writes and every later one with a StoreWriteError, and tells the owner once", async () => {
+    const db = memoryDb();
+    await db.open();
+    // The database's batch write fails as LevelDB's does on a full disk.
+    const batch = db.batch.bind(db);
+    let failing = false;
+    (db as { batch: unknown }).batch = () => {
+      const b = batch();
+      if (failing) b.write = async () => Promise.reject(new Error("IO error: 000003.log: No space left on device"));
+      return b;
+    };
+    const told: StoreWriteError[] = [];
+    const commit = new GroupCommit(db, { sync: false, maxBatch: 2, syncReadMax: 8, startAtRecords: 100, startAtOperations: 100, onFailure: (e) => told.push(e) });
+    await commit.write([put(0)]);
+    failing = true;
+    // Three writes: the first batch takes two of them and fails; the third, queued behind, is refused too.
+    const writes = [1, 2, 3].map((i) => commit.write([put(i)]));
+    for (const w of writes) await assert.rejects(w, (e: Error) => e instanceof StoreWriteError && /storage failed to write \(IO error: .*No space left on device\)/.test(e.message));
+    await assert.rejects(commit.write([put(4)]), StoreWriteError);
+    await assert.rejects(commit.written(), StoreWriteError);
+    assert.equal(told.length, 1);
+    assert.equal(commit.batches, 1, "only the batch before the failure was written");
   });
 });
