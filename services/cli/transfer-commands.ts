@@ -161,7 +161,9 @@ function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").Causa
         ? undefined
         : (latticeFor(ObjectType.AWSET).decode(e.delta.payload, Date.now()) as AWSet);
   const added = s === undefined ? [] : [...s.entries.keys()].map((k) => showElement(Buffer.from(k, "latin1")));
-  const removedDots = s === undefined || e.catchUp ? 0 : removedDots_(s);
+  // A resumed watch's catch-up names the adds it had seen that were removed meanwhile on its last
+  // chunk (ExportChunk.removed); a live change carries its removes in its delta's context.
+  const removedDots = e.catchUp !== undefined ? (e.catchUp.removed === undefined ? 0 : contextFromProto(e.catchUp.removed).dotCount()) : s === undefined ? 0 : removedDots_(s);
   return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added, removedDots };
 }
 

@@ -5,6 +5,7 @@
 // watcher limit holds; the CLI prints events and keeps a since file.
 import { strict as assert } from "node:assert";
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -127,6 +128,23 @@ describe("Watch", () => {
       assert.ok(Array.isArray(since.vv) && since.vv.length > 0, "the since file holds a context");
     } finally {
       child.kill("SIGINT");
+      await once(child, "exit");
+    }
+    // Away: one add it saw is removed, one is made. Resumed from the since file, the catch-up
+    // names both: the new element, and the seen add that was removed.
+    assert.equal((await c.remove(0, "cli-w", ["p"])).removed, 1);
+    await c.add(0, "cli-w", ["r"]);
+    const again = spawn(process.execPath, [BIN, "watch", "cli-w", "--since-file", sinceFile, "--addr", c.addresses[0]!, "--json"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    let out2 = "";
+    again.stdout.on("data", (d: Buffer) => (out2 += d.toString()));
+    try {
+      await eventually("the resumed catch-up printed", async () => out2, (o) => o.includes('"kind":"catch-up"'), 15_000);
+      const catchUp = out2.split("\n").filter((l) => l.includes('"kind":"catch-up"')).map((l) => JSON.parse(l) as { added: string[]; removedDots: number });
+      assert.deepEqual(catchUp.flatMap((e) => e.added), ["r"]);
+      assert.equal(catchUp.reduce((n, e) => n + e.removedDots, 0), 1, out2);
+    } finally {
+      again.kill("SIGINT");
+      await once(again, "exit");
     }
   });
 });
