@@ -1,7 +1,9 @@
-// `deltaset compare HOST:PORT HOST:PORT...`: which sets differ between nodes. Each node's Keys
-// pages list every set with its state digest (KeyInfo.state_digest); a set differs when the nodes
-// show different digests, or some node does not hold it. Exit status 0 when every set agrees
-// (the nodes converged, as far as sets go), 1 otherwise, so a script can wait for convergence:
+// `deltaset compare HOST:PORT HOST:PORT...`: which keys differ between nodes. Each node's Keys
+// pages list every key with its type and, for sets, a state digest (KeyInfo.state_digest); a set
+// differs when the nodes show different digests, and a key of any type differs when some node
+// does not hold it (keys of the other types, held by every node, are counted as not compared:
+// their states carry no digest). Exit status 0 when nothing differs (the nodes converged, as far
+// as Keys can tell), 1 otherwise, so a script can wait for convergence:
 //   until deltaset compare A B C --quiet; do sleep 1; done
 import { ObjectType } from "../crdt/index.js";
 import { call, replicaClient } from "../client/rpc.js";
@@ -10,51 +12,72 @@ import { createOutput } from "./output.js";
 
 const USAGE = "deltaset compare HOST:PORT HOST:PORT... [--prefix P] [--quiet]";
 
-/** One set as a node lists it: its state digest in hex. */
-type Listing = Map<string, string>;
+/** The types whose Keys entries carry a state digest. */
+const DIGESTED = new Set([ObjectType.AWSET, ObjectType.AWSET_PROB]);
 
-/** Every set of a node with a prefix, page after page. */
-async function setsOf(addr: string, prefix: string, conn: ReturnType<typeof connection>, timeoutMs: number): Promise<Listing> {
+/** One key as a node lists it: whether its type carries a digest, and the digest in hex ("" when none). */
+type Listing = Map<string, { digested: boolean; digest: string }>;
+
+/** Every key of a node with a prefix, page after page. */
+async function keysOf(addr: string, prefix: string, conn: ReturnType<typeof connection>, timeoutMs: number): Promise<Listing> {
   const client = replicaClient(addr, conn.creds);
   const out: Listing = new Map();
   try {
     let token: Buffer = Buffer.alloc(0);
     do {
       const res = await call(client, client.keys, { prefix, pageSize: 0, pageToken: token }, { timeoutMs, metadata: conn.metadata() });
-      for (const k of res.keys) if (k.type === ObjectType.AWSET) out.set(k.key, Buffer.from(k.stateDigest).toString("hex"));
+      for (const k of res.keys) out.set(k.key, { digested: DIGESTED.has(k.type), digest: Buffer.from(k.stateDigest).toString("hex") });
       token = res.nextPageToken;
     } while (token.length > 0);
+  } catch (err) {
+    // Name the node that did not answer (the CLI's message for an unreachable node names --addr,
+    // which compare does not take).
+    const e = err as { code?: number; details?: string };
+    if (typeof e.code === "number" && e.details !== undefined) throw Object.assign(new Error(e.details), { code: e.code, details: `${addr} did not answer Keys: ${e.details}` });
+    throw err;
   } finally {
     client.close();
   }
   return out;
 }
 
-/** The sets whose listings differ: per set, each node's digest ("" where the node lacks it). */
-export function differingSets(listings: readonly Listing[]): Array<{ key: string; digests: string[] }> {
+export interface Comparison {
+  /** The keys that differ: per key, each node's digest ("" where it has none, "(none)" where it lacks the key). */
+  differ: Array<{ key: string; digests: string[] }>;
+  /** Keys held by every node whose type carries no digest: their states were not compared. */
+  notCompared: number;
+}
+
+/** Which keys the listings disagree on. */
+export function compareListings(listings: readonly Listing[]): Comparison {
   const keys = new Set<string>();
   for (const l of listings) for (const k of l.keys()) keys.add(k);
-  const out: Array<{ key: string; digests: string[] }> = [];
+  const differ: Comparison["differ"] = [];
+  let notCompared = 0;
   for (const key of [...keys].sort()) {
-    const digests = listings.map((l) => l.get(key) ?? "");
+    const entries = listings.map((l) => l.get(key));
+    const digests = entries.map((e) => (e === undefined ? "(none)" : e.digest));
+    if (entries.some((e) => e === undefined)) differ.push({ key, digests });
+    else if (!entries.some((e) => e!.digested)) notCompared++;
     // An empty digest (a set whose digest the node does not know yet) never counts as agreeing.
-    if (digests.some((d) => d === "" || d !== digests[0])) out.push({ key, digests });
+    else if (digests.some((d) => d === "" || d !== digests[0])) differ.push({ key, digests });
   }
-  return out;
+  return { differ, notCompared };
 }
 
 export async function compareCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { prefix: { type: "string", default: "" }, quiet: { type: "boolean", default: false } });
   if (positionals.length < 2) throw new UsageError(`name two nodes or more: ${USAGE}`);
   const conn = connection(values);
-  const listings = await Promise.all(positionals.map((a) => setsOf(a, values.prefix as string, conn, Number(values.timeout))));
-  const differ = differingSets(listings);
-  const sets = new Set(listings.flatMap((l) => [...l.keys()])).size;
+  const listings = await Promise.all(positionals.map((a) => keysOf(a, values.prefix as string, conn, Number(values.timeout))));
+  const { differ, notCompared } = compareListings(listings);
+  const keys = new Set(listings.flatMap((l) => [...l.keys()])).size;
   if (values.quiet !== true) {
     const out = createOutput(values.json as boolean);
-    const lines = differ.map((d) => `${d.key}  ${d.digests.map((x, i) => `${positionals[i]}=${x === "" ? "(none)" : x.slice(0, 12)}`).join("  ")}`);
-    const summary = `${sets} set(s) on ${positionals.length} nodes, ${differ.length} differ`;
-    out.result({ nodes: positionals, sets, differ }, [...lines, summary].join("\n"));
+    const show = (x: string) => (x === "" ? "(no digest)" : x === "(none)" ? x : x.slice(0, 12));
+    const lines = differ.map((d) => `${d.key}  ${d.digests.map((x, i) => `${positionals[i]}=${show(x)}`).join("  ")}`);
+    const summary = `${keys} key(s) on ${positionals.length} nodes, ${differ.length} differ` + (notCompared > 0 ? `; ${notCompared} held by every node not compared (filters and counters carry no state digest)` : "");
+    out.result({ nodes: positionals, keys, differ, notCompared }, [...lines, summary].join("\n"));
   }
   if (differ.length > 0) process.exitCode = 1;
 }

@@ -29,9 +29,24 @@ export function awsetProbEncodedSize(s: AWSetProb): number {
 
 export function encodeAWSetProb(s: AWSetProb): Uint8Array {
   const out = new Uint8Array(awsetProbEncodedSize(s));
-  const v = new DataView(out.buffer);
   out[0] = AWSET_PROB_CODEC_VERSION;
-  let at = writeApbf(s.tombstones, out, 1);
+  writeEntries(s, out, writeApbf(s.tombstones, out, 1));
+  return out;
+}
+
+/**
+ * The entries part of the encoding alone (the live elements with their dots, canonical): what
+ * reads of the state answer and the adds behind them, without the filter.
+ */
+export function encodeAWSetProbEntries(s: AWSetProb): Uint8Array {
+  const out = new Uint8Array(awsetProbEncodedSize(s) - 1 - apbfStateEncodedSize(s.tombstones));
+  writeEntries(s, out, 0);
+  return out;
+}
+
+function writeEntries(s: AWSetProb, out: Uint8Array, from: number): void {
+  const v = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let at = from;
   const entries = canonicalEntries(s);
   v.setUint32(at, entries.length, true);
   at += 4;
@@ -47,7 +62,6 @@ export function encodeAWSetProb(s: AWSetProb): Uint8Array {
       at += 8;
     }
   }
-  return out;
 }
 
 export function decodeAWSetProb(bytes: Uint8Array): AWSetProb {

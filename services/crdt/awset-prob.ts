@@ -17,10 +17,11 @@
 //     positive), in which case [s] is returned, which also joins back to s.
 //   - difference(a, b) is a conservative over-approximation: the live dots of a that b neither
 //     holds nor has tombstoned, plus a's whole filter when joining it would change b.
+import { createHash } from "node:crypto";
 import { CausalContext } from "./causal-context.js";
 import { type ApbfParams, UnionStrategy, paramsFor, sameParams } from "./apbf-params.js";
 import { AWSetProb, DotBuffer, type ElementKey, type ProbDot, dotBytes } from "./awset-prob-state.js";
-import { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb } from "./awset-prob-codec.js";
+import { awsetProbEncodedSize, decodeAWSetProb, encodeAWSetProb, encodeAWSetProbEntries } from "./awset-prob-codec.js";
 import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 import { Apbf } from "./apbf.js";
 
@@ -99,6 +100,9 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
     encodedSize: awsetProbEncodedSize,
     decode: decodeAWSetProb,
     size: (s) => s.size,
+    // Unions of the tombstone filter need not end equal on every replica (apbf-union.ts): the
+    // digest covers the live entries, which converged replicas do share.
+    readsDigest: (s) => createHash("sha256").update(encodeAWSetProbEntries(s)).digest().subarray(0, 16),
     settlesByState: true,
   };
   return L;

@@ -54,6 +54,12 @@ export interface Lattice<S> {
   /** How many entries a state holds (elements of a set), for buffer limits; 1 when left out. */
   size?(s: S): number;
   /**
+   * Sets whose converged replicas need not hold the same state bit for bit (a filter as context):
+   * a digest (16 bytes) of what reads answer and the live adds behind them, equal on two replicas
+   * exactly when those are (short of a hash collision). Keys lists it as the key's state digest.
+   */
+  readsDigest?(s: S): Uint8Array;
+  /**
    * Its deltas can lose information on the way (filters that union only in part, forget, or
    * report what they never held), so replicas can end a burst of writes apart with nothing more to
    * send: a replica whose reads of a key changed sends the key's whole state to its neighbours once

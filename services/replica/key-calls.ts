@@ -54,7 +54,8 @@ export function keyCalls(deps: KeyCallsDeps) {
         const key = heads[best]!;
         const info = await store.keyInfo(key);
         if (info !== undefined) {
-          out.push({ key, type: info.type, size: BigInt(info.type === ObjectType.AWSET ? info.size : 0), stateDigest: info.stateDigest ?? Buffer.alloc(0) });
+          const isSet = info.type === ObjectType.AWSET || info.type === ObjectType.AWSET_PROB;
+          out.push({ key, type: info.type, size: BigInt(isSet ? info.size : 0), stateDigest: info.stateDigest ?? Buffer.alloc(0) });
         }
         heads[best] = (await cursors[best]!.next()).value as string | undefined;
       }

@@ -6,7 +6,7 @@
 // (crdt/) and its layout: Adds, Removes and Increments are the type's delta mutators run on the
 // part of the object they name, and every change, local or remote, goes through the layout's
 // join, which is the lattice's join.
-import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams } from "../crdt/index.js";
+import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams, latticeFor } from "../crdt/index.js";
 import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 import type { JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
@@ -35,6 +35,8 @@ export type { StoreOptions, SyncPolicy } from "./store-options.js";
 export class Store extends StoreCore {
   /** wholeStateDigest's answers, per header version of a key stored whole. */
   private readonly wholeDigests = new WeakMap<Header, Buffer>();
+  /** keyInfo's size and reads digest of keys stored whole whose lattice gives one, per header version. */
+  private readonly readsInfos = new WeakMap<Header, { size: number; digest: Buffer }>();
 
   static async open(options: StoreOptions): Promise<Store> {
     const opts = {
@@ -360,6 +362,24 @@ export class Store extends StoreCore {
     return partitionKeysWithPrefix(this.db, partition, prefix, after);
   }
 
+
+  /**
+   * keyInfo, with the element count and state digest of the sets stored whole whose lattice gives
+   * a reads digest (AWSET_PROB: see Lattice.readsDigest), read once per version of the key's header.
+   */
+  override async keyInfo(key: string): Promise<{ type: ObjectType; size: number; stateDigest?: Buffer } | undefined> {
+    const h = await this.loadHeader(key);
+    if (h === undefined || h.type === ObjectType.AWSET || latticeFor(h.type).readsDigest === undefined) return super.keyInfo(key);
+    const known = this.readsInfos.get(h);
+    if (known !== undefined) return { type: h.type, size: known.size, stateDigest: known.digest };
+    const whole = await this.wholeState(key);
+    if (whole === undefined) return undefined;
+    const lattice = latticeFor(whole.type);
+    const info = { size: lattice.size?.(whole.state) ?? 0, digest: Buffer.from(lattice.readsDigest!(whole.state)) };
+    // Kept only if no change came between: then what was read is the state of header h.
+    if ((await this.loadHeader(key)) === h) this.readsInfos.set(h, info);
+    return { type: whole.type, size: info.size, stateDigest: info.digest };
+  }
 
   /**
    * A key stored whole: the SHA-256 of its state as sent (chunk-payload.ts), read once per version

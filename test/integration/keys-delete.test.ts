@@ -75,7 +75,16 @@ describe("Keys", () => {
     assert.notEqual(second, first);
     const same = await runCli(["compare", c.addresses[0]!, c.addresses[1]!, "--prefix", "digest/", "--json"]);
     assert.equal(same.code, 0, same.stderr);
-    assert.deepEqual(JSON.parse(same.stdout), { nodes: [c.addresses[0], c.addresses[1]], sets: 1, differ: [] });
+    assert.deepEqual(JSON.parse(same.stdout), { nodes: [c.addresses[0], c.addresses[1]], keys: 1, differ: [], notCompared: 0 });
+    // A probabilistic set: its element count, and a digest of its reads (live elements and their
+    // adds) that both nodes show once gossip brought them together.
+    await c.replica(0, (r) => call(r, r.add, { key: "digest/prob", elements: ["a", "b"].map((e) => Buffer.from(e)), texts: [], type: ObjectType.AWSET_PROB }));
+    const prob = await converged("digest/prob");
+    assert.match(prob, /^[0-9a-f]{32}$/);
+    const probInfo = (await c.replica(1, (r) => call(r, r.keys, { prefix: "digest/prob", pageSize: 10, pageToken: Buffer.alloc(0) }))).keys[0]!;
+    assert.deepEqual([probInfo.type, probInfo.size], [ObjectType.AWSET_PROB, 2n]);
+    await c.replica(1, (r) => call(r, r.remove, { key: "digest/prob", elements: [Buffer.from("a")], texts: [] }));
+    assert.notEqual(await converged("digest/prob"), prob);
     // The counter and the other types list no digest.
     await c.replica(0, (r) => call(r, r.increment, { key: "digest/counter", amount: 1n, requestId: "" }));
     assert.equal(await digestOn(0, "digest/counter"), "");
@@ -91,13 +100,33 @@ describe("Keys", () => {
       await c.add(0, "cmp/only-here", ["z"]);
       const r = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp/", "--json"]);
       assert.equal(r.code, 1, r.stderr);
-      const { sets, differ } = JSON.parse(r.stdout) as { sets: number; differ: Array<{ key: string; digests: string[] }> };
-      assert.equal(sets, 2);
+      const { keys, differ } = JSON.parse(r.stdout) as { keys: number; differ: Array<{ key: string; digests: string[] }> };
+      assert.equal(keys, 2);
       assert.deepEqual(differ.map((d) => d.key), ["cmp/only-here", "cmp/shared"]);
-      assert.equal(differ[0]!.digests[1], "", "the lone node lacks it");
+      assert.equal(differ[0]!.digests[1], "(none)", "the lone node lacks it");
       assert.notEqual(differ[1]!.digests[0], differ[1]!.digests[1]);
       const quiet = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp/", "--quiet"]);
       assert.deepEqual([quiet.code, quiet.stdout], [1, ""]);
+
+      // Keys of every type count: a probabilistic set compared by its reads digest, a counter held
+      // by one node only named as missing, a counter held by both counted as not compared.
+      const prob = (cl: TestCluster, els: string[]) => cl.replica(0, (r) => call(r, r.add, { key: "cmp2/prob", elements: els.map((e) => Buffer.from(e)), texts: [], type: ObjectType.AWSET_PROB }));
+      await prob(c, ["p"]);
+      await prob(lone, ["q"]);
+      for (const cl of [c, lone]) await cl.replica(0, (rr) => call(rr, rr.increment, { key: "cmp2/both", amount: 1n, requestId: "" }));
+      await c.replica(0, (rr) => call(rr, rr.increment, { key: "cmp2/counter-here", amount: 1n, requestId: "" }));
+      const r2 = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp2/", "--json"]);
+      assert.equal(r2.code, 1, r2.stderr);
+      const cmp2 = JSON.parse(r2.stdout) as { keys: number; differ: Array<{ key: string; digests: string[] }>; notCompared: number };
+      assert.deepEqual([cmp2.keys, cmp2.notCompared], [3, 1]);
+      assert.deepEqual(cmp2.differ.map((d) => d.key), ["cmp2/counter-here", "cmp2/prob"]);
+      assert.deepEqual(cmp2.differ[0]!.digests, ["", "(none)"]);
+      assert.match(cmp2.differ[1]!.digests[0]!, /^[0-9a-f]{32}$/);
+      assert.notEqual(cmp2.differ[1]!.digests[0], cmp2.differ[1]!.digests[1]);
+      // A node that does not answer is named by its address, exit 1.
+      const gone = await runCli(["compare", c.addresses[0]!, "127.0.2.35:7935", "--prefix", "cmp2/"]);
+      assert.equal(gone.code, 1);
+      assert.match(gone.stderr, /127\.0\.2\.35:7935 did not answer Keys/);
     } finally {
       await lone.close();
     }

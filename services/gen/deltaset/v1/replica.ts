@@ -109,13 +109,15 @@ export interface KeysRequest {
 export interface KeyInfo {
   key: string;
   type: ObjectType;
-  /** Live elements of a set; 0 for the other types. */
+  /** Live elements of a set (AWSET, AWSET_PROB); 0 for the other types. */
   size: bigint;
   /**
    * AWSET: a digest of the set's state on this node (16 bytes, over its causal context and the
    * live digest of its elements' dots). Nodes that show the same state_digest for a set hold the
-   * same state of it, so comparing Keys pages of two nodes tells which sets still differ. Empty
-   * for the other types.
+   * same state of it, so comparing Keys pages of two nodes tells which sets still differ.
+   * AWSET_PROB: a digest of its live elements and their dots (16 bytes), what reads answer: its
+   * tombstone filter is left out, since unions of it need not end equal on every node. Empty for
+   * the other types.
    */
   stateDigest: Buffer;
 }
