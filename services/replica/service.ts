@@ -131,7 +131,13 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const type = await store.typeOf(req.key);
-      if (type !== undefined && type !== ObjectType.AWSET && type !== ObjectType.COUNTER) return whole.remove(req.key, type, typeName(type), elements);
+      if (type !== undefined && type !== ObjectType.AWSET && type !== ObjectType.COUNTER) {
+        // Its adds carry anonymous dots, which no context can name: a context would be ignored.
+        if (type === ObjectType.AWSET_PROB && req.context !== undefined) {
+          throw invalid(`key "${req.key}" holds an AWSET_PROB, whose removes take no context (its adds carry anonymous dots): leave context unset to remove every add of the elements this node has seen`);
+        }
+        return whole.remove(req.key, type, typeName(type), elements);
+      }
       const observed = req.context === undefined ? undefined : contextFromProto(req.context);
       // Adds the context covers that have not arrived here yet are removed when they arrive
       // (deferred removes, store/pending-removes.ts): the answer says how many elements wait.

@@ -147,6 +147,9 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
       assert.ok(q.nextPageToken.length > 0);
       assert.ok(q.filter !== undefined && JSON.parse(q.filter.parameters).k > 0);
     }
+    // A context cannot name its anonymous adds: refused, nothing removed.
+    const withContext = c.replica(1, (c1) => call(c1, c1.remove, { key: "prob", elements: [Buffer.from("pear")], texts: [], context: { vv: [{ replica: "n1", counter: 1n }], cloud: [] } }));
+    await expectRefused(withContext, status.INVALID_ARGUMENT, /AWSET_PROB, whose removes take no context/);
     const removed = await remove(1, "prob", ["pear"]);
     assert.equal(removed.removed, 1);
     for (const i of [0, 1, 2]) await eventually(`pear gone on node ${i}`, () => query(i, "prob", ["pear", "apple"]), (q) => !q.presence[0]!.present && q.presence[1]!.present, 15_000);
