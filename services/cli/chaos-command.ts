@@ -4,7 +4,7 @@
 //   deltaset chaos run SCENARIO --external --nodes-addrs A,B,C --toxiproxy URL[,URL...]
 //   deltaset chaos proxy [--listen HOST:PORT]      (a Toxiproxy-compatible server)
 import { parseArgs } from "node:util";
-import { UsageError } from "./client-commands.js";
+import { UsageError, wantsHelp } from "./client-commands.js";
 import { bar } from "./output.js";
 
 export const CHAOS_USAGE = `usage:
@@ -44,6 +44,10 @@ export async function chaosCommand(args: string[]): Promise<void> {
     return;
   }
   if (sub === "run") {
+    if (wantsHelp(rest)) {
+      process.stdout.write(CHAOS_USAGE);
+      return;
+    }
     await chaosRun(rest);
     return;
   }

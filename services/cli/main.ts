@@ -76,6 +76,15 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   const cmd = commands[name];
+  // The reader of this command's output went away (deltaset export | deltaset import, the import
+  // refused): one line, exit 1, instead of an uncaught EPIPE. The node runs its own process.
+  if (name !== "node") {
+    process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code !== "EPIPE") throw err;
+      process.stderr.write(`deltaset ${name}: stopped: the command reading its output closed it\n`);
+      process.exit(1);
+    });
+  }
   if (cmd === undefined) {
     process.stderr.write(`deltaset: unknown command "${name}"\n\n${HELP}`);
     process.exit(2);

@@ -32,6 +32,14 @@ describe("deltaset COMMAND --help", () => {
     }
   });
 
+  it("chaos run --help (with or without a scenario) prints the run options and starts nothing", async () => {
+    for (const args of [["chaos", "run", "--help"], ["chaos", "run", "partition-halves", "-h"]]) {
+      const r = await runCli(args);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /run options:\n  --nodes N/);
+    }
+  });
+
   it("verify --help names --data-dir and opens nothing", async () => {
     const r = await runCli(["verify", "--help"]);
     assert.equal(r.code, 0, r.stderr);

@@ -242,6 +242,17 @@ describe("the CLI pipe", () => {
     assert.deepEqual(await read(b, "p2"), await read(a.address, "p"));
   });
 
+  it("`deltaset export` whose reader goes away stops with one line and exit 1", async () => {
+    // The 20k-element set of the first test, in 500-element chunks: the reader leaves after the first bytes.
+    const ex = spawn(process.execPath, [BIN, "export", "s", "--chunk", "500", "--addr", a.address], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    ex.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    ex.stdout.once("data", () => ex.stdout.destroy());
+    const [code] = await once(ex, "exit");
+    assert.equal(code, 1, stderr);
+    assert.equal(stderr, "deltaset export: stopped: the command reading its output closed it\n");
+  });
+
   it("`deltaset import` refuses a stream that is not an export", async () => {
     const im = spawn(process.execPath, [BIN, "import", "q", "--addr", clusterB.addresses[0]!], { cwd: REPO, stdio: ["pipe", "pipe", "pipe"] });
     let stderr = "";
