@@ -7,7 +7,7 @@ import { nodeHelp } from "../node/config-docs.js";
 import { createLogger } from "../common/logger.js";
 import { nodeExtensions } from "../node/cluster-wiring.js";
 import { startNode } from "../node/node.js";
-import { StoreOpenError } from "../store/store.js";
+import { StoreOpenError, StoreWriteError } from "../store/store.js";
 
 /** After a fatal storage failure the process exits at the latest this long after the drain timeout (a stop that hangs on the failed storage must not keep it up). */
 const FATAL_STOP_MARGIN_MS = 5_000;
@@ -51,7 +51,8 @@ export async function nodeCommand(args: string[]): Promise<void> {
     });
   } catch (err) {
     // ConfigError here: unreadable certificates, token file or metrics address.
-    if (err instanceof StoreOpenError || err instanceof ConfigError) {
+    // StoreWriteError: the storage refused a write while the node started (a full disk).
+    if (err instanceof StoreOpenError || err instanceof ConfigError || err instanceof StoreWriteError) {
       log.error("cannot start", { reason: err.message });
       process.stderr.write(`deltaset node: ${err.message}\n`);
       process.exit(1);

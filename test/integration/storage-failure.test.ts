@@ -72,4 +72,12 @@ describe("a failed storage write stops the node (fail-stop), and nothing acknowl
       await again.stop();
     }
   });
+
+  it("a node whose storage refuses its first writes does not start: one line saying why, exit 1", async () => {
+    // 1 KiB: enough for LevelDB to open, not for the node's first records.
+    await assert.rejects(
+      startNodeProcess(["--listen", "127.0.0.37:0", "--data-dir", join(dir, "tiny"), "--log-level", "warn"], {}, 30_000, 1),
+      (err: Error) => /exited with 1 before listening/.test(err.message) && /deltaset node: the node's storage failed to write \(IO error: .*File too large\)\n/.test(err.message) && !/\n\s+at /.test(err.message),
+    );
+  });
 });
