@@ -316,6 +316,30 @@ function parseValue(kind: string, raw: string, source: string): unknown {
   }
 }
 
+/**
+ * A setting's value as a config file gives it, checked like a flag's: JSON numbers, booleans and
+ * arrays as such, or the text a flag would take ("64", "true", "a,b").
+ */
+function fileValue(s: Setting, value: unknown, source: string): unknown {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value === "string") return parseValue(s.kind, value, source);
+  // A number where text is kept ("replicationFactor": 3) is its text.
+  if (s.kind === "string" && typeof value === "number" && Number.isFinite(value)) return String(value);
+  const ok =
+    s.kind === "int"
+      ? Number.isInteger(value) && (value as number) >= 0
+      : s.kind === "fraction"
+        ? typeof value === "number" && value >= 0 && value <= 1
+        : s.kind === "bool"
+          ? typeof value === "boolean"
+          : s.kind === "list"
+            ? Array.isArray(value) && value.every((x) => typeof x === "string")
+            : false;
+  const want = { int: "a non-negative integer", fraction: "a number from 0 to 1", bool: "a boolean", list: "a list of strings", string: "a string" }[s.kind];
+  if (!ok) throw new ConfigError(`${source}: ${JSON.stringify(value)} is not ${want}`);
+  return value;
+}
+
 function setPath(obj: Record<string, unknown>, path: string, value: unknown): void {
   const parts = path.split(".");
   let cur = obj;
@@ -351,6 +375,10 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
     if (parsed === null || typeof parsed !== "object") throw new ConfigError(`config file ${file}: not a JSON object`);
     renameOlderPaths(parsed as Record<string, unknown>);
     mergeDeep(cfg, parsed as Record<string, unknown>, `config file ${file}`);
+    for (const s of SETTINGS) {
+      const [parent, key] = parentOf(parsed as Record<string, unknown>, s.path);
+      if (parent !== undefined && key in parent) setPath(cfg, s.path, fileValue(s, parent[key], `config file ${file}: ${s.path}`));
+    }
   }
   for (const s of SETTINGS) {
     const found = fromEnv(s, env);
@@ -372,7 +400,7 @@ export function validateConfig(c: NodeConfig): void {
   if (!hostPort.test(c.listen)) throw new ConfigError(`listen "${c.listen}" is not host:port`);
   if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise "${c.advertise}" is not host:port`);
   for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port`);
-  if (c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
+  if (!Number.isInteger(c.partitions) || c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);
   if (!(Number.isInteger(c.peerReconnectInitialMs) && c.peerReconnectInitialMs > 0)) throw new ConfigError(`peerReconnectInitialMs (--peer-reconnect-initial-ms) must be a positive integer, not ${c.peerReconnectInitialMs}`);

@@ -62,6 +62,20 @@ describe("configuration", () => {
     assert.deepEqual(c.seeds, ["127.0.0.2:7070", "127.0.0.3:7070"]);
   });
 
+  it("checks a config file's values like flags: numbers, booleans and lists as such or as their text", () => {
+    for (const [obj, pattern] of [
+      [{ partitions: "abc" }, /partitions: "abc" is not a non-negative integer/],
+      [{ partitions: 1.5 }, /partitions: 1\.5 is not a non-negative integer/],
+      [{ gossip: { bp: "maybe" } }, /gossip\.bp: "maybe" is not a boolean/],
+      [{ seeds: [1, 2] }, /seeds: \[1,2\] is not a list of strings/],
+      [{ storage: { stateCacheBytes: true } }, /storage\.stateCacheBytes: true is not a non-negative integer/],
+    ] as const) {
+      assert.throws(() => loadConfig({ config: file(obj) }, {}), (e: Error) => e instanceof ConfigError && pattern.test(e.message), JSON.stringify(obj));
+    }
+    const c = loadConfig({ config: file({ partitions: "32", gossip: { bp: "false" }, seeds: "127.0.0.2:1,127.0.0.3:1", replicationFactor: 3 }) }, {});
+    assert.deepEqual([c.partitions, c.gossip.bp, c.seeds, c.replicationFactor], [32, false, ["127.0.0.2:1", "127.0.0.3:1"], "3"]);
+  });
+
   it("refuses bad values with a message naming the setting", () => {
     const bad: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
       [{ partitions: "abc" }, {}, /--partitions: "abc" is not a non-negative integer/],
