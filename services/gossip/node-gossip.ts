@@ -26,6 +26,7 @@ import { FrameStream } from "./frame-stream.js";
 import { StallTimer } from "../common/stall-timer.js";
 import type { Holdings } from "./catch-up.js";
 import { streamRefusalOf } from "../common/stream-refusal.js";
+import { prefetchedHoldings } from "./holdings-prefetch.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
 
@@ -62,6 +63,8 @@ export interface NodeGossipOptions {
   contextsReplyBytes?: number;
   /** ExchangeOptions.contextsClaimMs. */
   contextsClaimMs?: number;
+  /** Partitions of a full-state push asked about (Contexts) ahead of the stream (holdings-prefetch.ts); default 32. */
+  contextsAhead?: number;
   maxMessageBytes: number;
   credentials?: grpc.ChannelCredentials;
   /** Extra options of peer clients (the interceptor signing peer calls with the cluster key). */
@@ -533,7 +536,13 @@ export class NodeGossip {
     });
     const chunks = this.x.stateStream(
       parts,
-      this.o.catchUpByContexts === false ? undefined : (p, after) => this.holdingsOf(to, client, p, after),
+      this.o.catchUpByContexts === false
+        ? undefined
+        : prefetchedHoldings(
+            parts.map((st) => st.partition),
+            (p, after) => this.holdingsOf(to, client, p, after),
+            this.o.contextsAhead ?? CONTEXTS_AHEAD,
+          ),
       () => !this.stopped && this.x.engine.resetsOf(to) === resets,
     );
     try {
@@ -646,6 +655,8 @@ export const STREAM_FRAMES_IN_FLIGHT = 32;
 export const STATE_STREAM_BYTES = 8 * 1024 * 1024;
 /** Default of NodeGossipOptions.stateStreamStallMs. */
 export const STATE_STREAM_STALL_MS = 30_000;
+/** Default of NodeGossipOptions.contextsAhead. */
+export const CONTEXTS_AHEAD = 32;
 
 /**
  * Serve one ExchangeStream: each frame is applied as an Exchange call's would be (several at once,

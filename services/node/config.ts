@@ -36,6 +36,8 @@ export interface GossipSettings {
   contextsReplyBytes: number;
   /** How long a neighbour answered Contexts for a partition holds it against other pushers. */
   contextsClaimMs: number;
+  /** Partitions of a full-state push whose Contexts question is on its way before the stream reaches them. */
+  contextsAhead: number;
   /** Deadline of one gossip RPC, in milliseconds. */
   rpcTimeoutMs: number;
   /** Algorithm 1: forward what was received (the new part of it) as well as local deltas. */
@@ -225,6 +227,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     catchUpByContexts: true,
     contextsReplyBytes: 4 * 1024 * 1024,
     contextsClaimMs: 10_000,
+    contextsAhead: 32,
     rpcTimeoutMs: 5000,
     transitive: true,
     maxBufferedStateElements: 10_000,
@@ -429,6 +432,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.contextsReplyBytes) && c.gossip.contextsReplyBytes >= 1024)) {
     throw new ConfigError(`gossip contextsReplyBytes (--gossip-contexts-reply-bytes) must be an integer of at least 1024, not ${c.gossip.contextsReplyBytes}`);
+  }
+  if (!(Number.isInteger(c.gossip.contextsAhead) && c.gossip.contextsAhead >= 1)) {
+    throw new ConfigError(`gossip contextsAhead (--gossip-contexts-ahead) must be a positive integer, not ${c.gossip.contextsAhead}`);
   }
   if (!(Number.isInteger(c.gossip.contextsClaimMs) && c.gossip.contextsClaimMs >= 0)) {
     throw new ConfigError(`gossip contextsClaimMs (--gossip-contexts-claim-ms) must be a non-negative integer, not ${c.gossip.contextsClaimMs}`);
