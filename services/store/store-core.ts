@@ -183,15 +183,12 @@ export abstract class StoreCore {
   }
 
   /**
-   * A set's state digest (16 bytes): SHA-256 over its canonical context encoding and its live
-   * digest, truncated; equal on two nodes exactly when they hold the same state (short of a hash
-   * collision). Undefined for other types, for a set whose live digest is not known, or no key.
+   * A key's type, live element count (sets) and state digest, from one header read; undefined
+   * when it does not exist. The digest of a set (16 bytes): SHA-256 over its canonical context
+   * encoding and its live digest, truncated; equal on two nodes exactly when they hold the same
+   * state (short of a hash collision). None for other types, or for a set whose live digest is not
+   * known (Store.keyInfo adds the sets stored whole).
    */
-  async stateDigest(key: string): Promise<Buffer | undefined> {
-    return (await this.keyInfo(key))?.stateDigest;
-  }
-
-  /** A key's type, live element count (sets) and state digest (see stateDigest), from one header read; undefined when it does not exist. */
   async keyInfo(key: string): Promise<{ type: ObjectType; size: number; stateDigest?: Buffer } | undefined> {
     const h = await this.loadHeader(key);
     if (h === undefined) return undefined;

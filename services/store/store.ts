@@ -370,15 +370,13 @@ export class Store extends StoreCore {
   override async keyInfo(key: string): Promise<{ type: ObjectType; size: number; stateDigest?: Buffer } | undefined> {
     const h = await this.loadHeader(key);
     if (h === undefined || h.type === ObjectType.AWSET || latticeFor(h.type).readsDigest === undefined) return super.keyInfo(key);
-    const known = this.readsInfos.get(h);
-    if (known !== undefined) return { type: h.type, size: known.size, stateDigest: known.digest };
-    const whole = await this.wholeState(key);
-    if (whole === undefined) return undefined;
-    const lattice = latticeFor(whole.type);
-    const info = { size: lattice.size?.(whole.state) ?? 0, digest: Buffer.from(lattice.readsDigest!(whole.state)) };
-    // Kept only if no change came between: then what was read is the state of header h.
-    if ((await this.loadHeader(key)) === h) this.readsInfos.set(h, info);
-    return { type: whole.type, size: info.size, stateDigest: info.digest };
+    const info = await this.perHeaderVersion(this.readsInfos, key, h, async () => {
+      const whole = await this.wholeState(key);
+      if (whole === undefined) return undefined;
+      const lattice = latticeFor(whole.type);
+      return { size: lattice.size?.(whole.state) ?? 0, digest: Buffer.from(lattice.readsDigest!(whole.state)) };
+    });
+    return info === undefined ? undefined : { type: h.type, size: info.size, stateDigest: info.digest };
   }
 
   /**
@@ -389,13 +387,24 @@ export class Store extends StoreCore {
   async wholeStateDigest(key: string): Promise<Buffer | undefined> {
     const h = await this.loadHeader(key);
     if (h === undefined || h.type === ObjectType.AWSET) return undefined;
-    const known = this.wholeDigests.get(h);
+    return this.perHeaderVersion(this.wholeDigests, key, h, async () => {
+      let digest: Buffer | undefined;
+      for await (const c of this.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, this.now()));
+      return digest;
+    });
+  }
+
+  /**
+   * What compute reads of the state of key under its header h, from cache when it was computed for
+   * that header version, else computed and kept only if no change came between (the header is
+   * still h: then what was read is the state of h; every change replaces the header object).
+   */
+  private async perHeaderVersion<T>(cache: WeakMap<Header, T>, key: string, h: Header, compute: () => Promise<T | undefined>): Promise<T | undefined> {
+    const known = cache.get(h);
     if (known !== undefined) return known;
-    let digest: Buffer | undefined;
-    for await (const c of this.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, this.now()));
-    // Kept only if no change came between: then what was read is the state of header h.
-    if (digest !== undefined && (await this.loadHeader(key)) === h) this.wholeDigests.set(h, digest);
-    return digest;
+    const value = await compute();
+    if (value !== undefined && (await this.loadHeader(key)) === h) cache.set(h, value);
+    return value;
   }
 
   /**
