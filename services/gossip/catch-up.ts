@@ -105,6 +105,9 @@ export async function* deltaChunks(store: Store, key: string, since: CausalConte
  * Which neighbour is pushing each partition here (Contexts' busy). A neighbour answered Contexts
  * for a partition claims it for `claimMs`; its push's first chunk of the partition holds the claim
  * until the push finishes the partition or ends. Another neighbour asking meanwhile is told busy.
+ * When a push stream ends, every claim of its sender ends with it: a push asks about partitions
+ * it then sends nothing of (every key held alike, or no end marker under Algorithm 1), and those
+ * claims would otherwise turn every other neighbour away for claimMs.
  */
 export class PartitionClaims {
   private readonly claims = new Map<number, { from: string; until: number }>();
@@ -127,5 +130,10 @@ export class PartitionClaims {
   /** The push of p by `from` finished it, or ended. */
   done(p: number, from: string): void {
     if (this.claims.get(p)?.from === from) this.claims.delete(p);
+  }
+
+  /** A push stream of `from` ended: none of its claims holds any longer. */
+  streamEnded(from: string): void {
+    for (const [p, c] of this.claims) if (c.from === from) this.claims.delete(p);
   }
 }

@@ -63,6 +63,8 @@ export interface ExchangeOptions {
    * before another neighbour asking is no longer told to wait (busy). Default CONTEXTS_CLAIM_MS.
    */
   contextsClaimMs?: number;
+  /** Contexts questions a full-state push has out at once ahead of its stream (holdings-prefetch.ts); default CONTEXTS_AHEAD. */
+  contextsAhead?: number;
   /** Largest message; delta frames are cut to half of it, a larger delta ships as full state. */
   maxMessageBytes: number;
   /**
@@ -137,6 +139,8 @@ export interface TransportCounters {
   settleAnnouncements: number;
   /** Contexts requests answered (a neighbour about to push a partition asked what is here). */
   contextsAnswered: number;
+  /** Of contextsAnswered, those answered busy: another neighbour held the partition's claim. */
+  contextsAnsweredBusy: number;
   /** Encoded bytes of the Contexts answers this node gave. */
   contextsReplyBytes: number;
   /** Keys a full-state push sent as their delta since what the receiver holds (catch-up.ts). */
@@ -194,6 +198,7 @@ export class GossipExchange {
     stateBytesApplied: 0,
     removesTakenOver: 0,
     contextsAnswered: 0,
+    contextsAnsweredBusy: 0,
     contextsReplyBytes: 0,
     catchUpDeltaKeys: 0,
     catchUpKeysSkipped: 0,
@@ -388,10 +393,10 @@ export class GossipExchange {
   /** The chunks of a full-state stream of these partitions (state-stream.ts); returns how many it covered. */
   stateStream(
     parts: ReadonlyArray<{ partition: number; seq: number }>,
-    holdingsOf?: (partition: number, startAfter?: string) => Promise<Holdings | undefined>,
+    askHoldings?: (partition: number, startAfter?: string) => Promise<Holdings | undefined>,
     planHolds?: () => boolean,
   ): AsyncGenerator<StateChunk, number> {
-    return stateStream(this.streamSource, parts, holdingsOf, planHolds);
+    return stateStream(this.streamSource, parts, askHoldings, planHolds);
   }
 
   /** Gossip/Contexts: what this node holds of a partition, for a sender about to push it (catch-up.ts). */
@@ -402,6 +407,7 @@ export class GossipExchange {
     this.noticeBoot(req.from, req.boot);
     this.counters.contextsAnswered++;
     const busy = this.claims.ask(req.partition, req.from, (this.o.clock ?? Date.now)());
+    if (busy) this.counters.contextsAnsweredBusy++;
     const { keys, complete } = busy ? { keys: [], complete: false } : await partitionHoldings(this.o.store, req.partition, this.o.contextsReplyBytes ?? CONTEXTS_REPLY_BYTES, req.startAfter);
     const reply: ContextsReply = { from: this.self, boot: this.o.boot, dropped: this.dropped(), drops: BigInt(this.ownDrops(req.partition)), keys, complete, busy };
     this.counters.contextsReplyBytes += ContextsReplyMsg.encode(reply).finish().length;
@@ -606,8 +612,8 @@ export class GossipExchange {
   }
 
   /** A full-state stream (state-receive.ts). */
-  receiveStateStream(chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>): Promise<Answer<StateReply>> {
-    return receiveStateStream(this.receiveHost, chunks);
+  receiveStateStream(chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>, sender?: string): Promise<Answer<StateReply>> {
+    return receiveStateStream(this.receiveHost, chunks, sender);
   }
 }
 

@@ -5,6 +5,9 @@
 // their way (up to `ahead` at once) while the stream sends the current one. A later page of one
 // partition's answer (startAfter) is asked when it is needed, as before.
 
+/** Default of the questions out at once ahead of a stream (--gossip-contexts-ahead). */
+export const CONTEXTS_AHEAD = 32;
+
 /** Asks what the neighbour holds of one partition (from startAfter, when given). */
 export type HoldingsOf<H> = (partition: number, startAfter?: string) => Promise<H>;
 

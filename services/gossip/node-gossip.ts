@@ -26,7 +26,7 @@ import { FrameStream } from "./frame-stream.js";
 import { StallTimer } from "../common/stall-timer.js";
 import type { Holdings } from "./catch-up.js";
 import { streamRefusalOf } from "../common/stream-refusal.js";
-import { prefetchedHoldings } from "./holdings-prefetch.js";
+import { STATE_SENDER_HEADER } from "./state-receive.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
 
@@ -63,7 +63,7 @@ export interface NodeGossipOptions {
   contextsReplyBytes?: number;
   /** ExchangeOptions.contextsClaimMs. */
   contextsClaimMs?: number;
-  /** Partitions of a full-state push asked about (Contexts) ahead of the stream (holdings-prefetch.ts); default 32. */
+  /** Partitions of a full-state push asked about (Contexts) ahead of the stream (holdings-prefetch.ts); default CONTEXTS_AHEAD. */
   contextsAhead?: number;
   maxMessageBytes: number;
   credentials?: grpc.ChannelCredentials;
@@ -178,6 +178,7 @@ export class NodeGossip {
         stateStreamBytes: o.stateStreamBytes ?? STATE_STREAM_BYTES,
         contextsReplyBytes: o.contextsReplyBytes,
         contextsClaimMs: o.contextsClaimMs,
+        contextsAhead: o.contextsAhead,
         maxMessageBytes: o.maxMessageBytes,
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
@@ -526,7 +527,9 @@ export class NodeGossip {
       settle = (err, res) => (err ? reject(err) : resolve(res!));
     });
     done.catch(() => {}); // observed below; a failure while still writing must not go unhandled
-    const call = client.pushState(new grpc.Metadata(), (err, res) => settle(err, res));
+    const md = new grpc.Metadata();
+    md.set(STATE_SENDER_HEADER, this.o.store.nodeId);
+    const call = client.pushState(md, (err, res) => settle(err, res));
     const stallMs = this.o.stateStreamStallMs ?? STATE_STREAM_STALL_MS;
     let stalled = false;
     const stall = new StallTimer(stallMs, () => {
@@ -536,13 +539,7 @@ export class NodeGossip {
     });
     const chunks = this.x.stateStream(
       parts,
-      this.o.catchUpByContexts === false
-        ? undefined
-        : prefetchedHoldings(
-            parts.map((st) => st.partition),
-            (p, after) => this.holdingsOf(to, client, p, after),
-            this.o.contextsAhead ?? CONTEXTS_AHEAD,
-          ),
+      this.o.catchUpByContexts === false ? undefined : (p, after) => this.holdingsOf(to, client, p, after),
       () => !this.stopped && this.x.engine.resetsOf(to) === resets,
     );
     try {
@@ -637,7 +634,8 @@ export class NodeGossip {
         );
       },
       pushState: (call, callback) => {
-        this.x.receiveStateStream(call as AsyncIterable<StateChunk>).then(
+        const sender = call.metadata.get(STATE_SENDER_HEADER)[0];
+        this.x.receiveStateStream(call as AsyncIterable<StateChunk>, typeof sender === "string" ? sender : undefined).then(
           (a) => answer(a, callback),
           (err: unknown) => {
             this.o.log.warn("state stream failed", { err });
@@ -655,8 +653,6 @@ export const STREAM_FRAMES_IN_FLIGHT = 32;
 export const STATE_STREAM_BYTES = 8 * 1024 * 1024;
 /** Default of NodeGossipOptions.stateStreamStallMs. */
 export const STATE_STREAM_STALL_MS = 30_000;
-/** Default of NodeGossipOptions.contextsAhead. */
-export const CONTEXTS_AHEAD = 32;
 
 /**
  * Serve one ExchangeStream: each frame is applied as an Exchange call's would be (several at once,

@@ -346,8 +346,9 @@ export class GossipSimulation {
         if (chunks.length > 0) {
           this.traffic.frames++;
           this.traffic.stateStreams++;
-          this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
         }
+        // Sent even without chunks, as a real stream is opened: its end ends the sender's claims.
+        this.channel.send(t, n.id, out.to, { kind: "state", chunks, resets });
         // As NodeGossip.pushStates: the peer's acks were reset meanwhile (a Contexts answer told
         // of its restart), so the rest is planned again next period.
         if (n.x.engine.resetsOf(out.to) !== resets) {
@@ -381,7 +382,7 @@ export class GossipSimulation {
       case "state": {
         const chunks = this.decode(() => msg.chunks.map((b) => StateChunk.decode(b)));
         if (chunks === undefined) return;
-        const a = await n.x.receiveStateStream(chunks);
+        const a = await n.x.receiveStateStream(chunks, from);
         if ("refused" in a) return;
         this.reply(at, n.id, from, "state-reply", StateReply.encode(a.reply).finish(), msg.resets);
         return;

@@ -54,8 +54,13 @@ export interface StateReceiveHost {
  * A full-state stream: each key's chunks must follow the protocol (context first, ranges tiling
  * in order, only the last one open: KeyChunkSequence) and a partition completes only after its
  * keys did. Other merges into a key wait while its chunks arrive (Store.beginTransfer).
+ * `sender`: the node id the call names beside its chunks (STATE_SENDER_HEADER), when it does.
  */
-export async function receiveStateStream(h: StateReceiveHost, chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>): Promise<Answer<StateReply>> {
+export async function receiveStateStream(
+  h: StateReceiveHost,
+  chunks: AsyncIterable<StateChunk> | Iterable<StateChunk>,
+  sender?: string,
+): Promise<Answer<StateReply>> {
   h.counters.stateStreamsReceived++;
   let from = "";
   let count = 0;
@@ -179,12 +184,20 @@ export async function receiveStateStream(h: StateReceiveHost, chunks: AsyncItera
     return { reply: { from: h.self, acks: acks.map(ackToProto), chunks: BigInt(count), boot: h.o.boot, dropped: h.dropped() } };
   } finally {
     for (const release of holds.values()) release();
-    for (const [p, g] of gates) {
-      h.gate.closeGate(g);
-      h.claims.done(p, from);
-    }
+    for (const g of gates.values()) h.gate.closeGate(g);
+    // A stream that sent nothing (its partitions all held alike) names its sender only by the
+    // call's STATE_SENDER_HEADER; its claims end too.
+    const ended = from !== "" ? from : sender;
+    if (ended !== undefined && ended !== "") h.claims.streamEnded(ended);
   }
 }
+
+/**
+ * Call metadata of a PushState stream naming its sender's node id, so that a stream without any
+ * chunk still ends its sender's Contexts claims (PartitionClaims.streamEnded). It proves nothing:
+ * a caller that could forge it could as well send chunks under that name.
+ */
+export const STATE_SENDER_HEADER = "deltaset-state-sender";
 
 /** A received state's new part of this many elements is forwarded by full state, not buffered. */
 function tooLargeToBuffer(h: StateReceiveHost, elements: number): boolean {

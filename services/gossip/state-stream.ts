@@ -6,6 +6,7 @@ import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import { chunkPayload } from "../store/chunk-payload.js";
 import { type Holdings, deltaChunks, heldAlike, keyAfter } from "./catch-up.js";
+import { CONTEXTS_AHEAD, type HoldingsOf, prefetchedHoldings } from "./holdings-prefetch.js";
 
 /** What a stream is built from: the exchange's options, identity, counters and byte count. */
 export interface StateStreamSource {
@@ -18,6 +19,8 @@ export interface StateStreamSource {
     stateStreamBytes?: number;
     maxMessageBytes: number;
     sync: { algorithm: 1 | 2 };
+    /** Contexts questions out at once ahead of the stream (holdings-prefetch.ts); default CONTEXTS_AHEAD. */
+    contextsAhead?: number;
   };
   self: string;
   counters: { stateStreamsSent: number; catchUpBusyDeferred: number; catchUpDeltaKeys: number; catchUpKeysSkipped: number; catchUpKeysUnread: number };
@@ -39,14 +42,17 @@ const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops:
  * until its very end, lose them all if it broke, and, started over from its first partition,
  * might never get to its last ones. A partition always goes whole in one stream.
  *
- * With holdingsOf, each partition's keys go as catch-up.ts says (what the receiver holds); a
+ * With askHoldings, each partition's keys go as catch-up.ts says (what the receiver holds); a
  * planHolds that turns false (the receiver's acks were reset meanwhile) ends the stream before
- * the partition it was asked for.
+ * the partition it was asked for. Only partitions holding a key here are asked about, ahead of
+ * the stream (holdings-prefetch.ts): nothing of an empty one is sent, and a question costs a
+ * round trip and claims the partition at the receiver (Contexts' busy). A full-state period
+ * plans every partition, so with a few keys most of them are empty.
  */
 export async function* stateStream(
   src: StateStreamSource,
   parts: ReadonlyArray<{ partition: number; seq: number }>,
-  holdingsOf?: (partition: number, startAfter?: string) => Promise<Holdings | undefined>,
+  askHoldings?: HoldingsOf<Holdings | undefined>,
   planHolds?: () => boolean,
 ): AsyncGenerator<StateChunk, number> {
   src.counters.stateStreamsSent++;
@@ -62,10 +68,14 @@ export async function* stateStream(
     return h;
   };
   const scan = src.o.store.keyScan();
+  const withKeys = askHoldings === undefined ? new Set<number>() : await partitionsHoldingKeys(src.o.store, parts);
+  const holdingsOf = askHoldings === undefined ? undefined : prefetchedHoldings([...withKeys], askHoldings, src.o.contextsAhead ?? CONTEXTS_AHEAD);
   for (const { partition, seq } of parts) {
     let bytes = 0;
     // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.
-    let holdings = holdingsOf === undefined ? undefined : await holdingsOf(partition);
+    // A partition that held no key when the stream began is not asked about: a key written since
+    // goes whole.
+    let holdings = holdingsOf === undefined || !withKeys.has(partition) ? undefined : await holdingsOf(partition);
     // The receiver's answer told of a restart (or a drop) this push was not planned on: stop;
     // the next period plans on its new acks, and asks it again.
     if (planHolds?.() === false) break;
@@ -149,6 +159,19 @@ export async function* stateStream(
     if (streamed >= budget) break;
   }
   return covered;
+}
+
+/** Which of these partitions hold at least one key here, in the order given. */
+async function partitionsHoldingKeys(store: Store, parts: ReadonlyArray<{ partition: number }>): Promise<Set<number>> {
+  // One scan: a seek that finds the next key also tells which partitions before it are empty.
+  const scan = store.keyScan();
+  const held = new Set<number>();
+  for (const { partition } of parts) {
+    const keys = scan.keys(partition);
+    if ((await keys.next()).done !== true) held.add(partition);
+    await keys.return(undefined);
+  }
+  return held;
 }
 
 /**

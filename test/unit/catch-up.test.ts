@@ -144,7 +144,7 @@ describe("catch-up by contexts (simulation)", () => {
 async function node(
   id: string,
   boot: bigint,
-  o: { db?: StoreDb; contextsReplyBytes?: number; contextsClaimMs?: number; clock?: () => number } = {},
+  o: { db?: StoreDb; contextsReplyBytes?: number; contextsClaimMs?: number; contextsAhead?: number; clock?: () => number } = {},
 ): Promise<{ store: Store; x: GossipExchange }> {
   const store = await Store.open({ dir: "memory", db: o.db, nodeId: id, replicaId: `${id}~${boot}`, partitions: PARTITIONS, partitionOf, sync: "buffered" });
   const x = await GossipExchange.create(
@@ -250,6 +250,47 @@ describe("catch-up by contexts (exchange)", () => {
     now += 5001;
     const lapsed = await receiver.x.answerContexts(bNode.x.contextsRequest(q));
     assert.ok("reply" in lapsed && !lapsed.reply.busy, "the claim lapsed");
+  });
+
+  it("a stream asks only about the partitions that hold a key here, ahead of reaching them", async () => {
+    const a = await node("a", 11n, { contextsAhead: 2 });
+    const keys = ["k1", "k2", "k3", "k4", "k5", "k6"];
+    for (const k of keys) await a.store.add(k, [b("v")]);
+    const holding = new Set(keys.map((k) => partitionOf(k, PARTITIONS)));
+    assert.ok(holding.size < PARTITIONS, "some partitions are empty");
+    const asked: number[] = [];
+    const order = Array.from({ length: PARTITIONS }, (_, i) => (i + 3) % PARTITIONS);
+    const chunks = await collect(
+      a.x.stateStream(
+        order.map((partition) => ({ partition, seq: 0 })),
+        async (partition) => {
+          asked.push(partition);
+          return undefined;
+        },
+      ),
+    );
+    assert.deepEqual(asked, order.filter((q) => holding.has(q)), "each partition holding a key once, in stream order");
+    assert.deepEqual(new Set(chunks.map((c) => c.key)), new Set(keys), "every key still sent whole");
+  });
+
+  it("a stream that ends, even one without any chunk, ends its sender's claims", async () => {
+    const receiver = await node("c", 31n, { contextsClaimMs: 60_000 });
+    const a = await node("a", 11n);
+    const bNode = await node("b", 21n);
+    const q = (p + 1) % PARTITIONS;
+    for (const part of [p, q]) assert.ok("reply" in (await receiver.x.answerContexts(a.x.contextsRequest(part))));
+    const busy = await receiver.x.answerContexts(bNode.x.contextsRequest(p));
+    assert.ok("reply" in busy && busy.reply.busy, "claimed by a");
+    // a held everything alike, so its stream carried nothing: the call's header names it.
+    assert.ok("reply" in (await receiver.x.receiveStateStream([], "a")));
+    for (const part of [p, q]) {
+      const free = await receiver.x.answerContexts(bNode.x.contextsRequest(part));
+      assert.ok("reply" in free && !free.reply.busy, `partition ${part} free once a's stream ended`);
+    }
+    // b now holds p (it asked last). Another sender's stream ending leaves that claim alone.
+    await receiver.x.receiveStateStream([], "other");
+    const stillB = await receiver.x.answerContexts(a.x.contextsRequest(p));
+    assert.ok("reply" in stillB && stillB.reply.busy, "b's claim holds");
   });
 
   it("a Contexts answer stops at its byte limit, in key order, and says it is incomplete", async () => {
