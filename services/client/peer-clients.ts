@@ -9,11 +9,13 @@ import { MembershipClient, MembershipService } from "../gen/deltaset/v1/membersh
 import { withoutTrailingMac } from "../common/trailing-mac.js";
 
 /**
- * ExchangeStream's messages carry their own MAC as their last field (GossipFrame.mac = 9,
- * GossipReply.mac = 6): their digest leaves it out, since the MAC covers the rest.
+ * ExchangeStream's messages and PushState's chunks carry their own MAC as their last field
+ * (GossipFrame.mac = 9, GossipReply.mac = 6, StateChunk.mac = 20): their digest leaves it out,
+ * since the MAC covers the rest. PushState's one reply is signed in a trailer (no field).
  */
-const TRAILING_MAC_FIELD: Record<string, { requestDeserialize: number; responseDeserialize: number }> = {
+const TRAILING_MAC_FIELD: Record<string, { requestDeserialize?: number; responseDeserialize?: number }> = {
   [GossipService.exchangeStream.path]: { requestDeserialize: 9, responseDeserialize: 6 },
+  [GossipService.pushState.path]: { requestDeserialize: 20 },
 };
 
 /** The field of a method's messages that carries their MAC last (see TRAILING_MAC_FIELD), by direction. */

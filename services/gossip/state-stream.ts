@@ -5,6 +5,7 @@ import { type CausalContext, ObjectType, contextEncodedSize, contextToProto } fr
 import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import { chunkPayload } from "../store/chunk-payload.js";
+import { NO_MAC } from "../common/trailing-mac.js";
 import { type Holdings, deltaChunks, heldAlike, keyAfter } from "./catch-up.js";
 import { CONTEXTS_AHEAD, type HoldingsOf, prefetchedHoldings } from "./holdings-prefetch.js";
 
@@ -61,9 +62,10 @@ export async function* stateStream(
   let covered = 0;
   let first = true;
   const head = () => {
+    // mac: set by the peer signer on the way out, with a cluster key (node/peer-interceptors.ts).
     const h = first
-      ? { cluster: src.o.cluster, from: src.self, partitions: src.o.partitions, boot: src.o.boot }
-      : { cluster: "", from: "", partitions: 0, boot: 0n };
+      ? { cluster: src.o.cluster, from: src.self, partitions: src.o.partitions, boot: src.o.boot, mac: NO_MAC }
+      : { cluster: "", from: "", partitions: 0, boot: 0n, mac: NO_MAC };
     first = false;
     return h;
   };
@@ -195,6 +197,7 @@ async function* deltaKeyChunks(
       from: "",
       partitions: 0,
       boot: 0n,
+      mac: NO_MAC,
       partition,
       seq: BigInt(seq),
       key,

@@ -2,8 +2,8 @@
 // peer (peer-proof.ts), and a server interceptor that lets a Gossip or Membership protocol call
 // (Exchange, ExchangeStream, PushState, HandOver, Contexts, Join, Leave, Ping, PingReq) reach its handler
 // only when
-//  - with a cluster key: it carries a valid, fresh, never-seen proof (and, on ExchangeStream,
-//    every frame carries a valid MAC for its index on the stream);
+//  - with a cluster key: it carries a valid, fresh, never-seen proof (and, on ExchangeStream and
+//    PushState, every frame or chunk carries a valid MAC for its index on the stream);
 //  - with mutual TLS: its connection presented a node certificate (peer-identity.ts);
 //  - the node id the proof and the certificate name is the sender the message claims (`from`,
 //    Join's `self`, Leave's `node_id`; every frame of ExchangeStream; the first chunk of a
@@ -44,6 +44,7 @@ import { hasVerifiedPeerCertificate } from "./tls.js";
 import { markStreamRefused, refusedByHandler, streamRefusalOf } from "../common/stream-refusal.js";
 import { NO_MAC, withTrailingMac } from "../common/trailing-mac.js";
 import { passThrough } from "./pass-through.js";
+import { STATE_SENDER_HEADER } from "../gossip/state-receive.js";
 
 export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch" | "stream-mac-invalid";
 
@@ -242,6 +243,10 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
               // A stream's proof covers its start; a unary call's waits for the message it signs.
               if (method.requestStream && !prove(STREAM_BODY)) return;
             }
+            // PushState may name its sender in metadata too (for a stream without chunks): it must
+            // be the authenticated one.
+            const named = metadata.get(STATE_SENDER_HEADER)[0];
+            if (identity !== undefined && named !== undefined && named !== identity) return refuse("sender-mismatch", named);
             pass(metadata);
           },
           onReceiveMessage: (message, pass) => {
@@ -254,7 +259,9 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
             if (keys !== undefined && !method.requestStream && !prove(digestOf(path, message as object))) return;
             const index = messages++;
             const sender = SENDER[path]!(message);
-            if (bidi && keys !== undefined) {
+            // Every message of a request stream (ExchangeStream's frames, PushState's chunks) carries
+            // a MAC for its index on the stream: the proof at the start covers no message.
+            if (method.requestStream && keys !== undefined) {
               const m = message as { mac?: Uint8Array };
               const body = streamDigestOf((x) => received.get(x), METHODS[path]!.requestSerialize, m);
               if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) {
@@ -384,7 +391,7 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
         if (def.requestStream) release(STREAM_BODY);
       },
       sendMessage(message, next) {
-        if (bidi) {
+        if (def.requestStream) {
           return next(signed(message, (m) => def.requestSerialize(m), trailingMacField(def.path, "request"), sentRequests, (bytes) => signStreamMessage(k, "frame", def.path, nonce, framesSent++, bodyDigest(bytes))));
         }
         if (held !== undefined) {

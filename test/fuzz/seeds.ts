@@ -113,6 +113,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
     const s = awsetState(r);
     return enc(StateChunk, {
       ...common,
+      mac: Buffer.alloc(0),
       from: ctx.peerId,
       partition: partitionOf(k, ctx.partitions),
       seq: BigInt(1 + randomInt(r, 10)),

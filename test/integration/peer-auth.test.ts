@@ -15,7 +15,8 @@ import { MemberState, MembershipService } from "../../services/gen/deltaset/v1/m
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
-import { PROOF_HEADER, bodyDigest, signProof } from "../../services/node/peer-proof.ts";
+import { PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
+import { withTrailingMac } from "../../services/common/trailing-mac.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { present } from "../helpers/presence.ts";
@@ -124,6 +125,62 @@ describe("two nodes with a cluster key", () => {
     } finally {
       g.close();
     }
+  });
+
+  it("refuse PushState chunks under a valid stream proof (one taken from another stream) unless each carries its MAC for its place", async () => {
+    const path = GossipService.pushState.path;
+    const key = "victim-state";
+    const d = AWSet.bottom().add("p1~attack", [Buffer.from("injected")]);
+    const injected = StateChunk.fromPartial({
+      cluster: "deltaset",
+      from: "p1",
+      partitions: P,
+      partition: partitionOf(key, P),
+      key,
+      type: ObjectType.AWSET,
+      context: { vv: [{ replica: "p1~attack", counter: 1n }], cloud: [] },
+      rangeOpen: true,
+      slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(d.entries, AWSet.bottom().ctx))) },
+      keyDone: true,
+    });
+    const done = StateChunk.fromPartial({ cluster: "deltaset", from: "p1", partitions: P, partition: 0, partitionDone: true });
+    /** The chunk as sent with the MAC of place `index` on the stream of `nonce`. */
+    const macced = (c: StateChunk, nonce: string, index: number): StateChunk => {
+      const bare = GossipService.pushState.requestSerialize({ ...c, mac: Buffer.alloc(0) });
+      const m = signStreamMessage(keyring, "frame", path, nonce, index, bodyDigest(bare));
+      return StateChunk.decode(withTrailingMac(bare, 20, m));
+    };
+    const push = (nonce: string, chunks: StateChunk[], sender?: string) => {
+      const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+      const md = new grpc.Metadata();
+      md.set(PROOF_HEADER, signProof(keyring, path, "p1", STREAM_BODY, Date.now(), nonce));
+      if (sender !== undefined) md.set("deltaset-state-sender", sender);
+      return statusOf(
+        new Promise<StateReply>((resolve, reject) => {
+          const s = g.pushState(md, (err, res) => (err ? reject(err) : resolve(res)));
+          for (const c of chunks) s.write(c);
+          s.end();
+        }),
+      ).finally(() => g.close());
+    };
+    // The proof verifies (as a captured one would), but the chunk has no MAC of the key holder's.
+    const bare = await push(newNonce(), [injected]);
+    assert.equal(bare.code, grpc.status.UNAUTHENTICATED);
+    assert.match(bare.details, /MAC/);
+    // A MAC made for another stream, or for another place on this one.
+    const other = newNonce();
+    assert.equal((await push(newNonce(), [macced(injected, other, 0)])).code, grpc.status.UNAUTHENTICATED);
+    const n = newNonce();
+    assert.equal((await push(n, [macced(injected, n, 1)])).code, grpc.status.UNAUTHENTICATED);
+    assert.equal(await present(p2.address, key, "injected"), false);
+    // What a key holder sends, each chunk with the MAC of its place, is taken.
+    const ok = newNonce();
+    const taken = await push(ok, [macced(done, ok, 0)], "p1");
+    assert.equal(taken.code, 0, taken.details);
+    // The stream's sender named in metadata (which ends Contexts claims) must be the proven one.
+    const renamed = await push(newNonce(), [], "p2");
+    assert.equal(renamed.code, grpc.status.UNAUTHENTICATED);
+    assert.match(renamed.details, /not the sender/);
   });
 
   it("accept a correctly signed frame once and refuse it replayed", async () => {

@@ -1,4 +1,4 @@
-// ExchangeStream's messages carry their MAC as the last field written, and the MAC covers the
+// ExchangeStream's messages and PushState's chunks carry their MAC as the last field written, and the MAC covers the
 // message's bytes without it: for any frame and reply, the encoding with the MAC is the encoding
 // without it followed by exactly that field, and withoutTrailingMac recovers the covered bytes
 // from what arrives. A message without a MAC, or whose last bytes are not its MAC, is returned
@@ -6,7 +6,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { GossipFrame, GossipReply } from "../../services/gen/deltaset/v1/gossip.ts";
+import { GossipFrame, GossipReply, StateChunk } from "../../services/gen/deltaset/v1/gossip.ts";
 import { withTrailingMac, withoutTrailingMac } from "../../services/common/trailing-mac.ts";
 
 const bytes = (min: number, max: number) => fc.uint8Array({ minLength: min, maxLength: max }).map((u) => Buffer.from(u));
@@ -25,6 +25,28 @@ const frameArb = fc.record({
 });
 const replyArb = fc.record({ from: fc.string({ maxLength: 12 }), acks, boot: u64, dropped: drops, frameId: u64 });
 const mac = bytes(32, 32);
+const contextArb = fc.record({ vv: fc.array(fc.record({ replica: fc.string({ maxLength: 8 }), counter: u64 }), { maxLength: 3 }), cloud: fc.constant([] as never[]) });
+const chunkArb = fc.record({
+  cluster: fc.string({ maxLength: 12 }),
+  from: fc.string({ maxLength: 12 }),
+  partition: fc.nat(1023),
+  seq: u64,
+  key: fc.string({ maxLength: 12 }),
+  type: fc.nat(6),
+  context: fc.option(contextArb, { nil: undefined }),
+  rangeStart: bytes(0, 8),
+  rangeEnd: bytes(0, 8),
+  rangeOpen: fc.boolean(),
+  slice: fc.option(fc.record({ type: fc.nat(6), payload: bytes(0, 40) }), { nil: undefined }),
+  keyDone: fc.boolean(),
+  partitionDone: fc.boolean(),
+  partitions: fc.nat(4096),
+  boot: u64,
+  delta: fc.boolean(),
+  removed: fc.option(contextArb, { nil: undefined }),
+  sinceBoot: u64,
+  sinceDrops: u64,
+});
 
 describe("a stream message's trailing MAC", () => {
   it("GossipFrame: written last as field 9, and stripped back off exactly", () => {
@@ -48,6 +70,20 @@ describe("a stream message's trailing MAC", () => {
         assert.deepEqual(sent, Buffer.concat([bare, Buffer.from([(6 << 3) | 2, 32]), m]));
         assert.deepEqual(withTrailingMac(bare, 6, m), sent);
         assert.deepEqual(Buffer.from(withoutTrailingMac(sent, 6, GossipReply.decode(sent).mac)), bare);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("StateChunk: written last as field 20 (a two-byte key), and stripped back off exactly", () => {
+    fc.assert(
+      fc.property(chunkArb, mac, (c, m) => {
+        const bare = Buffer.from(StateChunk.encode(StateChunk.fromPartial(c)).finish());
+        const sent = Buffer.from(StateChunk.encode(StateChunk.fromPartial({ ...c, mac: m })).finish());
+        assert.deepEqual(sent, Buffer.concat([bare, Buffer.from([0xa2, 0x01, 32]), m]));
+        assert.deepEqual(withTrailingMac(bare, 20, m), sent);
+        assert.deepEqual(Buffer.from(withoutTrailingMac(sent, 20, StateChunk.decode(sent).mac)), bare);
+        assert.equal(withoutTrailingMac(bare, 20, StateChunk.decode(bare).mac), bare);
       }),
       { numRuns: 300 },
     );

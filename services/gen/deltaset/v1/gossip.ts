@@ -230,6 +230,13 @@ export interface StateChunk {
    */
   sinceBoot: bigint;
   sinceDrops: bigint;
+  /**
+   * With a cluster key: as GossipFrame.mac, with "frame" and the chunk's index on the PushState
+   * stream (0, 1, ...), under the sender's signing key, so that no chunk can be altered, dropped,
+   * reordered, replayed or sent under a proof taken from another stream. A node refuses a chunk
+   * without a valid one (UNAUTHENTICATED). Declared last: it must stay the last field written.
+   */
+  mac: Buffer;
 }
 
 /** Contexts: what the receiver holds of one partition. */
@@ -1117,6 +1124,7 @@ function createBaseStateChunk(): StateChunk {
     removed: undefined,
     sinceBoot: 0n,
     sinceDrops: 0n,
+    mac: Buffer.alloc(0),
   };
 }
 
@@ -1190,6 +1198,9 @@ export const StateChunk: MessageFns<StateChunk> = {
         throw new globalThis.Error("value provided for field message.sinceDrops of type uint64 too large");
       }
       writer.uint32(152).uint64(message.sinceDrops);
+    }
+    if (message.mac.length !== 0) {
+      writer.uint32(162).bytes(message.mac);
     }
     return writer;
   },
@@ -1359,6 +1370,14 @@ export const StateChunk: MessageFns<StateChunk> = {
             message.sinceDrops = reader.uint64() as bigint;
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.mac = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1420,6 +1439,7 @@ export const StateChunk: MessageFns<StateChunk> = {
         : isSet(object.since_drops)
         ? BigInt(object.since_drops)
         : 0n,
+      mac: isSet(object.mac) ? Buffer.from(bytesFromBase64(object.mac)) : Buffer.alloc(0),
     };
   },
 
@@ -1482,6 +1502,9 @@ export const StateChunk: MessageFns<StateChunk> = {
     if (message.sinceDrops !== 0n) {
       obj.sinceDrops = message.sinceDrops.toString();
     }
+    if (message.mac.length !== 0) {
+      obj.mac = base64FromBytes(message.mac);
+    }
     return obj;
   },
 
@@ -1517,6 +1540,7 @@ export const StateChunk: MessageFns<StateChunk> = {
     message.sinceDrops = (object.sinceDrops !== undefined && object.sinceDrops !== null)
       ? BigInt(object.sinceDrops)
       : 0n;
+    message.mac = object.mac ?? Buffer.alloc(0);
     return message;
   },
 };
