@@ -4,7 +4,8 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
-import { HealthImplementation, protoPath as healthProtoPath } from "grpc-health-check";
+import { protoPath as healthProtoPath } from "grpc-health-check";
+import { NodeHealth } from "./health.js";
 import { ConfigError } from "./config.js";
 
 export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
@@ -23,8 +24,8 @@ export function serverOptions(maxMessageBytes: number): grpc.ServerOptions {
 }
 
 /** Add health and reflection services; returns the health implementation to flip status. */
-export function addOperatorServices(server: grpc.Server): HealthImplementation {
-  const health = new HealthImplementation({ "": "NOT_SERVING", ...Object.fromEntries(SERVICE_NAMES.map((s) => [s, "NOT_SERVING"])) });
+export function addOperatorServices(server: grpc.Server): NodeHealth {
+  const health = new NodeHealth(["", ...SERVICE_NAMES], "NOT_SERVING");
   health.addToServer(server);
   const definitions = protoLoader.loadSync([...PROTO_FILES, healthProtoPath], {
     includeDirs: [PROTO_DIR],
@@ -38,7 +39,7 @@ export function addOperatorServices(server: grpc.Server): HealthImplementation {
   return health;
 }
 
-export function setServing(health: HealthImplementation, serving: boolean): void {
+export function setServing(health: NodeHealth, serving: boolean): void {
   const s = serving ? "SERVING" : "NOT_SERVING";
   health.setStatus("", s);
   for (const name of SERVICE_NAMES) health.setStatus(name, s);
