@@ -162,6 +162,11 @@ export interface NodeConfig {
    * then unauthenticated: anyone who reaches the port can gossip and change membership).
    */
   insecurePeers: boolean;
+  /**
+   * Allow a non-loopback listen address without client tokens (the client API is then open to
+   * whoever reaches the port: reads, writes, deletes, merges).
+   */
+  insecureClients: boolean;
   /** Toxiproxy API used to route peer links through per-link proxies (chaos runs). */
   peerProxy?: string;
 }
@@ -245,6 +250,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   membership: { ...DEFAULT_MEMBERSHIP_CONFIG },
   tls: {},
   insecurePeers: false,
+  insecureClients: false,
   metricsExpose: false,
 };
 

@@ -96,6 +96,12 @@ export async function startNode(
         "anyone who reaches the port could gossip and change membership. Configure one, or pass --insecure-peers to accept that",
     );
   }
+  if (creds.tokens === undefined && !isLoopbackHost(config.listen) && !config.insecureClients) {
+    throw new ConfigError(
+      `listening on ${config.listen} (not loopback) without client tokens (--auth-tokens-file): ` +
+        "anyone who reaches the port could read, write, delete and merge every key. Configure tokens, or pass --insecure-clients to accept that (behind a NetworkPolicy or firewall)",
+    );
+  }
   prepareDataDir(config.dataDir, log);
   setApbfDecodeLimit(config.limits.maxFilterBytes);
   const refusedJoins = logThrottle(60_000);
@@ -187,6 +193,8 @@ export async function startNode(
     };
     if (!peersAuthenticated && !isLoopbackHost(config.listen)) {
       nodeLog.warn("--insecure-peers: peer calls are NOT authenticated on a non-loopback address: anyone who reaches it can gossip data in and change membership", { listen: config.listen, ...security });
+    } else if (creds.tokens === undefined && !isLoopbackHost(config.listen)) {
+      nodeLog.warn("--insecure-clients: the client API is open on a non-loopback address: anyone who reaches it can read, write, delete and merge every key", { listen: config.listen, ...security });
     } else if (tls === undefined && !isLoopbackHost(config.listen)) {
       nodeLog.warn("serving WITHOUT TLS on a non-loopback address: traffic can be read and client tokens stolen on the way; set --tls-cert and --tls-key", { listen: config.listen, ...security });
     } else {

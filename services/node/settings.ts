@@ -351,6 +351,11 @@ export const SECURITY_SETTINGS: SettingGroup = {
       details: "Peer calls are then unauthenticated: anyone who reaches the port can gossip and change membership.",
     },
     {
+      flag: "insecure-clients", env: "DELTASET_INSECURE_CLIENTS", path: "insecureClients", kind: "bool", bare: true, readme: true,
+      description: "allow a non-loopback listen address without client tokens (--auth-tokens-file; refused otherwise)",
+      details: "The client API (Replica: reads, writes, Delete, Merge, Import) is then open to whoever reaches the port: keep them out with a NetworkPolicy or firewall.",
+    },
+    {
       flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,
       description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge and Import need admin); health and reflection stay open",
     },

@@ -354,8 +354,17 @@ describe("safe defaults", () => {
   });
 
   it("with --insecure-peers, start and warn (here the bind then fails: the address is not local)", async () => {
-    const r = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nl2"), "--insecure-peers"]);
+    const r = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nl2"), "--insecure-peers", "--insecure-clients"]);
     assert.match(r.stderr, /"level":"warn","msg":"--insecure-peers: peer calls are NOT authenticated/);
     assert.doesNotMatch(r.stderr, /neither a cluster key/);
+  });
+
+  it("refuse to start on a non-loopback address without client tokens; with --insecure-clients, start and warn", async () => {
+    const refused = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nc"), "--cluster-key-file", keyFile]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /without client tokens \(--auth-tokens-file\).*--insecure-clients/);
+    const open = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nc2"), "--cluster-key-file", keyFile, "--insecure-clients"]);
+    assert.match(open.stderr, /"level":"warn","msg":"--insecure-clients: the client API is open/);
+    assert.doesNotMatch(open.stderr, /without client tokens/);
   });
 });

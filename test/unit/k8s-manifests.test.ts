@@ -101,6 +101,8 @@ for (const target of TARGETS) {
     const ns = sts(objs).metadata.namespace ?? "default";
     const config = loadConfig({}, podEnvironment(objs));
     assert.equal(config.listen, "0.0.0.0:7070");
+    // Without a tokens file a node on 0.0.0.0 starts only when told the client API is open on purpose.
+    assert.ok(config.authTokensFile !== undefined || config.insecureClients, "neither client tokens nor DELTASET_INSECURE_CLIENTS");
     assert.equal(config.nodeId, "deltaset-0");
     assert.equal(config.advertise, `deltaset-0.deltaset-peers.${ns}.svc.cluster.local:7070`);
     assert.equal(config.seedsDns, `deltaset-peers.${ns}.svc.cluster.local:7070`);
@@ -135,7 +137,7 @@ test("base: namespace-agnostic, with the expected objects", () => {
   assert.equal(s.spec.template.spec.terminationGracePeriodSeconds, 30);
   assert.deepEqual(s.spec.volumeClaimTemplates.map((v: { metadata: { name: string } }) => v.metadata.name), ["data"]);
   const cm = findObject(objs, "ConfigMap");
-  assert.deepEqual(Object.keys(cm?.data ?? {}).sort(), ["DELTASET_CLUSTER", "DELTASET_DATA_DIR", "DELTASET_LISTEN", "DELTASET_METRICS_EXPOSE", "DELTASET_METRICS_LISTEN", "DELTASET_PARTITIONS"]);
+  assert.deepEqual(Object.keys(cm?.data ?? {}).sort(), ["DELTASET_CLUSTER", "DELTASET_DATA_DIR", "DELTASET_INSECURE_CLIENTS", "DELTASET_LISTEN", "DELTASET_METRICS_EXPOSE", "DELTASET_METRICS_LISTEN", "DELTASET_PARTITIONS"]);
   assert.equal(cm?.data.DELTASET_LISTEN, "0.0.0.0:7070");
   assert.equal(cm?.data.DELTASET_METRICS_LISTEN, "0.0.0.0:9464");
   assert.equal(cm?.data.DELTASET_DATA_DIR, "/var/lib/deltaset/data");
