@@ -167,6 +167,8 @@ export interface NodeConfig {
    * whoever reaches the port: reads, writes, deletes, merges).
    */
   insecureClients: boolean;
+  /** HTTP/2 streams (calls) one client connection may have open at once; more wait for one to end. */
+  maxConcurrentStreams: number;
   /** Toxiproxy API used to route peer links through per-link proxies (chaos runs). */
   peerProxy?: string;
 }
@@ -251,6 +253,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tls: {},
   insecurePeers: false,
   insecureClients: false,
+  maxConcurrentStreams: 1000,
   metricsExpose: false,
 };
 
@@ -438,6 +441,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.contextsReplyBytes) && c.gossip.contextsReplyBytes >= 1024)) {
     throw new ConfigError(`gossip contextsReplyBytes (--gossip-contexts-reply-bytes) must be an integer of at least 1024, not ${c.gossip.contextsReplyBytes}`);
+  }
+  if (!(Number.isInteger(c.maxConcurrentStreams) && c.maxConcurrentStreams >= 1 && c.maxConcurrentStreams <= 2 ** 31 - 1)) {
+    throw new ConfigError(`maxConcurrentStreams (--max-concurrent-streams) must be an integer from 1 to 2147483647, not ${c.maxConcurrentStreams}`);
   }
   if (!(Number.isInteger(c.gossip.contextsAhead) && c.gossip.contextsAhead >= 1)) {
     throw new ConfigError(`gossip contextsAhead (--gossip-contexts-ahead) must be a positive integer, not ${c.gossip.contextsAhead}`);

@@ -12,10 +12,11 @@ export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url))
 export const PROTO_FILES = ["deltaset/v1/types.proto", "deltaset/v1/replica.proto", "deltaset/v1/gossip.proto", "deltaset/v1/membership.proto"];
 export const SERVICE_NAMES = ["deltaset.v1.Replica", "deltaset.v1.Gossip", "deltaset.v1.Membership"];
 
-export function serverOptions(maxMessageBytes: number): grpc.ServerOptions {
+export function serverOptions(maxMessageBytes: number, maxConcurrentStreams?: number): grpc.ServerOptions {
   return {
     "grpc.max_receive_message_length": maxMessageBytes,
     "grpc.max_send_message_length": maxMessageBytes,
+    ...(maxConcurrentStreams === undefined ? {} : { "grpc.max_concurrent_streams": maxConcurrentStreams }),
     // Keep idle client connections alive through NATs and proxies, and drop dead ones.
     "grpc.keepalive_time_ms": 60_000,
     "grpc.keepalive_timeout_ms": 20_000,

@@ -153,6 +153,11 @@ export const LIMITS_SETTINGS: SettingGroup = {
       flag: "stream-forwarded-adds", env: "DELTASET_STREAM_FORWARDED_ADDS", path: "limits.streamForwardedAdds", kind: "int",
       description: "with a replication factor: adds of keys the node does not own that one AddStream sends to their owners at once (within the stream window)",
     },
+    {
+      flag: "max-concurrent-streams", env: "DELTASET_MAX_CONCURRENT_STREAMS", path: "maxConcurrentStreams", kind: "int",
+      description: "calls one client connection may have open at once (HTTP/2 streams: unary calls, Watch, Scan, Export, gossip streams); more wait until one ends",
+      details: "Bounds what one connection can hold open: without it a caller could open streams without end and never read them.",
+    },
     { flag: "max-watchers", env: "DELTASET_MAX_WATCHERS", path: "limits.maxWatchers", kind: "int", description: "Watch streams a node serves at once; one more answers RESOURCE_EXHAUSTED" },
     { flag: "watch-buffer", env: "DELTASET_WATCH_BUFFER", path: "limits.watchBuffer", kind: "int", description: "events a Watch stream may fall behind by before the node ends it (RESOURCE_EXHAUSTED: resume from the last event's context); writes never wait for watchers" },
     { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter and the tombstone filter of an awset-prob key, created or received" },
