@@ -145,6 +145,8 @@ export interface NodeConfig {
    * context answers RESOURCE_EXHAUSTED.
    */
   maxPendingRemoves: number;
+  /** Most dots not yet received here that one Remove's context may name. */
+  maxRemoveUnseenDots: number;
   /**
    * B: the most any two nodes' clocks are assumed to differ (ms). Counters' retry filters remember
    * request ids for (N+1)·P - B; a received filter that puts its sender further away is reported.
@@ -200,6 +202,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tracing: "off",
   drainTimeoutMs: 20_000,
   maxPendingRemoves: 10_000,
+  maxRemoveUnseenDots: 1_000_000,
   maxClockSkewMs: 2000,
   limits: {
     maxKeyBytes: 1024,
@@ -441,6 +444,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.contextsReplyBytes) && c.gossip.contextsReplyBytes >= 1024)) {
     throw new ConfigError(`gossip contextsReplyBytes (--gossip-contexts-reply-bytes) must be an integer of at least 1024, not ${c.gossip.contextsReplyBytes}`);
+  }
+  if (!(Number.isInteger(c.maxRemoveUnseenDots) && c.maxRemoveUnseenDots >= 0)) {
+    throw new ConfigError(`maxRemoveUnseenDots (--max-remove-unseen-dots) must be a non-negative integer, not ${c.maxRemoveUnseenDots}`);
   }
   if (!(Number.isInteger(c.maxConcurrentStreams) && c.maxConcurrentStreams >= 1 && c.maxConcurrentStreams <= 2 ** 31 - 1)) {
     throw new ConfigError(`maxConcurrentStreams (--max-concurrent-streams) must be an integer from 1 to 2147483647, not ${c.maxConcurrentStreams}`);

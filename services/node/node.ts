@@ -118,6 +118,7 @@ export async function startNode(
     sync: config.sync,
     batchStartOperations: config.groupCommitStartOperations,
     maxPendingRemoves: config.maxPendingRemoves,
+    maxRemoveUnseenDots: config.maxRemoveUnseenDots,
     writeBufferBytes: config.storage.writeBufferBytes,
     cacheBytes: config.storage.cacheBytes,
     stateCacheBytes: config.storage.stateCacheBytes,

@@ -170,6 +170,11 @@ export const LIMITS_SETTINGS: SettingGroup = {
       flag: "max-pending-removes", env: "DELTASET_MAX_PENDING_REMOVES", path: "maxPendingRemoves", kind: "int", readme: true,
       description: "elements whose Remove waits here for adds its context covers that have not arrived yet (deferred removes); past it such a Remove answers RESOURCE_EXHAUSTED",
     },
+    {
+      flag: "max-remove-unseen-dots", env: "DELTASET_MAX_REMOVE_UNSEEN_DOTS", path: "maxRemoveUnseenDots", kind: "int",
+      description: "dots not yet received here that one Remove's context may name (they wait as a deferred remove); more answers RESOURCE_EXHAUSTED and changes nothing",
+      details: "A context naming dots far ahead of what any replica made (a client's mistake, or a forged one) would wait for good and remove every later add of the element those dots name. Dots a lagging node has not received yet are what it is for: the default allows a million.",
+    },
   ],
 };
 

@@ -47,7 +47,7 @@ export async function removeElements(
   }).length;
   const unseen = observed?.subtract(o.h.ctx);
   const defer = unseen !== undefined && !unseen.isEmpty();
-  if (defer) env.pending.checkRoom(o.key, targets);
+  if (defer) env.pending.checkRoom(o.key, targets, unseen);
   const { settled } = await joinOwnDelta(o, env, window, delta, targets);
   const out = withSettled(delta, settled);
   if (!defer) return { removed, delta: out, pending: 0, unseenDots: 0 };

@@ -40,11 +40,17 @@ export class PendingRemoves {
   private readonly byKey = new Map<string, Map<ElementKey, CausalContext>>();
   private count = 0;
 
-  private constructor(private readonly limit: number) {}
+  private constructor(
+    private readonly limit: number,
+    private readonly maxUnseenDots: number,
+  ) {}
 
-  /** Load every pending remove of a data directory. */
-  static async load(db: StoreDb, limit: number): Promise<PendingRemoves> {
-    const p = new PendingRemoves(limit);
+  /**
+   * Load every pending remove of a data directory. limit: elements with a pending remove;
+   * maxUnseenDots: dots not yet received here that one Remove may name.
+   */
+  static async load(db: StoreDb, limit: number, maxUnseenDots = Number.POSITIVE_INFINITY): Promise<PendingRemoves> {
+    const p = new PendingRemoves(limit, maxUnseenDots);
     const range = { gte: Buffer.from([META, PENDING]), lt: Buffer.from([META, PENDING + 1]) };
     for await (const [k, v] of db.iterator(range)) {
       const key = unescapeBytes(k, 2);
@@ -63,8 +69,20 @@ export class PendingRemoves {
     return this.byKey.has(key);
   }
 
-  /** Throws PendingRemovesFullError unless the elements not yet pending on key still fit under the limit. */
-  checkRoom(key: string, eks: readonly ElementKey[]): void {
+  /**
+   * Throws PendingRemovesFullError unless the elements not yet pending on key still fit under the
+   * limit, and the Remove names at most maxUnseenDots dots not received here: a context naming
+   * dots far ahead of any this node has seen (or of replicas that never were) would wait for good,
+   * removing every later add of the element that those dots name.
+   */
+  checkRoom(key: string, eks: readonly ElementKey[], unseen: CausalContext): void {
+    const dots = unseen.dotCount();
+    if (dots > this.maxUnseenDots) {
+      throw new PendingRemovesFullError(
+        `the Remove's context names ${dots} dots this node has not received (limit ${this.maxUnseenDots}, --max-remove-unseen-dots); ` +
+          `send the Remove to the node you read from, or retry once replication has caught up`,
+      );
+    }
     const mine = this.byKey.get(key);
     const fresh = new Set(eks.filter((ek) => mine?.has(ek) !== true)).size;
     if (this.count + fresh > this.limit) {

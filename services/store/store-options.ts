@@ -68,6 +68,8 @@ export interface StoreOptions {
   removeLookupLimit?: number;
   /** Most elements whose remove waits for adds not yet received here (pending-removes.ts). */
   maxPendingRemoves?: number;
+  /** Most dots not yet received here that one Remove's context may name (pending-removes.ts). */
+  maxRemoveUnseenDots?: number;
   /** Told when a join was refused because its result would break the type's bounds (counters out of int64). */
   onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
   /** The clock (default Date.now; simulations pass theirs): what received retry filters are compared with, and what adds with a time to live expire on. */

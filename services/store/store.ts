@@ -51,6 +51,7 @@ export class Store extends StoreCore {
       stateLogFromBytes: 64 * 1024,
       removeLookupLimit: 4096,
       maxPendingRemoves: 10_000,
+      maxRemoveUnseenDots: 1_000_000,
       writeBufferBytes: 4 * 1024 * 1024,
       cacheBytes: 8 * 1024 * 1024,
       upgrade: true,
@@ -60,7 +61,7 @@ export class Store extends StoreCore {
     };
     const opened = await openStoreDb(opts);
     try {
-      const pending = await PendingRemoves.load(opened.db, opts.maxPendingRemoves);
+      const pending = await PendingRemoves.load(opened.db, opts.maxPendingRemoves, opts.maxRemoveUnseenDots);
       return new Store(opened.db, opened.nodeId, opened.replicaId, opened.partitions, opts, pending);
     } catch (err) {
       await opened.db.close();

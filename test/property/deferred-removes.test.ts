@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
-import { AWSet, type CausalContext, ObjectType, dotKey } from "../../services/crdt/index.ts";
+import { AWSet, CausalContext, ObjectType, dotKey } from "../../services/crdt/index.ts";
 import { PendingRemovesFullError } from "../../services/store/pending-removes.ts";
 import { Store } from "../../services/store/store.ts";
 
@@ -18,8 +18,8 @@ const root = mkdtempSync(join(tmpdir(), "deltaset-deferred-"));
 after(() => rmSync(root, { recursive: true, force: true }));
 let dirs = 0;
 const partitionOf = () => 0;
-const open = (dir: string, nodeId: string, maxPendingRemoves?: number) =>
-  Store.open({ dir, nodeId, partitions: 1, partitionOf, sync: "buffered", maxPendingRemoves });
+const open = (dir: string, nodeId: string, maxPendingRemoves?: number, maxRemoveUnseenDots?: number) =>
+  Store.open({ dir, nodeId, partitions: 1, partitionOf, sync: "buffered", maxPendingRemoves, maxRemoveUnseenDots });
 const KEY = "k";
 const R = 3;
 const el = (n: number) => Buffer.from(`e${n}`);
@@ -177,6 +177,25 @@ describe("deferred removes (LevelDB store)", () => {
       assert.equal(c.has(el(2)), true);
     } finally {
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it("refuses, changing nothing, a Remove whose context names more unseen dots than the limit", async () => {
+    const b = await open(join(root, `u${dirs++}`), "b", 100, 10);
+    try {
+      await b.add(KEY, [el(1)]);
+      const own = (await b.describe(KEY))!.ctx;
+      // Far ahead of anything made: a replica's dots 1..2^53 (a forged or mistaken context).
+      const forged = own.clone().joinInPlace(CausalContext.fromVector([["x~1", 2 ** 53]]));
+      const before = await b.describe(KEY);
+      await assert.rejects(b.remove(KEY, [el(1)], forged), (err: Error) => err instanceof PendingRemovesFullError && /names 9007199254740992 dots.*--max-remove-unseen-dots/.test(err.message));
+      assert.equal(b.pendingRemoves(KEY), 0);
+      assert.deepEqual(await b.describe(KEY), before);
+      // Up to the limit, the remove waits for those dots as before.
+      const lagging = own.clone().joinInPlace(CausalContext.fromVector([["x~1", 10]]));
+      assert.equal((await b.remove(KEY, [el(1)], lagging)).pending, 1);
+    } finally {
+      await b.close();
     }
   });
 
