@@ -47,8 +47,14 @@ const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops:
  * planHolds that turns false (the receiver's acks were reset meanwhile) ends the stream before
  * the partition it was asked for. Only partitions holding a key here are asked about, ahead of
  * the stream (holdings-prefetch.ts): nothing of an empty one is sent, and a question costs a
- * round trip and claims the partition at the receiver (Contexts' busy). A full-state period
- * plans every partition, so with a few keys most of them are empty.
+ * round trip and claims the partition at the receiver (Contexts' busy).
+ *
+ * Only Algorithm 2 asks. Its full states are catch-ups (a neighbour's restart or reset, a new
+ * neighbour, a delta buffer that no longer covers one), rare and often large, where knowing what
+ * the neighbour holds saves nearly all of it. Algorithm 1 ships full state as its routine (every
+ * period in the full-state mode, every k-th with periodic state): asking first there added a
+ * round trip and the answering work to every push, and the sweep's full-state and Algorithm 1
+ * cells converged 1.3-6x slower than without (npm run eval, one run, README).
  */
 export async function* stateStream(
   src: StateStreamSource,
@@ -70,8 +76,9 @@ export async function* stateStream(
     return h;
   };
   const scan = src.o.store.keyScan();
-  const withKeys = askHoldings === undefined ? new Set<number>() : await partitionsHoldingKeys(src.o.store, parts);
-  const holdingsOf = askHoldings === undefined ? undefined : prefetchedHoldings([...withKeys], askHoldings, src.o.contextsAhead ?? CONTEXTS_AHEAD);
+  const ask = src.o.sync.algorithm === 2 ? askHoldings : undefined;
+  const withKeys = ask === undefined ? new Set<number>() : await partitionsHoldingKeys(src.o.store, parts);
+  const holdingsOf = ask === undefined ? undefined : prefetchedHoldings([...withKeys], ask, src.o.contextsAhead ?? CONTEXTS_AHEAD);
   for (const { partition, seq } of parts) {
     let bytes = 0;
     // What the receiver holds here (catch-up.ts): keys it holds go as their delta, or not at all.

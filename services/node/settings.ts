@@ -231,7 +231,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     },
     {
       flag: "gossip-catch-up-by-contexts", env: "DELTASET_GOSSIP_CATCH_UP_BY_CONTEXTS", path: "gossip.catchUpByContexts", kind: "bool",
-      description: "before pushing a partition's full state to a neighbour, ask what it holds there (Gossip/Contexts) and push each set only what it lacks, and no key it already holds; off: every key goes whole",
+      description: "Algorithm 2: before pushing a partition's full state to a neighbour, ask what it holds there (Gossip/Contexts) and push each set only what it lacks, and no key it already holds; off: every key goes whole. Algorithm 1, whose full states are its routine, always pushes them whole",
       details: "A node back from a restart with its data then receives, and sends, almost nothing instead of every partition from and to each neighbour. A set whose live digest (kept in its header) agrees with the neighbour's, under a context within the neighbour's, is left out without even being read. Counted in deltaset_gossip_transport_events_total, events catch_up_delta_keys, catch_up_keys_skipped (of them catch_up_keys_unread) and catch_up_stale.",
     },
     {

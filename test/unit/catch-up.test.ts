@@ -6,7 +6,7 @@ import { describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 import { type AWSet, ObjectType } from "../../services/crdt/index.js";
 import { AWSetState } from "../../services/gen/deltaset/v1/types.js";
-import { GossipExchange, GossipSimulation, NO_FAULTS } from "../../services/gossip/index.js";
+import { type Algorithm1Config, GossipExchange, GossipSimulation, NO_FAULTS } from "../../services/gossip/index.js";
 import type { StateChunk } from "../../services/gen/deltaset/v1/gossip.js";
 import { partitionOf } from "../../services/gossip/partition.js";
 import { Store } from "../../services/store/store.js";
@@ -144,7 +144,7 @@ describe("catch-up by contexts (simulation)", () => {
 async function node(
   id: string,
   boot: bigint,
-  o: { db?: StoreDb; contextsReplyBytes?: number; contextsClaimMs?: number; contextsAhead?: number; clock?: () => number } = {},
+  o: { db?: StoreDb; contextsReplyBytes?: number; contextsClaimMs?: number; contextsAhead?: number; clock?: () => number; sync?: Algorithm1Config } = {},
 ): Promise<{ store: Store; x: GossipExchange }> {
   const store = await Store.open({ dir: "memory", db: o.db, nodeId: id, replicaId: `${id}~${boot}`, partitions: PARTITIONS, partitionOf, sync: "buffered" });
   const x = await GossipExchange.create(
@@ -271,6 +271,13 @@ describe("catch-up by contexts (exchange)", () => {
     );
     assert.deepEqual(asked, order.filter((q) => holding.has(q)), "each partition holding a key once, in stream order");
     assert.deepEqual(new Set(chunks.map((c) => c.key)), new Set(keys), "every key still sent whole");
+    // Algorithm 1 pushes full state as its routine: whole, without asking.
+    const alg1 = await node("a1", 12n, { sync: { algorithm: 1, transitive: true, choose: "state" } });
+    for (const k of keys) await alg1.store.add(k, [b("v")]);
+    asked.length = 0;
+    const whole = await collect(alg1.x.stateStream(order.map((partition) => ({ partition, seq: 0 })), async (partition) => (asked.push(partition), undefined)));
+    assert.deepEqual(asked, [], "Algorithm 1 asked");
+    assert.deepEqual(new Set(whole.map((c) => c.key)), new Set(keys));
   });
 
   it("a stream that ends, even one without any chunk, ends its sender's claims", async () => {

@@ -1,8 +1,8 @@
-// The full-state mode (Algorithm 1, every partition pushed every period) with catch-up by
-// contexts, between real node processes that prove every peer call with a cluster key: a push asks
-// its neighbour only about the partitions holding a key, and once its stream ends (carrying nothing
-// when the neighbour holds it all) its claims on them end too, so the other neighbour pushing the
-// same partitions is not turned away (answered busy, then sent every set whole).
+// The full-state mode (Algorithm 1, every partition pushed every period) between real node
+// processes that prove every peer call with a cluster key: its pushes go whole, without asking the
+// neighbour what it holds (Gossip/Contexts). Asking is for Algorithm 2's catch-ups; before every
+// routine push it cost a round trip and the answering work, and the sweep's state-based cells
+// converged several times slower.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +10,6 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { sumSamples } from "../../services/chaos/eval/counters.ts";
 import { call } from "../../services/client/rpc.ts";
-import { partitionOf } from "../../services/gossip/partition.ts";
 import { generateClusterKey } from "../../services/node/cluster-keys.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
@@ -41,8 +40,8 @@ after(async () => {
 const event = async (i: number, e: string) => sumSamples(await (await fetch(`http://${METRICS[i]}/metrics`)).text(), "deltaset_gossip_transport_events_total", { event: e });
 const total = async (e: string) => (await Promise.all([0, 1, 2].map((i) => event(i, e)))).reduce((a, b) => a + b, 0);
 
-describe("full-state pushes by contexts (real nodes, cluster key)", () => {
-  it("ask only about partitions holding a key, and leave no claim behind that turns the other neighbour away", async () => {
+describe("full-state pushes (real nodes, cluster key)", () => {
+  it("go whole every period, asking no Contexts, and bring every set to every node", async () => {
     for (const key of KEYS) await c.replica(0, (r) => call(r, r.add, { key, elements: [Buffer.from(`${key}-1`), Buffer.from(`${key}-2`)], texts: [] }));
     await eventually(
       "every node holds every set",
@@ -50,20 +49,11 @@ describe("full-state pushes by contexts (real nodes, cluster key)", () => {
       (rs) => rs.every((q) => Number(q.size) === 2),
       30_000,
     );
-    const before = { answered: await total("contexts_answered"), busy: await total("contexts_answered_busy"), streams: await total("state_streams_received") };
-    await new Promise((r) => setTimeout(r, 3000));
-    const answered = (await total("contexts_answered")) - before.answered;
-    const busy = (await total("contexts_answered_busy")) - before.busy;
+    const before = { streams: await total("state_streams_received"), bytes: await total("state_bytes_applied") };
+    await new Promise((r) => setTimeout(r, 2000));
     const streams = (await total("state_streams_received")) - before.streams;
-    const holding = new Set(KEYS.map((k) => partitionOf(k, PARTITIONS))).size;
-    assert.ok(streams >= 10 && answered > 0, `streams ${streams}, Contexts answered ${answered}`);
-    // Every partition is planned each period; only those holding a key are asked about (asked
-    // ahead, so a stream received after the window may have been asked about inside it).
-    assert.ok(answered / streams <= holding + 0.5, `${answered} Contexts for ${streams} streams, ${holding} of ${PARTITIONS} partitions holding keys`);
-    // Each node is pushed to by both others every period; a claim left behind by a push that sent
-    // nothing turned the other one away almost every time (85-92% of answers busy, measured). Now
-    // only pushes that overlap in time do (3% on an idle machine, up to 28% on a loaded one, at a
-    // 100 ms period; the period here is longer).
-    assert.ok(busy <= answered * 0.5, `${busy} of ${answered} Contexts answered busy`);
+    assert.ok(streams >= 10, `streams received: ${streams}`);
+    assert.equal(await total("contexts_answered"), 0, "Contexts asked in the full-state mode");
+    assert.ok((await total("state_bytes_applied")) > before.bytes, "states pushed whole each period");
   });
 });
