@@ -5,6 +5,8 @@
 import * as grpc from "@grpc/grpc-js";
 import type { ClusterKeyring } from "../../services/node/cluster-keys.ts";
 import { PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
+import { trailingMacField } from "../../services/client/peer-clients.ts";
+import { withTrailingMac } from "../../services/common/trailing-mac.ts";
 import type { CallKind } from "./seeds.ts";
 
 const pass = (b: Buffer) => b;
@@ -41,8 +43,8 @@ export class RawSender {
   /**
    * One call. `frames` is one request for unary and server-stream calls, the messages of a client
    * or bidirectional stream. With a signer the call carries a proof over the bytes (or the stream
-   * marker), and each message of a bidirectional stream its MAC, appended as its last field the
-   * way a node writes it (GossipFrame.mac, field 9), so mutants reach the handler.
+   * marker), and each message of a stream its MAC, appended as its last field the way a node
+   * writes it (GossipFrame.mac, field 9; StateChunk.mac, field 20), so mutants reach the handler.
    */
   send(path: string, kind: CallKind, frames: Buffer[], signer: Signer | undefined, deadlineMs: number): Promise<Outcome> {
     const metadata = new grpc.Metadata();
@@ -51,9 +53,8 @@ export class RawSender {
     if (signer !== undefined) {
       const body = streamed ? STREAM_BODY : bodyDigest(frames[0]!);
       metadata.set(PROOF_HEADER, signProof(signer.keys, path, signer.nodeId, body, Date.now(), nonce));
-      if (kind === "bidiStream") {
-        frames = frames.map((f, i) => Buffer.concat([f, Buffer.from([(9 << 3) | 2, 32]), signStreamMessage(signer.keys, "frame", path, nonce, i, bodyDigest(f))]));
-      }
+      const macField = streamed ? trailingMacField(path, "request") : undefined;
+      if (macField !== undefined) frames = frames.map((f, i) => withTrailingMac(f, macField, signStreamMessage(signer.keys, "frame", path, nonce, i, bodyDigest(f))));
     }
     const options: grpc.CallOptions = { deadline: Date.now() + deadlineMs };
     const c = this.client();
