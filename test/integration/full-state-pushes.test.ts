@@ -14,7 +14,7 @@ import { generateClusterKey } from "../../services/node/cluster-keys.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "deltaset-full-state-contexts-"));
+const dir = mkdtempSync(join(tmpdir(), "deltaset-full-state-pushes-"));
 const keyFile = join(dir, "cluster.key");
 const HOSTS = [1, 2, 3].map((i) => `127.0.7.${i}`);
 const METRICS = HOSTS.map((h) => `${h}:7892`);
