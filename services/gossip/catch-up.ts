@@ -106,8 +106,9 @@ export async function* deltaChunks(store: Store, key: string, since: CausalConte
  * for a partition claims it for `claimMs`; its push's first chunk of the partition holds the claim
  * until the push finishes the partition or ends. Another neighbour asking meanwhile is told busy.
  * When a push stream ends, every claim of its sender ends with it: a push asks about partitions
- * it then sends nothing of (every key held alike, or no end marker under Algorithm 1), and those
- * claims would otherwise turn every other neighbour away for claimMs.
+ * ahead of its stream and may send nothing of some (it ended at its byte budget or failed first,
+ * or they were all deferred), and those claims would otherwise turn every other neighbour away
+ * for claimMs.
  */
 export class PartitionClaims {
   private readonly claims = new Map<number, { from: string; until: number }>();

@@ -14,9 +14,9 @@ export type HoldingsOf<H> = (partition: number, startAfter?: string) => Promise<
 /**
  * holdingsOf for a push of these partitions, in this order: the first page of each is asked up to
  * `ahead` partitions before the stream reaches it. A partition the stream never reaches (it ended
- * at its byte budget) may have been asked: the neighbour's claim on it then lapses after its
- * claim time (--gossip-contexts-claim-ms). Answers nobody takes are still observed, so a failed
- * one is never an unhandled rejection.
+ * at its byte budget) may have been asked: the neighbour ends that claim when the stream ends
+ * (PartitionClaims.streamEnded). Answers nobody takes are still observed, so a failed one is
+ * never an unhandled rejection.
  */
 export function prefetchedHoldings<H>(partitions: readonly number[], ask: HoldingsOf<H>, ahead: number): HoldingsOf<H> {
   const asked = new Map<number, Promise<H>>();

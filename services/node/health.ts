@@ -5,6 +5,7 @@
 // outside the set is answered SERVICE_UNKNOWN (Watch, which the set never grows to include) or
 // NOT_FOUND (Check) and nothing is kept for it.
 import type * as grpc from "@grpc/grpc-js";
+import { status as grpcStatus } from "@grpc/grpc-js";
 import { service as healthService } from "grpc-health-check";
 
 export type ServingStatus = "SERVING" | "NOT_SERVING";
@@ -42,7 +43,7 @@ export class NodeHealth {
       check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
         const status = this.statuses.get(call.request.service);
         if (status !== undefined) return callback(null, { status });
-        callback({ code: 5, details: `health status unknown for service ${call.request.service.slice(0, NAME_ECHO)}` });
+        callback({ code: grpcStatus.NOT_FOUND, details: `health status unknown for service ${call.request.service.slice(0, NAME_ECHO)}` });
       },
       watch: (call: grpc.ServerWritableStream<{ service: string }, unknown>) => {
         const name = call.request.service;

@@ -49,7 +49,7 @@ export class PendingRemoves {
    * Load every pending remove of a data directory. limit: elements with a pending remove;
    * maxUnseenDots: dots not yet received here that one Remove may name.
    */
-  static async load(db: StoreDb, limit: number, maxUnseenDots = Number.POSITIVE_INFINITY): Promise<PendingRemoves> {
+  static async load(db: StoreDb, limit: number, maxUnseenDots: number): Promise<PendingRemoves> {
     const p = new PendingRemoves(limit, maxUnseenDots);
     const range = { gte: Buffer.from([META, PENDING]), lt: Buffer.from([META, PENDING + 1]) };
     for await (const [k, v] of db.iterator(range)) {
