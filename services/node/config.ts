@@ -169,6 +169,11 @@ export interface NodeConfig {
    * whoever reaches the port: reads, writes, deletes, merges).
    */
   insecureClients: boolean;
+  /**
+   * Accept unary peer calls whose proof names no body digest in metadata (nodes of an earlier
+   * version, during a rolling upgrade): their messages are decoded before the proof is checked.
+   */
+  peerLegacyProofs: boolean;
   /** HTTP/2 streams (calls) one client connection may have open at once; more wait for one to end. */
   maxConcurrentStreams: number;
   /** Toxiproxy API used to route peer links through per-link proxies (chaos runs). */
@@ -256,6 +261,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   tls: {},
   insecurePeers: false,
   insecureClients: false,
+  peerLegacyProofs: false,
   maxConcurrentStreams: 1000,
   metricsExpose: false,
 };

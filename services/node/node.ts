@@ -159,6 +159,7 @@ export async function startNode(
     const peerAuth = peerAuthInterceptor({
       keys: () => creds.keys,
       mutualTls: () => tls?.mutual === true,
+      legacyProofs: () => config.peerLegacyProofs,
       log: nodeLog,
       onRefused: telemetry?.onRefused,
     });
@@ -192,15 +193,16 @@ export async function startNode(
       clientAuth: creds.tokens ? `bearer tokens (${creds.tokens.size})` : "off",
       peerAuth: [creds.keys ? `cluster keys ${creds.keys.fingerprints().join(",")}` : "", tls?.mutual ? "node certificates" : ""].filter(Boolean).join(" + ") || "off",
     };
-    if (!peersAuthenticated && !isLoopbackHost(config.listen)) {
-      nodeLog.warn("--insecure-peers: peer calls are NOT authenticated on a non-loopback address: anyone who reaches it can gossip data in and change membership", { listen: config.listen, ...security });
-    } else if (creds.tokens === undefined && !isLoopbackHost(config.listen)) {
-      nodeLog.warn("--insecure-clients: the client API is open on a non-loopback address: anyone who reaches it can read, write, delete and merge every key", { listen: config.listen, ...security });
-    } else if (tls === undefined && !isLoopbackHost(config.listen)) {
-      nodeLog.warn("serving WITHOUT TLS on a non-loopback address: traffic can be read and client tokens stolen on the way; set --tls-cert and --tls-key", { listen: config.listen, ...security });
-    } else {
-      nodeLog.info("security", security);
+    // Every weakness that applies is logged (each its own warning); the summary alone when none.
+    const weaknesses: string[] = [];
+    if (!isLoopbackHost(config.listen)) {
+      if (!peersAuthenticated) weaknesses.push("--insecure-peers: peer calls are NOT authenticated on a non-loopback address: anyone who reaches it can gossip data in and change membership");
+      if (creds.tokens === undefined) weaknesses.push("--insecure-clients: the client API is open on a non-loopback address: anyone who reaches it can read, write, delete and merge every key");
+      if (tls === undefined) weaknesses.push("serving WITHOUT TLS on a non-loopback address: traffic can be read and client tokens stolen on the way; set --tls-cert and --tls-key");
     }
+    if (creds.keys !== undefined && config.peerLegacyProofs) weaknesses.push("--peer-legacy-proofs: unary peer calls without a body digest are accepted (for a rolling upgrade): their messages are decoded before their proofs are checked; turn it off once every node is upgraded");
+    for (const w of weaknesses) nodeLog.warn(w, { listen: config.listen, ...security });
+    if (weaknesses.length === 0) nodeLog.info("security", security);
     const port = await bind(server, config.listen, creds.serverCredentials());
     watchTlsHandshakes(server, nodeLog, (f) => telemetry?.onTlsHandshakeFailure?.(f.reason));
     const host = config.listen.slice(0, config.listen.lastIndexOf(":"));

@@ -2,8 +2,10 @@
 // peer (peer-proof.ts), and a server interceptor that lets a Gossip or Membership protocol call
 // (Exchange, ExchangeStream, PushState, HandOver, Contexts, Join, Leave, Ping, PingReq) reach its handler
 // only when
-//  - with a cluster key: it carries a valid, fresh, never-seen proof (and, on ExchangeStream and
-//    PushState, every frame or chunk carries a valid MAC for its index on the stream);
+//  - with a cluster key: it carries a valid, fresh, never-seen proof, checked from the metadata
+//    before any message is read (a unary call names the digest of its message beside the proof,
+//    and the message must then have it), and on ExchangeStream and PushState every frame or chunk
+//    carries a valid MAC for its index on the stream;
 //  - with mutual TLS: its connection presented a node certificate (peer-identity.ts);
 //  - the node id the proof and the certificate name is the sender the message claims (`from`,
 //    Join's `self`, Leave's `node_id`; every frame of ExchangeStream; the first chunk of a
@@ -28,10 +30,12 @@ import {
   type ProofRefusal,
   REPLY_HEADER,
   ReplayCache,
+  BODY_HEADER,
   STREAM_BODY,
   bodyDigest,
   fresh,
   newNonce,
+  parseBodyDigest,
   parseProof,
   replyValid,
   signProof,
@@ -46,7 +50,7 @@ import { NO_MAC, withTrailingMac } from "../common/trailing-mac.js";
 import { passThrough } from "./pass-through.js";
 import { STATE_SENDER_HEADER } from "../gossip/state-receive.js";
 
-export type PeerRefusal = ProofRefusal | CertificateRefusal | "sender-mismatch" | "stream-mac-invalid";
+export type PeerRefusal = ProofRefusal | CertificateRefusal | "proof-body-missing" | "proof-body-mismatch" | "sender-mismatch" | "stream-mac-invalid";
 
 /** The sender a peer request claims, by method path. */
 const SENDER: Record<string, (m: any) => unknown> = {
@@ -118,6 +122,8 @@ const MESSAGES: Record<PeerRefusal, string> = {
   "peer-certificate": "peer calls need mutual TLS with a node certificate issued by the cluster CA",
   "peer-certificate-role": "the client certificate has no peer role (extended key usage serverAuth and clientAuth)",
   "peer-certificate-identity": "the client certificate names no single node id (URI SAN spiffe://deltaset/node/<id>)",
+  "proof-body-missing": `a unary peer call on this node names its message's digest in metadata ${BODY_HEADER} beside the proof (a node of an earlier version sends none: upgrade it, or run this node with --peer-legacy-proofs during the upgrade)`,
+  "proof-body-mismatch": "the message is not the one the peer proof covers",
   "sender-mismatch": "the authenticated node id is not the sender the message names",
   "stream-mac-invalid": "a message on this peer stream carries no valid cluster key MAC for its place in the stream",
 };
@@ -152,6 +158,11 @@ export interface PeerAuthOptions {
   /** Mutual TLS is on (a cluster CA is configured). */
   mutualTls: () => boolean;
   log: Logger;
+  /**
+   * Accept a unary call whose proof names no body digest in metadata (a node of an earlier
+   * version), checking it once its message is decoded; refused otherwise. Read at each call.
+   */
+  legacyProofs?: () => boolean;
   /** Observes refusals (metrics). */
   onRefused?: (service: string, reason: PeerRefusal) => void;
   now?: () => number;
@@ -183,6 +194,8 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     let proof: unknown;
     let messages = 0;
     let replyDigest: string | undefined;
+    /** A unary call's body digest, as its metadata names it and its proof covers. */
+    let claimedBody: string | undefined;
     /** The first refusal of a call: counted and logged (later ones of the same call are not). */
     const report = (reason: PeerRefusal, claimed?: unknown): boolean => {
       if (refused) return false;
@@ -240,8 +253,19 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
               if (parsed === undefined) return refuse("proof-malformed");
               if (!fresh(parsed, now(), skew)) return refuse("proof-stale", parsed.nodeId);
               nonce = parsed.nonce;
-              // A stream's proof covers its start; a unary call's waits for the message it signs.
-              if (method.requestStream && !prove(STREAM_BODY)) return;
+              // A stream's proof covers its start. A unary call's covers its message, whose digest the
+              // metadata names: the proof is checked before any message byte is read or decoded.
+              if (method.requestStream) {
+                if (!prove(STREAM_BODY)) return;
+              } else {
+                const named = metadata.get(BODY_HEADER);
+                claimedBody = parseBodyDigest(named[0]);
+                if (claimedBody !== undefined) {
+                  if (!prove(claimedBody)) return;
+                } else if (named.length > 0) return refuse("proof-malformed", parsed.nodeId);
+                else if (o.legacyProofs?.() !== true) return refuse("proof-body-missing", parsed.nodeId);
+                // else an earlier version's proof: checked against the message once decoded (below).
+              }
             }
             // PushState may name its sender in metadata too (for a stream without chunks): it must
             // be the authenticated one.
@@ -256,9 +280,13 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
               if (marks && typeof message === "object" && message !== null) pass(markStreamRefused(message, { code: grpc.status.UNAUTHENTICATED, details: "an earlier message of this stream was refused" }));
               return;
             }
-            if (keys !== undefined && !method.requestStream && !prove(digestOf(path, message as object))) return;
-            const index = messages++;
             const sender = SENDER[path]!(message);
+            if (keys !== undefined && !method.requestStream) {
+              if (claimedBody === undefined) {
+                if (!prove(digestOf(path, message as object))) return;
+              } else if (digestOf(path, message as object) !== claimedBody) return refuse("proof-body-mismatch", sender);
+            }
+            const index = messages++;
             // Every message of a request stream (ExchangeStream's frames, PushState's chunks) carries
             // a MAC for its index on the stream: the proof at the start covers no message.
             if (method.requestStream && keys !== undefined) {
@@ -383,6 +411,7 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
       const h = held!;
       held = undefined;
       h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now(), nonce));
+      if (!def.requestStream) h.metadata.set(BODY_HEADER, body);
       h.next(h.metadata, verify);
     };
     return new grpc.InterceptingCall(call, {

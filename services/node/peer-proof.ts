@@ -7,6 +7,12 @@
 // installed key, its time is within the skew window of this node's clock, and its nonce was not
 // seen within that window (a bounded replay cache). Pure functions plus the cache; no gRPC here.
 //
+// A unary call also names its body digest in the metadata
+//   deltaset-peer-body: <body digest>
+// so the receiver verifies the proof from the metadata alone, before it reads or decodes any
+// message bytes (an unauthenticated caller never gets a message decoded), and then checks that the
+// message that arrives has that digest.
+//
 // The answer to a signed call is signed too, in a trailer
 //   deltaset-peer-reply: v1 <mac>
 // with mac = HMAC-SHA256(signing key, "deltaset-peer-reply/v1" LF method path LF the request's
@@ -24,6 +30,8 @@ export const DEFAULT_SKEW_MS = 60_000;
 export const DEFAULT_REPLAY_CAPACITY = 200_000;
 /** The body digest of a client stream's proof. */
 export const STREAM_BODY = "-";
+/** Metadata naming a unary call's body digest (the one its proof covers). */
+export const BODY_HEADER = "deltaset-peer-body";
 
 export interface ProofFields {
   path: string;
@@ -89,6 +97,11 @@ export function parseProof(value: unknown): ParsedProof | undefined {
   const m = PROOF.exec(value);
   if (m === null) return undefined;
   return { nodeId: m[1]!, unixMs: Number(m[2]), nonce: m[3]!, mac: Buffer.from(m[4]!, "base64url") };
+}
+
+/** The body digest a unary call's metadata names; undefined when absent or not a SHA-256 in hex. */
+export function parseBodyDigest(value: unknown): string | undefined {
+  return typeof value === "string" && /^[0-9a-f]{64}$/.test(value) ? value : undefined;
 }
 
 /** True when the proof's time is within the window around `now`. */

@@ -366,6 +366,11 @@ export const SECURITY_SETTINGS: SettingGroup = {
       details: "The client API (Replica: reads, writes, Delete, Merge, Import) is then open to whoever reaches the port: keep them out with a NetworkPolicy or firewall.",
     },
     {
+      flag: "peer-legacy-proofs", env: "DELTASET_PEER_LEGACY_PROOFS", path: "peerLegacyProofs", kind: "bool", bare: true,
+      description: "with a cluster key, also accept unary peer calls from nodes of an earlier version, whose proofs name no body digest (for a rolling upgrade; off after it)",
+      details: "Such a call's message is decoded before its proof can be checked, so while this is on an unauthenticated caller can make the node decode messages up to --max-message-bytes.",
+    },
+    {
       flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,
       description: "bearer tokens, `[read,write,admin] <token>` per line (a bare token: read and write; Merge and Import need admin); health and reflection stay open",
     },

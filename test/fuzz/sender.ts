@@ -4,7 +4,7 @@
 // is signed as it is). Every call resolves to the status code it ended with; none rejects.
 import * as grpc from "@grpc/grpc-js";
 import type { ClusterKeyring } from "../../services/node/cluster-keys.ts";
-import { PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
+import { BODY_HEADER, PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
 import { trailingMacField } from "../../services/client/peer-clients.ts";
 import { withTrailingMac } from "../../services/common/trailing-mac.ts";
 import type { CallKind } from "./seeds.ts";
@@ -53,6 +53,7 @@ export class RawSender {
     if (signer !== undefined) {
       const body = streamed ? STREAM_BODY : bodyDigest(frames[0]!);
       metadata.set(PROOF_HEADER, signProof(signer.keys, path, signer.nodeId, body, Date.now(), nonce));
+      if (!streamed) metadata.set(BODY_HEADER, body);
       const macField = streamed ? trailingMacField(path, "request") : undefined;
       if (macField !== undefined) frames = frames.map((f, i) => withTrailingMac(f, macField, signStreamMessage(signer.keys, "frame", path, nonce, i, bodyDigest(f))));
     }

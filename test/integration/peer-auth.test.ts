@@ -15,7 +15,7 @@ import { MemberState, MembershipService } from "../../services/gen/deltaset/v1/m
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
-import { PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
+import { BODY_HEADER, PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
 import { withTrailingMac } from "../../services/common/trailing-mac.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { eventually } from "../helpers/eventually.ts";
@@ -70,6 +70,7 @@ function injection(from: string, key: string, element: string): GossipFrame {
 function proof(keys: typeof keyring, path: string, nodeId: string, body: string): grpc.Metadata {
   const md = new grpc.Metadata();
   md.set(PROOF_HEADER, signProof(keys, path, nodeId, body, Date.now()));
+  md.set(BODY_HEADER, body); // the digest the proof covers, named so it is checked before decoding
   return md;
 }
 
@@ -355,7 +356,10 @@ describe("safe defaults", () => {
 
   it("with --insecure-peers, start and warn (here the bind then fails: the address is not local)", async () => {
     const r = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nl2"), "--insecure-peers", "--insecure-clients"]);
+    // Every weakness that applies gets its own warning.
     assert.match(r.stderr, /"level":"warn","msg":"--insecure-peers: peer calls are NOT authenticated/);
+    assert.match(r.stderr, /"level":"warn","msg":"--insecure-clients: the client API is open/);
+    assert.match(r.stderr, /"level":"warn","msg":"serving WITHOUT TLS/);
     assert.doesNotMatch(r.stderr, /neither a cluster key/);
   });
 
@@ -363,8 +367,10 @@ describe("safe defaults", () => {
     const refused = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nc"), "--cluster-key-file", keyFile]);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /without client tokens \(--auth-tokens-file\).*--insecure-clients/);
-    const open = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nc2"), "--cluster-key-file", keyFile, "--insecure-clients"]);
+    const open = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nc2"), "--cluster-key-file", keyFile, "--insecure-clients", "--peer-legacy-proofs"]);
     assert.match(open.stderr, /"level":"warn","msg":"--insecure-clients: the client API is open/);
+    assert.match(open.stderr, /"level":"warn","msg":"--peer-legacy-proofs: unary peer calls without a body digest are accepted/);
+    assert.doesNotMatch(open.stderr, /--insecure-peers: peer calls/);
     assert.doesNotMatch(open.stderr, /without client tokens/);
   });
 });
