@@ -226,6 +226,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     streamForwardedAdds: 16,
     maxWatchers: 1000,
     watchBuffer: 10_000,
+    streamStallMs: 60_000,
     maxFilterBytes: 16 * 1024 * 1024,
     maxRequestIdBytes: 128,
   },

@@ -159,6 +159,7 @@ export const LIMITS_SETTINGS: SettingGroup = {
       details: "Bounds what one connection can hold open: without it a caller could open streams without end and never read them.",
     },
     { flag: "max-watchers", env: "DELTASET_MAX_WATCHERS", path: "limits.maxWatchers", kind: "int", description: "Watch streams a node serves at once; one more answers RESOURCE_EXHAUSTED" },
+    { flag: "stream-stall-ms", env: "DELTASET_STREAM_STALL_MS", path: "limits.streamStallMs", kind: "int", description: "how long a Scan or Export waits for its reader to take a chunk before it ends the stream (RESOURCE_EXHAUSTED: resume where it stopped); the store read it holds is then closed" },
     { flag: "watch-buffer", env: "DELTASET_WATCH_BUFFER", path: "limits.watchBuffer", kind: "int", description: "events a Watch stream may fall behind by before the node ends it (RESOURCE_EXHAUSTED: resume from the last event's context); writes never wait for watchers" },
     { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter and the tombstone filter of an awset-prob key, created or received" },
     { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers INVALID_ARGUMENT" },

@@ -1,7 +1,6 @@
 // The Export and Import calls of the Replica service: their requests checked against the limits,
 // Export's chunks streamed with back-pressure (export-stream.ts), Import's stream applied
 // (import-apply.ts). Errors become gRPC statuses, and every call is observed like the others.
-import { once } from "node:events";
 import { type ServerReadableStream, type ServerWritableStream, type sendUnaryData, status } from "@grpc/grpc-js";
 import type { CausalContext, ObjectType } from "../crdt/index.js";
 import type { ExportChunk, ExportRequest, ImportResponse } from "../gen/deltaset/v1/replica.js";
@@ -11,6 +10,7 @@ import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
 import { exportChunks } from "./export-stream.js";
 import { applyImport } from "./import-apply.js";
 import type { Limits } from "./limits.js";
+import { awaitReader } from "./reader-wait.js";
 import { checkKey, sinceFrom } from "./validation.js";
 
 export interface ExportCallsDeps {
@@ -54,7 +54,7 @@ export function exportCalls(deps: ExportCallsDeps) {
         for await (const chunk of exportChunks(store, key, opts)) {
           if (cancelled) break;
           // Back-pressure: read no further until the client has taken what was sent.
-          if (!call.write(chunk)) await Promise.race([once(call, "drain"), once(call, "cancelled")]);
+          if (!call.write(chunk)) await awaitReader(call, limits.streamStallMs, "export again with the same since (importing the chunks that arrived is safe)");
         }
         if (!cancelled) call.end();
         deps.onCall?.("Export", 0, performance.now() - started);

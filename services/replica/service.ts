@@ -1,6 +1,5 @@
 // The Replica gRPC service: validates each request, runs it on the store, and reports local
 // deltas to the anti-entropy layer. Bad input answers a clear status and changes nothing.
-import { once } from "node:events";
 import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from "@grpc/grpc-js";
 import {
   type AWSet,
@@ -21,6 +20,7 @@ import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { OwnersResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
+import { awaitReader } from "./reader-wait.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
@@ -242,7 +242,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
           });
           first = false;
           // Back-pressure: read no further until the client has taken what was sent.
-          if (!ok) await Promise.race([once(call, "drain"), once(call, "cancelled")]);
+          if (!ok) await awaitReader(call, limits.streamStallMs, "resume with start_after set to the last member received");
         }
         if (!cancelled) {
           call.write({

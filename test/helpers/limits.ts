@@ -22,6 +22,7 @@ export function testLimits(overrides: Partial<Limits> = {}): Limits {
     streamForwardedAdds: 16,
     maxWatchers: 1000,
     watchBuffer: 10_000,
+    streamStallMs: 60_000,
     ...overrides,
   };
 }

@@ -4561,7 +4561,11 @@ export const ReplicaService = {
     responseSerialize: (value: QueryResponse): Buffer => Buffer.from(QueryResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): QueryResponse => QueryResponse.decode(value),
   },
-  /** Stream every member of the set at key in element order, in bounded chunks. */
+  /**
+   * Stream every member of the set at key in element order, in bounded chunks. A reader that takes
+   * nothing for the node's --stream-stall-ms (60 s) has its stream ended RESOURCE_EXHAUSTED: go on
+   * with start_after set to the last member received.
+   */
   scan: {
     path: "/deltaset.v1.Replica/Scan" as const,
     requestStream: false as const,
@@ -4609,7 +4613,10 @@ export const ReplicaService = {
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
    * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
-   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile. A
+   * reader that takes nothing for the node's --stream-stall-ms (60 s) has its stream ended
+   * RESOURCE_EXHAUSTED: export again, with the since the cut one had (an Import of the chunks that
+   * arrived is safe, and a later full one completes it).
    */
   export: {
     path: "/deltaset.v1.Replica/Export" as const,
@@ -4758,7 +4765,11 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query: handleUnaryCall<QueryRequest, QueryResponse>;
-  /** Stream every member of the set at key in element order, in bounded chunks. */
+  /**
+   * Stream every member of the set at key in element order, in bounded chunks. A reader that takes
+   * nothing for the node's --stream-stall-ms (60 s) has its stream ended RESOURCE_EXHAUSTED: go on
+   * with start_after set to the last member received.
+   */
   scan: handleServerStreamingCall<ScanRequest, ScanChunk>;
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
@@ -4782,7 +4793,10 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
    * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
-   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile. A
+   * reader that takes nothing for the node's --stream-stall-ms (60 s) has its stream ended
+   * RESOURCE_EXHAUSTED: export again, with the since the cut one had (an Import of the chunks that
+   * arrived is safe, and a later full one completes it).
    */
   export: handleServerStreamingCall<ExportRequest, ExportChunk>;
   /**
@@ -4914,7 +4928,11 @@ export interface ReplicaClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: QueryResponse) => void,
   ): ClientUnaryCall;
-  /** Stream every member of the set at key in element order, in bounded chunks. */
+  /**
+   * Stream every member of the set at key in element order, in bounded chunks. A reader that takes
+   * nothing for the node's --stream-stall-ms (60 s) has its stream ended RESOURCE_EXHAUSTED: go on
+   * with start_after set to the last member received.
+   */
   scan(request: ScanRequest, options?: Partial<CallOptions>): ClientReadableStream<ScanChunk>;
   scan(request: ScanRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<ScanChunk>;
   /**
@@ -4967,7 +4985,10 @@ export interface ReplicaClient extends Client {
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
    * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
-   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile. A
+   * reader that takes nothing for the node's --stream-stall-ms (60 s) has its stream ended
+   * RESOURCE_EXHAUSTED: export again, with the since the cut one had (an Import of the chunks that
+   * arrived is safe, and a later full one completes it).
    */
   export(request: ExportRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportChunk>;
   export(
