@@ -9,6 +9,7 @@ import { unwatchFile, watchFile } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { type TokenSet, loadTokens } from "./auth.js";
 import { type ClusterKeyring, loadClusterKeys } from "./cluster-keys.js";
+import { worldReadable } from "./secret-files.js";
 import type { NodeConfig } from "./config.js";
 import type { Logger } from "../common/logger.js";
 import { certificateValidity } from "./peer-identity.js";
@@ -71,9 +72,23 @@ export class NodeCredentials {
     this.provider = this.tls === undefined ? undefined : new SwappableProvider(this.tls);
   }
 
-  /** Log through the node's logger (known once the store is open). */
+  /** Log through the node's logger (known once the store is open); warns about open secret files. */
   useLogger(log: Logger): void {
     this.log = log;
+    this.warnOpenSecrets();
+  }
+
+  /** A warning for each secret file every user of the host may read (secret-files.ts). */
+  private warnOpenSecrets(): void {
+    const c = this.config;
+    const files = [
+      { what: "auth tokens file", path: c.authTokensFile },
+      { what: "cluster key file", path: c.clusterKeyFile },
+      { what: "TLS private key", path: this.tls === undefined ? undefined : c.tls.key },
+    ];
+    for (const f of worldReadable(files)) {
+      this.log.warn(`the ${f.what} is readable by every user of this host: chmod o-r it (600, or 440 with a group)`, { path: f.path, mode: f.mode });
+    }
   }
 
   /**
@@ -130,6 +145,7 @@ export class NodeCredentials {
       ...(this.tokens ? { tokens: this.tokens.size } : {}),
       ...(this.keys ? { clusterKeys: this.keys.fingerprints() } : {}),
     });
+    this.warnOpenSecrets();
     this.checkExpiry();
     return changed;
   }
