@@ -42,8 +42,16 @@ export function keyAfter(a: string, b: string): boolean {
 /**
  * The keys of one partition with their contexts (AWSET) or digests (types stored whole), in key
  * order, until their encoded size would pass maxBytes (at least one key). complete: all listed.
+ * Answered once what it read is durable: reads see queued writes, and a neighbour skips sending
+ * what the answer says is held here.
  */
 export async function partitionHoldings(store: Store, partition: number, maxBytes: number, after?: string): Promise<{ keys: KeyContext[]; complete: boolean }> {
+  const listed = await listHoldings(store, partition, maxBytes, after);
+  await store.written();
+  return listed;
+}
+
+async function listHoldings(store: Store, partition: number, maxBytes: number, after?: string): Promise<{ keys: KeyContext[]; complete: boolean }> {
   const keys: KeyContext[] = [];
   let bytes = 0;
   for await (const key of after === undefined || after === "" ? store.keys(partition) : store.keysWithPrefix(partition, "", after)) {

@@ -479,6 +479,8 @@ export function validateConfig(c: NodeConfig): void {
   for (const [k, v] of Object.entries(c.ttlSweep)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`ttlSweep.${k} must be a positive integer, not ${v}`);
   const l = c.limits;
   for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
+  // Node runs a longer timer at once.
+  if (l.streamStallMs > 2 ** 31 - 1) throw new ConfigError(`limits.streamStallMs (--stream-stall-ms) must be at most 2147483647 (about 24.8 days), not ${l.streamStallMs}`);
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");
   if (l.defaultScanChunk > l.maxScanChunk) throw new ConfigError("limits.defaultScanChunk exceeds limits.maxScanChunk");
   if (l.defaultExportChunk > l.maxExportChunk) throw new ConfigError("limits.defaultExportChunk exceeds limits.maxExportChunk");

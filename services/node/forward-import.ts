@@ -7,6 +7,7 @@
 // alone) and the client may import the whole export again, which is idempotent.
 import * as grpc from "@grpc/grpc-js";
 import type { ExportChunk, ImportResponse, ReplicaClient } from "../gen/deltaset/v1/replica.js";
+import { channelReady } from "./channel-ready.js";
 
 type ImportCall = grpc.ServerReadableStream<ExportChunk, ImportResponse>;
 type Target = { nodeId: string; address: string };
@@ -62,7 +63,7 @@ async function proxy(router: ImportRouter, call: ImportCall, callback: grpc.send
   const callDeadline = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
   let target: Target | undefined;
   for (const [i, t] of targets.entries()) {
-    if (await ready(router.client(t.address).getChannel(), Math.min(callDeadline, Date.now() + router.forwardTimeoutMs))) {
+    if (await channelReady(router.client(t.address).getChannel(), Math.min(callDeadline, Date.now() + router.forwardTimeoutMs))) {
       target = t;
       break;
     }
@@ -96,15 +97,4 @@ async function proxy(router: ImportRouter, call: ImportCall, callback: grpc.send
   call.on("end", () => up.end());
   call.on("cancelled", () => up.cancel());
   call.resume();
-}
-
-/** Whether the channel is (or becomes) READY before until; a failed connection answers false at once. */
-async function ready(channel: ReturnType<grpc.Client["getChannel"]>, until: number): Promise<boolean> {
-  for (;;) {
-    const s = channel.getConnectivityState(true);
-    if (s === grpc.connectivityState.READY) return true;
-    if (s === grpc.connectivityState.TRANSIENT_FAILURE || s === grpc.connectivityState.SHUTDOWN || Date.now() >= until) return false;
-    const moved = await new Promise<boolean>((resolve) => channel.watchConnectivityState(s, until, (err) => resolve(err === undefined)));
-    if (!moved) return false;
-  }
 }

@@ -2,7 +2,8 @@
 // whose partition this node does not own is forwarded to a live owner, with the caller's deadline
 // and bearer token, one hop only: the forwarded call carries FORWARDED_BY, and a node serves such
 // a call itself whatever its view says (a write it takes without owning the key is handed off to
-// the owners by gossip). UNAVAILABLE from one owner moves on to the next. Unary calls with a key
+// the owners by gossip). UNAVAILABLE from one owner moves on to the next (for Increment only when
+// the call was never sent: see attempt). Unary calls with a key
 // (Add, Remove, Query, Merge, Increment, Delete) and key-addressed streams (Scan, Export, a key
 // Watch) are forwarded whole; Import is proxied to one owner (forward-import.ts); an AddStream's
 // adds of keys owned elsewhere go to an owner one by one as unary Adds (addRoute). Keys and prefix
@@ -14,6 +15,7 @@ import type { Ownership } from "../gossip/ownership.js";
 import type { Logger } from "../common/logger.js";
 import type { AddRoute } from "../replica/add-stream.js";
 import { RpcError } from "../replica/errors.js";
+import { channelReady } from "./channel-ready.js";
 import { forwardImport } from "./forward-import.js";
 
 /** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
@@ -94,25 +96,37 @@ export class Router {
   /**
    * Send one unary call to the owners in order until one answers: UNAVAILABLE moves on to the
    * next; done gets the answer, or the last error and the owner that gave it.
+   *
+   * unsentOnly: for a call that must not be applied twice (Increment: a retry id is known only to
+   * the owner that applied it until gossip spreads it). grpc-js answers UNAVAILABLE also when a
+   * connection drops after the call was sent, and the owner may have applied it; so the call moves
+   * on only from an owner whose connection is not ready within the forward timeout (the call was
+   * never sent), and an owner's UNAVAILABLE after sending goes back to the client.
    */
   private attempt<Res>(
     name: string,
     targets: Target[],
     send: (c: ReplicaClient, cb: (err: grpc.ServiceError | null, res?: Res) => void) => void,
     done: (err: grpc.ServiceError | null, res: Res | undefined, target: Target) => void,
+    unsentOnly?: { until: number },
   ): void {
-    const next = (i: number) => {
-      send(this.client(targets[i]!.address), (err, res) => {
-        if (err !== null && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length) {
+    const next = async (i: number) => {
+      const c = this.client(targets[i]!.address);
+      if (unsentOnly !== undefined && i + 1 < targets.length && !(await channelReady(c.getChannel(), Math.min(unsentOnly.until, Date.now() + this.d.forwardTimeoutMs)))) {
+        this.record(name, "failover");
+        return void next(i + 1);
+      }
+      send(c, (err, res) => {
+        if (err !== null && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length && unsentOnly === undefined) {
           this.record(name, "failover");
-          next(i + 1);
+          void next(i + 1);
           return;
         }
         this.record(name, err === null ? "ok" : "error");
         done(err, res, targets[i]!);
       });
     };
-    next(0);
+    void next(0);
   }
 
   /** A unary handler that forwards calls for keys owned elsewhere. */
@@ -120,16 +134,19 @@ export class Router {
     name: string,
     local: grpc.handleUnaryCall<Req, Res>,
     method: (c: ReplicaClient) => (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown,
+    opts: { unsentOnly?: boolean } = {},
   ): grpc.handleUnaryCall<Req, Res> {
     return (call, callback) => {
       const targets = this.targets(call.request.key, call.metadata);
       if (targets === undefined) return local(call, callback);
       const { metadata, options } = this.outgoing(call);
+      const until = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
       this.attempt<Res>(
         name,
         targets,
         (c, cb) => method(c).call(c, call.request, metadata, options, cb),
         (err, res) => (err !== null ? callback(err) : callback(null, res)),
+        opts.unsentOnly ? { until } : undefined,
       );
     };
   }
@@ -218,7 +235,7 @@ export class Router {
       remove: this.unary("Remove", impl.remove, (c) => c.remove),
       query: this.unary("Query", impl.query, (c) => c.query),
       merge: this.unary("Merge", impl.merge, (c) => c.merge),
-      increment: this.unary("Increment", impl.increment, (c) => c.increment),
+      increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
       delete: this.unary("Delete", impl.delete, (c) => c.delete),
       scan: this.stream("Scan", impl.scan, (c) => c.scan),
       export: this.stream("Export", impl.export, (c) => c.export),

@@ -10,7 +10,7 @@ import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
 import { exportChunks } from "./export-stream.js";
 import { applyImport } from "./import-apply.js";
 import type { Limits } from "./limits.js";
-import { awaitReader } from "./reader-wait.js";
+import { PacedWriter } from "./reader-wait.js";
 import { checkKey, sinceFrom } from "./validation.js";
 
 export interface ExportCallsDeps {
@@ -51,10 +51,11 @@ export function exportCalls(deps: ExportCallsDeps) {
         const opts = exportOptions(call.request);
         const key = call.request.key;
         if ((await store.typeOf(key)) === undefined) throw new RpcError(status.NOT_FOUND, `key "${key}" does not exist on this node`);
+        const out = new PacedWriter(call, limits.streamStallMs, "export again with the same since (importing the chunks that arrived is safe)");
         for await (const chunk of exportChunks(store, key, opts)) {
           if (cancelled) break;
           // Back-pressure: read no further until the client has taken what was sent.
-          if (!call.write(chunk)) await awaitReader(call, limits.streamStallMs, "export again with the same since (importing the chunks that arrived is safe)");
+          await out.write(chunk);
         }
         if (!cancelled) call.end();
         deps.onCall?.("Export", 0, performance.now() - started);

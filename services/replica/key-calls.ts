@@ -71,15 +71,19 @@ export function keyCalls(deps: KeyCallsDeps) {
     if (type === undefined) throw new RpcError(status.NOT_FOUND, `key "${req.key}" does not exist on this node`);
     if (type !== ObjectType.AWSET) return { removed: BigInt(await deps.clearWhole(req.key, type, ObjectType[type] ?? String(type))) };
     let removed = 0;
-    // Every page of what is held now, removed with its observed dots; what arrives meanwhile
-    // (a concurrent add) is not observed and survives.
+    // Every page of what is held now, in element order, removed with its observed dots; what
+    // arrives meanwhile (a concurrent add) is not observed and survives. The pages move forward:
+    // they are read from the database, which may still list elements whose removal by another
+    // call is queued (removing them again removes nothing), and must not stop the pass there.
+    let after: Buffer | undefined;
     for (;;) {
-      const page = await store.page(req.key, undefined, limits.maxElementsPerCall);
+      const page = await store.page(req.key, after, limits.maxElementsPerCall);
       if (page.members.length === 0) break;
       const r = await store.remove(req.key, page.members);
       if (!r.delta.ctx.isEmpty()) deps.notify(req.key, ObjectType.AWSET, r.delta);
       removed += r.removed;
-      if (r.removed === 0) break; // nothing this node could remove: stop rather than loop
+      if (page.next === undefined) break;
+      after = page.next;
     }
     return { removed: BigInt(removed) };
   }

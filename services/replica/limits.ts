@@ -32,7 +32,7 @@ export interface Limits {
   streamForwardedAdds: number;
   /** Watch streams a node serves at once. */
   maxWatchers: number;
-  /** How long a Scan or Export waits for its reader to take a chunk before it ends the stream (ms). */
+  /** How long a Scan or Export waits for its reader to take a chunk before it gives up (ms). */
   streamStallMs: number;
   /** Events a watcher may fall behind by before its stream is ended (RESOURCE_EXHAUSTED). */
   watchBuffer: number;

@@ -20,7 +20,7 @@ import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { OwnersResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
-import { awaitReader } from "./reader-wait.js";
+import { PacedWriter } from "./reader-wait.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
@@ -229,11 +229,13 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         const total = BigInt(listed?.total ?? info?.size ?? 0);
         let sent = 0n;
         let first = true;
+        // Back-pressure: read no further until the client has taken what was sent.
+        const out = new PacedWriter(call, limits.streamStallMs, "resume with start_after set to the last member received");
         const chunks = listed !== undefined ? inChunks(listed.members, chunkSize) : store.members(req.key, { startAfter: req.startAfter, chunkSize });
         for await (const chunk of chunks) {
           if (cancelled) break;
           sent += BigInt(chunk.length);
-          const ok = call.write({
+          await out.write({
             members: chunk.map((m) => withText(m.element, req.withText)),
             context: first && info !== undefined ? contextToProto(info.ctx) : undefined,
             sent,
@@ -241,8 +243,6 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
             last: false,
           });
           first = false;
-          // Back-pressure: read no further until the client has taken what was sent.
-          if (!ok) await awaitReader(call, limits.streamStallMs, "resume with start_after set to the last member received");
         }
         if (!cancelled) {
           call.write({

@@ -77,12 +77,17 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
           throw tooLarge(`these parameters make a ${name} of ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ask for a smaller capacity or a higher false_positive_rate, or use a scalable type`);
         }
       };
+      // The replica the operation ran under, not the store's current one: hand-off may draw a new
+      // replica id while the add waits to be durable.
+      let replica = store.replicaId;
       const r = await store.update(key, type, (current) => {
-        const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize }, env());
+        const e = env();
+        replica = e.replica;
+        const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize }, e);
         return { state: o.state, delta: o.delta, result: o.changed };
       });
       deps.notify(key, type, r.delta);
-      return { added: r.result, replica: store.replicaId, counters: [] };
+      return { added: r.result, replica, counters: [] };
     },
 
     /** Remove elements (types that can: FAILED_PRECONDITION for the others). */

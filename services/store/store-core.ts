@@ -100,6 +100,14 @@ export abstract class StoreCore {
     return this.commit.drain();
   }
 
+  /**
+   * Resolves once every write queued so far is durable, not waiting for later ones; rejects when
+   * one of them failed. An answer built from what reads see (queued writes included) waits for it.
+   */
+  written(): Promise<void> {
+    return this.commit.written();
+  }
+
   stats(): {
     batches: number;
     writes: number;
@@ -261,7 +269,7 @@ export abstract class StoreCore {
       const out = await fn({ key, prefix, h: work, view });
       const ops = await view.finish();
       if (existing === undefined && opts.mustExist && ops.length === 0) {
-        durable = Promise.resolve();
+        durable = this.commit.written();
         return out;
       }
       const headerChanged =
@@ -270,7 +278,10 @@ export abstract class StoreCore {
       this.cacheHeader(key, work);
       // The header is never changed in place once cached (the next operation works on a copy).
       ctxAfter = work.ctx;
-      durable = this.commit.write(ops);
+      // An operation that writes nothing may still rest on writes not yet durable (a retry of a
+      // Merge, a Remove of elements whose removal is queued, a frame already joined): it resolves
+      // once everything queued before it is, so its answer never acknowledges what a crash loses.
+      durable = ops.length === 0 ? this.commit.written() : this.commit.write(ops);
       // After this operation's write is queued: a scan starting now waits for it.
       if (filter === undefined && type === ObjectType.AWSET) this.noteAbsentReads(key, prefix, view.absentReads, work.size);
       return out;

@@ -134,11 +134,10 @@ export class Store extends StoreCore {
     amount: bigint,
     retry: { id: string; now: number; params: ReplicatedFbfParams; explicit: boolean },
   ): Promise<{ duplicate: boolean; value: bigint; dot?: Dot; delta?: PNCounter }> {
+    // A duplicate writes nothing: mutate resolves it once every write queued before it is durable
+    // (and rejects if that write failed).
     const r = await this.mutate(key, ObjectType.COUNTER, (o) => incrementCounterOnce(o, this.env, this.replicaId, amount, retry), { change: (x) => (x.delta === undefined ? [] : [x.delta]) });
-    if (r.duplicate) {
-      this.retriesAbsorbed++;
-      await this.commit.drain();
-    }
+    if (r.duplicate) this.retriesAbsorbed++;
     return r;
   }
 

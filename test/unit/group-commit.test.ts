@@ -1,7 +1,7 @@
 // The group commit under a real store (LevelDB in a temporary directory, fsync): writes queued in
 // one turn of the event loop share one batch, a write queued while a batch is written goes into the
 // next one, a batch's worth of records or a long burst of operations starts at once, and every write is acknowledged only once
-// its batch is durable.
+// its batch is durable, also a write that changes nothing because it repeats one still queued.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,6 +11,7 @@ import { Store } from "../../services/store/store.ts";
 import { GroupCommit } from "../../services/store/group-commit.ts";
 import { memoryDb } from "../../services/store/db.ts";
 import { StoreWriteError } from "../../services/store/errors.ts";
+import { AWSet, ObjectType, retryFilterParams } from "../../services/crdt/index.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-group-commit-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -47,6 +48,37 @@ describe("group commit", () => {
     await Promise.all(Array.from({ length: 20 }, (_, i) => store.add(`k${i % 3}`, [el(String(i))]).then(() => acked.push(store.stats().batches))));
     assert.ok(acked.every((b) => b > before), "no add answered before a batch holding it was written");
     await store.close();
+  });
+});
+
+describe("writes that change nothing", () => {
+  // Each is the retry of a write still queued: it reads that write's effects (queued writes are
+  // visible to later operations) and so changes nothing, but a crash before the batch is durable
+  // would lose what its answer acknowledges. It must be answered only after that batch.
+  async function answeredAfterTheBatch(run: (s: Store) => Promise<unknown>, setup?: (s: Store) => Promise<unknown>) {
+    const store = await open();
+    await setup?.(store);
+    const before = store.stats().batches;
+    const first = run(store);
+    let batchesAtRetry = -1;
+    const retry = run(store).then(() => (batchesAtRetry = store.stats().batches));
+    await Promise.all([first, retry]);
+    assert.ok(batchesAtRetry > before, "the retry was answered before the batch of the write it repeats was durable");
+    await store.close();
+  }
+
+  it("a Merge repeated while the first is queued", () =>
+    answeredAfterTheBatch((s) => s.merge("k", ObjectType.AWSET, AWSet.bottom().add("r1", [el("m")]))));
+
+  it("a Remove repeated while the first is queued", () =>
+    answeredAfterTheBatch(
+      (s) => s.remove("k", [el("x")]),
+      (s) => s.add("k", [el("x")]),
+    ));
+
+  it("an Increment with a request id repeated while the first is queued (a duplicate)", async () => {
+    const params = retryFilterParams({ idsPerPeriod: 100, falsePositiveRate: 0.001, periodMs: 60_000, pastEpochs: 2 });
+    await answeredAfterTheBatch((s) => s.incrementOnce("c", 1n, { id: "req-1", now: 1_700_000_000_000, params, explicit: false }));
   });
 });
 

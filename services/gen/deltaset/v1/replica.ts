@@ -4562,9 +4562,10 @@ export const ReplicaService = {
     responseDeserialize: (value: Buffer): QueryResponse => QueryResponse.decode(value),
   },
   /**
-   * Stream every member of the set at key in element order, in bounded chunks. A reader that takes
-   * nothing for the node's --stream-stall-ms (60 s) has its stream ended RESOURCE_EXHAUSTED: go on
-   * with start_after set to the last member received.
+   * Stream every member of the set at key in element order, in bounded chunks. When the reader
+   * takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading the set and the
+   * stream ends RESOURCE_EXHAUSTED after the chunks already sent: go on with start_after set to
+   * the last member received.
    */
   scan: {
     path: "/deltaset.v1.Replica/Scan" as const,
@@ -4613,10 +4614,11 @@ export const ReplicaService = {
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
    * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
-   * are read from one snapshot of the key, so they fit together whatever is written meanwhile. A
-   * reader that takes nothing for the node's --stream-stall-ms (60 s) has its stream ended
-   * RESOURCE_EXHAUSTED: export again, with the since the cut one had (an Import of the chunks that
-   * arrived is safe, and a later full one completes it).
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   * When the reader takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading
+   * and the stream ends RESOURCE_EXHAUSTED after the chunks already sent: export again, with the
+   * since the cut one had (an Import of the chunks that arrived is safe, and a later full one
+   * completes it).
    */
   export: {
     path: "/deltaset.v1.Replica/Export" as const,
@@ -4766,9 +4768,10 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    */
   query: handleUnaryCall<QueryRequest, QueryResponse>;
   /**
-   * Stream every member of the set at key in element order, in bounded chunks. A reader that takes
-   * nothing for the node's --stream-stall-ms (60 s) has its stream ended RESOURCE_EXHAUSTED: go on
-   * with start_after set to the last member received.
+   * Stream every member of the set at key in element order, in bounded chunks. When the reader
+   * takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading the set and the
+   * stream ends RESOURCE_EXHAUSTED after the chunks already sent: go on with start_after set to
+   * the last member received.
    */
   scan: handleServerStreamingCall<ScanRequest, ScanChunk>;
   /**
@@ -4793,10 +4796,11 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
    * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
-   * are read from one snapshot of the key, so they fit together whatever is written meanwhile. A
-   * reader that takes nothing for the node's --stream-stall-ms (60 s) has its stream ended
-   * RESOURCE_EXHAUSTED: export again, with the since the cut one had (an Import of the chunks that
-   * arrived is safe, and a later full one completes it).
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   * When the reader takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading
+   * and the stream ends RESOURCE_EXHAUSTED after the chunks already sent: export again, with the
+   * since the cut one had (an Import of the chunks that arrived is safe, and a later full one
+   * completes it).
    */
   export: handleServerStreamingCall<ExportRequest, ExportChunk>;
   /**
@@ -4929,9 +4933,10 @@ export interface ReplicaClient extends Client {
     callback: (error: ServiceError | null, response: QueryResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Stream every member of the set at key in element order, in bounded chunks. A reader that takes
-   * nothing for the node's --stream-stall-ms (60 s) has its stream ended RESOURCE_EXHAUSTED: go on
-   * with start_after set to the last member received.
+   * Stream every member of the set at key in element order, in bounded chunks. When the reader
+   * takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading the set and the
+   * stream ends RESOURCE_EXHAUSTED after the chunks already sent: go on with start_after set to
+   * the last member received.
    */
   scan(request: ScanRequest, options?: Partial<CallOptions>): ClientReadableStream<ScanChunk>;
   scan(request: ScanRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<ScanChunk>;
@@ -4985,10 +4990,11 @@ export interface ReplicaClient extends Client {
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
    * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
-   * are read from one snapshot of the key, so they fit together whatever is written meanwhile. A
-   * reader that takes nothing for the node's --stream-stall-ms (60 s) has its stream ended
-   * RESOURCE_EXHAUSTED: export again, with the since the cut one had (an Import of the chunks that
-   * arrived is safe, and a later full one completes it).
+   * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
+   * When the reader takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading
+   * and the stream ends RESOURCE_EXHAUSTED after the chunks already sent: export again, with the
+   * since the cut one had (an Import of the chunks that arrived is safe, and a later full one
+   * completes it).
    */
   export(request: ExportRequest, options?: Partial<CallOptions>): ClientReadableStream<ExportChunk>;
   export(
