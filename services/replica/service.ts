@@ -17,7 +17,7 @@ import {
   retryFilterParams,
 } from "../crdt/index.js";
 import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
-import type { OwnersResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
+import type { KeysRequest, OwnersResponse, QueryRequest, QueryResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
 import { PacedWriter } from "./reader-wait.js";
@@ -81,6 +81,19 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       );
     };
   }
+
+  /**
+   * A read answered only once what it read is durable: reads see writes still queued for the disk
+   * (group commit), and a crash before they land would take back what the answer showed, a dot a
+   * client then names in a Remove elsewhere among it (the restarted node may mint that dot again).
+   */
+  const durableRead =
+    <Req, Res>(fn: (req: Req) => Promise<Res>) =>
+    async (req: Req): Promise<Res> => {
+      const res = await fn(req);
+      await store.written();
+      return res;
+    };
 
   const retryParams = (p: RetryFilterParams | undefined) => retryParamsFor(p, skewBound, limits);
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
@@ -146,9 +159,13 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       return { removed: r.removed, pending: r.pending, unseenAdds: BigInt(r.unseenDots) };
     }),
 
-    query: unary("Query", async (req) => {
+    query: unary("Query", durableRead(async (req: QueryRequest): Promise<QueryResponse> => {
       checkKey(req.key, limits);
       const info = await store.describe(req.key);
+      // A page is read from the database: once the writes the context covers are in it, or the
+      // context would name adds the page does not list (a Remove built from them would take
+      // adds the client never saw).
+      await store.written();
       const base = {
         type: info?.type ?? ObjectType.OBJECT_TYPE_UNSPECIFIED,
         presence: [],
@@ -210,7 +227,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map((d) => dotToProto(d, store.now())) : [] })),
         nextPageToken: page.next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, page.next),
       };
-    }),
+    })),
 
     async scan(call: ServerWritableStream<import("../gen/deltaset/v1/replica.js").ScanRequest, import("../gen/deltaset/v1/replica.js").ScanChunk>) {
       const started = performance.now();
@@ -224,6 +241,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         }
         if (req.startAfter.length > limits.maxElementBytes) throw invalid(`start_after is longer than an element may be (${limits.maxElementBytes} bytes)`);
         const info = await store.describe(req.key);
+        // The members are read from the database: once the writes the context covers are in it.
+        await store.written();
         const listed = info !== undefined && info.type !== ObjectType.AWSET ? await whole.list(req.key, typeName(info.type), req.startAfter) : undefined;
         const chunkSize = req.chunkSize === 0 ? limits.defaultScanChunk : req.chunkSize;
         const total = BigInt(listed?.total ?? info?.size ?? 0);
@@ -306,7 +325,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     export: transfer.export,
     import: transfer.import,
     addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute }),
-    keys: unary("Keys", (req) => keyOps.keys(req)),
+    keys: unary("Keys", durableRead((req: KeysRequest) => keyOps.keys(req))),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
     watch: watchCall({ store, limits, log, onCall: deps.onCall }),
     owners: unary("Owners", async (req) => {
