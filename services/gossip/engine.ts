@@ -202,7 +202,11 @@ export class AntiEntropyEngine<P> {
     const next = new Set<string>();
     for (const id of ids) if (id !== this.self) next.add(id);
     for (const old of this.peerSet) {
-      if (!next.has(old)) for (const part of this.alg2) part.forget(old);
+      if (next.has(old)) continue;
+      for (const part of this.alg2) part.forget(old);
+      // A reply to a frame planned before (a tail push still under way) would otherwise credit
+      // the forgotten acks back, past an interval the neighbour never got, if it returns.
+      this.bumpResets(old);
     }
     this.peerSet = next;
     this.peers = [...next].sort();
@@ -225,10 +229,17 @@ export class AntiEntropyEngine<P> {
       return;
     }
     const next = Array.from({ length: this.partitionCount }, (_, p) => new Set([...peersOf(p)].filter((id) => id !== this.self)));
+    const forgotten = new Set<string>();
     for (let p = 0; p < this.partitionCount; p++) {
       const old = before?.[p] ?? this.peerSet;
-      for (const id of old) if (!next[p]!.has(id)) this.alg2[p]?.forget(id);
+      for (const id of old) {
+        if (next[p]!.has(id)) continue;
+        this.alg2[p]?.forget(id);
+        forgotten.add(id);
+      }
     }
+    // Replies to frames planned before are stale for them (see setNeighbours).
+    for (const id of forgotten) this.bumpResets(id);
     this.partitionPeers = next;
   }
 
@@ -506,6 +517,22 @@ export class AntiEntropyEngine<P> {
   ackOf(partition: number, peer: string): number {
     this.checkPartition(partition);
     return this.sync.algorithm === 2 ? this.alg2[partition]!.ackOf(peer) : 0;
+  }
+
+  /**
+   * Algorithm 2: partitions no neighbour has acknowledged up to their seq yet (what changed there
+   * lives on this node alone, or on nodes it learnt it from). Partitions without a neighbour are
+   * left out: nothing can take them. Algorithm 1 has no acknowledgements: none.
+   */
+  unshipped(): number[] {
+    if (this.sync.algorithm !== 2) return [];
+    const out: number[] = [];
+    for (const part of this.alg2) {
+      if (part.seq === 0) continue;
+      const peers = this.peersOf(part.partition);
+      if (peers.length > 0 && !peers.some((j) => part.ackOf(j) >= part.seq)) out.push(part.partition);
+    }
+    return out;
   }
 
   /** Algorithm 2: the buffered deltas of a partition, oldest first. */

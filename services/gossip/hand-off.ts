@@ -70,8 +70,12 @@ export class HandOff {
     this.mayHold.add(partition);
   }
 
-  /** Partitions held here that this node does not own, acknowledged by all their owners. */
-  ready(): number[] {
+  /**
+   * Partitions held here that this node does not own, acknowledged by all their owners: each with
+   * the seq they acknowledged and the placement version it was judged under, which its drop
+   * holds to (a write served here meanwhile, or a new owner, stops the drop).
+   */
+  ready(): Array<{ partition: number; seq: number; version: number }> {
     const { ownership: own, engine, now } = this.o;
     if (own.full || engine.algorithm !== 2) return [];
     if (own.version !== this.seenVersion) {
@@ -79,15 +83,29 @@ export class HandOff {
       this.stableSince = now();
     }
     if (now() - this.stableSince < this.o.graceMs) return [];
-    const out: number[] = [];
+    const out: Array<{ partition: number; seq: number; version: number }> = [];
     for (const p of this.mayHold) {
       if (own.owns(p)) continue;
-      const owners = own.peersOf(p);
       const seq = engine.seq(p);
-      if (owners.length === 0 || seq === 0) continue;
-      if (owners.every((o) => engine.ackOf(p, o) >= seq)) out.push(p);
+      if (seq !== 0 && this.acked(p, seq)) out.push({ partition: p, seq, version: own.version });
     }
     return out;
+  }
+
+  /** Every owner of p in this node's view has acknowledged p up to seq. */
+  private acked(p: number, seq: number): boolean {
+    const owners = this.o.ownership.peersOf(p);
+    return owners.length > 0 && owners.every((o) => this.o.engine.ackOf(p, o) >= seq);
+  }
+
+  /**
+   * Whether p may still be dropped against what its owners acknowledged: nothing written here
+   * since (the seq), the same placement, not owned here, and the acknowledgement still standing
+   * (an owner that dropped or restarted resets it).
+   */
+  private stillReady(r: { partition: number; seq: number; version: number }): boolean {
+    const { engine, ownership } = this.o;
+    return engine.seq(r.partition) === r.seq && ownership.version === r.version && !ownership.owns(r.partition) && this.acked(r.partition, r.seq);
   }
 
   /** Hand over deferred removes of keys not owned here, then drop what is ready; one run at a time. */
@@ -96,7 +114,9 @@ export class HandOff {
     this.running = true;
     try {
       await this.handOverRemoves();
-      for (const p of this.ready()) await this.drop(p);
+      // Each partition is checked again as its drop starts and before each key: dropping one
+      // takes a while, and writes or placement changes meanwhile void what was acknowledged.
+      for (const r of this.ready()) await this.drop(r);
     } catch (err) {
       const admitted = this.failureLog.admit("run");
       if (admitted !== undefined) this.o.log.warn("hand-off failed; retried every period", { err, suppressedSinceLast: admitted.suppressed });
@@ -126,16 +146,16 @@ export class HandOff {
     }
   }
 
-  private async drop(p: number): Promise<void> {
+  private async drop(r: { partition: number; seq: number; version: number }): Promise<void> {
     const { store, engine, ownership } = this.o;
-    const seq = engine.seq(p);
+    const p = r.partition;
     let keys = 0;
     let bytes = 0;
     let kept = 0;
     let rotated = false;
     for await (const key of store.keys(p)) {
       // Stop if the partition changed or came back here meanwhile: the check starts over.
-      if (engine.seq(p) !== seq || ownership.owns(p)) return;
+      if (!this.stillReady(r)) return;
       // Deferred removes exist only here: an owner takes them over first (their adds never come
       // here again, gossip of a partition not owned is refused).
       if (this.o.handOverRemove !== undefined) await this.handOver(key);
@@ -152,7 +172,7 @@ export class HandOff {
       // Checked again under the key's lock once earlier writes are durable: a write that slipped in
       // since the check above would otherwise travel only as a delta (lost to an owner that needs
       // a full state from here); the partition is then tried again once its owners acked it.
-      const dropped = await store.dropLocalCopy(key, () => engine.seq(p) === seq && !ownership.owns(p));
+      const dropped = await store.dropLocalCopy(key, () => this.stillReady(r));
       if (dropped === false) {
         kept++;
         this.counters.keysKept++;

@@ -262,6 +262,29 @@ export class NodeGossip {
     this.timer.unref();
   }
 
+  /**
+   * Wait, at most timeoutMs, until every partition holding changes has reached a neighbour
+   * (Algorithm 2: one acknowledged it up to its seq, durably), gossiping as usual meanwhile. A
+   * node that stops calls it after its last client call ended and before it leaves: otherwise
+   * what it acknowledged in its last periods would stay on its disk alone. Algorithm 1 has no
+   * acknowledgements: it waits two periods, time for its pushes to go out. Returns the partitions
+   * still unshipped (0: all shipped).
+   */
+  async ship(timeoutMs: number): Promise<{ unshipped: number; waitedMs: number }> {
+    const started = Date.now();
+    const until = started + timeoutMs;
+    if (this.x.engine.algorithm !== 2) {
+      await new Promise((r) => setTimeout(r, Math.min(timeoutMs, 2 * this.o.intervalMs)));
+      return { unshipped: 0, waitedMs: Date.now() - started };
+    }
+    let left = this.x.engine.unshipped().length;
+    while (left > 0 && Date.now() < until && !this.stopped) {
+      await new Promise((r) => setTimeout(r, Math.min(25, this.o.intervalMs)));
+      left = this.x.engine.unshipped().length;
+    }
+    return { unshipped: left, waitedMs: Date.now() - started };
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;

@@ -141,6 +141,13 @@ export function nodeExtensions(
           opts.onParts?.({ gossip, membership: driver });
         },
         async stop() {
+          // What this node acknowledged lately must reach a neighbour before it goes: its last
+          // client calls have ended (node.ts drains them first), gossip still runs.
+          if (gossip !== undefined && membership !== undefined) {
+            const r = await gossip.ship(ctx.config.leaveTimeoutMs);
+            if (r.unshipped > 0) ctx.log.warn("leaving with changes no neighbour acknowledged yet (--leave-timeout-ms); they stay on this node's disk until it returns", { partitions: r.unshipped, waitedMs: r.waitedMs });
+            else ctx.log.info("changes shipped to neighbours before leaving", { waitedMs: r.waitedMs });
+          }
           if (membership !== undefined) {
             const told = await membership.leave();
             ctx.log.info("left the cluster", { told });

@@ -140,6 +140,11 @@ export interface NodeConfig {
   logLevel: "debug" | "info" | "warn" | "error";
   drainTimeoutMs: number;
   /**
+   * On SIGTERM, once running calls ended: how long the node waits for its neighbours to acknowledge
+   * what it holds (gossip Algorithm 2) before it leaves the cluster.
+   */
+  leaveTimeoutMs: number;
+  /**
    * Most elements whose Remove waits here for adds its context covers that this node has not
    * received yet (deferred removes, applied when the adds arrive); past it a Remove with such a
    * context answers RESOURCE_EXHAUSTED.
@@ -206,6 +211,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   logLevel: "info",
   tracing: "off",
   drainTimeoutMs: 20_000,
+  leaveTimeoutMs: 5_000,
   maxPendingRemoves: 10_000,
   maxRemoveUnseenDots: 1_000_000,
   maxClockSkewMs: 2000,
@@ -479,6 +485,9 @@ export function validateConfig(c: NodeConfig): void {
   for (const [k, v] of Object.entries(c.ttlSweep)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`ttlSweep.${k} must be a positive integer, not ${v}`);
   const l = c.limits;
   for (const [k, v] of Object.entries(l)) if (!(Number.isInteger(v) && v > 0)) throw new ConfigError(`limits.${k} must be a positive integer`);
+  if (!(Number.isInteger(c.leaveTimeoutMs) && c.leaveTimeoutMs >= 0 && c.leaveTimeoutMs <= 2 ** 31 - 1)) {
+    throw new ConfigError(`leaveTimeoutMs (--leave-timeout-ms) must be an integer from 0 to 2147483647, not ${c.leaveTimeoutMs}`);
+  }
   // Node runs a longer timer at once.
   if (l.streamStallMs > 2 ** 31 - 1) throw new ConfigError(`limits.streamStallMs (--stream-stall-ms) must be at most 2147483647 (about 24.8 days), not ${l.streamStallMs}`);
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");

@@ -221,9 +221,11 @@ export async function startNode(
         nodeLog.info("node stopping", { reason });
         setServing(health, false);
         creds.close();
-        for (const e of [...exts].reverse()) await e.stop?.();
         await sweeper.stop();
+        // Running calls end first (new ones are refused), while gossip still runs: the writes they
+        // acknowledge are then shipped to neighbours by the cluster's stop (leave), not left here.
         const how = await drain(server, config.drainTimeoutMs, calls.count);
+        for (const e of [...exts].reverse()) await e.stop?.();
         router.close();
         await store.close();
         await telemetry?.shutdown();

@@ -74,7 +74,11 @@ export const NODE_SETTINGS: SettingGroup = {
     },
     {
       flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int",
-      description: "on SIGTERM, how long running calls may finish before the node exits (idle connections close at once)",
+      description: "on SIGTERM, how long running calls may finish (new calls are refused; idle connections close at once)",
+    },
+    {
+      flag: "leave-timeout-ms", env: "DELTASET_LEAVE_TIMEOUT_MS", path: "leaveTimeoutMs", kind: "int",
+      description: "on SIGTERM, once running calls ended, how long the node keeps gossiping until a neighbour has acknowledged each partition it changed (Algorithm 2), before it leaves the cluster",
     },
   ],
 };

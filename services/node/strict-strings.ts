@@ -12,6 +12,7 @@ import { PROTO_DIR, PROTO_FILES } from "./server.js";
 import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
 import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js";
 import type { ActiveCalls } from "./active-calls.js";
+import { isPeerMethod } from "./peer-interceptors.js";
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
@@ -81,12 +82,13 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
  * Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing
  * reaches the handler. On ExchangeStream the message goes on marked instead
  * (common/stream-refusal.ts): its handler ends the stream with the refusal after its earlier answers.
- * With calls, it also counts each call while it runs (active-calls.ts).
+ * With calls, it also counts each client call while it runs (active-calls.ts): a stopping node
+ * waits for those; peer calls (long-lived gossip streams among them) do not hold it up.
  */
 export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterceptor {
   return (method, call) => {
     const marks = refusedByHandler(method.path);
-    const end = calls?.enter();
+    const end = isPeerMethod(method.path) ? undefined : calls?.enter();
     const listener: grpc.ServerListener = {
       onReceiveMessage: (message, pass) => {
         const refuse = (details: string) => {

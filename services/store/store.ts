@@ -286,8 +286,8 @@ export class Store extends StoreCore {
    * Remove every record of a key from this node only (the hand-off of a partition this node no
    * longer owns, once its owners acknowledged it): no remove is made or spread, so the copies
    * elsewhere stay. Refused (false) while the key has deferred removes waiting here, which exist
-   * nowhere else, or when `stillDroppable`, asked under the key's lock after every earlier write
-   * is durable, says no. Returns the bytes of the records removed (keys and values), or false.
+   * nowhere else, while a chunked transfer of it is under way, or when `stillDroppable`, asked
+   * under the key's lock after every earlier write is durable, says no. Returns the bytes of the records removed (keys and values), or false.
    */
   async dropLocalCopy(key: string, stillDroppable?: () => boolean): Promise<number | false> {
     if (this.closed) throw new StoreClosedError();
@@ -298,6 +298,10 @@ export class Store extends StoreCore {
       // (listeners run as it returns): the caller's condition sees it and may keep the key.
       await new Promise((r) => setImmediate(r));
       if (stillDroppable !== undefined && !stillDroppable()) return false;
+      // A chunked transfer of the key is under way: its later chunks would rebuild the key from
+      // the middle, and its end would then add the sender's context over entries no longer here
+      // (removing the adds of the chunks dropped). Kept; a later run drops it whole.
+      if (this.transfers.held(key)) return false;
       const prefix = objectPrefix(this.partitionOf(key), key);
       const ops: Array<{ type: "del"; key: Buffer }> = [];
       let bytes = 0;

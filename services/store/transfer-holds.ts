@@ -20,6 +20,11 @@ export class TransferHolds {
     };
   }
 
+  /** Whether a transfer of the key is in progress. */
+  held(key: string): boolean {
+    return this.holds.has(key);
+  }
+
   /** Resolves when no transfer of the key is in progress. */
   async ended(key: string): Promise<void> {
     while (this.holds.has(key)) await this.holds.get(key)!.ended;

@@ -232,6 +232,32 @@ describe("the simulator runs the node's receive path", () => {
     await sim.close();
   });
 
+  it("a reply to a send planned before the peer left the neighbours (or a partition's peers) and came back proves nothing", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 9, faults: NO_FAULTS });
+    const x = sim.exchange("a");
+    const p = sim.partitionOf("k");
+    await sim.add("a", "k", [b("x")]);
+    const c = x.engine.seq(p);
+    const all = x.engine.neighbours();
+    assert.ok(all.includes("b"));
+    // b leaves the neighbours and comes back while a frame (a tail push, say) to it is under way.
+    const planned = x.engine.resetsOf("b");
+    x.engine.setNeighbours(all.filter((id) => id !== "b"));
+    x.engine.setNeighbours(all);
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [], planned);
+    assert.equal(x.engine.ackOf(p, "b"), 0, "a late reply credited acks the neighbour's return had reset");
+    // The same through placement: b leaves partition p's peers and comes back.
+    const again = x.engine.resetsOf("b");
+    x.engine.setPartitionPeers((q) => (q === p ? all.filter((id) => id !== "b") : all));
+    x.engine.setPartitionPeers(() => all);
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [], again);
+    assert.equal(x.engine.ackOf(p, "b"), 0, "a late reply credited acks the partition's placement had reset");
+    // A reply to a send planned now counts.
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [], x.engine.resetsOf("b"));
+    assert.equal(x.engine.ackOf(p, "b"), c);
+    await sim.close();
+  });
+
   it("a malformed frame is refused by the exchange and changes nothing", async () => {
     const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 6, faults: NO_FAULTS });
     await sim.add("a", "k", [b("x")]);

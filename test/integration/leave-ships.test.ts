@@ -1,0 +1,40 @@
+// A node stopped gracefully (SIGTERM) ships what it acknowledged before it leaves: on three real
+// node processes gossiping only every 3 s, a write acknowledged by one node just before its
+// SIGTERM reaches the two others though the node is gone (the node ends its client calls, then
+// gossips until a neighbour acknowledged each partition it changed, then leaves). It exits well
+// within its drain and leave bounds, its long-lived peer streams holding nothing up.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { eventually } from "../helpers/eventually.ts";
+import { TestCluster } from "../helpers/test-cluster.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-leave-ships-"));
+const FLAGS = ["--gossip-interval-ms", "3000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-algorithm", "alg2"];
+const c = new TestCluster(dir, [71, 72, 73].map((i) => `127.0.5.${i}:7841`), FLAGS, "l");
+
+before(async () => {
+  await c.startAll();
+  await c.add(1, "warm", ["w"]);
+  await c.converged("warm", [0, 1, 2], ["w"], 30_000);
+});
+after(async () => {
+  await c.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("a node that leaves", () => {
+  it("ships the writes it acknowledged last to a neighbour before it goes", async () => {
+    await c.add(0, "tail", ["acked-just-before-sigterm"]);
+    const node = c.nodes.get(0)!;
+    const started = Date.now();
+    const code = await node.stop();
+    const ms = Date.now() - started;
+    assert.equal(code, 0);
+    assert.ok(ms < 15_000, `the node took ${ms} ms to stop`);
+    assert.match(node.logs(), /changes shipped to neighbours before leaving/);
+    await eventually("both others hold the write", async () => Promise.all([c.read(1, "tail"), c.read(2, "tail")]), (v) => v.every((els) => els.includes("acked-just-before-sigterm")), 15_000);
+  });
+});
