@@ -8,12 +8,14 @@
 import { once } from "node:events";
 import type { Writable } from "node:stream";
 import { status } from "@grpc/grpc-js";
+import { StallTimer } from "../common/stall-timer.js";
 import { RpcError } from "./errors.js";
 
 export class PacedWriter {
-  /** When the reader last took a chunk (a write's callback: the chunk went out to the transport). */
-  private lastTaken = performance.now();
-  private readonly taken = () => (this.lastTaken = performance.now());
+  /** The watch of the wait under way, if any: a chunk the reader takes meanwhile moves it. */
+  private stall: StallTimer | undefined;
+  /** A write's callback: the chunk went out to the transport, so the reader took one. */
+  private readonly taken = () => this.stall?.moved();
 
   /** `resume` tells the client how to go on after a stall. */
   constructor(
@@ -25,28 +27,21 @@ export class PacedWriter {
   /**
    * Write a chunk. Resolves at once while gRPC's buffer has room; else once the reader has emptied
    * it ("drain") or the call is cancelled. Rejects with RESOURCE_EXHAUSTED when the reader takes no
-   * chunk for the stall limit meanwhile.
+   * chunk for the stall limit meanwhile (counted from the start of the wait, or the last chunk taken).
    */
   async write(chunk: unknown): Promise<void> {
     if (this.call.write(chunk, this.taken)) return;
-    this.lastTaken = performance.now(); // the stall is counted from here, or from a chunk taken later
     const ac = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
     const stalled = new Promise<never>((_, reject) => {
-      const check = () => {
-        const idle = performance.now() - this.lastTaken;
-        if (idle < this.stallMs) {
-          timer = setTimeout(check, this.stallMs - idle);
-          return;
-        }
-        reject(new RpcError(status.RESOURCE_EXHAUSTED, `the reader took no chunk for ${this.stallMs} ms (--stream-stall-ms), so the node stopped reading; ${this.resume}`));
-      };
-      timer = setTimeout(check, this.stallMs);
+      this.stall = new StallTimer(this.stallMs, () =>
+        reject(new RpcError(status.RESOURCE_EXHAUSTED, `the reader took no chunk for ${this.stallMs} ms (--stream-stall-ms), so the node stopped reading; ${this.resume}`)),
+      );
     });
     try {
       await Promise.race([once(this.call, "drain", { signal: ac.signal }), once(this.call, "cancelled", { signal: ac.signal }), stalled]);
     } finally {
-      clearTimeout(timer);
+      this.stall?.stop();
+      this.stall = undefined;
       ac.abort(); // the listener of the event that did not come is removed
     }
   }
