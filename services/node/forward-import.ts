@@ -7,14 +7,13 @@
 // alone) and the client may import the whole export again, which is idempotent.
 import * as grpc from "@grpc/grpc-js";
 import type { ExportChunk, ImportResponse, ReplicaClient } from "../gen/deltaset/v1/replica.js";
-import { channelReady } from "./channel-ready.js";
 
 type ImportCall = grpc.ServerReadableStream<ExportChunk, ImportResponse>;
 type Target = { nodeId: string; address: string };
 
 /** What proxying an Import needs of the router (node/routing.ts, which imports this file). */
 export interface ImportRouter {
-  readonly forwardTimeoutMs: number;
+  ownerReady(address: string, options: Partial<grpc.CallOptions>): Promise<boolean>;
   routes(metadata: grpc.Metadata): boolean;
   targets(key: unknown, metadata: grpc.Metadata): Target[] | undefined;
   outgoing(call: ImportCall): { metadata: grpc.Metadata; options: Partial<grpc.CallOptions> };
@@ -60,10 +59,9 @@ function firstChunk(call: ImportCall): Promise<ExportChunk | undefined | "cancel
 
 async function proxy(router: ImportRouter, call: ImportCall, callback: grpc.sendUnaryData<ImportResponse>, key: string, targets: Target[]): Promise<void> {
   const { metadata, options } = router.outgoing(call);
-  const callDeadline = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
   let target: Target | undefined;
   for (const [i, t] of targets.entries()) {
-    if (await channelReady(router.client(t.address).getChannel(), Math.min(callDeadline, Date.now() + router.forwardTimeoutMs))) {
+    if (await router.ownerReady(t.address, options)) {
       target = t;
       break;
     }

@@ -47,8 +47,13 @@ export class Router {
 
   constructor(private readonly d: RoutingDeps) {}
 
-  get forwardTimeoutMs(): number {
-    return this.d.forwardTimeoutMs;
+  /**
+   * Whether the owner at address can take a call now: its connection is (or becomes) READY within
+   * --forward-timeout-ms and before the caller's deadline (options, as outgoing gives them).
+   */
+  ownerReady(address: string, options: Partial<grpc.CallOptions>): Promise<boolean> {
+    const callDeadline = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
+    return channelReady(this.client(address).getChannel(), Math.min(callDeadline, Date.now() + this.d.forwardTimeoutMs));
   }
 
   record(method: string, outcome: ForwardOutcome): void {
@@ -108,15 +113,14 @@ export class Router {
     targets: Target[],
     send: (c: ReplicaClient, cb: (err: grpc.ServiceError | null, res?: Res) => void) => void,
     done: (err: grpc.ServiceError | null, res: Res | undefined, target: Target) => void,
-    unsentOnly?: { until: number },
+    unsentOnly?: { ready: (address: string) => Promise<boolean> },
   ): void {
     const next = async (i: number) => {
-      const c = this.client(targets[i]!.address);
-      if (unsentOnly !== undefined && i + 1 < targets.length && !(await channelReady(c.getChannel(), Math.min(unsentOnly.until, Date.now() + this.d.forwardTimeoutMs)))) {
+      if (unsentOnly !== undefined && i + 1 < targets.length && !(await unsentOnly.ready(targets[i]!.address))) {
         this.record(name, "failover");
         return void next(i + 1);
       }
-      send(c, (err, res) => {
+      send(this.client(targets[i]!.address), (err, res) => {
         if (err !== null && err.code === grpc.status.UNAVAILABLE && i + 1 < targets.length && unsentOnly === undefined) {
           this.record(name, "failover");
           void next(i + 1);
@@ -140,13 +144,12 @@ export class Router {
       const targets = this.targets(call.request.key, call.metadata);
       if (targets === undefined) return local(call, callback);
       const { metadata, options } = this.outgoing(call);
-      const until = options.deadline === undefined ? Infinity : new Date(options.deadline).getTime();
       this.attempt<Res>(
         name,
         targets,
         (c, cb) => method(c).call(c, call.request, metadata, options, cb),
         (err, res) => (err !== null ? callback(err) : callback(null, res)),
-        opts.unsentOnly ? { until } : undefined,
+        opts.unsentOnly ? { ready: (address) => this.ownerReady(address, options) } : undefined,
       );
     };
   }
