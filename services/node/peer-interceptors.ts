@@ -3,7 +3,7 @@
 // (Exchange, ExchangeStream, PushState, HandOver, Contexts, Join, Leave, Ping, PingReq) reach its handler
 // only when
 //  - with a cluster key: it carries a valid, fresh, never-seen proof, checked from the metadata
-//    before any message is read (a unary call names the digest of its message beside the proof,
+//    before any message is decoded (a unary call names the digest of its message beside the proof,
 //    and the message must then have it), and on ExchangeStream and PushState every frame or chunk
 //    carries a valid MAC for its index on the stream;
 //  - with mutual TLS: its connection presented a node certificate (peer-identity.ts);
@@ -254,7 +254,7 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
               if (!fresh(parsed, now(), skew)) return refuse("proof-stale", parsed.nodeId);
               nonce = parsed.nonce;
               // A stream's proof covers its start. A unary call's covers its message, whose digest the
-              // metadata names: the proof is checked before any message byte is read or decoded.
+              // metadata names: the proof is checked before any message is decoded.
               if (method.requestStream) {
                 if (!prove(STREAM_BODY)) return;
               } else {

@@ -9,9 +9,9 @@
 //
 // A unary call also names its body digest in the metadata
 //   deltaset-peer-body: <body digest>
-// so the receiver verifies the proof from the metadata alone, before it reads or decodes any
-// message bytes (an unauthenticated caller never gets a message decoded), and then checks that the
-// message that arrives has that digest.
+// so the receiver verifies the proof from the metadata alone, before it decodes any message (an
+// unauthenticated caller never gets a message decoded), and then checks that the message that
+// arrives has that digest.
 //
 // The answer to a signed call is signed too, in a trailer
 //   deltaset-peer-reply: v1 <mac>

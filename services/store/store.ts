@@ -287,7 +287,8 @@ export class Store extends StoreCore {
    * longer owns, once its owners acknowledged it): no remove is made or spread, so the copies
    * elsewhere stay. Refused (false) while the key has deferred removes waiting here, which exist
    * nowhere else, while a chunked transfer of it is under way, or when `stillDroppable`, asked
-   * under the key's lock after every earlier write is durable, says no. Returns the bytes of the records removed (keys and values), or false.
+   * under the key's lock after every earlier write is durable, says no. Returns the bytes of the
+   * records removed (keys and values), or false.
    */
   async dropLocalCopy(key: string, stillDroppable?: () => boolean): Promise<number | false> {
     if (this.closed) throw new StoreClosedError();
