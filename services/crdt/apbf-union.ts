@@ -4,7 +4,10 @@
 //   Whole Filter        every physical slot p ORs the remote's slot p (both carry hash index p).
 //   Active Slices       each local active slice ORs the remote's active slice with the same hash.
 //   Current Generation  each local active slice, and its shadow, ORs the remote's shadow (the
-//                       remote's current generation) of the active slice with the same hash.
+//                       remote's current generation) of the active slice with the same hash;
+//                       from a young remote (its bits within its k newest generations, as a
+//                       gossip delta-group that shifted on its way), every slice, at about its
+//                       age (own addition: youngerGenerations below).
 //
 // Common rules (own choices, stated so the laws below can be checked):
 //   1. Shapes must match (k, l, m, strategy, hash family), else ApbfMismatchError (apbf.ts).
@@ -27,7 +30,8 @@
 //     to the alignment of filters with no bit set; if x ⊔ y did not
 //     shift, then (x ⊔ y) ⊔ y = x ⊔ y, and every element x reported present is still present.
 //   - Active Slices and Current Generation: every element of y's current generation is present in
-//     x ⊔ y unless the union shifted more than l times.
+//     x ⊔ y unless the union shifted more than l times. Current Generation, y young: every element
+//     y reports is present in x ⊔ y unless the union shifted it past the window.
 //   - commutativity: does NOT hold for any strategy. The result keeps the local base, hash
 //     alignment and (AS, CG) the local older slices, and shifts are decided locally. What holds:
 //     Whole Filter with aligned filters (same base) and no shift gives x ⊔ y and y ⊔ x the same
@@ -106,10 +110,52 @@ export function unionCurrentGeneration(local: Apbf, remote: Apbf): UnionOutcome 
     grew = orInto(local.bits, local.slot(i) * sb, remote.shadows, j * sb, sb) || grew;
     shadowsGrew = orInto(local.shadows, i * sb, remote.shadows, j * sb, sb) || shadowsGrew;
   }
+  const older = youngerGenerations(local, remote);
+  grew = older.grew || grew;
+  shadowsGrew = older.shadowsGrew || shadowsGrew;
   // Bits an older generation already set can still be new to the shadows: the filter changed
   // (its encoding, and what it sends on), though no slice's fill did.
   if (!grew) return shadowsGrew ? { changed: true, shifts: 0 } : UNCHANGED;
   return settle(local, remote.count);
+}
+
+/**
+ * Current Generation, a young remote: one whose bits lie within its k newest generations (the
+ * last set slice below 2k - 1), as a delta-group of a few shifts is. Its older generations are
+ * taken too, each slice into the local slice of the same hash at about the same age: remote
+ * logical slice s goes to local s - d (s < d: s - d + k), d the offset between the two filters'
+ * hash alignments, so every element of the remote lands on k consecutive local slices and
+ * reads back. Without this, a group that shifted on its way delivers only its newest
+ * generation's tombstones to a receiver that does not yet hold their dots, which then adopts
+ * them when the add arrives. A whole state with a long history is not young: its older
+ * generations stay out (the seed's rule; taking them would overfill the local older slices).
+ * Filters of the same alignment take slot for slot, so x ⊔ x = x still holds.
+ */
+function youngerGenerations(local: Apbf, remote: Apbf): { grew: boolean; shadowsGrew: boolean } {
+  const k = local.k;
+  const last = lastSetSlice(remote);
+  if (last < k || last >= 2 * k - 1) return { grew: false, shadowsGrew: false };
+  const sb = local.sliceBytes;
+  const d = (local.hashIndex[local.base]! - remote.hashIndex[remote.base]! + k) % k;
+  let grew = false;
+  let shadowsGrew = false;
+  for (let s = 0; s <= last; s++) {
+    const i = s >= d ? s - d : s - d + k;
+    grew = orInto(local.bits, local.slot(i) * sb, remote.bits, remote.slot(s) * sb, sb) || grew;
+    // Slice 0 is the current generation: its shadow stays equal to it.
+    if (i === 0) shadowsGrew = orInto(local.shadows, 0, remote.bits, remote.slot(s) * sb, sb) || shadowsGrew;
+  }
+  return { grew, shadowsGrew };
+}
+
+/** The highest logical slice with a bit set (-1: none). */
+function lastSetSlice(f: Apbf): number {
+  const sb = f.sliceBytes;
+  for (let i = f.n - 1; i >= 0; i--) {
+    const from = f.slot(i) * sb;
+    for (let b = from; b < from + sb; b++) if (f.bits[b] !== 0) return i;
+  }
+  return -1;
 }
 
 /** The remote's logical active index whose hash equals that of local logical active slice i. */

@@ -133,6 +133,37 @@ for (const s of STRATEGIES) {
   });
 }
 
+/** The highest logical slice with a bit set (-1: none). */
+function lastSetSlice(f: Apbf): number {
+  const fill = f.fillRatios();
+  for (let i = fill.length - 1; i >= 0; i--) if (fill[i]! > 0) return i;
+  return -1;
+}
+
+describe("APBF union, Current Generation from a young remote (a delta-group that shifted on its way)", () => {
+  // y: a fresh filter that took 1-4 generations of insertions (g = 14 here), as a gossip group
+  // joining several deltas does. Its bits lie within its k newest generations, so every element
+  // it still reports must reach the local filter, not only its current generation's: a receiver
+  // that missed an older generation's tombstone adopts the add when it comes (a remove undone).
+  it("brings every element the remote reports, whatever its generation", () => {
+    let young = 0;
+    fc.assert(
+      fc.property(filter(CurrentGeneration), fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 15, maxLength: 50 }), (x, ids) => {
+        const y = build(CurrentGeneration, { shifts: 0, ids });
+        const last = lastSetSlice(y.f);
+        if (last < y.f.k || last >= 2 * y.f.k - 1) return;
+        young++;
+        const r = x.f.clone();
+        const out = unionInPlace(r, y.f);
+        if (last + out.shifts >= r.n) return; // shifted past the window: forgetting is allowed
+        for (const id of ids) if (y.f.query(item(id))) assert.ok(r.query(item(id)), `remote's ${id} missing after the union`);
+      }),
+      { numRuns: RUNS },
+    );
+    assert.ok(young >= RUNS / 4, `only ${young} of ${RUNS} remotes were young and shifted`);
+  });
+});
+
 describe("APBF union, Whole Filter on aligned filters (same base), no shift", () => {
   // m = 512 gives g = 118: three filters of at most 30 insertions never fill a generation.
   const aligned = fc.nat(9).chain((shifts) =>

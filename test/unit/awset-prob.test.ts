@@ -68,6 +68,27 @@ describe("AWSET_PROB mutators", () => {
     assert.ok(!c.has(el(1)));
   });
 
+  it("a replica learns every remove of a delta-group whose filter shifted on its way, before it sees the adds", () => {
+    // A node's gossip joins the deltas a neighbour has not acknowledged into one group; with more
+    // removes than a generation holds (48 here), the group's filter shifts. The receiver has not
+    // yet got the first add: it must still refuse that add when it arrives, not keep the element.
+    const a = L.bottom();
+    const n = 60;
+    for (let i = 0; i < n; i++) apply(a, a.addDelta(el(i), BigInt(1000 + i)));
+    const group = L.clone(a.removeDelta(el(0)));
+    for (let i = 1; i < n; i++) L.joinGroupInPlace!(group, a.removeDelta(el(i)));
+    assert.ok(group.tombstones.base !== 0, "the group's filter shifted (the case under test)");
+    const c = L.bottom();
+    apply(c, c.addDelta(el(200), 7n)); // c's filter is not empty: it unions, not adopts
+    apply(c, c.removeDelta(el(200)));
+    c.joinInPlace(group);
+    for (let i = 0; i < n; i++) {
+      c.joinInPlace(L.bottom().addDelta(el(i), BigInt(1000 + i))); // the add as it left a
+
+      assert.ok(!c.has(el(i)), `element ${i}: its remove was lost on the way`);
+    }
+  });
+
   it("takes dots as bigints or 8 bytes and tells which are fresh", () => {
     const bytes = Uint8Array.of(1, 0, 0, 0, 0, 0, 0, 0x80);
     assert.equal(toDot(bytes), (1n << 63n) + 1n);
