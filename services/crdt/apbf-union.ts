@@ -2,7 +2,8 @@
 // into a local one IN PLACE (unionInPlace); union() is the pure form (clone, then join in place).
 //
 //   Whole Filter        every physical slot p ORs the remote's slot p (both carry hash index p).
-//   Active Slices       each local active slice ORs the remote's active slice with the same hash.
+//   Active Slices       each local active slice ORs the remote's active slice with the same hash
+//                       (and from a young remote every slice, as Current Generation below).
 //   Current Generation  each local active slice, and its shadow, ORs the remote's shadow (the
 //                       remote's current generation) of the active slice with the same hash;
 //                       from a young remote (its bits within its k newest generations, as a
@@ -30,8 +31,8 @@
 //     to the alignment of filters with no bit set; if x ⊔ y did not
 //     shift, then (x ⊔ y) ⊔ y = x ⊔ y, and every element x reported present is still present.
 //   - Active Slices and Current Generation: every element of y's current generation is present in
-//     x ⊔ y unless the union shifted more than l times. Current Generation, y young: every element
-//     y reports is present in x ⊔ y unless the union shifted it past the window.
+//     x ⊔ y unless the union shifted more than l times; y young: every element y reports is
+//     present in x ⊔ y unless the union shifted it past the window.
 //   - commutativity: does NOT hold for any strategy. The result keeps the local base, hash
 //     alignment and (AS, CG) the local older slices, and shifts are decided locally. What holds:
 //     Whole Filter with aligned filters (same base) and no shift gives x ⊔ y and y ⊔ x the same
@@ -40,7 +41,8 @@
 //     What holds: Whole Filter with aligned filters and no shift gives the same bits either way.
 //   Active Slices note: the l older slices reuse the k hashes, so an element older than the
 //   remote's current generation has some of its k bits in the remote's older slices, which this
-//   strategy does not send; it arrives only in part (extra fill, no membership).
+//   strategy does not send unless the remote is young; it arrives only in part (extra fill, no
+//   membership).
 import { Apbf, checkCompatible } from "./apbf.js";
 import { UnionStrategy } from "./apbf-params.js";
 
@@ -96,6 +98,7 @@ export function unionActiveSlices(local: Apbf, remote: Apbf): UnionOutcome {
     const j = matchingLogical(local, remote, i);
     grew = orInto(local.bits, local.slot(i) * sb, remote.bits, remote.slot(j) * sb, sb) || grew;
   }
+  grew = youngerGenerations(local, remote).grew || grew;
   if (!grew) return UNCHANGED;
   return settle(local, remote.count);
 }
@@ -120,16 +123,16 @@ export function unionCurrentGeneration(local: Apbf, remote: Apbf): UnionOutcome 
 }
 
 /**
- * Current Generation, a young remote: one whose bits lie within its k newest generations (the
- * last set slice below 2k - 1), as a delta-group of a few shifts is. Its older generations are
- * taken too, each slice into the local slice of the same hash at about the same age: remote
- * logical slice s goes to local s - d (s < d: s - d + k), d the offset between the two filters'
- * hash alignments, so every element of the remote lands on k consecutive local slices and
- * reads back. Without this, a group that shifted on its way delivers only its newest
- * generation's tombstones to a receiver that does not yet hold their dots, which then adopts
- * them when the add arrives. A whole state with a long history is not young: its older
- * generations stay out (the seed's rule; taking them would overfill the local older slices).
- * Filters of the same alignment take slot for slot, so x ⊔ x = x still holds.
+ * Active Slices and Current Generation, a young remote: one whose bits lie within its k newest
+ * generations (the last set slice below 2k - 1), as a delta-group of a few shifts is. Its older
+ * generations are taken too, each slice into the local slice of the same hash at about the same
+ * age: remote logical slice s goes to local s - d (s < d: s - d + k), d the offset between the
+ * two filters' hash alignments, so every element of the remote lands on k consecutive local
+ * slices and reads back. Without this, a group that shifted on its way delivers only its newest
+ * generation's tombstones (Current Generation) to a receiver that does not yet hold their dots,
+ * which then adopts them when the add arrives. A whole state with a long history is not young:
+ * its older generations stay out (the seed's rule; taking them would overfill the local older
+ * slices). Filters of the same alignment take slot for slot, so x ⊔ x = x still holds.
  */
 function youngerGenerations(local: Apbf, remote: Apbf): { grew: boolean; shadowsGrew: boolean } {
   const k = local.k;
@@ -142,8 +145,8 @@ function youngerGenerations(local: Apbf, remote: Apbf): { grew: boolean; shadows
   for (let s = 0; s <= last; s++) {
     const i = s >= d ? s - d : s - d + k;
     grew = orInto(local.bits, local.slot(i) * sb, remote.bits, remote.slot(s) * sb, sb) || grew;
-    // Slice 0 is the current generation: its shadow stays equal to it.
-    if (i === 0) shadowsGrew = orInto(local.shadows, 0, remote.bits, remote.slot(s) * sb, sb) || shadowsGrew;
+    // Slice 0 is the current generation: its shadow (Current Generation) stays equal to it.
+    if (i === 0 && local.shadows.length > 0) shadowsGrew = orInto(local.shadows, 0, remote.bits, remote.slot(s) * sb, sb) || shadowsGrew;
   }
   return { grew, shadowsGrew };
 }

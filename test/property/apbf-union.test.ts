@@ -140,7 +140,7 @@ function lastSetSlice(f: Apbf): number {
   return -1;
 }
 
-describe("APBF union, Current Generation from a young remote (a delta-group that shifted on its way)", () => {
+for (const s of [ActiveSlices, CurrentGeneration]) describe(`APBF union, strategy ${s}, from a young remote (a delta-group that shifted on its way)`, () => {
   // y: a fresh filter that took 1-4 generations of insertions (g = 14 here), as a gossip group
   // joining several deltas does. Its bits lie within its k newest generations, so every element
   // it still reports must reach the local filter, not only its current generation's: a receiver
@@ -148,8 +148,8 @@ describe("APBF union, Current Generation from a young remote (a delta-group that
   it("brings every element the remote reports, whatever its generation", () => {
     let young = 0;
     fc.assert(
-      fc.property(filter(CurrentGeneration), fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 15, maxLength: 50 }), (x, ids) => {
-        const y = build(CurrentGeneration, { shifts: 0, ids });
+      fc.property(filter(s), fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 15, maxLength: 50 }), (x, ids) => {
+        const y = build(s, { shifts: 0, ids });
         const last = lastSetSlice(y.f);
         if (last < y.f.k || last >= 2 * y.f.k - 1) return;
         young++;

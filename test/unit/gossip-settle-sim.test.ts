@@ -52,10 +52,11 @@ const together = (reads: string[]) => new Set(reads).size === 1;
 
 describe("settle announcements (simulated cluster)", () => {
   // Workloads found to leave replicas apart without announcements (checked below, so that this
-  // test keeps exercising them).
+  // test keeps exercising them). Since unions take every generation of a young filter, no
+  // workload of 1-80 leaves Active Slices or Current Generation apart (Active Slices' 17 did).
   const apart: Array<[UnionStrategy, number]> = [
     [UnionStrategy.WholeFilter, 3],
-    [UnionStrategy.ActiveSlices, 17],
+    [UnionStrategy.WholeFilter, 69],
   ];
 
   for (const [strategy, seed] of apart) {
