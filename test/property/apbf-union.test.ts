@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { Apbf, UnionStrategy } from "../../services/crdt/apbf.js";
-import { union, unionInPlace } from "../../services/crdt/apbf-union.js";
+import { YOUNG_GENERATIONS, union, unionInPlace } from "../../services/crdt/apbf-union.js";
 import { encodeApbf } from "../../services/crdt/apbf-codec.js";
 
 const { WholeFilter, ActiveSlices, CurrentGeneration } = UnionStrategy;
@@ -142,7 +142,7 @@ function lastSetSlice(f: Apbf): number {
 
 for (const s of [ActiveSlices, CurrentGeneration]) describe(`APBF union, strategy ${s}, from a young remote (a delta-group that shifted on its way)`, () => {
   // y: a fresh filter that took 1-4 generations of insertions (g = 14 here), as a gossip group
-  // joining several deltas does. Its bits lie within its k newest generations, so every element
+  // joining several deltas does. When its bits lie within its YOUNG_GENERATIONS newest, every element
   // it still reports must reach the local filter, not only its current generation's: a receiver
   // that missed an older generation's tombstone adopts the add when it comes (a remove undone).
   it("brings every element the remote reports, whatever its generation", () => {
@@ -151,7 +151,7 @@ for (const s of [ActiveSlices, CurrentGeneration]) describe(`APBF union, strateg
       fc.property(filter(s), fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 15, maxLength: 50 }), (x, ids) => {
         const y = build(s, { shifts: 0, ids });
         const last = lastSetSlice(y.f);
-        if (last < y.f.k || last >= 2 * y.f.k - 1) return;
+        if (last < y.f.k || last >= y.f.k - 1 + YOUNG_GENERATIONS) return;
         young++;
         const r = x.f.clone();
         const out = unionInPlace(r, y.f);
