@@ -124,9 +124,10 @@ export function unionCurrentGeneration(local: Apbf, remote: Apbf): UnionOutcome 
 
 /**
  * How many generations a young remote may span (see youngerGenerations). Measured on 9 local
- * nodes, one probabilistic set written in rounds (scratch runs beside bench:prob-cluster): 2
+ * nodes, one probabilistic set written in 20 rounds like bench:prob-settle, and bench:prob-cluster: 2
  * left 5 of 20 rounds over 1 s before every node read the same, 3 left 2 (as k = 12 did; 8 of
- * 22 before any), at 2,400 / 3,200 / 6,300 bytes on the wire per operation against 2,450 before.
+ * 22 before any), at 2,400 / 3,200 / 6,300 bytes on the wire per operation (idle traffic taken
+ * out) against 2,450 before.
  * Older generations placed by a receiver at its own alignment land apart from the same elements
  * placed by other senders, so each one taken costs fill and bytes downstream.
  */
