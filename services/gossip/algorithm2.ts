@@ -67,7 +67,10 @@ export class Alg2Partition<P> {
   private readonly sent = new Map<string, number>();
   /** Tail pushes to j not acked yet: their seq n → the seq they started at. */
   private readonly tails = new Map<string, Map<number, number>>();
-  /** Tail pushes j acked that do not join A(j) yet: [from, n) ranges. */
+  /**
+   * Tail pushes j acked that do not join A(j) yet: [from, n) ranges, sorted, disjoint and not
+   * touching (addRange merges), so a stuck A(j) under a stream of pushes keeps one range.
+   */
   private readonly ackedRanges = new Map<string, Array<[number, number]>>();
 
   constructor(
@@ -139,9 +142,7 @@ export class Alg2Partition<P> {
     if (from !== undefined) {
       this.tails.get(peer)!.delete(n);
       if (from > this.ackOf(peer)) {
-        let ranges = this.ackedRanges.get(peer);
-        if (ranges === undefined) this.ackedRanges.set(peer, (ranges = []));
-        ranges.push([from, n]);
+        this.addRange(peer, from, n);
         return true;
       }
     }
@@ -154,17 +155,10 @@ export class Alg2Partition<P> {
     let a = Math.max(this.ackOf(peer), n);
     const ranges = this.ackedRanges.get(peer);
     if (ranges !== undefined) {
-      let joined = true;
-      while (joined) {
-        joined = false;
-        for (let i = ranges.length - 1; i >= 0; i--) {
-          const [from, to] = ranges[i]!;
-          if (from > a) continue;
-          a = Math.max(a, to);
-          ranges.splice(i, 1);
-          joined = true;
-        }
-      }
+      // Sorted and apart: the ranges that join A(j) are a prefix.
+      let joined = 0;
+      while (joined < ranges.length && ranges[joined]![0] <= a) a = Math.max(a, ranges[joined++]![1]);
+      ranges.splice(0, joined);
       if (ranges.length === 0) this.ackedRanges.delete(peer);
     }
     if (a > this.ackOf(peer)) this.acks.set(peer, a);
@@ -265,9 +259,27 @@ export class Alg2Partition<P> {
 
   private ackedRangeOrRaise(peer: string, from: number, to: number): void {
     if (from <= this.ackOf(peer)) return this.raiseAck(peer, to);
+    this.addRange(peer, from, to);
+  }
+
+  /** Record [from, to) as held by j, merged with the ranges it overlaps or touches. */
+  private addRange(peer: string, from: number, to: number): void {
     let ranges = this.ackedRanges.get(peer);
     if (ranges === undefined) this.ackedRanges.set(peer, (ranges = []));
-    ranges.push([from, to]);
+    let i = 0;
+    while (i < ranges.length && ranges[i]![1] < from) i++;
+    let j = i;
+    while (j < ranges.length && ranges[j]![0] <= to) {
+      from = Math.min(from, ranges[j]![0]);
+      to = Math.max(to, ranges[j]![1]);
+      j++;
+    }
+    ranges.splice(i, j - i, [from, to]);
+  }
+
+  /** Acked ranges of j waiting for A(j) to reach them (bounded by merging; for tests and metrics). */
+  pendingRanges(peer: string): number {
+    return this.ackedRanges.get(peer)?.length ?? 0;
   }
 
   /** Lines 29-31: keep only the deltas some current neighbour has not acked. No neighbours: keep none. */

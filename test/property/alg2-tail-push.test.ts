@@ -168,3 +168,25 @@ test("tail pushes stop at the in-flight bound until acks come back", () => {
   assert.ok(part.ack("j", 1));
   assert.equal(part.planTail("j", true, 2).kind, "delta");
 });
+
+test("tail pushes acked while A(j) is stuck keep one pending range, and A(j) takes it when it moves", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  let n = 0;
+  const local = () => part.append(new Set([n++]), "self");
+  local();
+  const lost = part.plan("j", false); // its frame is lost: A(j) stays at 0
+  assert.equal(lost.kind, "delta");
+  for (let i = 0; i < 200; i++) {
+    local();
+    const push = part.planTail("j", false, 4);
+    assert.equal(push.kind, "delta");
+    assert.ok(part.ack("j", push.seq));
+    assert.equal(part.ackOf("j"), 0);
+    assert.equal(part.pendingRanges("j"), 1, `after ${i + 1} acked pushes`);
+  }
+  const again = part.plan("j", false);
+  assert.equal(again.kind, "delta");
+  assert.ok(part.ack("j", again.seq));
+  assert.equal(part.ackOf("j"), part.seq);
+  assert.equal(part.pendingRanges("j"), 0);
+});
