@@ -148,10 +148,10 @@ export const YOUNG_GENERATIONS = 3;
  */
 function youngerGenerations(local: Apbf, remote: Apbf): { grew: boolean; shadowsGrew: boolean } {
   const k = local.k;
-  const last = lastSetSlice(remote);
+  const last = remote.lastSetSlice();
   if (last < k || last >= k - 1 + YOUNG_GENERATIONS) return { grew: false, shadowsGrew: false };
   const sb = local.sliceBytes;
-  const d = (local.hashIndex[local.base]! - remote.hashIndex[remote.base]! + k) % k;
+  const d = hashOffset(local, remote);
   let grew = false;
   let shadowsGrew = false;
   for (let s = 0; s <= last; s++) {
@@ -163,21 +163,18 @@ function youngerGenerations(local: Apbf, remote: Apbf): { grew: boolean; shadows
   return { grew, shadowsGrew };
 }
 
-/** The highest logical slice with a bit set (-1: none). */
-function lastSetSlice(f: Apbf): number {
-  const sb = f.sliceBytes;
-  for (let i = f.n - 1; i >= 0; i--) {
-    const from = f.slot(i) * sb;
-    for (let b = from; b < from + sb; b++) if (f.bits[b] !== 0) return i;
-  }
-  return -1;
-}
-
 /** The remote's logical active index whose hash equals that of local logical active slice i. */
 function matchingLogical(local: Apbf, remote: Apbf, i: number): number {
-  const h = local.hashIndex[local.slot(i)]!;
-  const remoteHash0 = remote.hashIndex[remote.base]!;
-  return (((h - remoteHash0) % local.k) + local.k) % local.k;
+  return (i + hashOffset(local, remote)) % local.k;
+}
+
+/**
+ * d: how far the remote's hash alignment runs behind the local one. Logical slice i holds hash
+ * (hash of slice 0 + i) mod k in every filter (apbf.ts), so local logical i and remote logical
+ * i + d (mod k) share a hash.
+ */
+function hashOffset(local: Apbf, remote: Apbf): number {
+  return (local.hashIndex[local.base]! - remote.hashIndex[remote.base]! + local.k) % local.k;
 }
 
 /** dst[d..d+len) |= src[s..s+len); true when a new bit was set. */

@@ -233,6 +233,12 @@ export class Apbf {
     return popcount(this.bits, this.slot(i) * this.sliceBytes, this.sliceBytes);
   }
 
+  /** The oldest logical slice with a bit set (-1: none), so how many generations the bits span. */
+  lastSetSlice(): number {
+    for (let i = this.n - 1; i >= 0; i--) if (this.setBits(i) > 0) return i;
+    return -1;
+  }
+
   /** Fill ratio of every slice, in logical order (newest first). */
   fillRatios(): number[] {
     const out: number[] = [];

@@ -277,7 +277,7 @@ export class Alg2Partition<P> {
     ranges.splice(i, j - i, [from, to]);
   }
 
-  /** Acked ranges of j waiting for A(j) to reach them (bounded by merging; for tests and metrics). */
+  /** Acked ranges of j waiting for A(j) to reach them (bounded by merging; for tests). */
   pendingRanges(peer: string): number {
     return this.ackedRanges.get(peer)?.length ?? 0;
   }

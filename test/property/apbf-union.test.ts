@@ -133,13 +133,6 @@ for (const s of STRATEGIES) {
   });
 }
 
-/** The highest logical slice with a bit set (-1: none). */
-function lastSetSlice(f: Apbf): number {
-  const fill = f.fillRatios();
-  for (let i = fill.length - 1; i >= 0; i--) if (fill[i]! > 0) return i;
-  return -1;
-}
-
 for (const s of [ActiveSlices, CurrentGeneration]) describe(`APBF union, strategy ${s}, from a young remote (a delta-group that shifted on its way)`, () => {
   // y: a fresh filter that took 1-4 generations of insertions (g = 14 here), as a gossip group
   // joining several deltas does. When its bits lie within its YOUNG_GENERATIONS newest, every element
@@ -150,7 +143,7 @@ for (const s of [ActiveSlices, CurrentGeneration]) describe(`APBF union, strateg
     fc.assert(
       fc.property(filter(s), fc.array(fc.integer({ min: 0, max: 300 }), { minLength: 15, maxLength: 50 }), (x, ids) => {
         const y = build(s, { shifts: 0, ids });
-        const last = lastSetSlice(y.f);
+        const last = y.f.lastSetSlice();
         if (last < y.f.k || last >= y.f.k - 1 + YOUNG_GENERATIONS) return;
         young++;
         const r = x.f.clone();
