@@ -184,6 +184,19 @@ export class Alg2Partition<P> {
     this.ackedRanges.delete(peer);
   }
 
+  /**
+   * The tail push to j with seq n never reached j (it was not sent, or its send failed): S(j) goes
+   * back to where it started, so the next push carries its deltas again instead of leaving them to
+   * the next period. Nothing changes once j acked it (its entry is gone).
+   */
+  tailNotSent(peer: string, n: number): void {
+    const tails = this.tails.get(peer);
+    const from = tails?.get(n);
+    if (from === undefined) return;
+    tails!.delete(n);
+    if (from < this.sentTo(peer)) this.sent.set(peer, Math.max(from, this.ackOf(peer)));
+  }
+
   /** S(j). */
   sentTo(peer: string): number {
     return Math.max(this.sent.get(peer) ?? 0, this.ackOf(peer));

@@ -491,6 +491,12 @@ export class AntiEntropyEngine<P> {
     }
   }
 
+  /** Algorithm 2: the caller did not get these tail-push items to j (see Alg2Partition.tailNotSent). */
+  tailsNotSent(to: string, items: ReadonlyArray<{ partition: number; seq: number }>): void {
+    if (this.sync.algorithm !== 2) return;
+    for (const i of items) this.alg2[i.partition]?.tailNotSent(to, i.seq);
+  }
+
   /** The caller shipped a full state of this many bytes. */
   recordStateBytesSent(bytes: number): void {
     this.counters.bytesSent.state += bytes;

@@ -372,6 +372,13 @@ export class GossipExchange {
     return out;
   }
 
+  /** A tail push (tick with tail) that did not reach its peer: the next push sends it again. */
+  pushNotSent(out: Outgoing): void {
+    const items = out.frames.flatMap((f) => f.payloads.map((p) => ({ partition: p.partition, seq: Number(p.seq) })));
+    this.engine.tailsNotSent(out.to, items);
+    this.engine.statesNotSent(out.states.map((st) => st.partition));
+  }
+
   /**
    * An empty frame to each neighbour that has not answered this process yet and gets nothing else
    * this period: it carries this boot id, so a neighbour learns of a restart even when this node

@@ -115,17 +115,35 @@ export interface NodeGossipOptions {
   trace?: <T>(name: string, attributes: Record<string, string | number>, fn: () => Promise<T>) => Promise<T>;
 }
 
+/** A neighbour as this node's sends see it (NodeGossip.peers). */
+interface PeerLink {
+  address: string;
+  client?: GossipClient;
+  frames?: FrameStream;
+  dialed?: string;
+  busy: number;
+  streaming?: boolean;
+  pushWaiting?: boolean;
+  pushFailures?: number;
+}
+
+/** The first retry of a failed push waits this long (or pushLocalMs if longer), doubling per failure up to the period. */
+const PUSH_RETRY_MS = 100;
+
 /** Algorithm 1: exchanges per peer at once (see tick). */
 const ALG1_IN_FLIGHT = 8;
 
 export class NodeGossip {
   /**
    * busy: a period's exchanges with the peer still running; streaming: one of them streams full
-   * state; frames: the ExchangeStream its frames go on (with the client).
+   * state; frames: the ExchangeStream its frames go on (with the client); pushWaiting: a push to
+   * it waited for one of those to end; pushFailures: its push sends that failed in a row.
    */
-  private readonly peers = new Map<string, { address: string; client?: GossipClient; frames?: FrameStream; dialed?: string; busy: number; streaming?: boolean }>();
+  private readonly peers = new Map<string, PeerLink>();
   private timer: NodeJS.Timeout | undefined;
   private pushTimer: NodeJS.Timeout | undefined;
+  /** A push again after a push send failed (backing off; see pushFailed). */
+  private pushRetryTimer: NodeJS.Timeout | undefined;
   /** Every live member (frames are accepted from them); peers holds the overlay's choice. */
   private live = new Set<string>();
   private stopped = false;
@@ -245,12 +263,17 @@ export class NodeGossip {
         this.peers.delete(id);
       }
     }
+    let added = false;
     for (const [id, address] of peers) {
       if (id === this.o.store.nodeId || this.peers.has(id)) continue;
       this.peers.set(id, { address, busy: 0 });
+      added = true;
     }
     this.x.engine.setNeighbours(this.peers.keys());
     if (placed) this.x.engine.setPartitionPeers((p) => this.o.ownership!.peersOf(p));
+    // A neighbour that (re)appears missed the pushes made while it was away (a suspicion under
+    // load takes it out of the set): with pushes on, it gets them now, not a period later.
+    if (added) this.schedulePush();
   }
 
   peerIds(): string[] {
@@ -290,6 +313,7 @@ export class NodeGossip {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     if (this.pushTimer) clearTimeout(this.pushTimer);
+    if (this.pushRetryTimer) clearTimeout(this.pushRetryTimer);
     this.o.log.info("gossip totals", { engine: this.x.engine.counters, transport: this.x.counters });
     for (const p of this.peers.values()) {
       p.frames?.close();
@@ -361,10 +385,11 @@ export class NodeGossip {
         if (peer === undefined) continue;
         // A push that ships full state (the peer needs it) counts as a period's exchange: never two.
         const period = push === undefined || out.states.length > 0;
-        // A push that ships full state to a busy peer waits (the skip above covers periods).
+        // A push that ships full state to a busy peer waits for it (the skip above covers periods).
         if (period && peer.busy >= inFlight) {
           this.x.counters.framesNotSent++;
-          this.x.engine.statesNotSent(out.states.map((st) => st.partition));
+          if (push === undefined) this.x.engine.statesNotSent(out.states.map((st) => st.partition));
+          else this.pushWaits(peer, out);
           continue;
         }
         // One full-state stream per peer at a time: beside a running one, Algorithm 1's period
@@ -372,6 +397,7 @@ export class NodeGossip {
         // later); doubling streams over a slow link only makes every one of them slower.
         if (out.states.length > 0 && peer.streaming) {
           this.x.engine.statesNotSent(out.states.map((st) => st.partition));
+          if (push !== undefined) peer.pushWaiting = true; // what the stream does not bring goes when it ends
           if (out.frames.length === 0) {
             this.x.counters.framesNotSent++;
             continue;
@@ -391,13 +417,21 @@ export class NodeGossip {
         // The send starts inside the tracing span (the runner calls it at once), so its calls are children of it.
         let parts!: ReturnType<NodeGossip["send"]>;
         const sendOut = (o: Outgoing) => () => {
-          parts = this.send(o);
+          parts = this.send(o, push !== undefined);
           return Promise.all([parts.frames, parts.states]).then(() => undefined);
         };
         const attributes = { "deltaset.peer": out.to, "deltaset.frames": out.frames.length, "deltaset.states": out.states.length };
         void (this.o.trace ? this.o.trace("gossip.send", attributes, sendOut(out)) : sendOut(out)());
-        if (period) void parts.frames.finally(() => peer.busy--);
-        if (streams) void parts.states.finally(() => (peer.streaming = false));
+        if (period)
+          void parts.frames.finally(() => {
+            peer.busy--;
+            this.resumePush(peer);
+          });
+        if (streams)
+          void parts.states.finally(() => {
+            peer.streaming = false;
+            this.resumePush(peer);
+          });
       }
     } catch (err) {
       this.o.log.error("gossip tick failed", { err });
@@ -411,8 +445,41 @@ export class NodeGossip {
     if (push === undefined && this.handOff !== undefined && !this.stopped) void this.handOff.run();
   }
 
+  /**
+   * A push the peer could not take now (a period's exchange with it still runs): nothing of it is
+   * counted as sent, and it goes again when that exchange ends, not a whole period later.
+   */
+  private pushWaits(peer: PeerLink, out: Outgoing): void {
+    this.x.pushNotSent(out);
+    peer.pushWaiting = true;
+  }
+
+  private resumePush(peer: PeerLink): void {
+    if (peer.pushWaiting !== true) return;
+    peer.pushWaiting = false;
+    this.schedulePush();
+  }
+
+  /**
+   * A push send failed (the peer is down, or the call broke): nothing of it is counted as sent,
+   * and a push goes again after a delay that doubles with each failure in a row, up to the period,
+   * so a peer that is down costs one attempt per period and one that blinked is caught up at once.
+   */
+  private pushFailed(out: Outgoing): void {
+    const peer = this.peers.get(out.to);
+    this.x.pushNotSent(out);
+    if (peer === undefined || this.stopped || this.pushRetryTimer !== undefined) return;
+    const failures = (peer.pushFailures = (peer.pushFailures ?? 0) + 1);
+    const first = Math.max(PUSH_RETRY_MS, this.o.pushLocalMs ?? 0);
+    const delay = Math.min(this.o.intervalMs, first * 2 ** Math.min(failures - 1, 20));
+    this.pushRetryTimer = setTimeout(() => {
+      this.pushRetryTimer = undefined;
+      this.schedulePush();
+    }, delay);
+  }
+
   /** Send what a tick said: its frames (settled when they are answered) and its full-state stream (when that ends). */
-  private send(out: Outgoing): { frames: Promise<void>; states: Promise<void> } {
+  private send(out: Outgoing, push = false): { frames: Promise<void>; states: Promise<void> } {
     const client = this.clientFor(out.to);
     const resets = out.resets; // the peer's reset count when these sends were planned (Exchange.onReply)
     // One failed send counts once, whether its frames, its stream or both failed.
@@ -423,7 +490,10 @@ export class NodeGossip {
         try {
           await work(c);
         } catch (err) {
-          if (!failed) this.x.counters.rpcErrors++;
+          if (!failed) {
+            this.x.counters.rpcErrors++;
+            if (push) this.pushFailed(out);
+          }
           failed = true;
           this.reportSendFailure(out.to, err);
         }
@@ -433,6 +503,8 @@ export class NodeGossip {
         const reply = await this.exchange(out.to, c, frame);
         this.x.onReply(out.to, reply.boot, reply.acks, reply.dropped, resets);
       }
+      const link = this.peers.get(out.to);
+      if (push && link !== undefined) link.pushFailures = 0;
     });
     const states = out.states.length === 0 ? Promise.resolve() : guarded((c) => this.pushStates(out.to, c, out.states, resets));
     return { frames, states };

@@ -7,7 +7,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { strict as assert } from "node:assert";
 import { after, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
 import { membershipConverged } from "../../services/chaos/run.ts";
+import { call } from "../../services/client/rpc.ts";
+import { MemberState, MembershipClient } from "../../services/gen/deltaset/v1/membership.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-modes-"));
@@ -60,36 +63,73 @@ async function membersAlive(c: TestCluster, addrs: string[]): Promise<void> {
   }
 }
 
+// A period of 10 minutes: within these tests' bounds only pushes can carry the adds.
+const PERIOD_10_MIN = ["--gossip-interval-ms", "600000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--partitions", "8"];
+const PUSH = [...PERIOD_10_MIN, "--gossip-push-local-ms", "5"];
+
+/** Three nodes on 127.0.0.89 from port base+1, every member alive, then body; closed after. */
+async function withCluster(name: string, base: number, flags: string[], body: (c: TestCluster) => Promise<void>): Promise<void> {
+  const addrs = [1, 2, 3].map((i) => `127.0.0.89:${base + i}`);
+  const c = new TestCluster(dir, addrs, flags, name);
+  try {
+    await c.startAll();
+    await membersAlive(c, addrs);
+    await body(c);
+  } finally {
+    await c.close();
+  }
+}
+
 describe("Algorithm 2 with --gossip-push-local-ms", () => {
-  it("a local change reaches every neighbour without waiting for the period", async () => {
-    // A period of 10 minutes: within this test's bounds only the push can carry the adds.
-    const addrs = [1, 2, 3].map((i) => `127.0.0.89:${7560 + i}`);
-    const flags = ["--gossip-interval-ms", "600000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-push-local-ms", "5", "--partitions", "8"];
-    const c = new TestCluster(dir, addrs, flags, "push");
-    try {
-      await c.startAll();
-      await membersAlive(c, addrs);
+  it("a local change reaches every neighbour without waiting for the period", () =>
+    withCluster("push", 7560, PUSH, async (c) => {
       await c.add(0, "pushed", ["a", "b"]);
       await c.add(2, "pushed", ["c"]);
       await c.converged("pushed", [0, 1, 2], ["a", "b", "c"], 15_000);
-    } finally {
-      await c.close();
-    }
-  });
+    }));
 
-  it("without it, the same cluster does not spread them before the period", async () => {
-    const addrs = [1, 2, 3].map((i) => `127.0.0.89:${7570 + i}`);
-    const flags = ["--gossip-interval-ms", "600000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--partitions", "8"];
-    const c = new TestCluster(dir, addrs, flags, "no-push");
-    try {
-      await c.startAll();
-      await membersAlive(c, addrs);
+  it("a neighbour that was down when a change was made gets it once it is back, not a period later", () =>
+    withCluster("away", 7580, PUSH, async (c) => {
+      await c.kill(1);
+      // Node 0 declares it dead, so it is no neighbour when the change is made and pushed.
+      const until = Date.now() + 20_000;
+      while (await liveIn(c.addresses[0]!, "away1")) {
+        assert.ok(Date.now() < until, "node 0 did not declare the killed node dead within 20 s");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await c.add(0, "away", ["x", "y"]);
+      await c.converged("away", [0, 2], ["x", "y"], 15_000);
+      await c.start(1);
+      await c.converged("away", [0, 1, 2], ["x", "y"], 15_000);
+    }));
+
+  it("a push whose call failed goes again once the neighbour answers, not a period later", () =>
+    // Suspicion outlasts the test: the killed node stays a neighbour, and the push to it fails.
+    withCluster("fail", 7590, [...PUSH, "--suspicion-mult", "200"], async (c) => {
+      await c.kill(1);
+      await c.add(0, "failed", ["x", "y"]);
+      await c.converged("failed", [0, 2], ["x", "y"], 15_000);
+      assert.ok(await liveIn(c.addresses[0]!, "fail1"), "the killed node is still a neighbour of node 0");
+      await c.start(1);
+      await c.converged("failed", [0, 1, 2], ["x", "y"], 15_000);
+    }));
+
+  it("without it, the same cluster does not spread them before the period", () =>
+    withCluster("no-push", 7570, PERIOD_10_MIN, async (c) => {
       await c.add(0, "pushed", ["a", "b"]);
       await new Promise((r) => setTimeout(r, 3000));
       assert.deepEqual(await c.read(1, "pushed"), []);
       assert.deepEqual(await c.read(2, "pushed"), []);
-    } finally {
-      await c.close();
-    }
-  });
+    }));
 });
+
+/** Whether the node at address lists nodeId as ALIVE or SUSPECT. */
+async function liveIn(address: string, nodeId: string): Promise<boolean> {
+  const c = new MembershipClient(address, grpc.credentials.createInsecure());
+  try {
+    const reply = await call(c, c.members, { includeDeparted: false }, { timeoutMs: 2000 });
+    return reply.members.some((m) => m.nodeId === nodeId && (m.state === MemberState.ALIVE || m.state === MemberState.SUSPECT));
+  } finally {
+    c.close();
+  }
+}

@@ -1,6 +1,7 @@
 // Tail pushes (algorithm2.ts): pushes that carry only what was never sent to a neighbour, beside
 // the periods' whole unacknowledged intervals. Under any interleaving of local changes, periods,
-// pushes, and deliveries of frames and acks that are reordered, duplicated or lost:
+// pushes (some never sent, some whose call fails, delivered or not: tailNotSent), and deliveries
+// of frames and acks that are reordered, duplicated or lost:
 //  - safety: A(j) never passes a delta the neighbour does not hold (an ack promises everything
 //    below A(j) is there, and GC drops what every neighbour acked);
 //  - liveness: once links behave, periods bring A(j) to c.
@@ -23,6 +24,11 @@ type Step =
   | { kind: "local" }
   | { kind: "period" }
   | { kind: "push" }
+  /** A push the caller did not send (the peer was busy), or whose call fails later. */
+  | { kind: "pushUnsent" }
+  | { kind: "pushFailing" }
+  /** A failing call ends: its frame may have arrived, its reply never does. */
+  | { kind: "fail"; pick: number; arrived: boolean }
   | { kind: "deliver"; pick: number; duplicate: boolean }
   | { kind: "lose"; pick: number }
   | { kind: "ack"; pick: number; duplicate: boolean }
@@ -33,6 +39,9 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ kind: "local" as const }) },
   { weight: 2, arbitrary: fc.constant({ kind: "period" as const }) },
   { weight: 3, arbitrary: fc.constant({ kind: "push" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "pushUnsent" as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: "pushFailing" as const }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("fail" as const), pick: fc.nat(), arrived: fc.boolean() }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("deliver" as const), pick: fc.nat(), duplicate: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("lose" as const), pick: fc.nat() }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("ack" as const), pick: fc.nat(), duplicate: fc.boolean() }) },
@@ -48,6 +57,7 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
       const held = new Set<number>(); // what neighbour j holds
       const frames: Array<{ seq: number; ids: Ids }> = []; // in flight to j
       const acks: number[] = []; // in flight back
+      const failing: Array<{ seq: number; ids: Ids }> = []; // tail pushes whose calls will fail
       const send = (plan: ReturnType<typeof part.plan>) => {
         if (plan.kind === "delta") frames.push({ seq: plan.seq, ids: plan.payload });
         // A full state carries every delta below its seq.
@@ -78,6 +88,23 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
           case "push":
             send(part.planTail("j", bp, 4));
             break;
+          case "pushUnsent": {
+            const plan = part.planTail("j", bp, 4);
+            if (plan.kind === "delta") part.tailNotSent("j", plan.seq);
+            break;
+          }
+          case "pushFailing": {
+            const plan = part.planTail("j", bp, 4);
+            if (plan.kind === "delta") failing.push({ seq: plan.seq, ids: plan.payload });
+            break;
+          }
+          case "fail": {
+            if (failing.length === 0) break;
+            const [f] = failing.splice(s.pick % failing.length, 1);
+            if (s.arrived) for (const id of f!.ids) held.add(id);
+            part.tailNotSent("j", f!.seq);
+            break;
+          }
           case "deliver":
           case "lose": {
             if (frames.length === 0) break;
@@ -103,6 +130,7 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
         check();
       }
       // Links behave from here: periods alone bring A(j) to c.
+      for (const f of failing.splice(0)) part.tailNotSent("j", f.seq);
       frames.length = 0;
       acks.length = 0;
       for (let round = 0; round < 3 && part.ackOf("j") < part.seq; round++) {
@@ -156,6 +184,23 @@ test("a lost tail push is sent again by the period, whole interval from A(j)", (
   const period = part.plan("j", true);
   assert.ok(period.kind === "delta" && [...period.payload].sort().join() === "0,1");
   assert.ok(part.ack("j", period.seq));
+  assert.equal(part.ackOf("j"), 2);
+});
+
+test("a tail push that was not sent goes again with the next push, not a period later", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  part.append(new Set([0]), "self");
+  const unsent = part.planTail("j", true, 8);
+  assert.equal(unsent.kind, "delta");
+  part.tailNotSent("j", unsent.seq);
+  part.append(new Set([1]), "self");
+  const next = part.planTail("j", true, 8);
+  assert.ok(next.kind === "delta" && [...next.payload].sort().join() === "0,1", "the next push carries the unsent delta");
+  assert.ok(part.ack("j", next.seq));
+  assert.equal(part.ackOf("j"), 2);
+  // Once acked, a late report of a failure changes nothing.
+  part.tailNotSent("j", next.seq);
+  assert.equal(part.planTail("j", true, 8).kind, "none");
   assert.equal(part.ackOf("j"), 2);
 });
 
