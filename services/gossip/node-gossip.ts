@@ -83,6 +83,8 @@ export interface NodeGossipOptions {
    * replication lag; costs more, smaller exchanges.
    */
   pushLocalMs?: number;
+  /** A push whose call failed goes again after this many ms (or pushLocalMs, if longer), doubling per failure up to the period (default PUSH_RETRY_MS). */
+  pushRetryMs?: number;
   /**
    * Settle announcements: a probabilistic set whose reads changed here is sent whole to every
    * neighbour once it had no such change for this many ms (0: off). Replicas that a burst of
@@ -127,7 +129,7 @@ interface PeerLink {
   pushFailures?: number;
 }
 
-/** The first retry of a failed push waits this long (or pushLocalMs if longer), doubling per failure up to the period. */
+/** Default of NodeGossipOptions.pushRetryMs. */
 const PUSH_RETRY_MS = 100;
 
 /** Algorithm 1: exchanges per peer at once (see tick). */
@@ -470,7 +472,7 @@ export class NodeGossip {
     this.x.pushNotSent(out);
     if (peer === undefined || this.stopped || this.pushRetryTimer !== undefined) return;
     const failures = (peer.pushFailures = (peer.pushFailures ?? 0) + 1);
-    const first = Math.max(PUSH_RETRY_MS, this.o.pushLocalMs ?? 0);
+    const first = Math.max(this.o.pushRetryMs ?? PUSH_RETRY_MS, this.o.pushLocalMs ?? 0, 1);
     const delay = Math.min(this.o.intervalMs, first * 2 ** Math.min(failures - 1, 20));
     this.pushRetryTimer = setTimeout(() => {
       this.pushRetryTimer = undefined;

@@ -56,6 +56,8 @@ export interface GossipSettings {
   lossSeed: number;
   /** Algorithm 2: push local changes to every neighbour this many ms after them (0: wait for the period). */
   pushLocalMs: number;
+  /** A push whose call failed goes again after this many ms (or pushLocalMs, if longer), doubling per failure up to the period. */
+  pushRetryMs: number;
   /** Settle announcements of probabilistic sets: quiet time in ms before a key is sent whole (0: off). */
   settleMs: number;
   /** Largest encoded state a settle announcement sends. */
@@ -256,6 +258,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     lossRate: 0,
     lossSeed: 1,
     pushLocalMs: 0,
+    pushRetryMs: 100,
     settleMs: 2000,
     settleMaxBytes: 1024 * 1024,
     settleMaxWaitMs: 30_000,

@@ -258,6 +258,10 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "Algorithm 2: push local changes to every neighbour this many ms after them instead of waiting for the next period (0: off); lowers replication lag, costs more and smaller exchanges",
     },
     {
+      flag: "gossip-push-retry-ms", env: "DELTASET_GOSSIP_PUSH_RETRY_MS", path: "gossip.pushRetryMs", kind: "int",
+      description: "with --gossip-push-local-ms: a push whose call failed (the neighbour down, a broken stream) goes again after this many ms (at least the push delay), doubling with each failure in a row up to the gossip period",
+    },
+    {
       flag: "gossip-settle-ms", env: "DELTASET_GOSSIP_SETTLE_MS", path: "gossip.settleMs", kind: "int",
       description: "a probabilistic set (AWSET_PROB) whose reads changed on this node is sent whole to every neighbour once it had no such change for this many ms (0: off)",
       details: "Its deltas can lose a dot or a remove on the way (filters union only in part and forget); this lets replicas that a burst of writes left apart meet again without another write.",
