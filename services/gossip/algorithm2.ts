@@ -30,8 +30,9 @@
 // the whole unacknowledged interval, so pushes can follow each other without waiting a round
 // trip for acks and without resending what is in flight. Its ack n then does not mean "j holds
 // everything below n", only "j holds [S, n)": it raises A(j) only once A(j) reaches S (acked
-// ranges join up, in any order). A lost push is repaired by the periods, which still send the
-// whole D[A(j), c) (lines 22-28 unchanged).
+// ranges join up, in any order). A push the caller knows did not arrive (not sent, or its call
+// failed) is handed back (tailNotSent), so the next push carries it again; one lost unseen is
+// repaired by the periods, which still send the whole D[A(j), c) (lines 22-28 unchanged).
 import { type PayloadOps, joinPayloads } from "./payload.js";
 
 export interface BufferedDelta<P> {

@@ -359,7 +359,8 @@ export class NodeGossip {
    * (algorithm2.ts): each neighbour gets only what was never sent to it, so pushes run beside the
    * period's exchange and beside each other. Waiting for the exchange in flight would make a
    * push a round trip late whenever links have latency (an exchange is then nearly always
-   * running); a lost push is repaired by the periods, which send everything unacknowledged.
+   * running). A push that did not go out or whose call failed is pushed again soon (pushWaits,
+   * pushFailed); one lost unseen is repaired by the periods, which send everything unacknowledged.
    */
   async tick(push?: "push"): Promise<void> {
     if (this.stopped) return;
