@@ -195,7 +195,8 @@ export class Alg2Partition<P> {
     const from = tails?.get(n);
     if (from === undefined) return;
     tails!.delete(n);
-    if (from < this.sentTo(peer)) this.sent.set(peer, Math.max(from, this.ackOf(peer)));
+    // S(j) never reads below A(j) (sentTo), so an ack that passed `from` meanwhile still holds.
+    if (from < this.sentTo(peer)) this.sent.set(peer, from);
   }
 
   /** S(j). */

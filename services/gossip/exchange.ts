@@ -372,11 +372,13 @@ export class GossipExchange {
     return out;
   }
 
-  /** A tail push (tick with tail) that did not reach its peer: the next push sends it again. */
+  /**
+   * A tail push (tick with tail) that did not reach its peer: the next push sends its deltas
+   * again. Its full states need nothing: Algorithm 2 plans them again while the peer's ack stays behind.
+   */
   pushNotSent(out: Outgoing): void {
     const items = out.frames.flatMap((f) => f.payloads.map((p) => ({ partition: p.partition, seq: Number(p.seq) })));
     this.engine.tailsNotSent(out.to, items);
-    this.engine.statesNotSent(out.states.map((st) => st.partition));
   }
 
   /**
