@@ -5,7 +5,7 @@
 //    object-per-set baseline that keeps the whole set as one LevelDB value (the design bigset
 //    replaces), measured in-process in the same run with the same sync policy.
 // 2. A real node process over gRPC: single-element Add throughput with 32 concurrent clients,
-//    batch Add (1000 per call) elements/s while filling the set to 1M, Add latency at 1k/100k/1M,
+//    batch Add (1000 per call, 4 in flight) elements/s while filling the set to 1M, Add latency at 1k/100k/1M,
 //    and the node's RSS at 1M elements.
 // 3. Telemetry overhead: single-element Add throughput (32 clients) and node CPU per Add of a node
 //    without telemetry, one with metrics (--metrics-listen) and one with metrics and tracing
@@ -129,7 +129,8 @@ async function grpcBench() {
     const singleOpsPerSec = ops / seconds;
     console.log(`grpc single-element Add, 32 clients: ${singleOpsPerSec.toFixed(0)} ops/s`);
 
-    // Fill one set with batch adds (1000 per call, 4 callers), measuring latency at each size.
+    // Fill one set with batch adds (1000 per call, 4 callers each keeping one call in flight),
+    // measuring latency at each size.
     const latency: Array<{ size: number; p50: number; p99: number }> = [];
     let filled = 0;
     let batchElements = 0;
