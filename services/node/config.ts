@@ -221,6 +221,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     maxKeyBytes: 1024,
     maxElementBytes: 64 * 1024,
     maxElementsPerCall: 10_000,
+    maxRequestEntries: 100_000,
     maxMessageBytes: 16 * 1024 * 1024,
     defaultPageSize: 100,
     maxPageSize: 10_000,
@@ -493,6 +494,7 @@ export function validateConfig(c: NodeConfig): void {
   }
   // Node runs a longer timer at once.
   if (l.streamStallMs > 2 ** 31 - 1) throw new ConfigError(`limits.streamStallMs (--stream-stall-ms) must be at most 2147483647 (about 24.8 days), not ${l.streamStallMs}`);
+  if (l.maxRequestEntries < l.maxElementsPerCall) throw new ConfigError("limits.maxRequestEntries (--max-request-entries) is below limits.maxElementsPerCall (--max-elements-per-call)");
   if (l.defaultPageSize > l.maxPageSize) throw new ConfigError("limits.defaultPageSize exceeds limits.maxPageSize");
   if (l.defaultScanChunk > l.maxScanChunk) throw new ConfigError("limits.defaultScanChunk exceeds limits.maxScanChunk");
   if (l.defaultExportChunk > l.maxExportChunk) throw new ConfigError("limits.defaultExportChunk exceeds limits.maxExportChunk");

@@ -137,6 +137,13 @@ export const LIMITS_SETTINGS: SettingGroup = {
     { flag: "max-key-bytes", env: "DELTASET_MAX_KEY_BYTES", path: "limits.maxKeyBytes", kind: "int", readme: true, description: "most bytes in a key (UTF-8)" },
     { flag: "max-element-bytes", env: "DELTASET_MAX_ELEMENT_BYTES", path: "limits.maxElementBytes", kind: "int", readme: true, description: "most bytes in one element" },
     { flag: "max-elements-per-call", env: "DELTASET_MAX_ELEMENTS_PER_CALL", path: "limits.maxElementsPerCall", kind: "int", readme: true, description: "most elements in one Add, Remove or Query" },
+    {
+      flag: "max-request-entries",
+      env: "DELTASET_MAX_REQUEST_ENTRIES",
+      path: "limits.maxRequestEntries",
+      kind: "int",
+      description: "most entries of repeated fields (elements, texts, context entries) in one client request message, counted before it is decoded (at least --max-elements-per-call)",
+    },
     { flag: "max-message-bytes", env: "DELTASET_MAX_MESSAGE_BYTES", path: "limits.maxMessageBytes", kind: "int", readme: true, description: "largest gRPC message received or sent, in bytes (also bounds gossip frames)" },
     { flag: "default-page-size", env: "DELTASET_DEFAULT_PAGE_SIZE", path: "limits.defaultPageSize", kind: "int", description: "members per Query page when the request names none" },
     { flag: "max-page-size", env: "DELTASET_MAX_PAGE_SIZE", path: "limits.maxPageSize", kind: "int", description: "most members a Query page may ask for" },

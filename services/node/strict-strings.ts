@@ -5,19 +5,26 @@
 // see) and marks such a request; its first interceptor refuses marked requests. A request that does
 // not decode at all (truncated, a wrong wire type, a length past the end) is refused the same way,
 // INVALID_ARGUMENT naming the message type, instead of grpc-js's INTERNAL "Error deserializing
-// request" (which reads as a server fault).
+// request" (which reads as a server fault). A client request holding more entries of repeated
+// fields than --max-request-entries is refused RESOURCE_EXHAUSTED before it is decoded: the count
+// on the raw bytes stops at the limit, while decoding would build an object per entry first.
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
-import { type MessageSchemas, invalidUtf8Field, messageSchemas } from "./utf8-fields.js";
+import { type MessageSchemas, invalidUtf8Field, messageSchemas, repeatedEntriesAbove } from "./utf8-fields.js";
 import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js";
 import type { ActiveCalls } from "./active-calls.js";
 import { isPeerMethod } from "./peer-interceptors.js";
 
 /** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
 const INVALID_UTF8 = Symbol("invalid UTF-8 field");
-/** Set on the stand-in for a request that did not decode: why, for the answer. */
-const MALFORMED = Symbol("malformed request");
+/** Set on the stand-in for a request refused before decoding (it did not decode, or it was too large): the answer. */
+const REFUSED = Symbol("refused request");
+
+interface Refusal {
+  code: grpc.status;
+  details: string;
+}
 
 /** The decoder's reason, short and printable (it never echoes request bytes). */
 function reason(err: unknown): string {
@@ -47,8 +54,13 @@ function requestTypes(): RequestTypes {
   return (loaded = { schemas: messageSchemas(defs), requestOf });
 }
 
-/** The service definition with each known method's deserializer marking invalid UTF-8. */
-export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
+/**
+ * The service definition with each known method's deserializer marking invalid UTF-8. With
+ * maxRequestEntries, a client request (not a peer's: those are decoded only once their proof
+ * passed) holding more entries of repeated fields is refused, RESOURCE_EXHAUSTED, before it is
+ * decoded.
+ */
+export function strictStringDefinition(service: grpc.ServiceDefinition, maxRequestEntries?: number): grpc.ServiceDefinition {
   const { schemas, requestOf } = requestTypes();
   const out: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const [name, method] of Object.entries(service)) {
@@ -58,14 +70,23 @@ export function strictStringDefinition(service: grpc.ServiceDefinition): grpc.Se
       continue;
     }
     const decode = method.requestDeserialize;
+    const entryLimit = maxRequestEntries !== undefined && !isPeerMethod(method.path) ? maxRequestEntries : undefined;
     out[name] = {
       ...method,
       requestDeserialize: (bytes: Buffer) => {
+        if (entryLimit !== undefined && repeatedEntriesAbove(schemas, type, bytes, entryLimit)) {
+          const refusal: Refusal = {
+            code: grpc.status.RESOURCE_EXHAUSTED,
+            details: `request holds more than ${entryLimit} entries of repeated fields (elements, texts, context entries...); the limit is --max-request-entries: split the call`,
+          };
+          return { [REFUSED]: refusal };
+        }
         let message: unknown;
         try {
           message = decode(bytes);
         } catch (err) {
-          return { [MALFORMED]: `request is not a valid ${type} message (${reason(err)})` };
+          const refusal: Refusal = { code: grpc.status.INVALID_ARGUMENT, details: `request is not a valid ${type} message (${reason(err)})` };
+          return { [REFUSED]: refusal };
         }
         const field = invalidUtf8Field(schemas, type, bytes);
         if (field !== undefined && typeof message === "object" && message !== null) {
@@ -91,12 +112,12 @@ export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterc
     const end = isPeerMethod(method.path) ? undefined : calls?.enter();
     const listener: grpc.ServerListener = {
       onReceiveMessage: (message, pass) => {
-        const refuse = (details: string) => {
-          if (marks && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code: grpc.status.INVALID_ARGUMENT, details }));
-          call.sendStatus({ code: grpc.status.INVALID_ARGUMENT, details, metadata: new grpc.Metadata() });
+        const refuse = (details: string, code = grpc.status.INVALID_ARGUMENT) => {
+          if (marks && typeof message === "object" && message !== null) return pass(markStreamRefused(message, { code, details }));
+          call.sendStatus({ code, details, metadata: new grpc.Metadata() });
         };
-        const malformed = (message as { [MALFORMED]?: string } | null)?.[MALFORMED];
-        if (malformed !== undefined) return refuse(malformed);
+        const refused = (message as { [REFUSED]?: Refusal } | null)?.[REFUSED];
+        if (refused !== undefined) return refuse(refused.details, refused.code);
         const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
         if (field === undefined) return pass(message);
         refuse(`${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`);
@@ -117,12 +138,13 @@ export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterc
 /** A gRPC server whose every deltaset service refuses strings that are not UTF-8. */
 export class StrictStringServer extends grpc.Server {
   /** calls: count the calls running (for a graceful shutdown), in the same interceptor. */
-  constructor(options: grpc.ServerOptions = {}, calls?: ActiveCalls) {
+  /** maxRequestEntries: client requests holding more entries of repeated fields are refused undecoded. */
+  constructor(options: grpc.ServerOptions = {}, calls?: ActiveCalls, private readonly maxRequestEntries?: number) {
     // First interceptor: it sees each message before any other interceptor does.
     super({ ...options, interceptors: [strictStringsInterceptor(calls), ...(options.interceptors ?? [])] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
-    super.addService(strictStringDefinition(service), implementation);
+    super.addService(strictStringDefinition(service, this.maxRequestEntries), implementation);
   }
 }

@@ -12,6 +12,7 @@ interface FieldSchema {
   /** Full name of the message type, for message fields. */
   message?: string;
   string: boolean;
+  bytes: boolean;
 }
 
 /** Message types by full name (package.Name), each a map from field number to field. */
@@ -38,6 +39,7 @@ export function messageSchemas(defs: PackageDefinition): MessageSchemas {
         name: f.name,
         repeated: f.label === "LABEL_REPEATED",
         string: f.type === "TYPE_STRING",
+        bytes: f.type === "TYPE_BYTES",
         // Type names in the descriptor are relative to the package unless fully qualified.
         message: f.type === "TYPE_MESSAGE" ? (f.typeName.startsWith(".") ? f.typeName.slice(1) : f.typeName.includes(".") ? f.typeName : pkg + f.typeName) : undefined,
       });
@@ -87,4 +89,48 @@ function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, pref
     }
   }
   return undefined;
+}
+
+/**
+ * Whether `bytes` (a `typeName` message) holds more than `limit` entries of repeated fields, at
+ * every depth, counted on the raw bytes and stopping once past the limit. Decoding builds an object
+ * per entry (a 16 MiB message of empty elements is some 8 million of them), so a request is counted
+ * before it is decoded. A packed scalar field counts its varints. Malformed bytes count as far as
+ * they read (the decoder refuses them).
+ */
+export function repeatedEntriesAbove(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, limit: number): boolean {
+  try {
+    return countEntries(schemas, typeName, bytes, limit, 0) > limit;
+  } catch {
+    return false;
+  }
+}
+
+function countEntries(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, left: number, depth: number): number {
+  const fields = schemas.get(typeName);
+  if (fields === undefined || depth > MAX_DEPTH) return 0;
+  const reader = new BinaryReader(bytes);
+  let n = 0;
+  while (reader.pos < reader.len && n <= left) {
+    const [no, wireType] = reader.tag();
+    const f = fields.get(no);
+    if (f === undefined || (!f.repeated && f.message === undefined)) {
+      reader.skip(wireType, no);
+      continue;
+    }
+    if (wireType !== WireType.LengthDelimited) {
+      reader.skip(wireType, no);
+      if (f.repeated) n++;
+      continue;
+    }
+    const value = reader.bytes();
+    if (f.repeated && f.message === undefined && !f.string && !f.bytes) {
+      // Packed scalars: one entry per varint (bytes without the continuation bit).
+      for (let i = 0; i < value.length && n <= left; i++) if (value[i]! < 0x80) n++;
+      continue;
+    }
+    if (f.repeated) n++;
+    if (f.message !== undefined) n += countEntries(schemas, f.message, value, left - n, depth + 1);
+  }
+  return n;
 }

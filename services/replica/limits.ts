@@ -7,6 +7,11 @@ export interface Limits {
   maxElementBytes: number;
   /** Most elements in one Add, Remove or Query. */
   maxElementsPerCall: number;
+  /**
+   * Most entries of repeated fields (elements, texts, context entries, at every depth) in one client
+   * request message, counted before it is decoded (node/strict-strings.ts).
+   */
+  maxRequestEntries: number;
   /** Largest gRPC message received or sent, in bytes. */
   maxMessageBytes: number;
   /** Members per Query page when the request names none, and the most it may ask for. */

@@ -7,6 +7,7 @@ export function testLimits(overrides: Partial<Limits> = {}): Limits {
     maxKeyBytes: 1024,
     maxElementBytes: 1024,
     maxElementsPerCall: 1000,
+    maxRequestEntries: 10_000,
     maxMessageBytes: 1 << 20,
     defaultPageSize: 100,
     maxPageSize: 1000,
