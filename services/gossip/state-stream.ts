@@ -127,7 +127,7 @@ export async function* stateStream(
         src.counters.catchUpKeysSkipped++;
         continue;
       }
-      for await (const c of src.o.store.stateChunks(key, src.o.stateChunkEntries)) {
+      for await (const c of src.o.store.stateChunks(key, chunkLimits(src))) {
         const payload = chunkPayload(c, src.o.store.now());
         bytes += payload.length;
         src.recordStateBytesSent(payload.length);
@@ -170,6 +170,14 @@ export async function* stateStream(
   return covered;
 }
 
+/**
+ * A state chunk's bounds: --state-chunk-entries entries, and half a message of entries (the rest
+ * leaves room for the context the first chunk carries and the framing).
+ */
+function chunkLimits(src: StateStreamSource): { maxEntries: number; maxBytes: number } {
+  return { maxEntries: src.o.stateChunkEntries, maxBytes: Math.max(1, Math.floor(src.o.maxMessageBytes / 2)) };
+}
+
 /** Which of these partitions hold at least one key here, in the order given. */
 async function partitionsHoldingKeys(store: Store, parts: ReadonlyArray<{ partition: number }>): Promise<Set<number>> {
   // One scan: a seek that finds the next key also tells which partitions before it are empty.
@@ -195,7 +203,7 @@ async function* deltaKeyChunks(
   partition: number,
   seq: number,
 ): AsyncGenerator<{ chunk: StateChunk; size: number }> {
-  const limits = { maxEntries: src.o.stateChunkEntries, maxBytes: Math.max(1, Math.floor(src.o.maxMessageBytes / 2)) };
+  const limits = chunkLimits(src);
   let first = true;
   for await (const d of deltaChunks(src.o.store, key, since, limits)) {
     const size = d.payload.length + (d.removed === undefined ? 0 : contextEncodedSize(d.removed));

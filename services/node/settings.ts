@@ -230,7 +230,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     { flag: "gossip-rr", env: "DELTASET_GOSSIP_RR", path: "gossip.rr", kind: "bool", readme: true, description: "redundancy removal: buffer only the new part of received deltas (Algorithm 2)" },
     { flag: "gossip-transitive", env: "DELTASET_GOSSIP_TRANSITIVE", path: "gossip.transitive", kind: "bool", description: "Algorithm 1: forward what was received (its new part) as well as local deltas" },
     { flag: "gossip-max-buffer-bytes", env: "DELTASET_GOSSIP_MAX_BUFFER_BYTES", path: "gossip.maxBufferBytes", kind: "int", description: "delta buffer size per partition, in bytes, before falling back to full state" },
-    { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int", description: "elements per chunk of a full-state transfer" },
+    { flag: "state-chunk-entries", env: "DELTASET_STATE_CHUNK_ENTRIES", path: "gossip.stateChunkEntries", kind: "int", description: "elements per chunk of a full-state transfer (a chunk also holds at most half of --max-message-bytes of them)" },
     { flag: "gossip-rpc-timeout-ms", env: "DELTASET_GOSSIP_RPC_TIMEOUT_MS", path: "gossip.rpcTimeoutMs", kind: "int", description: "deadline of one gossip RPC (not of a full-state stream: see --gossip-state-stream-stall-ms), in milliseconds" },
     {
       flag: "gossip-state-stream-bytes", env: "DELTASET_GOSSIP_STATE_STREAM_BYTES", path: "gossip.stateStreamBytes", kind: "int",

@@ -31,6 +31,7 @@ import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, ttlFrom, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
+import { memberBytesBudget, membersThatFit } from "../common/member-bytes.js";
 
 /** Called after every durable local change, with the delta to spread. */
 export type LocalDeltaListener = (key: string, type: ObjectType, delta: unknown) => void;
@@ -221,7 +222,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize}; ask for fewer or use Scan`);
       }
       const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
-      const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size);
+      const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size, memberBytesBudget(limits.maxMessageBytes));
       return {
         ...base,
         members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map((d) => dotToProto(d, store.now())) : [] })),
@@ -250,7 +251,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         let first = true;
         // Back-pressure: read no further until the client has taken what was sent.
         const out = new PacedWriter(call, limits.streamStallMs, "resume with start_after set to the last member received");
-        const chunks = listed !== undefined ? inChunks(listed.members, chunkSize) : store.members(req.key, { startAfter: req.startAfter, chunkSize });
+        const maxBytes = memberBytesBudget(limits.maxMessageBytes);
+        const chunks = listed !== undefined ? inChunks(listed.members, chunkSize, maxBytes) : store.members(req.key, { startAfter: req.startAfter, chunkSize, maxBytes });
         for await (const chunk of chunks) {
           if (cancelled) break;
           sent += BigInt(chunk.length);
@@ -381,7 +383,11 @@ function typeName(t: ObjectType): string {
   return ObjectType[t] ?? String(t);
 }
 
-/** A list of members in chunks of at most size. */
-async function* inChunks(members: Buffer[], size: number): AsyncGenerator<Array<{ element: Buffer }>> {
-  for (let i = 0; i < members.length; i += size) yield members.slice(i, i + size).map((element) => ({ element }));
+/** A list of members in chunks of at most size members and maxBytes of them. */
+async function* inChunks(members: Buffer[], size: number, maxBytes: number): AsyncGenerator<Array<{ element: Buffer }>> {
+  for (let i = 0; i < members.length; ) {
+    const n = membersThatFit(members.slice(i, i + size), size, maxBytes);
+    yield members.slice(i, i + n).map((element) => ({ element }));
+    i += n;
+  }
 }

@@ -9,6 +9,7 @@ import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
 import { RpcError, tooLarge } from "./errors.js";
+import { memberBytesBudget, membersThatFit } from "../common/member-bytes.js";
 
 export interface WholeTypeDeps {
   store: Store;
@@ -170,11 +171,11 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
           throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; ask about given elements`);
         }
         const { members, total } = membersAfter(ops.members(w.state), page.startAfter);
-        const slice = members.slice(0, page.size);
+        const slice = members.slice(0, membersThatFit(members.slice(0, page.size), page.size, memberBytesBudget(limits.maxMessageBytes)));
         return {
           presence: [],
           members: slice.map((element) => ({ element, text: "", dots: [] })),
-          next: members.length > page.size ? slice[slice.length - 1] : undefined,
+          next: members.length > slice.length ? slice[slice.length - 1] : undefined,
           size: BigInt(total),
           filter: figures,
           probabilistic: ops.probabilistic,

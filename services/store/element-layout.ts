@@ -12,6 +12,7 @@ import {
   type DotSet,
   type ElementKey,
   ObjectType,
+  awsetEntrySize,
   chunkSliceContext,
   elementKey,
   removedDots,
@@ -127,29 +128,45 @@ export const elementLayout: ObjectLayout<AWSet> = {
     return { changed: !fresh.isEmpty(), newPart: AWSet.fromParts(new Map(), fresh), settled: asSettled(settled) };
   },
 
-  async *stateChunks(_env, prefix, h, it, maxEntries) {
+  async *stateChunks(_env, prefix, h, it, limits) {
     const offset = prefix.length + 1;
     let start: Buffer = Buffer.alloc(0);
     let firstChunk = true;
+    /** Records read past the last chunk's byte bound: the next chunk starts with them. */
+    let carried: Array<[Buffer, Buffer]> = [];
     while (true) {
-      // nextv may return fewer entries than asked before the end (classic-level bounds each read
-      // by bytes): only an empty read means the end. Treating a short read as the end would mark
-      // this chunk's range open and make the receiver drop every later element.
-      const batch: Array<[Buffer, Buffer]> = [];
+      const entries = new Map<ElementKey, DotSet>();
+      let last: Buffer = start;
+      let bytes = 0;
       let ended = false;
-      while (batch.length < maxEntries) {
-        const more = await it.nextv(maxEntries - batch.length);
+      let full = false;
+      while (!full && entries.size < limits.maxEntries) {
+        // nextv may return fewer entries than asked before the end (classic-level bounds each read
+        // by bytes): only an empty read means the end. Treating a short read as the end would mark
+        // this chunk's range open and make the receiver drop every later element.
+        const more = carried.length > 0 ? carried : await it.nextv(limits.maxEntries - entries.size);
+        carried = [];
         if (more.length === 0) {
           ended = true;
           break;
         }
-        batch.push(...more);
-      }
-      const entries = new Map<ElementKey, DotSet>();
-      let last: Buffer = start;
-      for (const [k, v] of batch) {
-        last = unescapeBytes(k, offset).bytes;
-        entries.set(elementKey(last), decodeDots(v));
+        for (let i = 0; i < more.length; i++) {
+          const [k, v] = more[i]!;
+          const element = unescapeBytes(k, offset).bytes;
+          const ek = elementKey(element);
+          const dots = decodeDots(v);
+          const size = awsetEntrySize(ek, dots);
+          // Bounded in bytes too: a thousand elements of 64 KiB would not fit in one message. A
+          // chunk holds at least one entry.
+          if (entries.size > 0 && bytes + size > limits.maxBytes) {
+            carried = more.slice(i);
+            full = true;
+            break;
+          }
+          entries.set(ek, dots);
+          bytes += size;
+          last = element;
+        }
       }
       yield {
         type: ObjectType.AWSET,

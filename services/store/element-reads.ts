@@ -7,6 +7,7 @@ import type { GroupCommit } from "./group-commit.js";
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 import { liveDots } from "./expiry.js";
+import { memberSize } from "../common/member-bytes.js";
 
 /** The live dots of a record (records with an expiring dot start with a 0: the others need no decoding to be live). */
 function live(v: Uint8Array, now: number): Dot[] {
@@ -44,49 +45,73 @@ export async function elementDots(commit: GroupCommit, prefix: Buffer, elements:
   return found.map((v) => (v === undefined ? [] : live(v, now)));
 }
 
-/** One page of members (with their dots) after startAfter (exclusive), in element order. */
+/**
+ * One page of members (with their dots) after startAfter (exclusive), in element order: at most
+ * limit members, and at most maxBytes of them (common/member-bytes.ts; at least one member).
+ */
 export async function page(
   db: StoreDb,
   prefix: Buffer,
   startAfter: Uint8Array | undefined,
   limit: number,
   now: number,
+  maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
   const out: Array<{ element: Buffer; dots: Dot[] }> = [];
-  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now })) {
-    out.push(...chunk);
-    if (out.length > limit) break;
+  let more = false;
+  let bytes = 0;
+  outer: for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now })) {
+    for (const m of chunk) {
+      const size = memberSize(m.element);
+      if (out.length === limit || (out.length > 0 && bytes + size > maxBytes)) {
+        more = true;
+        break outer;
+      }
+      out.push(m);
+      bytes += size;
+    }
   }
-  const more = out.length > limit;
-  const first = out.slice(0, limit);
-  return { members: first.map((e) => e.element), dots: first.map((e) => e.dots), next: more ? first[first.length - 1]!.element : undefined };
+  return { members: out.map((e) => e.element), dots: out.map((e) => e.dots), next: more ? out[out.length - 1]!.element : undefined };
 }
 
 /**
- * The members of a set in element order, in chunks, from one consistent snapshot (committed
+ * The members of a set in element order, in chunks of at most chunkSize members and maxBytes of
+ * them (common/member-bytes.ts; at least one member), from one consistent snapshot (committed
  * writes only). The consumer pulls: nothing is read ahead of demand.
  */
 export async function* members(
   db: StoreDb,
   prefix: Buffer,
-  opts: { startAfter?: Uint8Array; chunkSize: number; now: number },
+  opts: { startAfter?: Uint8Array; chunkSize: number; maxBytes?: number; now: number },
 ): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
+  const maxBytes = opts.maxBytes ?? Number.MAX_SAFE_INTEGER;
   const range = elementRange(prefix);
   const gt = opts.startAfter !== undefined && opts.startAfter.length > 0 ? elementRecordKey(prefix, opts.startAfter) : undefined;
   const it = db.iterator(gt !== undefined ? { gt, lt: range.lt } : range);
   try {
     let chunk: Array<{ element: Buffer; dots: Dot[] }> = [];
+    let bytes = 0;
     const offset = prefix.length + 1;
     while (true) {
       const entries = await it.nextv(Math.max(1, opts.chunkSize - chunk.length));
       if (entries.length === 0) break;
       for (const [k, v] of entries) {
         const dots = live(v, opts.now);
-        if (dots.length > 0) chunk.push({ element: unescapeBytes(k, offset).bytes, dots });
+        if (dots.length === 0) continue;
+        const element = unescapeBytes(k, offset).bytes;
+        const size = memberSize(element);
+        if (chunk.length > 0 && bytes + size > maxBytes) {
+          yield chunk;
+          chunk = [];
+          bytes = 0;
+        }
+        chunk.push({ element, dots });
+        bytes += size;
       }
       if (chunk.length >= opts.chunkSize) {
         yield chunk;
         chunk = [];
+        bytes = 0;
       }
     }
     if (chunk.length > 0) yield chunk;

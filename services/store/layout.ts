@@ -107,8 +107,8 @@ export interface ObjectLayout<S> {
   applyChunk(o: ObjectSlot, env: StoreEnv, chunk: ReceivedChunk<S>): Promise<JoinResult<S>>;
   /** After a key's last chunk: whatever the chunks could not join safely (the sender's context). */
   finishKey(o: ObjectSlot, env: StoreEnv, senderCtx: CausalContext): Promise<JoinResult<S>>;
-  /** The key's full state in chunks of at most maxEntries entries, from one snapshot. */
-  stateChunks(env: StoreEnv, prefix: Buffer, h: Header, it: RecordIterator, maxEntries: number): AsyncGenerator<StateChunk>;
+  /** The key's full state in chunks within the limits (entries, and bytes of entries), from one snapshot. */
+  stateChunks(env: StoreEnv, prefix: Buffer, h: Header, it: RecordIterator, limits: ChunkLimits): AsyncGenerator<StateChunk>;
   /** The whole state in memory, the caller's own. */
   readState(env: StoreEnv, prefix: Buffer, h: Header): Promise<S>;
   /**
@@ -128,6 +128,12 @@ export interface ObjectLayout<S> {
 }
 
 /** The records after an object's header, from the snapshot its header was read in. */
+/** Most entries of a state chunk, and most bytes of its entries (as awsetEntrySize counts them); a chunk holds at least one entry. */
+export interface ChunkLimits {
+  maxEntries: number;
+  maxBytes: number;
+}
+
 export interface RecordIterator {
   next(): Promise<[Buffer, Buffer] | undefined>;
   nextv(n: number): Promise<Array<[Buffer, Buffer]>>;

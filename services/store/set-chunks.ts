@@ -36,7 +36,7 @@ export async function* setChunksSince(
   let cut: SinceCut | undefined;
   let keyCtx: CausalContext | undefined;
   let first = true;
-  for await (const c of store.stateChunks(key, limits.maxEntries)) {
+  for await (const c of store.stateChunks(key, limits)) {
     if (c.type !== ObjectType.AWSET) {
       yield { whole: c };
       return;

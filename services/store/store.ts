@@ -8,7 +8,7 @@
 // join, which is the lattice's join.
 import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams, latticeFor } from "../crdt/index.js";
 import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
-import type { JoinResult, StateChunk } from "./layout.js";
+import type { ChunkLimits, JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { openStoreDb, rotateReplicaId } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
@@ -211,12 +211,12 @@ export class Store extends StoreCore {
   }
 
   /** One page of members (and their dots) after startAfter (exclusive), in element order. */
-  page(key: string, startAfter: Uint8Array | undefined, limit: number): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
-    return page(this.db, objectPrefix(this.partitionOf(key), key), startAfter, limit, this.env.now());
+  page(key: string, startAfter: Uint8Array | undefined, limit: number, maxBytes?: number): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
+    return page(this.db, objectPrefix(this.partitionOf(key), key), startAfter, limit, this.env.now(), maxBytes);
   }
 
   /** The members of a set in element order, in chunks, from one snapshot; nothing is read ahead of demand. */
-  members(key: string, opts: { startAfter?: Uint8Array; chunkSize: number }): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
+  members(key: string, opts: { startAfter?: Uint8Array; chunkSize: number; maxBytes?: number }): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
     return members(this.db, objectPrefix(this.partitionOf(key), key), { ...opts, now: this.env.now() });
   }
 
@@ -394,7 +394,7 @@ export class Store extends StoreCore {
     if (h === undefined || h.type === ObjectType.AWSET) return undefined;
     return this.perHeaderVersion(this.wholeDigests, key, h, async () => {
       let digest: Buffer | undefined;
-      for await (const c of this.stateChunks(key, 1)) digest ??= wholeDigest(chunkPayload(c, this.now()));
+      for await (const c of this.stateChunks(key, { maxEntries: 1, maxBytes: 1 })) digest ??= wholeDigest(chunkPayload(c, this.now()));
       return digest;
     });
   }
@@ -413,10 +413,10 @@ export class Store extends StoreCore {
   }
 
   /**
-   * Stream a key's full state in chunks of at most maxEntries entries, from one snapshot: the
-   * first chunk carries the context, each chunk every entry of its range.
+   * Stream a key's full state in chunks within the limits (entries, and bytes of entries), from one
+   * snapshot: the first chunk carries the context, each chunk every entry of its range.
    */
-  async *stateChunks(key: string, maxEntries: number): AsyncGenerator<StateChunk> {
+  async *stateChunks(key: string, limits: ChunkLimits): AsyncGenerator<StateChunk> {
     await this.commit.drain();
     const prefix = objectPrefix(this.partitionOf(key), key);
     // One iterator (one snapshot) for the header and the records, so the context sent covers
@@ -428,7 +428,7 @@ export class Store extends StoreCore {
       if (first === undefined || Buffer.compare(first[0], headerKey(prefix)) !== 0) return;
       const h = decodeHeader(first[1]);
       if (h.log === undefined) {
-        yield* layoutFor(h.type).stateChunks(this.env, prefix, h, it, maxEntries);
+        yield* layoutFor(h.type).stateChunks(this.env, prefix, h, it, limits);
         return;
       }
       logged = h.type;

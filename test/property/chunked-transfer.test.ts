@@ -5,9 +5,10 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { AWSet, AWSetLattice, CausalContext, DecodeError, ObjectType, chunkSliceContext, decodeSlice, dotKey, elementKey } from "../../services/crdt/index.js";
+import { AWSet, AWSetLattice, CausalContext, DecodeError, ObjectType, awsetEntrySize, chunkSliceContext, decodeSlice, dotKey, elementKey } from "../../services/crdt/index.js";
 import { ChunkOrderError, KeyChunkSequence, partitionOf } from "../../services/gossip/index.js";
 import { type StateChunk, Store } from "../../services/store/store.js";
+import type { ChunkLimits } from "../../services/store/layout.js";
 
 const RUNS = 60;
 const KEY = "k";
@@ -23,6 +24,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ t: fc.constant("rm" as const), r: fc.nat(2), es: elems }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant("sync" as const), from: fc.nat(2), to: fc.nat(2) }) },
 );
+
+/** Chunk limits: a few entries, and bytes of entries either unbounded or small enough to cut. */
+const limitsArb = (maxEntries: number): fc.Arbitrary<ChunkLimits> =>
+  fc.record({ maxEntries: fc.integer({ min: 1, max: maxEntries }), maxBytes: fc.oneof(fc.constant(Number.MAX_SAFE_INTEGER), fc.integer({ min: 1, max: 120 })) });
+const entries = (max: number): ChunkLimits => ({ maxEntries: max, maxBytes: Number.MAX_SAFE_INTEGER });
 
 let opened = 0;
 const open = () => Store.open({ dir: "memory", nodeId: `n${opened++}`, partitions: 1, partitionOf, sync: "buffered" });
@@ -50,9 +56,9 @@ async function run(ops: Op[]): Promise<Store[]> {
 }
 
 /** The sender's chunks as a receiver gets them: through the wire encoding and the slice decoder. */
-async function chunksOf(sender: Store, maxEntries: number): Promise<StateChunk[]> {
+async function chunksOf(sender: Store, limits: ChunkLimits): Promise<StateChunk[]> {
   const out: StateChunk[] = [];
-  for await (const c of sender.stateChunks(KEY, maxEntries)) {
+  for await (const c of sender.stateChunks(KEY, limits)) {
     const range = { rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined, rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd), rangeOpen: c.rangeOpen };
     const bytes = AWSetLattice.encode(c.slice as AWSet);
     out.push({ ...c, slice: decodeSlice(ObjectType.AWSET, bytes, (out[0]?.ctx ?? c.ctx)!, range) });
@@ -85,9 +91,9 @@ function liveDots(s: AWSet): Set<string> {
 }
 
 describe("chunked transfer between stores", () => {
-  it("the chunks tile the element space in order, within the limit, the context on the first chunk only", async () => {
+  it("the chunks tile the element space in order, within the limits, the context on the first chunk only", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { maxLength: 25 }), fc.integer({ min: 1, max: 4 }), async (ops, max) => {
+      fc.asyncProperty(fc.array(opArb, { maxLength: 25 }), limitsArb(4), async (ops, max) => {
         const [sender] = await run(ops);
         const state = await stateOf(sender!);
         const chunks = await chunksOf(sender!, max);
@@ -101,7 +107,10 @@ describe("chunked transfer between stores", () => {
           assert.ok(seq.accept(header(c)).equals(state.ctx));
           assert.equal(c.ctx !== undefined, i === 0);
           const slice = c.slice as AWSet;
-          assert.ok(slice.size <= max);
+          assert.ok(slice.size <= max.maxEntries);
+          let bytes = 0;
+          for (const [k, dots] of slice.entries) bytes += awsetEntrySize(k, dots);
+          assert.ok(bytes <= max.maxBytes || slice.size === 1, `${bytes} bytes of entries in a chunk, limit ${max.maxBytes}`);
           seen.push(...slice.sortedKeys());
         }
         assert.ok(seq.done);
@@ -113,7 +122,7 @@ describe("chunked transfer between stores", () => {
 
   it("(a) all chunks then finishKey equal local ⊔ sender", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), fc.integer({ min: 1, max: 4 }), fc.nat(2), fc.nat(2), async (ops, max, li, si) => {
+      fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), limitsArb(4), fc.nat(2), fc.nat(2), async (ops, max, li, si) => {
         const rs = await run(ops);
         const local = rs[li]!;
         const expected = AWSetLattice.join(await stateOf(local), await stateOf(rs[si]!));
@@ -127,7 +136,7 @@ describe("chunked transfer between stores", () => {
 
   it("(b) a stream cut after any chunk leaves local ⊑ s ⊑ local ⊔ sender, losing no element", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), fc.integer({ min: 1, max: 3 }), fc.nat(2), fc.nat(2), async (ops, max, li, si) => {
+      fc.asyncProperty(fc.array(opArb, { maxLength: 30 }), limitsArb(3), fc.nat(2), fc.nat(2), async (ops, max, li, si) => {
         const rs = await run(ops);
         const local = await stateOf(rs[li]!);
         const join = AWSetLattice.join(local, await stateOf(rs[si]!));
@@ -157,7 +166,7 @@ describe("chunked transfer between stores", () => {
     await sender.add(KEY, [el("b"), el("c"), el("q")]);
     await sender.remove(KEY, [el("q")]); // only the sender's context tells of q's dot
     const expected = AWSetLattice.join(await stateOf(local), await stateOf(sender));
-    const chunks = await chunksOf(sender, 1); // [..b], (b..c], (c..)
+    const chunks = await chunksOf(sender, entries(1)); // [..b], (b..c], (c..)
     assert.equal(chunks.length, 3);
     const seq = new KeyChunkSequence();
     let ctx!: CausalContext;
@@ -203,7 +212,7 @@ describe("the chunk rule and the order check", () => {
   it("refuses chunks out of order, without a context, after the last, and slices with entries outside their range", async () => {
     const s = await open();
     await s.add(KEY, [el("a"), el("b"), el("c")]);
-    const [c0, c1, c2] = await chunksOf(s, 1);
+    const [c0, c1, c2] = await chunksOf(s, entries(1));
     assert.throws(() => new KeyChunkSequence().accept(header(c1!)), ChunkOrderError);
     const seq = new KeyChunkSequence();
     seq.accept(header(c0!));

@@ -71,7 +71,7 @@ async function elementsOf(s: Store): Promise<string[]> {
 async function transfer(from: Store, to: Store, size: number): Promise<AWSet[]> {
   const parts: AWSet[] = [];
   let ctx: CausalContext | undefined;
-  for await (const c of from.stateChunks(KEY, size)) {
+  for await (const c of from.stateChunks(KEY, { maxEntries: size, maxBytes: Number.MAX_SAFE_INTEGER })) {
     ctx = c.ctx ?? ctx;
     const r = await to.applyChunk(KEY, { type: c.type, senderCtx: ctx!, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
     if (r.changed) parts.push(r.newPart as AWSet);

@@ -157,7 +157,7 @@ describe("the store's decoded whole states", () => {
     try {
       await add(s, "f", ["a", "b", "c"]);
       const chunks = [];
-      for await (const c of s.stateChunks("f", 1)) chunks.push(c);
+      for await (const c of s.stateChunks("f", { maxEntries: 1, maxBytes: Number.MAX_SAFE_INTEGER })) chunks.push(c);
       assert.equal(chunks.length, 1);
       assert.equal(chunks[0]!.slice, undefined);
       assert.ok(chunks[0]!.encoded !== undefined);

@@ -136,7 +136,7 @@ describe("a key stored whole: its state digest", () => {
     await s.increment("c", 5n);
     let reads = 0;
     const stateChunks = s.stateChunks.bind(s);
-    s.stateChunks = (key: string, maxEntries: number) => (reads++, stateChunks(key, maxEntries));
+    s.stateChunks = (key, limits) => (reads++, stateChunks(key, limits));
     const first = await s.wholeStateDigest("c");
     assert.ok(first !== undefined && first.length === 32);
     assert.deepEqual(await s.wholeStateDigest("c"), first);

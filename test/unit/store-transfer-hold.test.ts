@@ -30,7 +30,7 @@ it("a merge into a key waits while the key's chunks arrive, so a removal the sen
     await sender.remove("k", [b("0")]);
     await sender.add("k", [b("a"), b("z")]);
     const chunks: StateChunk[] = [];
-    for await (const c of sender.stateChunks("k", 1)) chunks.push(c);
+    for await (const c of sender.stateChunks("k", { maxEntries: 1, maxBytes: Number.MAX_SAFE_INTEGER })) chunks.push(c);
     assert.ok(chunks.length >= 2, "the state moves in several chunks");
     const ctx: CausalContext = chunks[0]!.ctx!;
     const apply = (c: StateChunk) =>

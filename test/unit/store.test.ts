@@ -30,7 +30,7 @@ async function stored(s: Store, key: string): Promise<AWSet> {
 async function transfer(from: Store, to: Store, key: string, chunkSize: number, limit = Infinity): Promise<boolean> {
   let ctx: CausalContext | undefined;
   let n = 0;
-  for await (const c of from.stateChunks(key, chunkSize)) {
+  for await (const c of from.stateChunks(key, { maxEntries: chunkSize, maxBytes: Number.MAX_SAFE_INTEGER })) {
     if (n++ >= limit) return false;
     ctx = c.ctx ?? ctx;
     await to.applyChunk(key, { type: c.type, senderCtx: ctx!, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
@@ -193,7 +193,7 @@ describe("chunked state of a large set", () => {
     const b = await open(newDir(), "B");
     for (let i = 0; i < n; i += 1000) await a.add("big", els.slice(i, i + 1000));
     const chunks = [];
-    for await (const c of a.stateChunks("big", 1000)) chunks.push(c);
+    for await (const c of a.stateChunks("big", { maxEntries: 1000, maxBytes: Number.MAX_SAFE_INTEGER })) chunks.push(c);
     assert.deepEqual(chunks.map((c) => (c.slice as AWSet).size), [1000, 1000, 1000, 1000, 1000, 0]);
     assert.deepEqual(chunks.map((c) => c.rangeOpen), [false, false, false, false, false, true]);
     // The receiver already holds everything (as after earlier deltas): a full transfer keeps it all.

@@ -247,7 +247,11 @@ export interface QueryRequest {
   elements: Buffer[];
   /** Elements given as UTF-8 text; joined to elements. */
   texts: string[];
-  /** When listing: the most members to return (0 means the node's default page size). */
+  /**
+   * When listing: the most members to return (0 means the node's default page size). A page also
+   * holds at most a quarter of the node's largest message of elements, so a page of large elements
+   * may be shorter: keep paging while next_page_token is set.
+   */
   pageSize: number;
   /**
    * When listing: the next_page_token of the previous page, unchanged; empty for the first page.
@@ -328,7 +332,10 @@ export interface QueryResponse {
 export interface ScanRequest {
   /** The key of the set. */
   key: string;
-  /** Members per chunk (0 means the node's default; capped by the node's limit). */
+  /**
+   * Members per chunk (0 means the node's default; above the node's limit, RESOURCE_EXHAUSTED). A
+   * chunk also holds at most a quarter of the node's largest message of elements.
+   */
   chunkSize: number;
   /** Start after this element (exclusive); empty starts at the first member. */
   startAfter: Buffer;

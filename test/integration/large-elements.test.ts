@@ -1,0 +1,94 @@
+// A set of large elements, with real processes: a thousand elements near the element size limit
+// do not fit in one message, so every path that sends many of them is bounded in bytes as well as
+// in entries. Nodes run with --max-message-bytes 1 MiB and 30 000-byte elements, so that the
+// default 1000 entries of a state chunk, a Scan chunk or a Query page would be some 30 MB:
+//  - a node that joins empty receives the whole set (full-state catch-up), and a node that was
+//    down when a new key was written receives it on restart;
+//  - Scan with its default chunk and Query with the largest page answer in several messages
+//    instead of failing with gRPC's "larger than max" error.
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
+import { call } from "../../services/client/rpc.ts";
+import { eventually } from "../helpers/eventually.ts";
+import { TestCluster } from "../helpers/test-cluster.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-large-elements-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const MESSAGE = 1 << 20;
+const FLAGS = [
+  "--probe-interval-ms", "300",
+  "--probe-timeout-ms", "150",
+  "--partitions", "8",
+  "--gossip-interval-ms", "100",
+  "--max-message-bytes", String(MESSAGE),
+  "--max-export-chunk-bytes", String(MESSAGE / 4),
+];
+const N = 120;
+/** Element i: 30 000 bytes, distinct in its first characters. */
+const big = (tag: string, i: number) => `${tag}-${String(i).padStart(4, "0")}-`.padEnd(30_000, String.fromCharCode(97 + (i % 26)));
+
+/** Add elements in calls well under the message limit (20 of 30 000 bytes: 600 kB). */
+async function addAll(c: TestCluster, node: number, key: string, elements: string[]): Promise<void> {
+  for (let i = 0; i < elements.length; i += 20) await c.add(node, key, elements.slice(i, i + 20));
+}
+
+describe("sets of large elements (real processes, 1 MiB messages)", () => {
+  it("catch-up by full state, Scan and Query all move them in messages that fit", async () => {
+    const c = new TestCluster(dir, [1, 2].map((i) => `127.0.0.${150 + i}:7611`), FLAGS, "big");
+    try {
+      await c.start(0);
+      const first = Array.from({ length: N }, (_, i) => big("a", i));
+      await addAll(c, 0, "big", first);
+
+      // Node 1 joins empty: the whole key reaches it by full-state chunks (30 MB in 1000 entries).
+      await c.start(1);
+      // Counted first (a one-member Query): the catch-up alone, before any Scan reads the set.
+      await eventually("node 1 holds the set", () => c.size(1, "big"), (n) => n === N, 60_000);
+      const got = await c.converged("big", [0, 1], first, 60_000);
+      assert.equal(got.length, N);
+
+      // Node 1 down while a new key is written: it receives the key when it is back.
+      await c.kill(1);
+      const second = Array.from({ length: N }, (_, i) => big("b", i));
+      await addAll(c, 0, "later", second);
+      await c.start(1);
+      await eventually("node 1 holds the new key", () => c.size(1, "later"), (n) => n === N, 60_000);
+      await c.converged("later", [0, 1], second, 60_000);
+
+      // Scan with the node's default chunk (1000 members): several chunks, each within the limit.
+      const chunks = await c.replica(1, async (client) => {
+        const out: number[] = [];
+        for await (const ch of client.scan({ key: "big", chunkSize: 0, startAfter: Buffer.alloc(0), withText: true }) as AsyncIterable<ScanChunk>) {
+          if (ch.members.length > 0) out.push(ch.members.length);
+        }
+        return out;
+      });
+      assert.equal(chunks.reduce((a, b) => a + b, 0), N);
+      assert.ok(chunks.length > 1, `one chunk of ${N} members of 30 000 bytes`);
+
+      // Query with the largest page: a shorter page and a token, and the pages together list every member.
+      const listed = await c.replica(1, async (client) => {
+        const out: string[] = [];
+        let token: Buffer = Buffer.alloc(0);
+        let pages = 0;
+        do {
+          const q = await call(client, client.query, { key: "big", elements: [], texts: [], pageSize: 10_000, pageToken: token, withText: false });
+          out.push(...q.members.map((m) => m.element.toString()));
+          token = q.nextPageToken;
+          pages++;
+          assert.ok(pages <= N, "pages do not advance");
+        } while (token.length > 0);
+        assert.ok(pages > 1, "one page held every member");
+        return out;
+      });
+      assert.deepEqual(listed, [...first].sort());
+    } finally {
+      await c.close();
+    }
+  });
+});
