@@ -19,7 +19,7 @@
 // dot to element, so that joining a small delta (say a remove, whose store is empty) costs
 // O(size of the delta), not O(size of the set).
 import { CausalContext } from "./causal-context.js";
-import { type Dot, dotKey, sameDot } from "./dot.js";
+import { type Dot, dotKey, mintCounters, sameDot } from "./dot.js";
 import { type DotSet, DotSetStore, dotMapStore, joinDotSets } from "./dot-store.js";
 
 export type ElementKey = string;
@@ -124,6 +124,8 @@ export class AWSet {
       entries.set(k, [expiresAt === undefined ? { replica, counter: ++next } : { replica, counter: ++next, expiresAt }]);
       for (const old of this.entries.get(k) ?? []) ctx.addDot(old);
     }
+    // Checked once the count is known: nothing was changed yet (entries and ctx are new).
+    mintCounters(replica, first - 1, next - first + 1);
     // The new dots are consecutive: one range, not one insertion each.
     if (next >= first) ctx.addRange(replica, first, next);
     return new AWSet(entries, ctx);
@@ -182,6 +184,8 @@ export class AWSet {
       out.setDots(k, [d]);
       out.ctx.addDot(d);
     }
+    // out is a copy: a refusal changes nothing.
+    mintCounters(replica, this.ctx.max(replica), next - this.ctx.max(replica));
     return out;
   }
 

@@ -6,7 +6,7 @@
 // two contexts compact, which redundancy removal (RR) and deltas both need. Compaction is
 // automatic: every insertion merges adjacent ranges, so the cloud folds into the prefix as soon
 // as a gap fills.
-import { type Dot, compareDots, makeDot } from "./dot.js";
+import { type Dot, compareDots, makeDot, mintCounters } from "./dot.js";
 
 /** Flat list [first0, last0, first1, last1, ...], sorted, disjoint, non-adjacent. */
 type Ranges = number[];
@@ -65,7 +65,7 @@ export class CausalContext {
 
   /** The next dot the replica would mint: (replica, max + 1). */
   nextDot(replica: string): Dot {
-    return makeDot(replica, this.max(replica) + 1);
+    return makeDot(replica, mintCounters(replica, this.max(replica)));
   }
 
   add(replica: string, counter: number): void {

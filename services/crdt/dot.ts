@@ -1,5 +1,6 @@
 // A dot names one event: (replica id, counter >= 1). Counters are JS numbers internally; the
 // codecs refuse anything above Number.MAX_SAFE_INTEGER.
+import { DotSpaceExhaustedError } from "./errors.js";
 
 export interface Dot {
   readonly replica: string;
@@ -14,6 +15,15 @@ export interface Dot {
 
 export function makeDot(replica: string, counter: number): Dot {
   return { replica, counter };
+}
+
+/**
+ * The first of n counters a replica mints after its highest, max: DotSpaceExhaustedError when the
+ * last would pass Number.MAX_SAFE_INTEGER (past it, counters lose precision: two adds would share a dot).
+ */
+export function mintCounters(replica: string, max: number, n = 1): number {
+  if (max + n > Number.MAX_SAFE_INTEGER) throw new DotSpaceExhaustedError(replica);
+  return max + 1;
 }
 
 /** A string that identifies the dot, for maps and sets. */

@@ -8,6 +8,18 @@ export class DecodeError extends Error {
   }
 }
 
+/**
+ * A replica has minted every counter it may on a key (Number.MAX_SAFE_INTEGER, the codecs' bound):
+ * only a context from elsewhere (a Merge, a peer) can carry its counter that far. Nothing was
+ * changed; the store mints under a fresh replica id instead (store-core.ts).
+ */
+export class DotSpaceExhaustedError extends Error {
+  override readonly name = "DotSpaceExhaustedError";
+  constructor(readonly replica: string) {
+    super(`replica ${replica} has no counters left on this key (the largest is ${Number.MAX_SAFE_INTEGER})`);
+  }
+}
+
 /** An object type with no registered implementation. */
 export class UnknownTypeError extends Error {
   override readonly name = "UnknownTypeError";

@@ -18,7 +18,7 @@
 // removing an element never added, or concurrent removes of one copy of colliding elements, may
 // delete another element's entry and cause a false negative. That contract is the caller's.
 import { CausalContext } from "./causal-context.js";
-import { dotKey, makeDot } from "./dot.js";
+import { dotKey, makeDot, mintCounters } from "./dot.js";
 import { HASH_FAMILY } from "./element-hash.js";
 import { DecodeError } from "./errors.js";
 import {
@@ -207,7 +207,7 @@ export class Orcf {
   private insert(element: Uint8Array, replica: string, random: Random, keep: boolean): Orcf {
     if (this.t === null) throw new FilterParamError("ORCF add: the parameterless bottom has no size; start from Orcf.empty(params)");
     const p = this.t.params;
-    const tag = makeDot(replica, this.h.max(replica) + 1);
+    const tag = makeDot(replica, mintCounters(replica, this.h.max(replica)));
     const { i1, fp } = cuckooHash(p, element);
     const entry: OrcfTagged = { fp, replica, t: tag.counter };
     const placed = this.t.insert("ORCF", i1, entry, random, keep);

@@ -3,7 +3,7 @@
 // durable before it returns) and the change feed it reports to, and Algorithm 2's sequence
 // numbers. Store (store.ts) adds the operations, reads, joins and state transfers on top.
 import { createHash } from "node:crypto";
-import { CausalContext, ObjectType, encodeContext } from "../crdt/index.js";
+import { CausalContext, DotSpaceExhaustedError, ObjectType, encodeContext } from "../crdt/index.js";
 import { approximateBytes, type StoreDb } from "./db.js";
 import { StoreClosedError, TypeMismatchError } from "./errors.js";
 import { DecodedStates } from "./decoded-states.js";
@@ -253,6 +253,26 @@ export abstract class StoreCore {
     type: ObjectType,
     fn: (o: ObjectSlot) => Promise<T>,
     opts: { mustExist?: boolean; change?: (result: T) => unknown[] } = {},
+  ): Promise<T> {
+    try {
+      return await this.mutateOnce(key, type, fn, opts);
+    } catch (err) {
+      // The key's context already holds this replica's last counter (a Merge or a peer brought it
+      // there): nothing was changed; mint under a fresh replica id, which starts from 1 everywhere.
+      if (!(err instanceof DotSpaceExhaustedError) || err.replica !== this.replicaId) throw err;
+      await this.rotateReplicaId();
+      return this.mutateOnce(key, type, fn, opts);
+    }
+  }
+
+  /** Mint under a fresh replica id from now on (recorded durably first). */
+  abstract rotateReplicaId(): Promise<string>;
+
+  private async mutateOnce<T>(
+    key: string,
+    type: ObjectType,
+    fn: (o: ObjectSlot) => Promise<T>,
+    opts: { mustExist?: boolean; change?: (result: T) => unknown[] },
   ): Promise<T> {
     if (this.closed) throw new StoreClosedError();
     let durable!: Promise<void>;
