@@ -292,7 +292,9 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
             if (method.requestStream && keys !== undefined) {
               const m = message as { mac?: Uint8Array };
               const body = streamDigestOf((x) => received.get(x), METHODS[path]!.requestSerialize, m);
-              if (!streamMessageValid(keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) {
+              // Verified with the keys of now, not of the stream's start: a key removed from the file
+              // (rotated out after someone who held it left) stops the streams opened with it.
+              if (!streamMessageValid(o.keys() ?? keys, "frame", path, nonce!, index, body, m.mac ?? NO_MAC)) {
                 if (marks) return refuseMessage(m, "stream-mac-invalid", sender, pass);
                 return refuse("stream-mac-invalid", sender);
               }

@@ -344,6 +344,56 @@ describe("key rotation without a restart", () => {
     assert.equal(await accepted(newKeyring), true);
     writeFileSync(keyFile, NEW_KEY + "\n");
   });
+
+  it("stops a stream opened with a key once that key is removed: its later chunks are refused", async () => {
+    const path = GossipService.pushState.path;
+    /** One whole key holding one element, as a chunk. */
+    const chunkOf = (key: string, element: string, replica: string) => {
+      const d = AWSet.bottom().add(replica, [Buffer.from(element)]);
+      return StateChunk.fromPartial({
+        cluster: "deltaset",
+        from: "p1",
+        partitions: P,
+        partition: partitionOf(key, P),
+        key,
+        type: ObjectType.AWSET,
+        context: { vv: [{ replica, counter: 1n }], cloud: [] },
+        rangeOpen: true,
+        slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(d.entries, AWSet.bottom().ctx))) },
+        keyDone: true,
+      });
+    };
+    const first = chunkOf("before-rotation", "early", "p1~holder");
+    const late = chunkOf("rotated-out", "late", "p1~former");
+    const nonce = newNonce();
+    const macced = (c: StateChunk, index: number): StateChunk => {
+      const bare = GossipService.pushState.requestSerialize({ ...c, mac: Buffer.alloc(0) });
+      return StateChunk.decode(withTrailingMac(bare, 20, signStreamMessage(newKeyring, "frame", path, nonce, index, bodyDigest(bare))));
+    };
+    // A stream opened by a holder of the key in use (NEW_KEY), its first chunk taken.
+    const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    md.set(PROOF_HEADER, signProof(newKeyring, path, "p1", STREAM_BODY, Date.now(), nonce));
+    let stream!: grpc.ClientWritableStream<StateChunk>;
+    const status = statusOf(new Promise<StateReply>((resolve, reject) => (stream = g.pushState(md, (err, res) => (err ? reject(err) : resolve(res))))));
+    try {
+      stream.write(macced(first, 0));
+      // Taken: the stream is open under the key in use.
+      await eventually("the first chunk applied", () => present(p2.address, "before-rotation", "early"), (v) => v);
+      // The key is rotated out (a third one replaces it on both nodes).
+      await install([generateClusterKey()]);
+      stream.write(macced(late, 1));
+      stream.end();
+      const r = await status;
+      assert.equal(r.code, grpc.status.UNAUTHENTICATED, r.details);
+      assert.match(r.details, /MAC/);
+      assert.equal(await present(p2.address, "rotated-out", "late"), false);
+    } finally {
+      g.close();
+    }
+    // The nodes go on under the new key.
+    await replicates("after-rotation");
+  });
 });
 
 describe("safe defaults", () => {
