@@ -178,15 +178,39 @@ export function accessInterceptor(policy: AccessPolicy): grpc.ServerInterceptor 
           : { code: grpc.status.UNAUTHENTICATED, details: MESSAGES[reason] };
       call.sendStatus({ ...status, metadata: new grpc.Metadata() });
     };
+    let accepted: grpc.Metadata | undefined;
+    const onReceiveMetadata = (metadata: grpc.Metadata, pass: (m: grpc.Metadata) => void) => {
+      const bad = checkBearer(metadata, tokens, scope);
+      if (bad !== undefined) return refuse(bad as "token-missing" | "token-invalid" | "token-scope");
+      accepted = metadata;
+      pass(metadata);
+    };
+    if (!method.requestStream && !method.responseStream) return new grpc.ServerInterceptingCall(call, { start: (next) => next({ onReceiveMetadata }) });
+    // A stream (Watch, Scan, Export, AddStream, Import) lasts: its token is checked again, against
+    // the tokens of the moment, at each message either way, so a token removed from the file (or
+    // its scope narrowed) ends the streams opened with it (the handler sees the call cancelled).
+    let ended = false;
+    const stillValid = (): boolean => {
+      if (ended) return false;
+      const now = policy.tokens();
+      if (now === undefined || accepted === undefined) return true;
+      const bad = checkBearer(accepted, now, scope);
+      if (bad === undefined) return true;
+      ended = true;
+      refuse(bad as "token-missing" | "token-invalid" | "token-scope");
+      return false;
+    };
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
-          onReceiveMetadata: (metadata, pass) => {
-            const bad = checkBearer(metadata, tokens, scope);
-            if (bad !== undefined) return refuse(bad as "token-missing" | "token-invalid" | "token-scope");
-            pass(metadata);
+          onReceiveMetadata,
+          onReceiveMessage: (message, pass) => {
+            if (stillValid()) pass(message);
           },
         }),
+      sendMessage: (message, next) => {
+        if (stillValid()) next(message);
+      },
     });
   };
 }

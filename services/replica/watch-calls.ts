@@ -47,6 +47,7 @@ export function watchCall(deps: WatchDeps) {
     call.on("cancelled", () => end());
     try {
       const byKey = req.key !== "";
+      if (byKey && req.prefix !== "") throw invalid("set key or prefix, not both (prefix applies only when key is empty)");
       if (byKey) checkKey(req.key, limits);
       else if (req.prefix === "") throw invalid("name a key, or a prefix with key empty");
       else if (Buffer.byteLength(req.prefix, "utf8") > limits.maxKeyBytes) throw tooLarge(`prefix is longer than the key limit of ${limits.maxKeyBytes} bytes`);

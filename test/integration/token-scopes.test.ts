@@ -1,7 +1,7 @@
 // Client token scopes and their reload, on a real node: a read token can Query but not Add, a
 // write token can Add but not Merge, an admin token can Merge; a token removed from the file and a
-// SIGHUP later is refused, a token added is accepted, and the node keeps running. Tokens never
-// reach the logs.
+// SIGHUP later is refused, a token added is accepted, a stream opened with a token ends once it is
+// removed, and the node keeps running. Tokens never reach the logs.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,7 +25,8 @@ let node: NodeProcess;
 
 before(async () => {
   writeFileSync(tokensFile, `read ${READ}\nwrite ${WRITE}\nadmin ${ADMIN}\n`, { mode: 0o600 });
-  node = await startNodeProcess(["--listen", "127.0.0.105:0", "--data-dir", join(dir, "data"), "--auth-tokens-file", tokensFile]);
+  // One watcher at a time: a Watch ended by a removed token must give its place back.
+  node = await startNodeProcess(["--listen", "127.0.0.105:0", "--data-dir", join(dir, "data"), "--auth-tokens-file", tokensFile, "--max-watchers", "1"]);
 });
 
 after(async () => {
@@ -73,5 +74,43 @@ describe("token scopes", () => {
     assert.equal((await add(LATE)).code, 0);
     assert.equal(node.child.exitCode, null);
     for (const t of [READ, WRITE, ADMIN, LATE]) assert.ok(!node.logs().includes(t), "a token reached the log");
+  });
+
+  it("ends a Watch opened with a token once the token is removed, and frees its place", async () => {
+    /** A Watch of key w: the elements its events carry, and how it ended. */
+    const watch = (token: string) => {
+      const c = replicaClient(node.address);
+      const seen: string[] = [];
+      const s = c.watch({ key: "w", prefix: "", since: undefined }, bearerMetadata(token));
+      const ended = new Promise<grpc.ServiceError>((resolve) => {
+        s.on("data", (e: { delta?: { payload: Buffer } }) => {
+          if (e.delta !== undefined) for (const k of AWSetLattice.decode(e.delta.payload).entries.keys()) seen.push(Buffer.from(k, "latin1").toString());
+        });
+        s.on("error", (e: grpc.ServiceError) => resolve(e));
+        s.on("end", () => resolve({ code: grpc.status.OK } as grpc.ServiceError));
+      }).finally(() => c.close());
+      return { seen, ended, cancel: () => s.cancel() };
+    };
+    const addTo = (element: string) => {
+      const c = replicaClient(node.address);
+      return call(c, c.add, { key: "w", elements: [Buffer.from(element)], texts: [] }, { metadata: bearerMetadata(LATE) }).finally(() => c.close());
+    };
+    const w = watch(READ);
+    await addTo("before");
+    await eventually("the watch sees the first add", async () => w.seen, (s) => s.includes("before"));
+    writeFileSync(tokensFile, `admin ${ADMIN}\nread,write ${LATE}\n`);
+    node.child.kill("SIGHUP");
+    await eventually("tokens reloaded", async () => node.logs(), (l) => /"msg":"credentials reloaded".*"tokens":2/.test(l));
+    await addTo("after");
+    const end = await Promise.race([w.ended, new Promise<grpc.ServiceError>((r) => setTimeout(() => r({ code: -1, details: "still open 10 s after the token was removed" } as unknown as grpc.ServiceError), 10_000).unref())]);
+    w.cancel();
+    assert.equal(end.code, grpc.status.UNAUTHENTICATED, end.details);
+    assert.ok(!w.seen.includes("after"), "the removed token's watch received a later change");
+    // Its place is free (--max-watchers 1): a watch with a valid token is served.
+    const again = watch(ADMIN);
+    await addTo("third");
+    await eventually("a new watch sees a change", async () => again.seen, (s) => s.includes("third"));
+    again.cancel();
+    await again.ended;
   });
 });

@@ -90,6 +90,15 @@ describe("Watch", () => {
     w.close();
   });
 
+  it("refuses a request naming both a key and a prefix, or neither, with INVALID_ARGUMENT", { timeout: 30_000 }, async () => {
+    for (const req of [{ key: "pre/x", prefix: "pre/" }, {}]) {
+      const w = watch(c.addresses[0]!, req);
+      const end = await w.ended;
+      assert.equal(end?.code, grpc.status.INVALID_ARGUMENT, JSON.stringify(req));
+      w.close();
+    }
+  });
+
   it("ends a watcher that does not read with RESOURCE_EXHAUSTED, never holding writes back; one watcher at most", { timeout: 60_000 }, async () => {
     const w = watch(tight.addresses[0]!, { key: "flood" });
     w.stream.pause(); // read nothing
