@@ -16,6 +16,7 @@ import { type ServerDuplexStream, status } from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
 import type { AddStreamAck, AddStreamRequest } from "../gen/deltaset/v1/replica.js";
 import type { Logger } from "../common/logger.js";
+import { streamRefusalOf } from "../common/stream-refusal.js";
 import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError } from "./errors.js";
 import type { Limits } from "./limits.js";
@@ -38,7 +39,8 @@ export interface AddStreamDeps {
 export type AddRoute = (key: string) => ((elements: Uint8Array[], ttlMs: number | undefined) => Promise<number>) | undefined;
 
 interface Batch {
-  seq: bigint;
+  /** Undefined for a message that did not decode (it has no seq to name). */
+  seq: bigint | undefined;
   elements: number;
   /** Its elements' bytes with framing, counted in the window until it is acknowledged. */
   bytes: number;
@@ -110,11 +112,12 @@ export function addStreamCall(deps: AddStreamDeps) {
         queuedBytes -= b.bytes;
         if (b.error !== undefined) {
           if (batches > 0) call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added) });
-          const e = b.error instanceof RpcError ? new RpcError(b.error.code, `batch seq ${b.seq}: ${b.error.message}`) : b.error;
+          const which = b.seq === undefined ? `the batch after seq ${lastSeq}` : `batch seq ${b.seq}`;
+          const e = b.error instanceof RpcError ? new RpcError(b.error.code, `${which}: ${b.error.message}`) : b.error;
           finish(e);
           return;
         }
-        seq = b.seq;
+        seq = b.seq!;
         batches++;
         elements += b.elements;
         added += b.added;
@@ -170,9 +173,13 @@ export function addStreamCall(deps: AddStreamDeps) {
 
     call.on("data", (req: AddStreamRequest) => {
       if (finished || refused) return;
-      const batch: Batch = { seq: req.seq, elements: req.elements.length + req.texts.length, bytes: 0, added: 0, done: false };
+      // Refused before it was decoded, or for a string that is not UTF-8 (node/strict-strings.ts):
+      // a stand-in that may have no fields, ended here after the acks of the batches before it.
+      const refusal = streamRefusalOf(req);
+      const batch: Batch = { seq: typeof req.seq === "bigint" ? req.seq : undefined, elements: refusal === undefined ? req.elements.length + req.texts.length : 0, bytes: 0, added: 0, done: false };
       queue.push(batch);
       try {
+        if (refusal !== undefined) throw new RpcError(refusal.code, refusal.details);
         if (req.seq <= lastSeq) throw invalid(`seq ${req.seq} is not above the previous batch's ${lastSeq}: seqs must increase along the stream`);
         lastSeq = req.seq;
         checkKey(req.key, limits);

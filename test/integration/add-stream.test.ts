@@ -10,7 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { addStream } from "../../services/client/add-stream.ts";
+import { AddStreamAck, AddStreamRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { BIN, REPO } from "../helpers/node-process.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
@@ -63,6 +65,33 @@ describe("AddStream", () => {
       assert.equal(await c.size(1, "partly"), 30);
     } finally {
       client.close();
+    }
+  });
+
+  it("ends the stream at a batch with a text that is not UTF-8 the same way: its seq named, after the acks of the batches before it", async () => {
+    // Raw bytes on the wire: a client's encoder would not write a string that is not UTF-8.
+    const raw = new grpc.Client(addrs[1]!, grpc.credentials.createInsecure());
+    try {
+      const s = raw.makeBidiStreamRequest("/deltaset.v1.Replica/AddStream", (b: Buffer) => b, (b: Buffer) => b);
+      const acks: bigint[] = [];
+      s.on("data", (b: Buffer) => acks.push(AddStreamAck.decode(b).seq));
+      const ended = new Promise<grpc.ServiceError>((resolve) => s.on("error", resolve));
+      for (const [seq, e] of [[1n, "a"], [2n, "b"]] as const) {
+        s.write(Buffer.from(AddStreamRequest.encode(AddStreamRequest.fromPartial({ key: "utf8", elements: [Buffer.from(e)], seq })).finish()));
+      }
+      const bad = new BinaryWriter();
+      bad.tag(1, WireType.LengthDelimited).string("utf8");
+      bad.tag(3, WireType.LengthDelimited).bytes(Buffer.from([0x61, 0x80])); // texts[0]: a lone continuation byte
+      bad.tag(4, WireType.Varint).uint64(3n);
+      s.write(Buffer.from(bad.finish()));
+      s.end();
+      const err = await ended;
+      assert.equal(err.code, grpc.status.INVALID_ARGUMENT, err.details);
+      assert.match(err.details, /batch seq 3: texts\[0\] is not valid UTF-8/);
+      assert.equal(acks.at(-1), 2n, "the batches before the bad one are acknowledged");
+      assert.equal(await c.size(1, "utf8"), 2);
+    } finally {
+      raw.close();
     }
   });
 
