@@ -1,6 +1,8 @@
 // `deltaset verify --data-dir DIR [KEY...]`: check a stopped node's data directory offline. For
 // every set (or the given keys) the element records, the dot index and the header must agree, and
 // every counter must be within int64; see Store.verify. Exit status 0 when everything agrees, 1 when a problem was found.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { ObjectType } from "../crdt/index.js";
 import { partitionOf } from "../gossip/partition.js";
@@ -20,6 +22,14 @@ export async function verifyCommand(args: string[]): Promise<void> {
   const dir = values["data-dir"];
   if (dir === undefined) throw new UsageError("deltaset verify --data-dir DIR [KEY...] [--json] (the node must be stopped)");
   const out = createOutput(values.json as boolean);
+  // Opening a LevelDB store creates one where there is none: a path without a database is reported
+  // as such, untouched.
+  if (!existsSync(join(dir, "CURRENT"))) {
+    process.stderr.write(`deltaset verify: ${dir} does not exist or is empty (no LevelDB database there)\n`);
+    process.exit(1);
+  }
+  // LevelDB writes a new log and manifest when it opens: they get the node's own mode (0600).
+  process.umask(0o077);
   let store: Store;
   try {
     // Read-only: an older format is reported, not upgraded.
@@ -38,7 +48,14 @@ export async function verifyCommand(args: string[]): Promise<void> {
   let elements = 0;
   try {
     const check = async (key: string) => {
-      const d = await store.describe(key);
+      let d: Awaited<ReturnType<Store["describe"]>>;
+      try {
+        d = await store.describe(key);
+      } catch (err) {
+        // A header that does not decode, or a read LevelDB finds corrupt: a problem of this key.
+        problems.push({ key, problem: `unreadable: ${err instanceof Error ? err.message : String(err)}` });
+        return;
+      }
       if (d === undefined) {
         problems.push({ key, problem: "no such key" });
         return;
@@ -48,14 +65,23 @@ export async function verifyCommand(args: string[]): Promise<void> {
         sets++;
         elements += d.size;
       }
-      for (const problem of await store.verify(key)) problems.push({ key, problem });
+      try {
+        for (const problem of await store.verify(key)) problems.push({ key, problem });
+      } catch (err) {
+        problems.push({ key, problem: `unreadable: ${err instanceof Error ? err.message : String(err)}` });
+      }
     };
     if (positionals.length > 0) {
       for (const key of positionals) await check(key);
     } else {
       for (let p = 0; p < store.partitions; p++) {
         out.progress(`${bar(p, store.partitions)} partition ${p}/${store.partitions}, ${sets} set(s), ${elements} element(s)`);
-        for await (const key of store.keys(p)) await check(key);
+        try {
+          for await (const key of store.keys(p)) await check(key);
+        } catch (err) {
+          // The listing itself hit a corrupt block: the rest of the partition is not read.
+          problems.push({ key: `(partition ${p})`, problem: `keys unreadable: ${err instanceof Error ? err.message : String(err)}` });
+        }
       }
       out.done();
     }

@@ -89,7 +89,7 @@ export const STORAGE_SETTINGS: SettingGroup = {
   settings: [
     {
       flag: "data-dir", env: "DELTASET_DATA_DIR", path: "dataDir", kind: "string", value: "DIR", readme: true,
-      description: "LevelDB directory (refused if foreign or corrupt); created 0700, files 0600",
+      description: "LevelDB directory (refused if foreign or if LevelDB cannot open it; a damaged data block is found when read: DATA_LOSS on its keys, and `deltaset verify` reads every record); created 0700, files 0600",
     },
     {
       flag: "sync", env: "DELTASET_SYNC", path: "sync", kind: "string", value: "fsync|buffered", readme: true,

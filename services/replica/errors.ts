@@ -35,6 +35,11 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   if (err instanceof StoreClosedError) return make(status.UNAVAILABLE, "node is shutting down; retry on another node");
   // The node stops and restarts from disk; the write may or may not have been applied (a retry is safe).
   if (err instanceof StoreWriteError) return make(status.UNAVAILABLE, `${err.message}: the node is restarting; retry on another node (this write may or may not have been applied)`);
+  // LevelDB read a block whose checksum or contents are wrong (a damaged disk or file).
+  if ((err as { code?: unknown } | null)?.code === "LEVEL_CORRUPTION") {
+    onUnexpected(err);
+    return make(status.DATA_LOSS, "the node's store is corrupt where this key is kept: check it with `deltaset verify` once the node is stopped, or replace its data directory (a node back with an empty one receives everything again)");
+  }
   onUnexpected(err);
   return make(status.INTERNAL, "internal error; see the node's log");
 }
