@@ -112,7 +112,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         queuedBytes -= b.bytes;
         if (b.error !== undefined) {
           if (batches > 0) call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added) });
-          const which = b.seq === undefined ? `the batch after seq ${lastSeq}` : `batch seq ${b.seq}`;
+          const which = b.seq !== undefined ? `batch seq ${b.seq}` : lastSeq < 0n ? "the first batch" : `the batch after seq ${lastSeq}`;
           const e = b.error instanceof RpcError ? new RpcError(b.error.code, `${which}: ${b.error.message}`) : b.error;
           finish(e);
           return;
