@@ -275,6 +275,9 @@ const targets = [
     ? []
     : [target(`Add p50 at ${largeSet.latency.at(-1)!.size} elements within 1.2x of p50 at 1000 (one set, real node, fsync)`, "<= 1.2x", largeSet.p50Ratio, (m) => m <= 1.2, `${CMD}${quick ? " --large" : " -- --large"}`)]),
 ];
+// A run without --large keeps the last 10M measurement on record, marked with the run it came from.
+const earlierLarge = largeSet === undefined ? carriedLargeSet() : undefined;
+if (earlierLarge !== undefined) targets.push({ ...earlierLarge.target, name: `${earlierLarge.target.name} [earlier --large run of ${earlierLarge.runAt}, not re-run]` });
 const resultsPath = writeResults("replica", {
   params: { quick, large: largeSet !== undefined, sizes: SIZES, samples: SAMPLES, clients: 32, batch: 1000, syncDefault: "fsync", telemetryOn: "--metrics-listen --tracing none" },
   metrics: {
@@ -282,10 +285,28 @@ const resultsPath = writeResults("replica", {
     grpc: { ...grpc, rssMiB: grpc.rssBytes / 2 ** 20 },
     telemetry,
     ceilings,
-    largeSet,
+    largeSet: largeSet ?? (earlierLarge === undefined ? undefined : { ...earlierLarge.metrics, carriedFromRunAt: earlierLarge.runAt }),
     baselineSlowdownAtLargest: { fsync: fsyncRows.at(-1)!.baselineP50 / fsyncRows.at(-1)!.decomposedP50, buffered: bufferedRows.at(-1)!.baselineP50 / bufferedRows.at(-1)!.decomposedP50 },
   },
   targets,
 });
 await drawChart(resultsPath);
 printTargets(targets);
+
+/** The 10M-element measurement of the last --large run in docs/results/replica.json, if any. */
+function carriedLargeSet(): { metrics: object; target: (typeof targets)[number]; runAt: string } | undefined {
+  try {
+    const prev = JSON.parse(readFileSync(join(import.meta.dirname, "../../docs/results/replica.json"), "utf8")) as {
+      generatedAt: string;
+      metrics?: { largeSet?: { carriedFromRunAt?: string } };
+      targets?: Array<(typeof targets)[number]>;
+    };
+    const metrics = prev.metrics?.largeSet;
+    const t = prev.targets?.find((x) => x.name.startsWith("Add p50 at 10000000"));
+    if (metrics === undefined || t === undefined) return undefined;
+    const runAt = metrics.carriedFromRunAt ?? prev.generatedAt;
+    return { metrics, target: { ...t, name: t.name.replace(/ \[earlier --large run.*$/, "") }, runAt };
+  } catch {
+    return undefined;
+  }
+}
