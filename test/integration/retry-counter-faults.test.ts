@@ -24,7 +24,10 @@ const proxies: Proxy[] = [];
 let clients: Array<ReturnType<typeof replicaClient>> = [];
 
 const DEADLINE_MS = 250;
-const PAUSE_MS = 400; // several gossip periods: the first attempt's delta has reached the others
+// Many gossip periods: the first attempt's delta has reached the others before the retry. Request
+// ids drop a retry only once the first application has spread; on a loaded machine a stall of some
+// 700 ms once made even the clean node time out, and two nodes applied one id within 400 ms.
+const PAUSE_MS = 1000;
 const INCREMENTS = 50;
 // Node 0 always fails an attempt and node 1 often does (a reset, then the channel's reconnect
 // backoff), so an attempt fails with probability up to 2/3: 40 attempts leave an increment
