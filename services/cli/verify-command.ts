@@ -48,27 +48,21 @@ export async function verifyCommand(args: string[]): Promise<void> {
   let elements = 0;
   try {
     const check = async (key: string) => {
-      let d: Awaited<ReturnType<Store["describe"]>>;
       try {
-        d = await store.describe(key);
-      } catch (err) {
-        // A header that does not decode, or a read LevelDB finds corrupt: a problem of this key.
-        problems.push({ key, problem: `unreadable: ${err instanceof Error ? err.message : String(err)}` });
-        return;
-      }
-      if (d === undefined) {
-        problems.push({ key, problem: "no such key" });
-        return;
-      }
-      if (d.type !== ObjectType.AWSET) others++;
-      else {
-        sets++;
-        elements += d.size;
-      }
-      try {
+        const d = await store.describe(key);
+        if (d === undefined) {
+          problems.push({ key, problem: "no such key" });
+          return;
+        }
+        if (d.type !== ObjectType.AWSET) others++;
+        else {
+          sets++;
+          elements += d.size;
+        }
         for (const problem of await store.verify(key)) problems.push({ key, problem });
       } catch (err) {
-        problems.push({ key, problem: `unreadable: ${err instanceof Error ? err.message : String(err)}` });
+        // A header that does not decode, or a read LevelDB finds corrupt: a problem of this key.
+        problems.push({ key, problem: unreadable(err) });
       }
     };
     if (positionals.length > 0) {
@@ -80,7 +74,7 @@ export async function verifyCommand(args: string[]): Promise<void> {
           for await (const key of store.keys(p)) await check(key);
         } catch (err) {
           // The listing itself hit a corrupt block: the rest of the partition is not read.
-          problems.push({ key: `(partition ${p})`, problem: `keys unreadable: ${err instanceof Error ? err.message : String(err)}` });
+          problems.push({ key: `(partition ${p})`, problem: `keys ${unreadable(err)}` });
         }
       }
       out.done();
@@ -98,4 +92,9 @@ export async function verifyCommand(args: string[]): Promise<void> {
     ].join("\n"),
   );
   if (problems.length > 0) process.exitCode = 1;
+}
+
+/** A read that failed (corrupt data), as a problem line. */
+function unreadable(err: unknown): string {
+  return `unreadable: ${err instanceof Error ? err.message : String(err)}`;
 }

@@ -14,12 +14,12 @@ export function memberBytesBudget(maxMessageBytes: number): number {
   return Math.max(1, Math.floor(maxMessageBytes / 4));
 }
 
-/** How many of the leading members fit in maxCount and maxBytes: at least one when there is one. */
-export function membersThatFit(members: readonly Uint8Array[], maxCount: number, maxBytes: number): number {
+/** How many of the members from index `from` on fit in maxCount and maxBytes: at least one when there is one. */
+export function membersThatFit(members: readonly Uint8Array[], maxCount: number, maxBytes: number, from = 0): number {
   let bytes = 0;
   let n = 0;
-  while (n < members.length && n < maxCount) {
-    const size = memberSize(members[n]!);
+  while (from + n < members.length && n < maxCount) {
+    const size = memberSize(members[from + n]!);
     if (n > 0 && bytes + size > maxBytes) break;
     bytes += size;
     n++;

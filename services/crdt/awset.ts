@@ -174,7 +174,8 @@ export class AWSet {
 
   add(replica: string, elements: Iterable<Uint8Array>): AWSet {
     const out = this.clone();
-    let next = out.ctx.max(replica);
+    const max = out.ctx.max(replica);
+    let next = max;
     const seen = new Set<ElementKey>();
     for (const el of elements) {
       const k = elementKey(el);
@@ -185,7 +186,7 @@ export class AWSet {
       out.ctx.addDot(d);
     }
     // out is a copy: a refusal changes nothing.
-    mintCounters(replica, this.ctx.max(replica), next - this.ctx.max(replica));
+    mintCounters(replica, max, next - max);
     return out;
   }
 

@@ -190,10 +190,13 @@ export function accessInterceptor(policy: AccessPolicy): grpc.ServerInterceptor 
     // the tokens of the moment, at each message either way, so a token removed from the file (or
     // its scope narrowed) ends the streams opened with it (the handler sees the call cancelled).
     let ended = false;
+    /** The token set the call's token was last checked against: a reload replaces it. */
+    let checked = tokens;
     const stillValid = (): boolean => {
       if (ended) return false;
       const now = policy.tokens();
-      if (now === undefined || accepted === undefined) return true;
+      if (now === checked || now === undefined || accepted === undefined) return true;
+      checked = now;
       const bad = checkBearer(accepted, now, scope);
       if (bad === undefined) return true;
       ended = true;

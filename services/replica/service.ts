@@ -386,7 +386,7 @@ function typeName(t: ObjectType): string {
 /** A list of members in chunks of at most size members and maxBytes of them. */
 async function* inChunks(members: Buffer[], size: number, maxBytes: number): AsyncGenerator<Array<{ element: Buffer }>> {
   for (let i = 0; i < members.length; ) {
-    const n = membersThatFit(members.slice(i, i + size), size, maxBytes);
+    const n = membersThatFit(members, size, maxBytes, i);
     yield members.slice(i, i + n).map((element) => ({ element }));
     i += n;
   }

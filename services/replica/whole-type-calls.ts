@@ -171,7 +171,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
           throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" holds a ${name}, which cannot list its elements; ask about given elements`);
         }
         const { members, total } = membersAfter(ops.members(w.state), page.startAfter);
-        const slice = members.slice(0, membersThatFit(members.slice(0, page.size), page.size, memberBytesBudget(limits.maxMessageBytes)));
+        const slice = members.slice(0, membersThatFit(members, page.size, memberBytesBudget(limits.maxMessageBytes)));
         return {
           presence: [],
           members: slice.map((element) => ({ element, text: "", dots: [] })),

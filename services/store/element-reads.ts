@@ -7,7 +7,7 @@ import type { GroupCommit } from "./group-commit.js";
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
 import { liveDots } from "./expiry.js";
-import { memberSize } from "../common/member-bytes.js";
+import { memberSize, membersThatFit } from "../common/member-bytes.js";
 
 /** The live dots of a record (records with an expiring dot start with a 0: the others need no decoding to be live). */
 function live(v: Uint8Array, now: number): Dot[] {
@@ -58,20 +58,13 @@ export async function page(
   maxBytes = Number.MAX_SAFE_INTEGER,
 ): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
   const out: Array<{ element: Buffer; dots: Dot[] }> = [];
-  let more = false;
-  let bytes = 0;
-  outer: for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now })) {
-    for (const m of chunk) {
-      const size = memberSize(m.element);
-      if (out.length === limit || (out.length > 0 && bytes + size > maxBytes)) {
-        more = true;
-        break outer;
-      }
-      out.push(m);
-      bytes += size;
-    }
+  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now })) {
+    out.push(...chunk);
+    if (out.length > limit) break;
   }
-  return { members: out.map((e) => e.element), dots: out.map((e) => e.dots), next: more ? out[out.length - 1]!.element : undefined };
+  const n = membersThatFit(out.map((e) => e.element), limit, maxBytes);
+  const first = out.slice(0, n);
+  return { members: first.map((e) => e.element), dots: first.map((e) => e.dots), next: out.length > n ? first[n - 1]!.element : undefined };
 }
 
 /**

@@ -67,6 +67,29 @@ function injection(from: string, key: string, element: string): GossipFrame {
   });
 }
 
+/** A PushState chunk from p1 holding one whole key of one element, added under `replica`. */
+function stateChunkOf(key: string, element: string, replica: string): StateChunk {
+  const d = AWSet.bottom().add(replica, [Buffer.from(element)]);
+  return StateChunk.fromPartial({
+    cluster: "deltaset",
+    from: "p1",
+    partitions: P,
+    partition: partitionOf(key, P),
+    key,
+    type: ObjectType.AWSET,
+    context: { vv: [{ replica, counter: 1n }], cloud: [] },
+    rangeOpen: true,
+    slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(d.entries, AWSet.bottom().ctx))) },
+    keyDone: true,
+  });
+}
+
+/** A PushState chunk as sent with the MAC of place `index` on the stream of `nonce`, signed with `keys`. */
+function maccedChunk(keys: typeof keyring, c: StateChunk, nonce: string, index: number): StateChunk {
+  const bare = GossipService.pushState.requestSerialize({ ...c, mac: Buffer.alloc(0) });
+  return StateChunk.decode(withTrailingMac(bare, 20, signStreamMessage(keys, "frame", GossipService.pushState.path, nonce, index, bodyDigest(bare))));
+}
+
 function proof(keys: typeof keyring, path: string, nodeId: string, body: string): grpc.Metadata {
   const md = new grpc.Metadata();
   md.set(PROOF_HEADER, signProof(keys, path, nodeId, body, Date.now()));
@@ -131,26 +154,9 @@ describe("two nodes with a cluster key", () => {
   it("refuse PushState chunks under a valid stream proof (one taken from another stream) unless each carries its MAC for its place", async () => {
     const path = GossipService.pushState.path;
     const key = "victim-state";
-    const d = AWSet.bottom().add("p1~attack", [Buffer.from("injected")]);
-    const injected = StateChunk.fromPartial({
-      cluster: "deltaset",
-      from: "p1",
-      partitions: P,
-      partition: partitionOf(key, P),
-      key,
-      type: ObjectType.AWSET,
-      context: { vv: [{ replica: "p1~attack", counter: 1n }], cloud: [] },
-      rangeOpen: true,
-      slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(d.entries, AWSet.bottom().ctx))) },
-      keyDone: true,
-    });
+    const injected = stateChunkOf(key, "injected", "p1~attack");
     const done = StateChunk.fromPartial({ cluster: "deltaset", from: "p1", partitions: P, partition: 0, partitionDone: true });
-    /** The chunk as sent with the MAC of place `index` on the stream of `nonce`. */
-    const macced = (c: StateChunk, nonce: string, index: number): StateChunk => {
-      const bare = GossipService.pushState.requestSerialize({ ...c, mac: Buffer.alloc(0) });
-      const m = signStreamMessage(keyring, "frame", path, nonce, index, bodyDigest(bare));
-      return StateChunk.decode(withTrailingMac(bare, 20, m));
-    };
+    const macced = (c: StateChunk, nonce: string, index: number) => maccedChunk(keyring, c, nonce, index);
     const push = (nonce: string, chunks: StateChunk[], sender?: string) => {
       const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
       const md = new grpc.Metadata();
@@ -347,29 +353,10 @@ describe("key rotation without a restart", () => {
 
   it("stops a stream opened with a key once that key is removed: its later chunks are refused", async () => {
     const path = GossipService.pushState.path;
-    /** One whole key holding one element, as a chunk. */
-    const chunkOf = (key: string, element: string, replica: string) => {
-      const d = AWSet.bottom().add(replica, [Buffer.from(element)]);
-      return StateChunk.fromPartial({
-        cluster: "deltaset",
-        from: "p1",
-        partitions: P,
-        partition: partitionOf(key, P),
-        key,
-        type: ObjectType.AWSET,
-        context: { vv: [{ replica, counter: 1n }], cloud: [] },
-        rangeOpen: true,
-        slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(d.entries, AWSet.bottom().ctx))) },
-        keyDone: true,
-      });
-    };
-    const first = chunkOf("before-rotation", "early", "p1~holder");
-    const late = chunkOf("rotated-out", "late", "p1~former");
+    const first = stateChunkOf("before-rotation", "early", "p1~holder");
+    const late = stateChunkOf("rotated-out", "late", "p1~former");
     const nonce = newNonce();
-    const macced = (c: StateChunk, index: number): StateChunk => {
-      const bare = GossipService.pushState.requestSerialize({ ...c, mac: Buffer.alloc(0) });
-      return StateChunk.decode(withTrailingMac(bare, 20, signStreamMessage(newKeyring, "frame", path, nonce, index, bodyDigest(bare))));
-    };
+    const macced = (c: StateChunk, index: number) => maccedChunk(newKeyring, c, nonce, index);
     // A stream opened by a holder of the key in use (NEW_KEY), its first chunk taken.
     const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
     const md = new grpc.Metadata();

@@ -4,21 +4,14 @@
 // alone) is refused RESOURCE_EXHAUSTED naming the setting, without building millions of objects
 // first; one at the limit reaches the handler; nothing changes and the node keeps serving.
 import { strict as assert } from "node:assert";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import type { ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
-import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
+import { call } from "../../services/client/rpc.ts";
+import { type RawNode, startRawNode } from "../helpers/raw-node.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "deltaset-request-entries-"));
 const LIMIT = 3000;
-let node: NodeProcess;
-let raw: grpc.Client;
-let client: ReplicaClient;
+let n: RawNode;
 
 const utf8 = (s: string) => Buffer.from(s, "utf8");
 
@@ -47,11 +40,8 @@ function contextWith(ranges: number): (w: BinaryWriter) => void {
   };
 }
 
-function unary(path: string, body: Buffer): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, body, (err, res) => (err ? reject(err) : resolve(res!)));
-  });
-}
+const unary = (path: string, body: Buffer) => n.unary(path, body);
+const size = (key: string) => n.size(key);
 
 function isEntriesRefusal(e: grpc.ServiceError): true {
   assert.equal(e.code, grpc.status.RESOURCE_EXHAUSTED, `expected RESOURCE_EXHAUSTED, got ${grpc.status[e.code]}: ${e.details}`);
@@ -59,29 +49,12 @@ function isEntriesRefusal(e: grpc.ServiceError): true {
   return true;
 }
 
-const size = async (key: string) =>
-  (await call(client, client.query, { key, elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false })).size;
-
 before(async () => {
-  node = await startNodeProcess([
-    "--listen",
-    "127.0.0.139:0",
-    "--data-dir",
-    join(dir, "data"),
-    "--max-request-entries",
-    String(LIMIT),
-    "--max-elements-per-call",
-    String(LIMIT),
-  ]);
-  raw = new grpc.Client(node.address, grpc.credentials.createInsecure());
-  client = replicaClient(node.address);
+  n = await startRawNode("127.0.0.139:0", ["--max-request-entries", String(LIMIT), "--max-elements-per-call", String(LIMIT)]);
 });
 
 after(async () => {
-  raw?.close();
-  client?.close();
-  await node?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await n?.close();
 });
 
 describe("client requests are counted before they are decoded", () => {
@@ -110,7 +83,7 @@ describe("client requests are counted before they are decoded", () => {
   });
 
   it("an AddStream message over the limit ends its stream with the refusal; the node keeps serving", async () => {
-    const s = raw.makeBidiStreamRequest("/deltaset.v1.Replica/AddStream", (b: Buffer) => b, (b: Buffer) => b);
+    const s = n.raw.makeBidiStreamRequest("/deltaset.v1.Replica/AddStream", (b: Buffer) => b, (b: Buffer) => b);
     const ended = new Promise<grpc.ServiceError>((resolve) => {
       s.on("data", () => {});
       s.on("error", (e: grpc.ServiceError) => resolve(e));
@@ -119,7 +92,7 @@ describe("client requests are counted before they are decoded", () => {
     s.write(withElements("stream", LIMIT + 1, (w) => w.tag(4, WireType.Varint).uint64(1)));
     isEntriesRefusal(await ended);
     assert.equal(await size("stream"), 0n);
-    const added = await call(client, client.add, { key: "after", elements: [utf8("x")], texts: [] });
+    const added = await call(n.client, n.client.add, { key: "after", elements: [utf8("x")], texts: [] });
     assert.equal(added.added, 1);
   });
 });

@@ -3,20 +3,13 @@
 // INVALID_ARGUMENT naming the field, for every RPC shape and service; nothing changes and the
 // node keeps serving. Valid multi-byte UTF-8 still passes.
 import { strict as assert } from "node:assert";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import type { ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
-import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
+import { call } from "../../services/client/rpc.ts";
+import { type RawNode, startRawNode } from "../helpers/raw-node.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "deltaset-strict-strings-"));
-let node: NodeProcess;
-let raw: grpc.Client;
-let client: ReplicaClient;
+let n: RawNode;
 
 /** "bad" followed by a lone continuation byte and an overlong encoding of "/": not UTF-8. */
 const BAD = Buffer.from([0x62, 0x61, 0x64, 0x80, 0xc0, 0xaf]);
@@ -33,16 +26,13 @@ function encode(fields: Fields): Buffer {
   return Buffer.from(w.finish());
 }
 
-function unary(path: string, body: Buffer): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    raw.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, body, (err, res) => (err ? reject(err) : resolve(res!)));
-  });
-}
+const unary = (path: string, body: Buffer) => n.unary(path, body);
+const size = (key: string) => n.size(key);
 
 function streamed(path: string, body: Buffer): Promise<Buffer[]> {
   return new Promise((resolve, reject) => {
     const out: Buffer[] = [];
-    const s = raw.makeServerStreamRequest(path, (b: Buffer) => b, (b: Buffer) => b, body);
+    const s = n.raw.makeServerStreamRequest(path, (b: Buffer) => b, (b: Buffer) => b, body);
     s.on("data", (b: Buffer) => out.push(b));
     s.on("error", reject);
     s.on("end", () => resolve(out));
@@ -57,20 +47,12 @@ async function expectInvalid(p: Promise<unknown>, field: string): Promise<void> 
   });
 }
 
-const size = async (key: string) =>
-  (await call(client, client.query, { key, elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false })).size;
-
 before(async () => {
-  node = await startNodeProcess(["--listen", "127.0.0.135:0", "--data-dir", join(dir, "data")]);
-  raw = new grpc.Client(node.address, grpc.credentials.createInsecure());
-  client = replicaClient(node.address);
+  n = await startRawNode("127.0.0.135:0");
 });
 
 after(async () => {
-  raw?.close();
-  client?.close();
-  await node?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await n?.close();
 });
 
 describe("string fields must be UTF-8", () => {
@@ -95,7 +77,7 @@ describe("string fields must be UTF-8", () => {
     await expectInvalid(unary("/deltaset.v1.Replica/Increment", encode([[1, utf8("n")], [2, 2n], [3, BAD]])), "request_id");
     await expectInvalid(streamed("/deltaset.v1.Replica/Scan", encode([[1, BAD]])), "key");
     await expectInvalid(unary("/deltaset.v1.Replica/Merge", encode([[1, BAD]])), "key");
-    assert.equal((await call(client, client.query, { key: "n", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false })).counterValue, 0n);
+    assert.equal((await call(n.client, n.client.query, { key: "n", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false })).counterValue, 0n);
   });
 
   it("the peer services are covered as well", async () => {
@@ -108,7 +90,7 @@ describe("string fields must be UTF-8", () => {
   it("valid multi-byte UTF-8 passes, and the node keeps serving", async () => {
     const text = "grüße 😀 中文";
     await unary("/deltaset.v1.Replica/Add", encode([[1, utf8("ü")], [3, utf8(text)]]));
-    const r = await call(client, client.query, { key: "ü", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: true });
+    const r = await call(n.client, n.client.query, { key: "ü", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: true });
     assert.deepEqual(r.members.map((m) => m.text), [text]);
     assert.ok((await streamed("/deltaset.v1.Replica/Scan", encode([[1, utf8("ü")]]))).length >= 1, "the scan stream answers");
   });
