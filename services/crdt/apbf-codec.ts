@@ -26,18 +26,7 @@
 import { Apbf, popcount } from "./apbf.js";
 import { type ApbfParams, apbfByteSize, checkParams, isUnionStrategy } from "./apbf-params.js";
 import { HASH_FAMILY } from "./element-hash.js";
-import { DecodeError } from "./errors.js";
-
-/**
- * The largest filter (apbfByteSize) a sparse encoding may declare: a few bytes of input could
- * otherwise ask for hundreds of megabytes. A node sets it from --max-filter-bytes at start.
- */
-let sparseDecodeLimitBytes = 16 * 1024 * 1024;
-
-export function setApbfDecodeLimit(bytes: number): void {
-  if (!(Number.isInteger(bytes) && bytes > 0)) throw new RangeError(`the APBF decode limit must be a positive integer, got ${bytes}`);
-  sparseDecodeLimitBytes = bytes;
-}
+import { DecodeError, checkFilterBytes } from "./errors.js";
 
 export const APBF_DENSE_VERSION = 1;
 export const APBF_SPARSE_VERSION = 2;
@@ -166,14 +155,18 @@ export function writeApbf(f: Apbf, out: Uint8Array, offset: number): number {
 }
 
 /** Decode a whole buffer holding exactly one filter. */
-export function decodeApbf(bytes: Uint8Array): Apbf {
-  const { filter, next } = readApbf(bytes, 0);
+export function decodeApbf(bytes: Uint8Array, maxFilterBytes?: number): Apbf {
+  const { filter, next } = readApbf(bytes, 0, maxFilterBytes);
   if (next !== bytes.length) throw new DecodeError(`APBF: ${bytes.length - next} trailing bytes`);
   return filter;
 }
 
-/** Read a filter at bytes[offset…]; returns it and the offset after it. */
-export function readApbf(bytes: Uint8Array, offset: number): { filter: Apbf; next: number } {
+/**
+ * Read a filter at bytes[offset…]; returns it and the offset after it. A filter larger than
+ * maxFilterBytes is refused (StateLimitError) before it is allocated: a sparse encoding of a few
+ * bytes may declare hundreds of megabytes.
+ */
+export function readApbf(bytes: Uint8Array, offset: number, maxFilterBytes?: number): { filter: Apbf; next: number } {
   if (bytes.length - offset < HEADER_BYTES) throw new DecodeError("APBF: truncated header");
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const version = v.getUint8(offset);
@@ -191,9 +184,7 @@ export function readApbf(bytes: Uint8Array, offset: number): { filter: Apbf; nex
   } catch (e) {
     throw new DecodeError(`APBF: ${(e as Error).message}`);
   }
-  if (version === APBF_SPARSE_VERSION && apbfByteSize(params) > sparseDecodeLimitBytes) {
-    throw new DecodeError(`APBF: a filter of ${apbfByteSize(params)} bytes is larger than this node accepts (${sparseDecodeLimitBytes}, --max-filter-bytes)`);
-  }
+  checkFilterBytes("an APBF", apbfByteSize(params), maxFilterBytes);
   const size = version === APBF_DENSE_VERSION ? apbfEncodedSize(params) : HEADER_BYTES + params.k + params.l;
   if (bytes.length - offset < size) throw new DecodeError(`APBF: truncated, need ${size} bytes, have ${bytes.length - offset}`);
   const f = Apbf.blank(params, family);

@@ -64,10 +64,10 @@ function writeEntries(s: AWSetProb, out: Uint8Array, from: number): void {
   }
 }
 
-export function decodeAWSetProb(bytes: Uint8Array): AWSetProb {
+export function decodeAWSetProb(bytes: Uint8Array, maxFilterBytes?: number): AWSetProb {
   if (bytes.length < 1) throw new DecodeError("AWSET_PROB: empty input");
   if (bytes[0] !== AWSET_PROB_CODEC_VERSION) throw new DecodeError(`AWSET_PROB: unsupported version ${bytes[0]}`);
-  const { filter, next } = readApbf(bytes, 1);
+  const { filter, next } = readApbf(bytes, 1, maxFilterBytes);
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let at = next;
   const need = (n: number, what: string): void => {

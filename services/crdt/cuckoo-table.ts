@@ -27,6 +27,8 @@ export interface CuckooParams {
 }
 
 export const DEFAULT_MAX_KICKS = 500; // seed 001, section 6.1
+/** Widest fingerprint a cuckoo entry holds. */
+export const MAX_FINGERPRINT_BITS = 32;
 export const DEFAULT_BUCKET_SIZE = 4; // seed 001, section 6.1 (GCF_4 / ORCF_4)
 /** Highest load a c = 4 table reaches before inserts fail (about 95%, seed 001 section 6.2). */
 export const MAX_LOAD = 0.95;
@@ -51,8 +53,8 @@ export function cuckooParams(buckets: number, fingerprintBits: number, opts: Cuc
   if (!Number.isInteger(bucketSize) || bucketSize < 1 || bucketSize > MAX_BUCKET_SIZE) {
     throw new FilterParamError(`cuckoo bucket size ${bucketSize} not in 1..${MAX_BUCKET_SIZE}`);
   }
-  if (!Number.isInteger(fingerprintBits) || fingerprintBits < 1 || fingerprintBits > 32) {
-    throw new FilterParamError(`cuckoo fingerprint bits ${fingerprintBits} not in 1..32`);
+  if (!Number.isInteger(fingerprintBits) || fingerprintBits < 1 || fingerprintBits > MAX_FINGERPRINT_BITS) {
+    throw new FilterParamError(`cuckoo fingerprint bits ${fingerprintBits} not in 1..${MAX_FINGERPRINT_BITS}`);
   }
   if (!Number.isInteger(maxKicks) || maxKicks < 0 || maxKicks > 1_000_000) {
     throw new FilterParamError(`cuckoo max kicks ${maxKicks} not in 0..1000000`);
@@ -69,15 +71,25 @@ export function cuckooParams(buckets: number, fingerprintBits: number, opts: Cuc
 export function cuckooParamsFor(capacity: number, fpr: number, opts: CuckooOptions = {}): CuckooParams {
   if (!(capacity >= 1) || !(fpr > 0 && fpr < 1)) throw new FilterParamError(`cuckoo needs capacity >= 1 and 0 < fpr < 1`);
   const c = opts.bucketSize ?? DEFAULT_BUCKET_SIZE;
-  const l = Math.max(1, Math.ceil(Math.log2((2 * c) / fpr) - 1e-9));
+  const l = fingerprintBitsFor(fpr, c);
   let m = 1;
   while (m * c * MAX_LOAD < capacity) m *= 2;
-  return cuckooParams(m, Math.min(l, 32), opts);
+  return cuckooParams(m, Math.min(l, MAX_FINGERPRINT_BITS), opts);
+}
+
+/** Fingerprint bits a false-positive rate needs with buckets of c slots (may exceed MAX_FINGERPRINT_BITS). */
+export function fingerprintBitsFor(fpr: number, bucketSize: number): number {
+  return Math.max(1, Math.ceil(Math.log2((2 * bucketSize) / fpr) - 1e-9));
 }
 
 /** Slots of the table, m·c. */
 export function slotCount(p: CuckooParams): number {
   return p.buckets * p.bucketSize;
+}
+
+/** Bytes the table's fingerprints take when every slot holds one (what --max-filter-bytes bounds). */
+export function cuckooTableBytes(p: CuckooParams): number {
+  return Math.ceil((slotCount(p) * p.fingerprintBits) / 8);
 }
 
 const SEED_INDEX = 0x1c0ffee1;

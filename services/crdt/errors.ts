@@ -36,3 +36,24 @@ export class UnknownTypeError extends Error {
 export class JoinConflictError extends Error {
   override readonly name: string = "JoinConflictError";
 }
+
+/**
+ * A received state (a Merge, a peer's gossip) whose parameters ask for more memory than this node
+ * accepts: a filter larger than --max-filter-bytes. Refused before anything of that size is
+ * allocated; nothing was changed. Merge answers RESOURCE_EXHAUSTED; gossip skips the key (counted).
+ */
+export class StateLimitError extends Error {
+  override readonly name = "StateLimitError";
+  constructor(
+    readonly what: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(`${what} of ${bytes} bytes is larger than this node accepts (${limit} bytes; see --max-filter-bytes)`);
+  }
+}
+
+/** Refuse (StateLimitError) a decoded filter of `bytes` above `limit`; no limit: the node's own records. */
+export function checkFilterBytes(what: string, bytes: number, limit: number | undefined): void {
+  if (limit !== undefined && bytes > limit) throw new StateLimitError(what, bytes, limit);
+}

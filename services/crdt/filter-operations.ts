@@ -1,13 +1,13 @@
 // Client operations of the seed-001 filters (operations.ts): how an Add creates a filter key from
 // its parameters, inserts, removes (ORCF, SCORCF) and answers membership.
-import { type CuckooParams, cuckooParams, cuckooParamsFor, slotCount } from "./cuckoo-table.js";
+import { type CuckooParams, DEFAULT_BUCKET_SIZE, MAX_FINGERPRINT_BITS, cuckooParams, cuckooParamsFor, cuckooTableBytes, fingerprintBitsFor } from "./cuckoo-table.js";
 import { FilterParamError } from "./filter-common.js";
-import { Gbf, GbfLattice, type GbfParams, gbfParams, gbfParamsFor } from "./gbf.js";
+import { Gbf, GbfLattice, type GbfParams, MAX_HASHES, gbfHashesFor, gbfParams, gbfParamsFor } from "./gbf.js";
 import { Gcf, GcfLattice } from "./gcf.js";
 import { type Lattice, ObjectType } from "./lattice.js";
 import { type ClientOperations, type CreateParams, registerOperations } from "./operations.js";
 import { Orcf, OrcfLattice } from "./orcf.js";
-import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, cuckooSubParams, gbfSubParams, seriesParams } from "./scalable-filter.js";
+import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, cuckooSubParams, gbfSubParams, seriesParams, subFpr } from "./scalable-filter.js";
 
 export const DEFAULT_FILTER_CAPACITY = 10_000;
 export const DEFAULT_FALSE_POSITIVE_RATE = 0.01;
@@ -24,20 +24,36 @@ function bloomParams(p: CreateParams): GbfParams {
     if (!((p.bits ?? 0) > 0 && (p.hashes ?? 0) > 0)) throw new FilterParamError("give both bits and hashes, or neither");
     return gbfParams(p.bits!, p.hashes!);
   }
-  return gbfParamsFor(capacityOf(p), rateOf(p));
+  const rate = rateOf(p);
+  // Refused rather than built with fewer hashes, which would answer at a higher rate than asked.
+  if (gbfHashesFor(rate) > MAX_HASHES) {
+    throw new FilterParamError(`false_positive_rate ${rate} needs ${gbfHashesFor(rate)} hash functions; a Bloom filter has at most ${MAX_HASHES} (rates down to about 1e-19)`);
+  }
+  return gbfParamsFor(capacityOf(p), rate);
 }
 
 function cuckoo(p: CreateParams): CuckooParams {
   const opts = (p.bucketSize ?? 0) > 0 ? { bucketSize: p.bucketSize } : {};
-  const base = cuckooParamsFor(capacityOf(p), rateOf(p), opts);
+  const rate = rateOf(p);
+  if ((p.fingerprintBits ?? 0) === 0) reachableByCuckoo(rate, opts.bucketSize ?? DEFAULT_BUCKET_SIZE);
+  const base = cuckooParamsFor(capacityOf(p), rate, opts);
   return (p.fingerprintBits ?? 0) > 0 ? cuckooParams(base.buckets, p.fingerprintBits!, opts) : base;
+}
+
+/** Refuse a rate a cuckoo filter cannot reach (its fingerprints would be capped, its rate higher than asked). */
+function reachableByCuckoo(rate: number, bucketSize: number): void {
+  const bits = fingerprintBitsFor(rate, bucketSize);
+  if (bits > MAX_FINGERPRINT_BITS) {
+    const floor = (2 * bucketSize) / 2 ** MAX_FINGERPRINT_BITS;
+    throw new FilterParamError(`false_positive_rate ${rate} needs ${bits}-bit fingerprints with buckets of ${bucketSize}; a cuckoo filter's are at most ${MAX_FINGERPRINT_BITS} bits (rates down to ${floor.toPrecision(2)}): ask for a higher rate, or a GBF`);
+  }
 }
 
 function series(p: CreateParams): SeriesParams {
   return seriesParams(capacityOf(p), rateOf(p), (p.bucketSize ?? 0) > 0 ? { bucketSize: p.bucketSize } : {});
 }
 
-const cuckooBytes = (c: CuckooParams) => Math.ceil((slotCount(c) * c.fingerprintBits) / 8);
+const cuckooBytes = cuckooTableBytes;
 
 /**
  * Insert each element in place and gather the deltas. Each delta is a new value the mutator made
@@ -98,12 +114,23 @@ const orcfOps: ClientOperations<Orcf> = {
 };
 
 /** A series' size when it holds its first sub-filter (it grows by one sub-filter per capacity). */
-const seriesBloomBytes = (p: CreateParams) => Math.ceil(gbfSubParams(series(p), 0).bits / 8);
-const seriesCuckooBytes = (p: CreateParams) => cuckooBytes(cuckooSubParams(series(p), 0));
+/** A series whose first sub-filter can reach its rate (later ones tighten it; see MAX_SUBFILTERS). */
+function bloomSeries(p: CreateParams): SeriesParams {
+  const s = series(p);
+  bloomParams({ capacity: s.capacity, falsePositiveRate: subFpr(s, 0) });
+  return s;
+}
+function cuckooSeries(p: CreateParams): SeriesParams {
+  const s = series(p);
+  reachableByCuckoo(subFpr(s, 0), s.bucketSize);
+  return s;
+}
+const seriesBloomBytes = (p: CreateParams) => Math.ceil(gbfSubParams(bloomSeries(p), 0).bits / 8);
+const seriesCuckooBytes = (p: CreateParams) => cuckooBytes(cuckooSubParams(cuckooSeries(p), 0));
 const seriesLoad = (s: { subFilters: readonly { loadFactor(): number }[] }) => s.subFilters.at(-1)?.loadFactor() ?? 0;
 
 const scGbfOps: ClientOperations<ScGbf> = {
-  create: (p) => ScGbf.empty(series(p)),
+  create: (p) => ScGbf.empty(bloomSeries(p)),
   sizeOf: seriesBloomBytes,
   add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice),
   contains,
@@ -113,7 +140,7 @@ const scGbfOps: ClientOperations<ScGbf> = {
 };
 
 const scGcfOps: ClientOperations<ScGcf> = {
-  create: (p) => ScGcf.empty(series(p)),
+  create: (p) => ScGcf.empty(cuckooSeries(p)),
   sizeOf: seriesCuckooBytes,
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), ScGcfLattice),
   contains,
@@ -123,7 +150,7 @@ const scGcfOps: ClientOperations<ScGcf> = {
 };
 
 const scOrcfOps: ClientOperations<ScOrcf> = {
-  create: (p) => ScOrcf.empty(series(p)),
+  create: (p) => ScOrcf.empty(cuckooSeries(p)),
   sizeOf: seriesCuckooBytes,
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), ScOrcfLattice),
   remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), ScOrcfLattice),

@@ -23,7 +23,7 @@ import {
   sameParams,
   writeHeader,
 } from "./filter-common.js";
-import { DecodeError } from "./errors.js";
+import { DecodeError, checkFilterBytes } from "./errors.js";
 import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 import { varintSize } from "../common/varint.js";
 
@@ -37,7 +37,7 @@ export interface GbfParams {
 }
 
 const MAX_BITS = 2 ** 32;
-const MAX_HASHES = 64;
+export const MAX_HASHES = 64;
 
 /** Validated GBF parameters given directly. */
 export function gbfParams(bits: number, hashes: number, seed = 0): GbfParams {
@@ -49,13 +49,18 @@ export function gbfParams(bits: number, hashes: number, seed = 0): GbfParams {
   return { bits, hashes, seed };
 }
 
+/** Hash functions the optimum gives for a false-positive rate (may exceed MAX_HASHES). */
+export function gbfHashesFor(fpr: number): number {
+  return Math.max(1, Math.round(-Math.log(fpr) / Math.LN2));
+}
+
 /**
  * Parameters for `capacity` elements at false-positive rate `fpr`, by the optimum of seed 001
  * Eqs 2.3-2.4: m = -n ln ε / (ln 2)^2, k = -ln ε / ln 2 (rounded; k = 5 for ε = 1/32).
  */
 export function gbfParamsFor(capacity: number, fpr: number, seed = 0): GbfParams {
   if (!(capacity >= 1) || !(fpr > 0 && fpr < 1)) throw new FilterParamError(`GBF needs capacity >= 1 and 0 < fpr < 1`);
-  const k = Math.max(1, Math.round(-Math.log(fpr) / Math.LN2));
+  const k = gbfHashesFor(fpr);
   // With k rounded, size m for the target: ε = (1 - e^{-kn/m})^k  =>  m = -kn / ln(1 - ε^{1/k}).
   const m = Math.ceil((-k * capacity) / Math.log(1 - fpr ** (1 / k)));
   // Refused rather than capped: a capped filter would answer at a far higher rate than asked.
@@ -310,7 +315,7 @@ export function encodeGbf(s: Gbf): Uint8Array {
   return w.finish();
 }
 
-export function decodeGbf(bytes: Uint8Array): Gbf {
+export function decodeGbf(bytes: Uint8Array, maxFilterBytes?: number): Gbf {
   return decoding("GBF", () => {
     const r = new ByteReader(bytes);
     if (!readHeader(r, FilterKind.GBF, HASH_FAMILY)) {
@@ -318,6 +323,7 @@ export function decodeGbf(bytes: Uint8Array): Gbf {
       return Gbf.bottom();
     }
     const p = gbfParams(r.varint("bits", MAX_BITS), r.varint("hashes", MAX_HASHES), r.varint("seed", 0xffffffff));
+    checkFilterBytes("a GBF", Math.ceil(p.bits / 8), maxFilterBytes);
     const form = r.byte("body form");
     if (form === 1) {
       const d = r.bytes(Math.ceil(p.bits / 8), "dense bits");
@@ -369,6 +375,6 @@ export const GbfLattice: Lattice<Gbf> = {
   context: () => new CausalContext(),
   encode: encodeGbf,
   encodedSize: (s) => encodeGbf(s).length,
-  decode: decodeGbf,
+  decode: (bytes, _now, maxFilterBytes) => decodeGbf(bytes, maxFilterBytes),
   size: (s) => s.setBits,
 };

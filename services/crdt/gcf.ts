@@ -16,7 +16,7 @@
 // joins with any parameters. States with different parameters never join (FilterMismatchError).
 import { CausalContext } from "./causal-context.js";
 import { HASH_FAMILY } from "./element-hash.js";
-import { DecodeError } from "./errors.js";
+import { DecodeError, checkFilterBytes } from "./errors.js";
 import {
   ByteReader,
   ByteWriter,
@@ -29,7 +29,7 @@ import {
   readHeader,
   writeHeader,
 } from "./filter-common.js";
-import { type CuckooParams, CuckooTable, altIndex, cuckooHash, cuckooParams, slotCount } from "./cuckoo-table.js";
+import { type CuckooParams, CuckooTable, altIndex, cuckooHash, cuckooParams, cuckooTableBytes, slotCount } from "./cuckoo-table.js";
 import { type Lattice, ObjectType, joinIntoCopy } from "./lattice.js";
 
 export type { CuckooParams };
@@ -234,23 +234,26 @@ export function writeCuckooParams(w: ByteWriter, p: CuckooParams): void {
   w.varint(p.buckets).varint(p.bucketSize).varint(p.fingerprintBits).varint(p.maxKicks).varint(p.seed);
 }
 
-export function readCuckooParams(r: ByteReader): CuckooParams {
+/** A cuckoo filter's parameters; a table larger than maxFilterBytes is refused (StateLimitError). */
+export function readCuckooParams(r: ByteReader, what: string, maxFilterBytes?: number): CuckooParams {
   const buckets = r.varint("buckets", 2 ** 30);
   const bucketSize = r.varint("bucket size", 64);
   const fingerprintBits = r.varint("fingerprint bits", 32);
   const maxKicks = r.varint("max kicks", 1_000_000);
   const seed = r.varint("seed", 0xffffffff);
-  return cuckooParams(buckets, fingerprintBits, { bucketSize, maxKicks, seed });
+  const p = cuckooParams(buckets, fingerprintBits, { bucketSize, maxKicks, seed });
+  checkFilterBytes(`a ${what}`, cuckooTableBytes(p), maxFilterBytes);
+  return p;
 }
 
-export function decodeGcf(bytes: Uint8Array): Gcf {
+export function decodeGcf(bytes: Uint8Array, maxFilterBytes?: number): Gcf {
   return decoding("GCF", () => {
     const r = new ByteReader(bytes);
     if (!readHeader(r, FilterKind.GCF, HASH_FAMILY)) {
       r.end("GCF bottom");
       return Gcf.bottom();
     }
-    const p = readCuckooParams(r);
+    const p = readCuckooParams(r, "GCF", maxFilterBytes);
     const fpLimit = 2 ** p.fingerprintBits;
     const g = Gcf.empty(p);
     const nb = r.varint("bucket count", p.buckets);
@@ -299,7 +302,7 @@ export const GcfLattice: Lattice<Gcf> = {
   context: () => new CausalContext(),
   encode: encodeGcf,
   encodedSize: (s) => encodeGcf(s).length,
-  decode: decodeGcf,
+  decode: (bytes, _now, maxFilterBytes) => decodeGcf(bytes, maxFilterBytes),
   size: (s) => s.count,
 };
 

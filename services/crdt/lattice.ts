@@ -44,8 +44,13 @@ export interface Lattice<S> {
   encode(s: S, nowMs?: number): Uint8Array;
   /** encode(s).length, computed without encoding (sizes of gossip buffers and frames). */
   encodedSize(s: S): number;
-  /** Decode and validate; throws DecodeError on malformed or inconsistent input. */
-  decode(bytes: Uint8Array, nowMs?: number): S;
+  /**
+   * Decode and validate; throws DecodeError on malformed or inconsistent input. maxFilterBytes:
+   * for a state received from outside (Merge, gossip), the largest filter its parameters may ask
+   * for, checked before anything of that size is allocated (StateLimitError); left out for the
+   * node's own records, which it accepted when they were written.
+   */
+  decode(bytes: Uint8Array, nowMs?: number, maxFilterBytes?: number): S;
   /**
    * Decode one chunk of a chunked full-state transfer, checked against the sender's context (sent
    * on the key's first chunk). Types that travel whole leave it out: decode is used.
@@ -95,9 +100,9 @@ export function latticeFor(type: ObjectType): Lattice<unknown> {
 }
 
 /** Decode a state-transfer chunk of a type (decodeSlice, or decode for types that travel whole). */
-export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): unknown {
+export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number, maxFilterBytes?: number): unknown {
   const l = latticeFor(type);
-  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range, nowMs) : l.decode(bytes, nowMs);
+  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range, nowMs) : l.decode(bytes, nowMs, maxFilterBytes);
 }
 
 /** Entries of a state of a type, for buffer limits. */

@@ -410,14 +410,14 @@ export function encodeOrcf(s: Orcf): Uint8Array {
   return w.finish();
 }
 
-export function decodeOrcf(bytes: Uint8Array): Orcf {
+export function decodeOrcf(bytes: Uint8Array, maxFilterBytes?: number): Orcf {
   return decoding("ORCF", () => {
     const r = new ByteReader(bytes);
     if (!readHeader(r, FilterKind.ORCF, HASH_FAMILY)) {
       r.end("ORCF bottom");
       return Orcf.bottom();
     }
-    const p = readCuckooParams(r);
+    const p = readCuckooParams(r, "ORCF", maxFilterBytes);
     const nr = r.varint("replica count", 1 << 20);
     const replicas: string[] = [];
     for (let k = 0; k < nr; k++) {
@@ -535,6 +535,6 @@ export const OrcfLattice: Lattice<Orcf> = {
   context: (s) => s.history,
   encode: encodeOrcf,
   encodedSize: (s) => encodeOrcf(s).length,
-  decode: decodeOrcf,
+  decode: (bytes, _now, maxFilterBytes) => decodeOrcf(bytes, maxFilterBytes),
   size: (s) => s.count,
 };

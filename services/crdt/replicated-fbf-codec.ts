@@ -12,8 +12,8 @@
 // The encoder picks the smaller form per epoch (sparse on a tie), and decode accepts only that
 // choice, so equal states have equal bytes. An insert delta costs about 2·(k+3) bytes plus the
 // parameters, whatever m is.
-import { DecodeError } from "./errors.js";
-import { type ReplicatedFbfParams, paramsProblem, setBits } from "./replicated-fbf-params.js";
+import { DecodeError, StateLimitError, checkFilterBytes } from "./errors.js";
+import { type ReplicatedFbfParams, paramsProblem, retryFilterBytes, setBits } from "./replicated-fbf-params.js";
 
 /** What the codec reads and writes: a state's parameters and its non-empty epoch filters. */
 export interface ReplicatedFbfWire {
@@ -114,8 +114,14 @@ class Reader {
   }
 }
 
-/** Decode the canonical bytes of a state; anything else is a DecodeError. */
-export function decodeReplicatedFbf(bytes: Uint8Array): { params: ReplicatedFbfParams | null; epochs: Map<number, Uint8Array> } {
+/**
+ * Decode the canonical bytes of a state; anything else is a DecodeError. With maxFilterBytes (a
+ * state from outside), parameters whose filter is larger are refused, and so are more epochs than
+ * twice that filter holds (or the limit, if larger): each sparse epoch is allocated whole, so a few
+ * bytes per epoch could otherwise ask for gigabytes. (A cluster's states hold N+2 epochs, or N+3
+ * next to a peer whose clock is ahead within the skew bound.)
+ */
+export function decodeReplicatedFbf(bytes: Uint8Array, maxFilterBytes?: number): { params: ReplicatedFbfParams | null; epochs: Map<number, Uint8Array> } {
   const r = new Reader(bytes);
   const version = r.byte("version");
   if (version !== FBF_CODEC_VERSION) throw new DecodeError(`forgetful Bloom filter: unknown codec version ${version}`);
@@ -134,6 +140,13 @@ export function decodeReplicatedFbf(bytes: Uint8Array): { params: ReplicatedFbfP
   if (params === null && count > 0) throw new DecodeError("forgetful Bloom filter: epochs without parameters");
   // Each epoch takes at least 3 bytes: refuse counts the input cannot hold before allocating.
   if (count * 3 > r.left) throw new DecodeError(`forgetful Bloom filter: ${count} epochs in ${r.left} bytes`);
+  if (params !== null && maxFilterBytes !== undefined) {
+    const window = retryFilterBytes(params);
+    checkFilterBytes("a retry filter", window, maxFilterBytes);
+    const held = count * Math.ceil(params.m / 8);
+    const allowed = Math.max(maxFilterBytes, 2 * window);
+    if (held > allowed) throw new StateLimitError(`a retry filter of ${count} epochs`, held, allowed);
+  }
   const epochs = new Map<number, Uint8Array>();
   let epoch = -1;
   for (let j = 0; j < count; j++) {

@@ -32,6 +32,11 @@ const fmt = (p: ReplicatedFbfParams) =>
 
 const LIMITS = { m: [8, 1 << 24], k: [1, 64], periodMs: [1, 2 ** 40], pastEpochs: [1, 1 << 12] } as const;
 
+/** Bytes the filter of these parameters holds on one clock: N+2 epoch filters of m bits. */
+export function retryFilterBytes(p: ReplicatedFbfParams): number {
+  return (p.pastEpochs + 2) * Math.ceil(p.m / 8);
+}
+
 /** Why params are invalid, or undefined when they are valid. */
 export function paramsProblem(p: ReplicatedFbfParams): string | undefined {
   for (const [name, [lo, hi]] of Object.entries(LIMITS)) {

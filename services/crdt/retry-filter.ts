@@ -16,6 +16,8 @@ import { HASH_FAMILY } from "./element-hash.js";
 import { ReplicatedFbf, ReplicatedFbfLattice, type ReplicatedFbfParams } from "./replicated-fbf.js";
 import { paramsProblem } from "./replicated-fbf-params.js";
 
+export { retryFilterBytes } from "./replicated-fbf-params.js";
+
 export { ReplicatedFbf, type ReplicatedFbfParams, type SkewReport, prune, pruneInPlace, retentionMs, skewReport } from "./replicated-fbf.js";
 
 /** What a client chooses for a counter's retry filter (IncrementRequest.retry_filter). */
@@ -32,11 +34,19 @@ export interface RetryFilterChoice {
 
 export const DEFAULT_RETRY_FILTER: RetryFilterChoice = { idsPerPeriod: 1000, falsePositiveRate: 0.001, periodMs: 60_000, pastEpochs: 4 };
 
+/** Bits of one epoch filter at most (replicated-fbf-params.ts bounds m alike). */
+const MAX_EPOCH_BITS = 1 << 24;
+
 const CHOICE_LIMITS = { idsPerPeriod: [1, 1_000_000_000], periodMs: [1, 2 ** 40], pastEpochs: [1, 1024] } as const;
 
 /** Parameters a client asked for that no filter can have. */
 export class RetryFilterParamError extends RangeError {
-  override readonly name = "RetryFilterParamError";
+  override readonly name: string = "RetryFilterParamError";
+}
+
+/** Valid parameters whose epoch filters would be larger than an epoch filter may be (2^24 bits). */
+export class RetryFilterSizeError extends RetryFilterParamError {
+  override readonly name = "RetryFilterSizeError";
 }
 
 /** An Increment naming other retry-filter parameters than the key's filter has. Nothing changed. */
@@ -62,8 +72,12 @@ export function retryFilterParams(c: RetryFilterChoice): ReplicatedFbfParams {
   const n = 2 * c.idsPerPeriod;
   const p = c.falsePositiveRate / 2;
   const m = Math.max(8, Math.ceil((-n * Math.log(p)) / (Math.LN2 * Math.LN2)));
-  if (m > 1 << 24) {
-    throw new RetryFilterParamError(`${c.idsPerPeriod} ids per period at rate ${c.falsePositiveRate} need ${m} bits per epoch filter, above ${1 << 24}: use a shorter period_ms or a higher false_positive_rate`);
+  if (m > MAX_EPOCH_BITS) {
+    throw new RetryFilterSizeError(
+      `${c.idsPerPeriod} ids per period at rate ${c.falsePositiveRate} need epoch filters of ${m} bits (${Math.ceil(m / 8)} bytes), ` +
+        `above the ${MAX_EPOCH_BITS} bits (${MAX_EPOCH_BITS / 8} bytes) an epoch filter may have: ask for fewer ids_per_period ` +
+        `(a shorter period_ms sees fewer ids in each) or a higher false_positive_rate`,
+    );
   }
   const k = Math.min(64, Math.max(1, Math.round((m / n) * Math.LN2)));
   const params = { m, k, hashFamily: HASH_FAMILY, periodMs: c.periodMs, pastEpochs: c.pastEpochs };
@@ -72,10 +86,6 @@ export function retryFilterParams(c: RetryFilterChoice): ReplicatedFbfParams {
   return params;
 }
 
-/** Bytes the filter of these parameters may hold at most: N+2 epoch filters of m bits. */
-export function retryFilterBytes(p: ReplicatedFbfParams): number {
-  return (p.pastEpochs + 2) * Math.ceil(p.m / 8);
-}
 
 const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 

@@ -21,7 +21,7 @@
 import { CausalContext } from "./causal-context.js";
 import { makeDot } from "./dot.js";
 import { HASH_FAMILY } from "./element-hash.js";
-import { DecodeError } from "./errors.js";
+import { DecodeError, checkFilterBytes } from "./errors.js";
 import {
   ByteReader,
   ByteWriter,
@@ -36,7 +36,7 @@ import {
   sameParams,
   writeHeader,
 } from "./filter-common.js";
-import { type CuckooParams, cuckooParams, cuckooParamsFor } from "./cuckoo-table.js";
+import { type CuckooParams, cuckooParams, cuckooParamsFor, cuckooTableBytes } from "./cuckoo-table.js";
 import { Gbf, type GbfParams, GbfLattice, gbfParamsFor } from "./gbf.js";
 import { Gcf, GcfLattice } from "./gcf.js";
 import { Orcf, OrcfLattice } from "./orcf.js";
@@ -115,6 +115,8 @@ interface SubKind<F> {
   subParams(p: SeriesParams, i: number): object;
   paramsOf(f: F): object | null;
   empty(p: SeriesParams, i: number): F;
+  /** Bytes sub-filter i takes when full (the first is what --max-filter-bytes bounds, as at creation). */
+  subBytes(p: SeriesParams, i: number): number;
   /** Elements in a sub-filter, against capacity (Eq 3.20 for Bloom, entries for cuckoo). */
   cardinality(f: F): number;
 }
@@ -235,8 +237,8 @@ function seriesLattice<F, S extends Series<F>>(
     context: extra.context ?? (() => new CausalContext()),
     encode: (s) => encodeSeries(k, s),
     encodedSize: (s) => encodeSeries(k, s).length,
-    decode: (bytes) => {
-      const { p, subs } = decodeSeries(k, bytes);
+    decode: (bytes, _now, maxFilterBytes) => {
+      const { p, subs } = decodeSeries(k, bytes, maxFilterBytes);
       return make(p, subs);
     },
     size: (s) => s.subFilters.reduce((n, f) => n + (k.sub.size?.(f) ?? 1), 0),
@@ -263,7 +265,7 @@ function encodeSeries<F>(k: SubKind<F>, s: Series<F>): Uint8Array {
   return w.finish();
 }
 
-function decodeSeries<F>(k: SubKind<F>, bytes: Uint8Array): { p: SeriesParams | null; subs: F[] } {
+function decodeSeries<F>(k: SubKind<F>, bytes: Uint8Array, maxFilterBytes: number | undefined): { p: SeriesParams | null; subs: F[] } {
   return decoding(k.name, () => {
     const r = new ByteReader(bytes);
     if (!readHeader(r, k.kind, HASH_FAMILY)) {
@@ -278,6 +280,8 @@ function decodeSeries<F>(k: SubKind<F>, bytes: Uint8Array): { p: SeriesParams | 
     const maxKicks = r.varint("max kicks", 1_000_000);
     const buckets = r.varint("buckets", 2 ** 30);
     const p = seriesParams(capacity, fpr, { tightening, seed, bucketSize, maxKicks, buckets });
+    // Later sub-filters grow as the series fills, as they do at the node that created it.
+    checkFilterBytes(`a ${k.name} whose first sub-filter`, k.subBytes(p, 0), maxFilterBytes);
     const n = r.varint("sub-filter count", MAX_SUBFILTERS);
     const subs: F[] = [];
     for (let i = 0; i < n; i++) {
@@ -302,6 +306,7 @@ const gbfKind: SubKind<Gbf> = {
   subParams: gbfSubParams,
   paramsOf: (f) => f.params,
   empty: (p, i) => Gbf.empty(gbfSubParams(p, i)),
+  subBytes: (p, i) => Math.ceil(gbfSubParams(p, i).bits / 8),
   cardinality: (f) => f.cardinality(),
 };
 
@@ -351,6 +356,7 @@ const gcfKind: SubKind<Gcf> = {
   subParams: cuckooSubParams,
   paramsOf: (f) => f.params,
   empty: (p, i) => Gcf.empty(cuckooSubParams(p, i)),
+  subBytes: (p, i) => cuckooTableBytes(cuckooSubParams(p, i)),
   cardinality: (f) => f.count,
 };
 
@@ -408,6 +414,7 @@ const orcfKind: SubKind<Orcf> = {
   subParams: cuckooSubParams,
   paramsOf: (f) => f.params,
   empty: (p, i) => Orcf.empty(cuckooSubParams(p, i)),
+  subBytes: (p, i) => cuckooTableBytes(cuckooSubParams(p, i)),
   cardinality: (f) => f.count,
 };
 
@@ -531,8 +538,8 @@ export const ScOrcfLattice: Lattice<ScOrcf> = {
     }
     return out;
   },
-  decode(bytes) {
-    const s = scOrcfBase.decode(bytes);
+  decode(bytes, nowMs, maxFilterBytes) {
+    const s = scOrcfBase.decode(bytes, nowMs, maxFilterBytes);
     const h = s.history;
     if (!s.subFilters.every((f) => f.history.equals(h))) throw new DecodeError("ScORCF sub-filters do not share one history");
     return s;

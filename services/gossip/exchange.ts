@@ -7,7 +7,7 @@
 // code over a lossy in-process channel, each node on an in-memory store, so what is simulated is
 // what runs.
 import { status } from "@grpc/grpc-js";
-import { type CausalContext, ObjectType, JoinConflictError, contextFromProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, ObjectType, JoinConflictError, type StateLimitError, contextFromProto, latticeFor } from "../crdt/index.js";
 import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { ContextsReply as ContextsReplyMsg, PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -68,6 +68,12 @@ export interface ExchangeOptions {
   /** Largest message; delta frames are cut to half of it, a larger delta ships as full state. */
   maxMessageBytes: number;
   /**
+   * Largest filter a received state may hold (--max-filter-bytes): a key whose state asks for more
+   * is skipped (counted as oversizedStates, logged), and the rest of its frame or stream is applied.
+   * Default: no bound.
+   */
+  maxFilterBytes?: number;
+  /**
    * A received full state whose new part exceeds this many elements is not held in the delta
    * buffer; the partition is forwarded to the other neighbours by full state instead.
    */
@@ -111,6 +117,8 @@ export interface TransportCounters {
   chunksRejected: number;
   rpcErrors: number;
   typeConflicts: number;
+  /** Received keys skipped because their state asks for a filter above maxFilterBytes. */
+  oversizedStates: number;
   /** Peers a period left out because their previous period exchange still ran (nothing built for them). */
   busySkips: number;
   /** Frames built but not sent: a full-state push to a busy peer, or states beside a running stream. */
@@ -181,6 +189,7 @@ export class GossipExchange {
     chunksRejected: 0,
     rpcErrors: 0,
     typeConflicts: 0,
+    oversizedStates: 0,
     busySkips: 0,
     framesNotSent: 0,
     statesDeferred: 0,
@@ -253,6 +262,7 @@ export class GossipExchange {
       spreadSettled: (key, settled) => this.spreadSettled(key, settled),
       changedHere: (key, type) => this.changedHere(key, type),
       dropped: () => this.dropped(),
+      skipOversized: (key, err, from) => this.skipOversized(key, err, from),
     };
   }
 
@@ -525,6 +535,12 @@ export class GossipExchange {
     }
   }
 
+  /** A received key whose state asks for a filter larger than this node takes: left out, counted. */
+  skipOversized(key: string, err: StateLimitError, from: string): void {
+    this.counters.oversizedStates++;
+    this.o.log.warn("received state of a key larger than this node accepts; key skipped (give every node the same --max-filter-bytes)", { key, from, reason: err.message });
+  }
+
   /** A frame of deltas: checked and decoded whole before anything is joined; acked once durable. */
   async receiveFrame(f: GossipFrame): Promise<Answer<GossipReply>> {
     const bad = this.checkPeer(f.cluster, f.from, f.partitions);
@@ -542,7 +558,7 @@ export class GossipExchange {
         }
       }
       try {
-        const keys = keyedFromProto(p.keys, this.o.store.now());
+        const keys = keyedFromProto(p.keys, this.o.store.now(), this.o.maxFilterBytes, (key, err) => this.skipOversized(key, err, f.from));
         decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: protoKeysSize(p.keys) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);

@@ -2,7 +2,7 @@
 // the key's lattice from the registry. Payload values are treated as immutable: joins copy
 // before they change anything, so a payload handed to the engine or put in a frame is never
 // modified afterwards.
-import { type Lattice, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
+import { type Lattice, StateLimitError, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
@@ -160,15 +160,26 @@ export function keyedToProto(p: KeyedStates, nowMs: number): KeyState[] {
 
 /**
  * The repeated KeyState of a PartitionPayload → keyed states. Throws DecodeError (bad encoding),
- * UnknownTypeError (type not served here) or RangeError (missing state, duplicate key).
+ * UnknownTypeError (type not served here) or RangeError (missing state, duplicate key). A key
+ * whose state asks for a filter above maxFilterBytes is left out and told to oversized.
  */
-export function keyedFromProto(keys: readonly KeyState[], nowMs: number): KeyedStates {
+export function keyedFromProto(
+  keys: readonly KeyState[],
+  nowMs: number,
+  maxFilterBytes?: number,
+  oversized?: (key: string, err: StateLimitError) => void,
+): KeyedStates {
   const out = new Map<string, KeyedState>();
   for (const [i, k] of keys.entries()) {
     if (k.state === undefined) throw new RangeError(`keys[${i}]: no state`);
     if (out.has(k.key)) throw new RangeError(`keys[${i}]: key ${JSON.stringify(k.key)} appears twice`);
     const type = k.state.type;
-    out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload, nowMs) });
+    try {
+      out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload, nowMs, maxFilterBytes) });
+    } catch (err) {
+      if (!(err instanceof StateLimitError) || oversized === undefined) throw err;
+      oversized(k.key, err);
+    }
   }
   return out;
 }

@@ -5,7 +5,7 @@
 // arrives. A malformed or out-of-order chunk refuses the stream; a delta cut against contexts this
 // node no longer vouches for (another boot, a drop since) too.
 import { status } from "@grpc/grpc-js";
-import { AWSet, type CausalContext, ObjectType, JoinConflictError, contextFromProto, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
+import { AWSet, type CausalContext, ObjectType, JoinConflictError, StateLimitError, contextFromProto, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
 import type { PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -24,7 +24,7 @@ export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
 
 /** What a received stream needs of the exchange (exchange.ts) that receives it. */
 export interface StateReceiveHost {
-  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number) => boolean; maxBufferedStateElements?: number };
+  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number) => boolean; maxBufferedStateElements?: number; maxFilterBytes?: number };
   self: string;
   counters: {
     stateStreamsReceived: number;
@@ -48,6 +48,8 @@ export interface StateReceiveHost {
   spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void;
   changedHere(key: string, type: ObjectType): void;
   dropped(): PartitionDrop[];
+  /** A key whose state asks for a filter above o.maxFilterBytes: left out (counted, logged). */
+  skipOversized(key: string, err: StateLimitError, from: string): void;
 }
 
 /**
@@ -144,8 +146,16 @@ export async function receiveStateStream(
         };
         ctx = s.order.accept(header);
         if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await h.o.store.beginTransfer(c.key));
-        slice = decodeSlice(c.type, c.slice.payload, ctx, header, h.o.store.now());
+        slice = decodeSlice(c.type, c.slice.payload, ctx, header, h.o.store.now(), h.o.maxFilterBytes);
       } catch (err) {
+        // A type stored whole travels in one chunk: the key is left out, the stream goes on.
+        if (err instanceof StateLimitError && c.keyDone) {
+          h.skipOversized(c.key, err, from);
+          sequences.delete(c.key);
+          holds.get(c.key)?.();
+          holds.delete(c.key);
+          continue;
+        }
         const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
         return rejectChunk(`${what}: ${(err as Error).message}`);
       }

@@ -126,6 +126,7 @@ export function nodeExtensions(
             partitions: config.partitions,
             ...gossipSettings(config),
             maxMessageBytes: config.limits.maxMessageBytes,
+            maxFilterBytes: config.limits.maxFilterBytes,
             dialAddress: dialer ? (id, address) => dialer.dial(id, address) : undefined,
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,

@@ -23,7 +23,6 @@ import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { watchTlsHandshakes } from "./tls-handshake-log.js";
 import { isLoopbackHost } from "./loopback.js";
 import { tlsMode } from "./tls.js";
-import { setApbfDecodeLimit } from "../crdt/index.js";
 import { startTtlSweeper } from "./ttl-sweeper.js";
 
 export interface NodeHandle {
@@ -103,7 +102,6 @@ export async function startNode(
     );
   }
   prepareDataDir(config.dataDir, log);
-  setApbfDecodeLimit(config.limits.maxFilterBytes);
   const refusedJoins = logThrottle(60_000);
   const skewWarnings = logThrottle(60_000);
   // A write failure before the node serves fails its start; once it serves, the node stops (below).

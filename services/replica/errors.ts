@@ -1,7 +1,7 @@
 // gRPC errors with messages a person can act on, and the mapping from internal errors.
 import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
-import { CounterRangeError, DecodeError, FilterFullError, FilterParamError, JoinConflictError, UnknownTypeError } from "../crdt/index.js";
+import { CounterRangeError, DecodeError, FilterFullError, FilterParamError, JoinConflictError, StateLimitError, UnknownTypeError } from "../crdt/index.js";
 import { PendingRemovesFullError } from "../store/pending-removes.js";
 import { StoreClosedError, StoreWriteError, TypeMismatchError } from "../store/store.js";
 
@@ -31,6 +31,8 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   // A merged filter built with other parameters than the key's: it cannot be joined.
   if (err instanceof JoinConflictError) return make(status.FAILED_PRECONDITION, `${err.message}; nothing was changed`);
   if (err instanceof DecodeError) return make(status.INVALID_ARGUMENT, `invalid state: ${err.message}`);
+  // A received state whose filter is above --max-filter-bytes: refused before it was allocated.
+  if (err instanceof StateLimitError) return make(status.RESOURCE_EXHAUSTED, `${err.message}; nothing was changed`);
   if (err instanceof UnknownTypeError) return make(status.INVALID_ARGUMENT, err.message);
   if (err instanceof StoreClosedError) return make(status.UNAVAILABLE, "node is shutting down; retry on another node");
   // The node stops and restarts from disk; the write may or may not have been applied (a retry is safe).

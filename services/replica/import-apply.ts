@@ -9,6 +9,7 @@ import {
   AWSet,
   type CausalContext,
   DecodeError,
+  StateLimitError,
   ObjectType,
   UnknownTypeError,
   contextFromProto,
@@ -116,7 +117,7 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
       removed = contextFromProto(c.removed);
     }
     const senderCtx = order.accept({ ...range, context, keyDone: c.last });
-    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now());
+    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now(), deps.limits.maxFilterBytes);
     if (type === ObjectType.AWSET) {
       for (const k of (slice as AWSet).entries.keys()) {
         if (k.length > deps.limits.maxElementBytes) throw tooLarge(`chunk ${i}: an element has ${k.length} bytes; the limit is ${deps.limits.maxElementBytes}`);
@@ -126,6 +127,7 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
   } catch (err) {
     if (err instanceof ChunkOrderError) throw invalid(`chunk ${i} is out of order: ${err.message}; nothing of it was applied`);
     if (err instanceof DecodeError) throw invalid(`chunk ${i} is malformed: ${err.message}; nothing of it was applied`);
+    if (err instanceof StateLimitError) throw tooLarge(`chunk ${i}: ${err.message}; nothing of it was applied`);
     throw err;
   }
 }

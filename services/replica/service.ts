@@ -9,6 +9,7 @@ import {
   contextToProto,
   DEFAULT_RETRY_FILTER,
   RetryFilterParamError,
+  RetryFilterSizeError,
   dotToProto,
   inInt64,
   latticeFor,
@@ -109,6 +110,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     // The cached header spares a turn of the event loop on every Add to a key in use.
     const existing = store.cachedTypeOf(key) ?? (await store.typeOf(key));
     const requested = asked === undefined || asked === ObjectType.OBJECT_TYPE_UNSPECIFIED ? undefined : asked;
+    if (requested !== undefined && (!(requested in ObjectType) || requested === ObjectType.UNRECOGNIZED)) {
+      throw invalid(`type ${requested} is not an object type: leave it unset (AWSET), or name one of ${addableTypeNames()}`);
+    }
     if (requested !== undefined && existing !== undefined && existing !== requested) throw new TypeMismatchError(key, existing, requested);
     const type = requested ?? existing ?? ObjectType.AWSET;
     if (type === ObjectType.COUNTER) {
@@ -288,7 +292,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (req.state === undefined) throw invalid("state is required: {type, payload}");
       if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET, COUNTER or a filter type)");
       const lattice = latticeFor(req.state.type);
-      const state = lattice.decode(req.state.payload, store.now()) as AWSet | PNCounter;
+      const state = lattice.decode(req.state.payload, store.now(), limits.maxFilterBytes) as AWSet | PNCounter;
       if (req.state.type === ObjectType.AWSET) {
         for (const k of (state as AWSet).entries.keys()) {
           if (k.length > limits.maxElementBytes) {
@@ -355,6 +359,7 @@ function retryParamsFor(p: RetryFilterParams | undefined, skewBound: number, lim
   try {
     params = retryFilterParams(choice);
   } catch (err) {
+    if (err instanceof RetryFilterSizeError) throw tooLarge(`retry_filter: ${err.message}`);
     if (err instanceof RetryFilterParamError) throw invalid(`retry_filter: ${err.message}`);
     throw err;
   }
@@ -379,6 +384,15 @@ function startOfPage(key: string, token: Buffer, limits: Limits): Buffer | undef
 }
 
 /** A type's name as the proto spells it (GBF, ORCF...). */
+/** The types an Add may name, in words. */
+function addableTypeNames(): string {
+  const skip = new Set<number>([ObjectType.OBJECT_TYPE_UNSPECIFIED, ObjectType.COUNTER, ObjectType.UNRECOGNIZED]);
+  return Object.values(ObjectType)
+    .filter((v): v is ObjectType => typeof v === "number" && !skip.has(v))
+    .map((v) => ObjectType[v])
+    .join(", ");
+}
+
 function typeName(t: ObjectType): string {
   return ObjectType[t] ?? String(t);
 }

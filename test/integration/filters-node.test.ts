@@ -67,6 +67,13 @@ describe("filter keys on a 3-node cluster", () => {
     await expectRefused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 100_000_000n })), status.RESOURCE_EXHAUSTED, /a GBF of \d+ bytes; the limit is 16777216 \(--max-filter-bytes\)/);
     await expectRefused(add(0, "huge", ["y"], ObjectType.GBF, params({ capacity: 10_000_000_000n })), status.INVALID_ARGUMENT, /above the 2\^32 a GBF can have/);
     await expectRefused(add(0, "bad", ["y"], ObjectType.GBF, params({ falsePositiveRate: 0.7 })), status.INVALID_ARGUMENT, /false_positive_rate/);
+    // Rates a type cannot reach are refused, not built at a higher rate than asked.
+    await expectRefused(add(0, "bad", ["y"], ObjectType.GCF, params({ falsePositiveRate: 1e-12 })), status.INVALID_ARGUMENT, /needs 43-bit fingerprints with buckets of 4; a cuckoo filter's are at most 32 bits/);
+    await expectRefused(add(0, "bad", ["y"], ObjectType.SCORCF, params({ falsePositiveRate: 1e-9 })), status.INVALID_ARGUMENT, /needs 34-bit fingerprints/);
+    await expectRefused(add(0, "bad", ["y"], ObjectType.GBF, params({ falsePositiveRate: 1e-30, capacity: 10n })), status.INVALID_ARGUMENT, /needs 100 hash functions; a Bloom filter has at most 64/);
+    // A type the protocol does not have is a bad argument, not a state of the key.
+    await expectRefused(add(0, "bad", ["y"], 99 as ObjectType), status.INVALID_ARGUMENT, /type 99 is not an object type: leave it unset \(AWSET\), or name one of AWSET, AWSET_PROB, GBF/);
+    assert.equal((await query(0, "bad", ["y"])).presence[0]!.present, false, "nothing was created");
     assert.deepEqual((await query(0, "grow", ["x"])).presence.map((p) => p.present), [true], "the key is unchanged");
   });
 

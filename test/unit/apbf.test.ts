@@ -6,10 +6,10 @@ import { describe, it } from "node:test";
 import { Apbf, ApbfMismatchError, UnionStrategy } from "../../services/crdt/apbf.js";
 import { apbfByteSize, generationSize, paramsFor, sliceBits, tableKL } from "../../services/crdt/apbf-params.js";
 import { designFp, runProbability } from "../../services/crdt/apbf-fp.js";
-import { APBF_DENSE_VERSION, APBF_SPARSE_VERSION, HEADER_BYTES, setApbfDecodeLimit, apbfEncodedSize, apbfStateEncodedSize, decodeApbf, encodeApbf } from "../../services/crdt/apbf-codec.js";
+import { APBF_DENSE_VERSION, APBF_SPARSE_VERSION, HEADER_BYTES, apbfEncodedSize, apbfStateEncodedSize, decodeApbf, encodeApbf } from "../../services/crdt/apbf-codec.js";
 import { union, unionInPlace } from "../../services/crdt/apbf-union.js";
 import { HASH_FAMILY } from "../../services/crdt/element-hash.js";
-import { DecodeError } from "../../services/crdt/errors.js";
+import { DecodeError, StateLimitError } from "../../services/crdt/errors.js";
 import { SplitMix64 } from "../helpers/splitmix64.js";
 
 const { WholeFilter, ActiveSlices, CurrentGeneration } = UnionStrategy;
@@ -347,14 +347,9 @@ describe("APBF sparse codec", () => {
   it("refuses a sparse filter declaring more bytes than the node's limit, before allocating it", () => {
     const big = encodeApbf(Apbf.create({ k: 8, l: 8, m: 1 << 20, strategy: WholeFilter }));
     assert.ok(big.length < 100, "a 2 MB filter with no bit set is a few dozen bytes");
-    try {
-      setApbfDecodeLimit(1024 * 1024);
-      assert.throws(() => decodeApbf(big), /2097152 bytes is larger than this node accepts \(1048576/);
-      setApbfDecodeLimit(4 * 1024 * 1024);
-      assert.ok(decodeApbf(big).isEmpty());
-    } finally {
-      setApbfDecodeLimit(16 * 1024 * 1024);
-    }
+    assert.throws(() => decodeApbf(big, 1024 * 1024), (e: Error) => e instanceof StateLimitError && /2097152 bytes is larger than this node accepts \(1048576 bytes/.test(e.message));
+    assert.ok(decodeApbf(big, 4 * 1024 * 1024).isEmpty());
+    assert.ok(decodeApbf(big).isEmpty(), "the node's own records are read whatever the limit");
   });
 });
 
