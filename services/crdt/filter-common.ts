@@ -70,6 +70,8 @@ export enum FilterKind {
   SCGBF = 4,
   SCGCF = 5,
   SCORCF = 6,
+  /** A key's filters of one type with different parameters (filter-siblings.ts). */
+  SIBLINGS = 7,
 }
 
 /** Growable byte buffer with varint and raw-byte writes. */

@@ -2,6 +2,7 @@
 // its parameters, inserts, removes (ORCF, SCORCF) and answers membership.
 import { type CuckooParams, DEFAULT_BUCKET_SIZE, MAX_FINGERPRINT_BITS, cuckooParams, cuckooParamsFor, cuckooTableBytes, fingerprintBitsFor } from "./cuckoo-table.js";
 import { FilterParamError } from "./filter-common.js";
+import { siblingOperations } from "./filter-siblings.js";
 import { Gbf, GbfLattice, type GbfParams, MAX_HASHES, gbfHashesFor, gbfParams, gbfParamsFor } from "./gbf.js";
 import { Gcf, GcfLattice } from "./gcf.js";
 import { type Lattice, ObjectType } from "./lattice.js";
@@ -160,9 +161,10 @@ const scOrcfOps: ClientOperations<ScOrcf> = {
   isUnset: (s) => s.params === null,
 };
 
-registerOperations(ObjectType.GBF, gbfOps);
-registerOperations(ObjectType.GCF, gcfOps);
-registerOperations(ObjectType.ORCF, orcfOps);
-registerOperations(ObjectType.SCGBF, scGbfOps);
-registerOperations(ObjectType.SCGCF, scGcfOps);
-registerOperations(ObjectType.SCORCF, scOrcfOps);
+// Keys hold siblings of filters (filter-siblings.ts): the operations of each type run over them.
+registerOperations(ObjectType.GBF, siblingOperations(gbfOps));
+registerOperations(ObjectType.GCF, siblingOperations(gcfOps));
+registerOperations(ObjectType.ORCF, siblingOperations(orcfOps));
+registerOperations(ObjectType.SCGBF, siblingOperations(scGbfOps));
+registerOperations(ObjectType.SCGCF, siblingOperations(scGcfOps));
+registerOperations(ObjectType.SCORCF, siblingOperations(scOrcfOps));

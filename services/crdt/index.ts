@@ -17,6 +17,7 @@ export * from "./gbf.js";
 export * from "./gcf.js";
 export * from "./orcf.js";
 export * from "./scalable-filter.js";
+export * from "./filter-siblings.js";
 export * from "./filters.js";
 export * from "./operations.js";
 export * from "./filter-operations.js";

@@ -8,12 +8,13 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { filterCalls, filterParams } from "../helpers/filter-calls.ts";
 import { expectRefused } from "../helpers/grpc-status.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { call } from "../../services/client/rpc.ts";
 import { runCli } from "../helpers/node-process.ts";
 import { AWSetProb, AWSetProbLattice, DEFAULT_AWSET_PROB_PARAMS, GbfLattice, apbfParamsFor, ObjectType, gbfParams, Gbf } from "../../services/crdt/index.ts";
-import { type FilterParams, UnionStrategy } from "../../services/gen/deltaset/v1/types.ts";
+import { UnionStrategy } from "../../services/gen/deltaset/v1/types.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-filters-"));
 const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.0.19${i}:769${i}`), ["--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-interval-ms", "100"], "f");
@@ -24,14 +25,8 @@ after(async () => {
 });
 
 const b = (s: string) => Buffer.from(s);
-const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ageSlices: 0, unionStrategy: 0, ...p });
-
-
-const add = (i: number, key: string, elements: string[], type?: ObjectType, p?: FilterParams) =>
-  c.replica(i, (r) => call(r, r.add, { key, elements: elements.map(b), texts: [], type, params: p }));
-const query = (i: number, key: string, elements: string[]) =>
-  c.replica(i, (r) => call(r, r.query, { key, elements: elements.map(b), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
-const remove = (i: number, key: string, elements: string[]) => c.replica(i, (r) => call(r, r.remove, { key, elements: elements.map(b), texts: [] }));
+const params = filterParams;
+const { add, remove, query } = filterCalls(c);
 
 
 describe("filter keys on a 3-node cluster", () => {
@@ -123,7 +118,7 @@ describe("filter keys on a 3-node cluster", () => {
     assert.ok(JSON.parse(qs.filter!.parameters).capacity === 64);
   });
 
-  it("Merge takes an encoded filter of the key's parameters and refuses one of other parameters", async () => {
+  it("Merge joins an encoded filter of the key's parameters into it, and keeps one of other parameters beside it (up to 4)", async () => {
     await add(0, "m", ["local"], ObjectType.GBF, params({ bits: 4096n, hashes: 4 }));
     const same = Gbf.empty(gbfParams(4096, 4));
     same.addInPlace(b("merged"));
@@ -132,13 +127,21 @@ describe("filter keys on a 3-node cluster", () => {
     for (const i of [0, 1, 2]) {
       await eventually(`node ${i} has both`, () => query(i, "m", ["local", "merged"]), (q) => q.presence.every((p) => p.present), 15_000);
     }
-    const other = Gbf.empty(gbfParams(8192, 4));
-    other.addInPlace(b("x"));
-    await expectRefused(
-      c.replica(0, (c0) => call(c0, c0.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(other)) } })),
-      status.FAILED_PRECONDITION,
-      /different parameters/,
-    );
+    // A filter of other parameters (another cluster's copy of the key, say) is kept as a sibling:
+    // the key answers for both, and later adds go to the larger.
+    const mergeOther = (bits: number, element: string) => {
+      const other = Gbf.empty(gbfParams(bits, 4));
+      other.addInPlace(b(element));
+      return c.replica(0, (c0) => call(c0, c0.merge, { key: "m", state: { type: ObjectType.GBF, payload: Buffer.from(GbfLattice.encode(other)) } }));
+    };
+    assert.equal((await mergeOther(8192, "x")).changed, true);
+    await eventually("node 2 answers for both filters", () => query(2, "m", ["local", "merged", "x"]), (q) => q.presence.every((p) => p.present), 15_000);
+    const shape = JSON.parse((await query(2, "m", ["x"])).filter!.parameters);
+    assert.deepEqual([shape.bits, shape.concurrentlyCreated.map((p: { bits: number }) => p.bits)], [8192, [4096]]);
+    assert.equal((await mergeOther(16384, "y")).changed, true);
+    assert.equal((await mergeOther(32768, "z")).changed, true);
+    await expectRefused(mergeOther(65536, "w"), status.FAILED_PRECONDITION, /a GBF key created with 5 different parameter sets at once; a key keeps at most 4; nothing was changed/);
+    assert.deepEqual((await query(0, "m", ["local", "x", "y", "z"])).presence.map((p) => p.present), [true, true, true, true]);
   });
 });
 

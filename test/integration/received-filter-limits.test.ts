@@ -32,10 +32,11 @@ import {
   gbfParams,
   seriesParams,
 } from "../../services/crdt/index.ts";
-import { CounterState, type FilterParams } from "../../services/gen/deltaset/v1/types.ts";
+import { CounterState } from "../../services/gen/deltaset/v1/types.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { expectRefused } from "../helpers/grpc-status.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { filterParams } from "../helpers/filter-calls.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-filter-limits-"));
 const HOSTS = ["127.0.10.1", "127.0.10.2"];
@@ -53,7 +54,7 @@ const merge = (i: number, key: string, type: ObjectType, payload: Uint8Array) =>
   c.replica(i, (r) => call(r, r.merge, { key, state: { type, payload: Buffer.from(payload) } }));
 const query = (i: number, key: string, elements: string[]) =>
   c.replica(i, (r) => call(r, r.query, { key, elements: elements.map(b), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
-const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ageSlices: 0, unionStrategy: 0, ...p });
+const params = filterParams;
 const oversized = async (i: number) => sumSamples(await (await fetch(`http://${METRICS[i]}/metrics`)).text(), "deltaset_gossip_transport_events_total", { event: "oversized_states" });
 
 /** A retry filter in its wire form: the given parameters and one set bit in each of `epochs` epochs. */

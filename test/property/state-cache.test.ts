@@ -11,7 +11,11 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
 import { ObjectType, operationsFor } from "../../services/crdt/index.ts";
-import { type Orcf, OrcfLattice } from "../../services/crdt/orcf.ts";
+import { FilterSiblings, OrcfKeyLattice } from "../../services/crdt/index.ts";
+import type { Orcf as OrcfFilter } from "../../services/crdt/orcf.ts";
+
+/** An ORCF key's state: its filter (siblings of one, here). */
+type Orcf = FilterSiblings<OrcfFilter>;
 import { seededRandom } from "../../services/crdt/filter-common.ts";
 import type { Store } from "../../services/store/store.ts";
 import { closeStateLogStores, finishStateLogRun, replayable, stateLogStores } from "../helpers/state-log-stores.ts";
@@ -44,7 +48,8 @@ function remoteDeltas(): Orcf[] {
   const s = orcf.create({ capacity: 512 }) as Orcf;
   const out: Orcf[] = [];
   for (let i = 0; i < 8; i++) {
-    out.push(i % 3 === 2 ? s.removeInPlace(u(`e${i - 1}`), r) : s.addInPlace(u(`e${i}`), "remote~1", r));
+    const f = s.main!;
+    out.push(new FilterSiblings([i % 3 === 2 ? f.removeInPlace(u(`e${i - 1}`), r) : f.addInPlace(u(`e${i}`), "remote~1", r)]));
   }
   return out;
 }
@@ -62,12 +67,12 @@ async function apply(store: Store, op: Op, deltas: Orcf[], seed: number): Promis
       await store.update(KEY, ObjectType.ORCF, (current) => ({ state: current, delta: orcf.isUnset(current) ? undefined : orcf.remove!(current, [u(`e${op.element}`)], env), result: 0 }), { mustExist: true });
       return;
     case "receive":
-      await store.merge(KEY, ObjectType.ORCF, OrcfLattice.clone(deltas[op.delta]!));
+      await store.merge(KEY, ObjectType.ORCF, OrcfKeyLattice.clone(deltas[op.delta]!));
       return;
     case "throwing":
       await assert.rejects(
         store.update(KEY, ObjectType.ORCF, (current) => {
-          if (!orcf.isUnset(current)) (current as Orcf).addInPlace(u(`half-${op.element}`), store.replicaId, env.random);
+          if (!orcf.isUnset(current)) (current as Orcf).main!.addInPlace(u(`half-${op.element}`), store.replicaId, env.random);
           throw new Error("refused");
         }),
         /refused/,
@@ -109,12 +114,12 @@ describe("the store's decoded-state cache, against a store without one", () => {
               assert.ok(a === undefined && b === undefined && c === undefined);
               continue;
             }
-            assert.ok(OrcfLattice.equals(a, b), `cached and logged = plain, after op ${i} (${JSON.stringify(ops[i])})`);
-            assert.ok(OrcfLattice.equals(c, b), `logged and read back = plain, after op ${i}`);
-            assert.ok(OrcfLattice.equals(a, (await logged.readState(KEY))!.state as Orcf), "served = stored");
+            assert.ok(OrcfKeyLattice.equals(a, b), `cached and logged = plain, after op ${i} (${JSON.stringify(ops[i])})`);
+            assert.ok(OrcfKeyLattice.equals(c, b), `logged and read back = plain, after op ${i}`);
+            assert.ok(OrcfKeyLattice.equals(a, (await logged.readState(KEY))!.state as Orcf), "served = stored");
           }
           assert.equal(plain.stats().stateCache.entries, 0);
-          await finishStateLogRun<Orcf>(trio, dir, KEY, (a, b) => OrcfLattice.equals(a, b), counts);
+          await finishStateLogRun<Orcf>(trio, dir, KEY, (a, b) => OrcfKeyLattice.equals(a, b), counts);
         } finally {
           await closeStateLogStores(trio);
         }

@@ -7,7 +7,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { ObjectType, operationsFor } from "../../services/crdt/index.ts";
-import { type Orcf, OrcfLattice } from "../../services/crdt/orcf.ts";
+import { type FilterSiblings, OrcfKeyLattice } from "../../services/crdt/index.ts";
+import type { Orcf as OrcfFilter } from "../../services/crdt/orcf.ts";
+
+/** An ORCF key's state: its filter (siblings of one, here). */
+type Orcf = FilterSiblings<OrcfFilter>;
 import { seededRandom } from "../../services/crdt/filter-common.ts";
 import { DecodedStates } from "../../services/store/decoded-states.ts";
 import { Store } from "../../services/store/store.ts";
@@ -87,8 +91,8 @@ describe("the store's decoded whole states", () => {
         const state = await served(s, "f");
         const after1 = s.stats().stateCache;
         assert.equal(after1.hits, before.hits + 1, "the state the write left behind is served");
-        assert.ok(OrcfLattice.equals(state, await onDisk(s, "f")));
-        assert.equal(state.count, 2 * (i + 1));
+        assert.ok(OrcfKeyLattice.equals(state, await onDisk(s, "f")));
+        assert.equal(state.main!.count, 2 * (i + 1));
       }
     } finally {
       await s.close();
@@ -102,18 +106,18 @@ describe("the store's decoded whole states", () => {
       await served(s, "f"); // cached
       await assert.rejects(
         s.update("f", ObjectType.ORCF, (current) => {
-          (current as Orcf).addInPlace(u("half-way"), s.replicaId, seededRandom(1));
+          (current as Orcf).main!.addInPlace(u("half-way"), s.replicaId, seededRandom(1));
           throw new Error("refused after changing the state in place");
         }),
         /refused after changing/,
       );
       const state = await served(s, "f");
-      assert.equal(state.contains(u("half-way")), false, "the half-changed state must not be served");
-      assert.equal(state.count, 2);
+      assert.equal(state.main!.contains(u("half-way")), false, "the half-changed state must not be served");
+      assert.equal(state.main!.count, 2);
       // And the next write works on the state on disk.
       await add(s, "f", ["c"]);
-      assert.ok(OrcfLattice.equals(await served(s, "f"), await onDisk(s, "f")));
-      assert.equal((await served(s, "f")).count, 3);
+      assert.ok(OrcfKeyLattice.equals(await served(s, "f"), await onDisk(s, "f")));
+      assert.equal((await served(s, "f")).main!.count, 3);
     } finally {
       await s.close();
     }
@@ -131,22 +135,22 @@ describe("the store's decoded whole states", () => {
       const r = await s.merge("f", ObjectType.ORCF, delta);
       assert.equal(r.changed, true);
       const merged = await served(s, "f");
-      assert.ok(["a", "b", "c"].every((e) => merged.contains(u(e))));
-      assert.ok(OrcfLattice.equals(merged, await onDisk(s, "f")));
+      assert.ok(["a", "b", "c"].every((e) => merged.main!.contains(u(e))));
+      assert.ok(OrcfKeyLattice.equals(merged, await onDisk(s, "f")));
       // A join that changes nothing keeps the entry (the next read is a hit).
       const again = await s.merge("f", ObjectType.ORCF, delta);
       assert.equal(again.changed, false);
       const hits = s.stats().stateCache.hits;
       await served(s, "f");
       assert.equal(s.stats().stateCache.hits, hits + 1);
-      expected = OrcfLattice.clone(merged);
+      expected = OrcfKeyLattice.clone(merged);
     } finally {
       await s.close();
       await other.close();
     }
     const reopened = await open(dir);
     try {
-      assert.ok(OrcfLattice.equals(await served(reopened, "f"), expected));
+      assert.ok(OrcfKeyLattice.equals(await served(reopened, "f"), expected));
     } finally {
       await reopened.close();
     }
@@ -161,8 +165,8 @@ describe("the store's decoded whole states", () => {
       assert.equal(chunks.length, 1);
       assert.equal(chunks[0]!.slice, undefined);
       assert.ok(chunks[0]!.encoded !== undefined);
-      assert.ok(OrcfLattice.equals(OrcfLattice.decode(chunks[0]!.encoded!), await onDisk(s, "f")));
-      assert.deepEqual(Buffer.from(chunks[0]!.encoded!), Buffer.from(OrcfLattice.encode(await onDisk(s, "f"))), "the codec is canonical");
+      assert.ok(OrcfKeyLattice.equals(OrcfKeyLattice.decode(chunks[0]!.encoded!), await onDisk(s, "f")));
+      assert.deepEqual(Buffer.from(chunks[0]!.encoded!), Buffer.from(OrcfKeyLattice.encode(await onDisk(s, "f"))), "the codec is canonical");
     } finally {
       await s.close();
     }
@@ -180,8 +184,8 @@ describe("the store's decoded whole states", () => {
       });
       const before = s.stats().stateCache;
       const state = await served(s, "big");
-      assert.equal(state.count, 20_000);
-      assert.ok(OrcfLattice.encode(state).length > 64 * 1024);
+      assert.equal(state.main!.count, 20_000);
+      assert.ok(OrcfKeyLattice.encode(state).length > 64 * 1024);
       assert.equal(s.stats().stateCache.entries, 0, "larger than 64 KiB encoded: not kept");
       assert.equal(s.stats().stateCache.misses, before.misses + 1);
     } finally {
