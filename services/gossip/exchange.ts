@@ -7,7 +7,7 @@
 // code over a lossy in-process channel, each node on an in-memory store, so what is simulated is
 // what runs.
 import { status } from "@grpc/grpc-js";
-import { type CausalContext, ObjectType, JoinConflictError, type StateLimitError, contextFromProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, ObjectType, JoinConflictError, contextFromProto, latticeFor } from "../crdt/index.js";
 import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { ContextsReply as ContextsReplyMsg, PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -73,6 +73,11 @@ export interface ExchangeOptions {
    * Default: no bound.
    */
   maxFilterBytes?: number;
+  /**
+   * Largest encoded state of a key stored whole this node gathers from the pieces of a full-state
+   * stream (--max-state-bytes): a larger one is skipped like an oversized filter. Default: no bound.
+   */
+  maxStateBytes?: number;
   /**
    * A received full state whose new part exceeds this many elements is not held in the delta
    * buffer; the partition is forwarded to the other neighbours by full state instead.
@@ -536,9 +541,9 @@ export class GossipExchange {
   }
 
   /** A received key whose state asks for a filter larger than this node takes: left out, counted. */
-  skipOversized(key: string, err: StateLimitError, from: string): void {
+  skipOversized(key: string, reason: string, from: string): void {
     this.counters.oversizedStates++;
-    this.o.log.warn("received state of a key larger than this node accepts; key skipped (give every node the same --max-filter-bytes)", { key, from, reason: err.message });
+    this.o.log.warn("received state of a key larger than this node accepts; key skipped (give every node the same --max-filter-bytes and --max-state-bytes)", { key, from, reason });
   }
 
   /** A frame of deltas: checked and decoded whole before anything is joined; acked once durable. */
@@ -558,7 +563,7 @@ export class GossipExchange {
         }
       }
       try {
-        const keys = keyedFromProto(p.keys, this.o.store.now(), this.o.maxFilterBytes, (key, err) => this.skipOversized(key, err, f.from));
+        const keys = keyedFromProto(p.keys, this.o.store.now(), this.o.maxFilterBytes, (key, err) => this.skipOversized(key, err.message, f.from));
         decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: protoKeysSize(p.keys) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);

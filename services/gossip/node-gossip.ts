@@ -51,6 +51,8 @@ export interface NodeGossipOptions {
   stateChunkEntries: number;
   /** Largest filter a received state may hold (--max-filter-bytes); a key above it is skipped. Default: no bound. */
   maxFilterBytes?: number;
+  /** Largest state stored whole gathered from a peer's pieces (--max-state-bytes); a key above it is skipped. Default: no bound. */
+  maxStateBytes?: number;
   /** A full-state stream ends after the partition that brings it to this many payload bytes; the rest follow in the next (default 8 MiB). */
   stateStreamBytes?: number;
   /** A full-state stream that moves nothing for this many ms is cancelled (default 30 s); one that moves runs as long as it needs. */
@@ -203,6 +205,7 @@ export class NodeGossip {
         contextsAhead: o.contextsAhead,
         maxMessageBytes: o.maxMessageBytes,
         maxFilterBytes: o.maxFilterBytes,
+        maxStateBytes: o.maxStateBytes,
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,

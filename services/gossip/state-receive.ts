@@ -18,13 +18,22 @@ import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { LocalGate } from "./local-gate.js";
 import type { PartitionClaims } from "./catch-up.js";
 import { partitionOf } from "./partition.js";
+import { PieceError, PieceGatherer, type PieceShape } from "../common/chunk-pieces.js";
 
 /** Default of ExchangeOptions.maxBufferedStateElements. */
 export const MAX_BUFFERED_STATE_ELEMENTS = 10_000;
 
+/** How a StateChunk is cut into pieces and gathered back (common/chunk-pieces.ts). */
+const STATE_CHUNK_PIECES: PieceShape<StateChunk> = {
+  key: (c) => c.key,
+  continued: (c) => c.continued,
+  payload: (c) => c.slice?.payload ?? new Uint8Array(0),
+  whole: (first, last, payload) => ({ ...first, keyDone: last.keyDone, continued: false, slice: { type: first.type, payload } }),
+};
+
 /** What a received stream needs of the exchange (exchange.ts) that receives it. */
 export interface StateReceiveHost {
-  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number) => boolean; maxBufferedStateElements?: number; maxFilterBytes?: number };
+  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number) => boolean; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
   self: string;
   counters: {
     stateStreamsReceived: number;
@@ -48,8 +57,8 @@ export interface StateReceiveHost {
   spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void;
   changedHere(key: string, type: ObjectType): void;
   dropped(): PartitionDrop[];
-  /** A key whose state asks for a filter above o.maxFilterBytes: left out (counted, logged). */
-  skipOversized(key: string, err: StateLimitError, from: string): void;
+  /** A key whose state is above o.maxFilterBytes or o.maxStateBytes: left out (counted, logged). */
+  skipOversized(key: string, reason: string, from: string): void;
 }
 
 /**
@@ -78,8 +87,11 @@ export async function receiveStateStream(
     h.counters.chunksRejected++;
     return h.refuse(status.INVALID_ARGUMENT, details, from);
   };
+  // Pieces of a state stored whole, gathered into its one chunk (common/chunk-pieces.ts).
+  const pieces = new PieceGatherer<StateChunk>(STATE_CHUNK_PIECES, h.o.maxStateBytes ?? Number.MAX_SAFE_INTEGER, (key, why) => h.skipOversized(key, why, from));
   try {
-    for await (const c of chunks) {
+    for await (const piece of chunks) {
+      let c = piece;
       if (count === 0) {
         const bad = h.checkPeer(c.cluster, c.from, c.partitions);
         if (bad) return bad;
@@ -102,6 +114,7 @@ export async function receiveStateStream(
       if (c.partitionDone) {
         const open = [...sequences].find(([, s]) => s.partition === c.partition);
         if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
+        if (pieces.pending !== undefined) return rejectChunk(`partition ${c.partition} ended before the last piece of key "${pieces.pending}"`);
         const item: ReceivedItem<KeyedStates> = {
           partition: c.partition,
           kind: PayloadKind.STATE,
@@ -119,6 +132,16 @@ export async function receiveStateStream(
       }
       if (partitionOf(c.key, h.o.partitions) !== c.partition || c.slice === undefined || c.slice.type !== c.type) {
         return rejectChunk(`chunk for key "${c.key}" is malformed`);
+      }
+      let payload: Uint8Array;
+      try {
+        const whole = pieces.take(c);
+        if (whole === undefined) continue;
+        c = whole;
+        payload = whole.slice!.payload;
+      } catch (err) {
+        if (err instanceof PieceError) return rejectChunk(err.message);
+        throw err;
       }
       if (c.delta && c.type !== ObjectType.AWSET) return rejectChunk(`chunk for key "${c.key}" is a delta of a type sent whole`);
       if (c.removed !== undefined && !(c.delta && c.keyDone)) return rejectChunk(`chunk for key "${c.key}" carries removes but is not a delta's last chunk`);
@@ -146,11 +169,11 @@ export async function receiveStateStream(
         };
         ctx = s.order.accept(header);
         if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await h.o.store.beginTransfer(c.key));
-        slice = decodeSlice(c.type, c.slice.payload, ctx, header, h.o.store.now(), h.o.maxFilterBytes);
+        slice = decodeSlice(c.type, payload, ctx, header, h.o.store.now(), h.o.maxFilterBytes);
       } catch (err) {
         // A type stored whole travels in one chunk: the key is left out, the stream goes on.
         if (err instanceof StateLimitError && c.keyDone) {
-          h.skipOversized(c.key, err, from);
+          h.skipOversized(c.key, err.message, from);
           sequences.delete(c.key);
           holds.get(c.key)?.();
           holds.delete(c.key);
@@ -161,7 +184,7 @@ export async function receiveStateStream(
       }
       try {
         const parts: unknown[] = [];
-        h.counters.stateBytesApplied += c.slice.payload.length;
+        h.counters.stateBytesApplied += payload.length;
         const r = await h.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
         h.spreadSettled(c.key, r.settled);
         if (r.changed) parts.push(r.newPart);

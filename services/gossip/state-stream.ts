@@ -6,6 +6,7 @@ import type { StateChunk } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
 import { chunkPayload } from "../store/chunk-payload.js";
 import { NO_MAC } from "../common/trailing-mac.js";
+import { cutIntoPieces } from "../common/chunk-pieces.js";
 import { type Holdings, deltaChunks, heldAlike, keyAfter } from "./catch-up.js";
 import { CONTEXTS_AHEAD, type HoldingsOf, prefetchedHoldings } from "./holdings-prefetch.js";
 
@@ -29,7 +30,7 @@ export interface StateStreamSource {
 }
 
 /** The fields of a StateChunk that is not part of a key's delta (catch-up.ts). */
-const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n } as const;
+const NOT_DELTA = { delta: false, removed: undefined, sinceBoot: 0n, sinceDrops: 0n, continued: false } as const;
 
 /**
  * The chunks of a full-state stream of these partitions, read from the store as they are
@@ -127,25 +128,31 @@ export async function* stateStream(
         src.counters.catchUpKeysSkipped++;
         continue;
       }
-      for await (const c of src.o.store.stateChunks(key, chunkLimits(src))) {
+      const limits = chunkLimits(src);
+      for await (const c of src.o.store.stateChunks(key, limits)) {
         const payload = chunkPayload(c, src.o.store.now());
         bytes += payload.length;
         src.recordStateBytesSent(payload.length);
-        yield {
-          ...head(),
-          ...NOT_DELTA,
-          partition,
-          seq: BigInt(seq),
-          key,
-          type: c.type,
-          context: c.ctx === undefined ? undefined : contextToProto(c.ctx),
-          rangeStart: c.rangeStart,
-          rangeEnd: c.rangeEnd,
-          rangeOpen: c.rangeOpen,
-          slice: { type: c.type, payload },
-          keyDone: c.keyDone,
-          partitionDone: false,
-        };
+        // A state stored whole may be larger than a message: it goes in pieces (chunk-pieces.ts).
+        const pieces = cutIntoPieces(payload, limits.maxBytes);
+        for (const [i, piece] of pieces.entries()) {
+          yield {
+            ...head(),
+            ...NOT_DELTA,
+            partition,
+            seq: BigInt(seq),
+            key,
+            type: c.type,
+            context: c.ctx === undefined || i > 0 ? undefined : contextToProto(c.ctx),
+            rangeStart: c.rangeStart,
+            rangeEnd: c.rangeEnd,
+            rangeOpen: c.rangeOpen,
+            slice: { type: c.type, payload: Buffer.from(piece.buffer, piece.byteOffset, piece.length) },
+            keyDone: c.keyDone,
+            partitionDone: false,
+            continued: i < pieces.length - 1,
+          };
+        }
       }
     }
     streamed += bytes;
@@ -164,6 +171,7 @@ export async function* stateStream(
       slice: undefined,
       keyDone: false,
       partitionDone: true,
+      continued: false,
     };
     if (streamed >= budget) break;
   }
@@ -228,6 +236,7 @@ async function* deltaKeyChunks(
       removed: d.removed === undefined ? undefined : contextToProto(d.removed),
       sinceBoot: first ? holdings.boot : 0n,
       sinceDrops: first ? BigInt(holdings.drops) : 0n,
+      continued: false,
     };
     yield { chunk, size };
     first = false;

@@ -127,6 +127,7 @@ export function nodeExtensions(
             ...gossipSettings(config),
             maxMessageBytes: config.limits.maxMessageBytes,
             maxFilterBytes: config.limits.maxFilterBytes,
+            maxStateBytes: config.limits.maxStateBytes,
             dialAddress: dialer ? (id, address) => dialer.dial(id, address) : undefined,
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,

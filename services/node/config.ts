@@ -237,6 +237,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     watchBuffer: 10_000,
     streamStallMs: 60_000,
     maxFilterBytes: 16 * 1024 * 1024,
+    maxStateBytes: 128 * 1024 * 1024,
     maxRequestIdBytes: 128,
   },
   gossip: {
@@ -500,6 +501,7 @@ export function validateConfig(c: NodeConfig): void {
   if (l.defaultExportChunk > l.maxExportChunk) throw new ConfigError("limits.defaultExportChunk exceeds limits.maxExportChunk");
   // The first chunk of an export also carries contexts: half the message is left for them.
   if (l.maxExportChunkBytes > l.maxMessageBytes / 2) throw new ConfigError("limits.maxExportChunkBytes exceeds half of limits.maxMessageBytes");
+  if (l.maxStateBytes < l.maxFilterBytes) throw new ConfigError("limits.maxStateBytes (--max-state-bytes) is below limits.maxFilterBytes (--max-filter-bytes): a filter the node may create could not be received");
   try {
     resolveConfig(c.membership);
   } catch (err) {

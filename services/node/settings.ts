@@ -173,6 +173,11 @@ export const LIMITS_SETTINGS: SettingGroup = {
     { flag: "stream-stall-ms", env: "DELTASET_STREAM_STALL_MS", path: "limits.streamStallMs", kind: "int", description: "how long a Scan or Export waits for its reader to take a chunk before it gives up (RESOURCE_EXHAUSTED: resume where it stopped) and closes the store read it holds; at most 2147483647" },
     { flag: "watch-buffer", env: "DELTASET_WATCH_BUFFER", path: "limits.watchBuffer", kind: "int", description: "events a Watch stream may fall behind by before the node ends it (RESOURCE_EXHAUSTED: resume from the last event's context); writes never wait for watchers" },
     { flag: "max-filter-bytes", env: "DELTASET_MAX_FILTER_BYTES", path: "limits.maxFilterBytes", kind: "int", description: "largest filter key (GBF, GCF, ORCF, or a series' first sub-filter) an Add may create, in bytes; also bounds a counter's retry filter and the tombstone filter of an awset-prob key. Received states are held to it too: a Merge or Import above it is refused (RESOURCE_EXHAUSTED) and a peer's key above it is skipped (counted as oversized_states), so give every node the same value" },
+    {
+      flag: "max-state-bytes", env: "DELTASET_MAX_STATE_BYTES", path: "limits.maxStateBytes", kind: "int",
+      description: "largest encoded state of a key stored whole (filters, counters, awset-prob sets) a node takes in pieces from a peer's full-state stream or an Import; a larger one is skipped (counted as oversized_states) or refused (RESOURCE_EXHAUSTED). At least --max-filter-bytes; a key may hold up to 4 filters (siblings)",
+      details: "A state larger than half a message travels in pieces of its encoding, gathered in memory before it is checked and joined: this bounds that memory per stream.",
+    },
     { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers INVALID_ARGUMENT" },
     {
       flag: "max-clock-skew-ms", env: "DELTASET_MAX_CLOCK_SKEW_MS", path: "maxClockSkewMs", kind: "int", readme: true,

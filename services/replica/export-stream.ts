@@ -5,6 +5,7 @@
 import { type CausalContext, ObjectType, contextToProto } from "../crdt/index.js";
 import type { ExportChunk } from "../gen/deltaset/v1/replica.js";
 import { chunkPayload } from "../store/chunk-payload.js";
+import { cutIntoPieces } from "../common/chunk-pieces.js";
 import { type SetChunk, setChunksSince } from "../store/set-chunks.js";
 import type { Store } from "../store/store.js";
 
@@ -24,22 +25,29 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
   const limits = { maxEntries: opts.maxEntries, maxBytes: Math.max(1, opts.maxBytes - EMPTY_CONTEXT_FIELD) };
   for await (const c of setChunksSince(store, key, opts.since, limits)) {
     if ("whole" in c) {
-      // A whole-state type: its complete state, whatever since says.
+      // A whole-state type: its complete state, whatever since says, in pieces of at most
+      // maxBytes when larger (common/chunk-pieces.ts), the first with the chunk's fields.
       const w = c.whole;
       const ctx = contextToProto(w.ctx!);
-      yield {
-        key,
-        type: w.type,
-        context: ctx,
-        rangeStart: Buffer.alloc(0),
-        rangeEnd: Buffer.alloc(0),
-        rangeOpen: true,
-        slice: { type: w.type, payload: chunkPayload(w, store.now()) },
-        last: true,
-        removed: undefined,
-        delta: false,
-        nextSince: ctx,
-      };
+      const pieces = cutIntoPieces(chunkPayload(w, store.now()), opts.maxBytes);
+      for (const [i, piece] of pieces.entries()) {
+        const first = i === 0;
+        const last = i === pieces.length - 1;
+        yield {
+          key,
+          type: w.type,
+          context: first ? ctx : undefined,
+          rangeStart: Buffer.alloc(0),
+          rangeEnd: Buffer.alloc(0),
+          rangeOpen: true,
+          slice: { type: w.type, payload: Buffer.from(piece.buffer, piece.byteOffset, piece.length) },
+          last,
+          removed: undefined,
+          delta: false,
+          nextSince: first ? ctx : undefined,
+          continued: !last,
+        };
+      }
       return;
     }
     yield encode(key, c, opts.since !== undefined);
@@ -60,5 +68,6 @@ function encode(key: string, c: SetChunk, since: boolean): ExportChunk {
     removed: c.removed === undefined ? undefined : contextToProto(c.removed),
     delta: c.keyCtx !== undefined && since,
     nextSince: c.keyCtx === undefined ? undefined : contextToProto(c.keyCtx),
+    continued: false,
   };
 }

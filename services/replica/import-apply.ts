@@ -23,6 +23,7 @@ import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
 import type { Store } from "../store/store.js";
 import { invalid, outOfRange, tooLarge } from "./errors.js";
+import { PieceError, PieceGatherer, type PieceShape } from "../common/chunk-pieces.js";
 import type { Limits } from "./limits.js";
 import { checkKey } from "./validation.js";
 
@@ -39,6 +40,14 @@ interface Checked {
   removed: CausalContext | undefined;
 }
 
+/** How an ExportChunk is cut into pieces and gathered back: one key per stream, named on its first chunk only. */
+const EXPORT_CHUNK_PIECES: PieceShape<ExportChunk> = {
+  key: () => "",
+  continued: (c) => c.continued,
+  payload: (c) => c.slice?.payload ?? new Uint8Array(0),
+  whole: (first, last, payload) => ({ ...first, last: last.last, continued: false, slice: { type: first.type, payload } }),
+};
+
 export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<ExportChunk>): Promise<ImportResponse> {
   const { store } = deps;
   const order = new KeyChunkSequence();
@@ -47,6 +56,9 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   let count = 0;
   let changed = false;
   let release: (() => void) | undefined;
+  // A whole-state type's export larger than a chunk comes in pieces (common/chunk-pieces.ts).
+  const pieces = new PieceGatherer<ExportChunk>(EXPORT_CHUNK_PIECES, deps.limits.maxStateBytes);
+  let started = false;
   const spread = (r: JoinResult<unknown>, t: ObjectType) => {
     if (r.refused !== undefined) throw outOfRange(`${r.refused}; ${count} chunk(s) before this one were applied, this one was not`);
     if (r.changed) {
@@ -57,14 +69,23 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
     if (r.settled !== undefined) deps.notify(key, r.settled.type, r.settled.delta);
   };
   try {
-    for await (const c of chunks) {
+    for await (const piece of chunks) {
       if (order.done) throw invalid(`a chunk after the last one (chunk ${count}): an Import stream carries one export`);
-      if (count === 0) {
-        ({ key, type } = await firstChunk(deps, c));
+      if (!started) {
+        ({ key, type } = await firstChunk(deps, piece));
         release = await store.beginTransfer(key);
-      } else if ((c.key !== "" && c.key !== key) || c.type !== type) {
-        throw invalid(`chunk ${count} names key "${c.key}" of type ${ObjectType[c.type] ?? c.type}; the stream started with key "${key}" of type ${ObjectType[type]}`);
+        started = true;
+      } else if ((piece.key !== "" && piece.key !== key) || piece.type !== type) {
+        throw invalid(`chunk ${count} names key "${piece.key}" of type ${ObjectType[piece.type] ?? piece.type}; the stream started with key "${key}" of type ${ObjectType[type]}`);
       }
+      let c: ExportChunk | undefined;
+      try {
+        c = pieces.take(piece);
+      } catch (err) {
+        if (err instanceof PieceError) throw tooLarge(`${err.message}; nothing of it was applied`);
+        throw err;
+      }
+      if (c === undefined) continue;
       const k = check(deps, order, c, type, count);
       spread(await store.applyChunk(key, { type, senderCtx: k.senderCtx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: k.slice }), type);
       count++;
@@ -78,7 +99,7 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   } finally {
     release?.();
   }
-  if (count === 0) throw invalid("the stream has no chunk: send the chunks of an Export, the first naming the key");
+  if (!started) throw invalid("the stream has no chunk: send the chunks of an Export, the first naming the key");
   if (!order.done) {
     throw invalid(`the stream ended before its last chunk: ${count} chunk(s) were applied (each is safe alone), the export's context was not; import the whole export again`);
   }

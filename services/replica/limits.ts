@@ -27,6 +27,8 @@ export interface Limits {
   maxExportChunkBytes: number;
   /** Largest filter key (GBF, GCF, ORCF and the first sub-filter of a series) an Add may create, in bytes. */
   maxFilterBytes: number;
+  /** Largest encoded state of a key stored whole gathered from the pieces of an Import or a peer's stream. */
+  maxStateBytes: number;
   /** Most bytes (UTF-8) in an Increment's request_id. */
   maxRequestIdBytes: number;
   /** AddStream batches a node works on at once per stream (it reads no further meanwhile). */

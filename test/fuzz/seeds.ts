@@ -131,6 +131,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       removed: r() < 0.2 ? { vv: [{ replica: "fz-r1", counter: 3n }], cloud: [] } : undefined,
       sinceBoot: r() < 0.5 ? 0n : 42n,
       sinceDrops: 0n,
+      continued: r() < 0.2,
     });
   };
   const exportChunk = () => {
@@ -149,6 +150,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       removed: open && r() < 0.3 ? context(r) : undefined,
       delta: r() < 0.5,
       nextSince: undefined,
+      continued: r() < 0.2,
     });
   };
   return [

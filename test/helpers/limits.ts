@@ -17,6 +17,7 @@ export function testLimits(overrides: Partial<Limits> = {}): Limits {
     maxExportChunk: 1000,
     maxExportChunkBytes: 1 << 16,
     maxFilterBytes: 1 << 20,
+    maxStateBytes: 1 << 22,
     maxRequestIdBytes: 128,
     streamWindow: 64,
     streamWindowBytes: 8 * 1024 * 1024,

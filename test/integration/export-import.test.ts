@@ -16,12 +16,13 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { AWSetState, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
 import type { CausalContext } from "../../services/gen/deltaset/v1/types.ts";
-import type { ExportChunk, ImportResponse, ReplicaClient, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
+import type { ExportChunk, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
+import { call } from "../../services/client/rpc.ts";
 import { bearerMetadata } from "../../services/node/auth.ts";
 import { BIN, REPO, type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 import { expectRefused, statusOf } from "../helpers/grpc-status.ts";
+import { exportOf, importTo, withClient } from "../helpers/export-import.ts";
 
 const FAST = ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--log-level", "warn"];
 const dir = mkdtempSync(join(tmpdir(), "deltaset-export-"));
@@ -30,38 +31,6 @@ let a: NodeProcess;
 
 const N = 20_000;
 const name = (i: number) => `e${String(i).padStart(6, "0")}`;
-
-async function withClient<T>(addr: string, fn: (c: ReplicaClient) => Promise<T>): Promise<T> {
-  const c = replicaClient(addr);
-  try {
-    return await fn(c);
-  } finally {
-    c.close();
-  }
-}
-
-/** Every chunk of an Export. */
-function exportOf(addr: string, key: string, opts: { maxEntries?: number; since?: CausalContext; metadata?: grpc.Metadata } = {}): Promise<ExportChunk[]> {
-  return withClient(addr, async (c) => {
-    const out: ExportChunk[] = [];
-    const stream = c.export({ key, maxEntries: opts.maxEntries ?? 0, maxBytes: 0, since: opts.since }, opts.metadata ?? new grpc.Metadata(), { deadline: Date.now() + 60_000 });
-    for await (const ch of stream as AsyncIterable<ExportChunk>) out.push(ch);
-    return out;
-  });
-}
-
-/** Send chunks as one Import stream (the key given on the first chunk). */
-function importTo(addr: string, key: string, chunks: ExportChunk[], metadata = new grpc.Metadata()): Promise<ImportResponse> {
-  return withClient(addr, (c) =>
-    new Promise<ImportResponse>((resolve, reject) => {
-      const s = c.import(metadata, { deadline: Date.now() + 60_000 }, (err, r) => (err ? reject(err) : resolve(r)));
-      void (async () => {
-        for (const [i, ch] of chunks.entries()) if (!s.write({ ...ch, key: i === 0 ? key : "" })) await once(s, "drain");
-        s.end();
-      })();
-    }),
-  );
-}
 
 async function read(addr: string, key: string): Promise<string[]> {
   return withClient(addr, async (c) => {

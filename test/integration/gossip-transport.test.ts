@@ -46,6 +46,7 @@ function stateChunk(i: number, key: string, ctx: AWSet["ctx"], over: Partial<Sta
     removed: undefined,
     sinceBoot: 0n,
     sinceDrops: 0n,
+    continued: false,
     mac: Buffer.alloc(0),
     ...over,
   };

@@ -15,6 +15,8 @@ import type { ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call } from "../../services/client/rpc.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { exportOf, importTo } from "../helpers/export-import.ts";
+import { ObjectType } from "../../services/crdt/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-large-elements-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -87,6 +89,40 @@ describe("sets of large elements (real processes, 1 MiB messages)", () => {
         return out;
       });
       assert.deepEqual(listed, [...first].sort());
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("a key stored whole larger than a message travels in pieces: to a node that joins empty, and through Export and Import", async () => {
+    const c = new TestCluster(dir, [5, 6].map((i) => `127.0.10.${i}:7611`), FLAGS, "whole");
+    const prob = Array.from({ length: 60 }, (_, i) => big("p", i));
+    try {
+      await c.start(0);
+      // An awset-prob set keeps its elements in its one record: 60 of 30 000 bytes are 1.8 MB.
+      for (let i = 0; i < prob.length; i += 20) {
+        await c.replica(0, (r) => call(r, r.add, { key: "prob", elements: prob.slice(i, i + 20).map((e) => Buffer.from(e)), texts: [], type: ObjectType.AWSET_PROB }));
+      }
+      await c.start(1);
+      // Asked about 20 at a time: 60 elements do not fit in one request.
+      const has = async (i: number, key: string) => {
+        const present: boolean[] = [];
+        for (let j = 0; j < prob.length; j += 20) {
+          const q = await c.replica(i, (r) => call(r, r.query, { key, elements: prob.slice(j, j + 20).map((e) => Buffer.from(e)), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
+          present.push(...q.presence.map((p) => p.present));
+        }
+        return present;
+      };
+      await eventually("node 1 holds the whole awset-prob set", () => has(1, "prob"), (p) => p.length === prob.length && p.every(Boolean), 60_000);
+
+      // Export cuts it into pieces of the chunk size asked for; Import gathers them.
+      const chunks = await exportOf(c.addresses[0]!, "prob", { maxBytes: MESSAGE / 4 });
+      assert.ok(chunks.length >= 7, `${chunks.length} chunks`);
+      assert.deepEqual(chunks.map((ch) => ch.continued), chunks.map((_, i) => i < chunks.length - 1));
+      assert.ok(chunks.every((ch) => ch.slice!.payload.length <= MESSAGE / 4));
+      const r = await importTo(c.addresses[1]!, "prob-copy", chunks);
+      assert.equal(r.changed, true);
+      assert.ok((await has(1, "prob-copy")).every(Boolean));
     } finally {
       await c.close();
     }

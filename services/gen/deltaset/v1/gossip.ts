@@ -231,6 +231,13 @@ export interface StateChunk {
   sinceBoot: bigint;
   sinceDrops: bigint;
   /**
+   * The slice continues in the next chunk, of the same key: a state stored whole that is larger
+   * than half a message is sent in pieces of its encoding, the first carrying the chunk's fields,
+   * and the receiver joins it once the last piece (not continued) is in. Declared before mac,
+   * which stays the last field written.
+   */
+  continued: boolean;
+  /**
    * With a cluster key: as GossipFrame.mac, with "frame" and the chunk's index on the PushState
    * stream (0, 1, ...), under the sender's signing key, so that no chunk can be altered, dropped,
    * reordered, replayed or sent under a proof taken from another stream. A node refuses a chunk
@@ -1124,6 +1131,7 @@ function createBaseStateChunk(): StateChunk {
     removed: undefined,
     sinceBoot: 0n,
     sinceDrops: 0n,
+    continued: false,
     mac: Buffer.alloc(0),
   };
 }
@@ -1198,6 +1206,9 @@ export const StateChunk: MessageFns<StateChunk> = {
         throw new globalThis.Error("value provided for field message.sinceDrops of type uint64 too large");
       }
       writer.uint32(152).uint64(message.sinceDrops);
+    }
+    if (message.continued !== false) {
+      writer.uint32(168).bool(message.continued);
     }
     if (message.mac.length !== 0) {
       writer.uint32(162).bytes(message.mac);
@@ -1370,6 +1381,14 @@ export const StateChunk: MessageFns<StateChunk> = {
             message.sinceDrops = reader.uint64() as bigint;
             continue;
           }
+          case 21: {
+            if (tag !== 168) {
+              break;
+            }
+
+            message.continued = reader.bool();
+            continue;
+          }
           case 20: {
             if (tag !== 162) {
               break;
@@ -1439,6 +1458,7 @@ export const StateChunk: MessageFns<StateChunk> = {
         : isSet(object.since_drops)
         ? BigInt(object.since_drops)
         : 0n,
+      continued: isSet(object.continued) ? globalThis.Boolean(object.continued) : false,
       mac: isSet(object.mac) ? Buffer.from(bytesFromBase64(object.mac)) : Buffer.alloc(0),
     };
   },
@@ -1502,6 +1522,9 @@ export const StateChunk: MessageFns<StateChunk> = {
     if (message.sinceDrops !== 0n) {
       obj.sinceDrops = message.sinceDrops.toString();
     }
+    if (message.continued !== false) {
+      obj.continued = message.continued;
+    }
     if (message.mac.length !== 0) {
       obj.mac = base64FromBytes(message.mac);
     }
@@ -1540,6 +1563,7 @@ export const StateChunk: MessageFns<StateChunk> = {
     message.sinceDrops = (object.sinceDrops !== undefined && object.sinceDrops !== null)
       ? BigInt(object.sinceDrops)
       : 0n;
+    message.continued = object.continued ?? false;
     message.mac = object.mac ?? Buffer.alloc(0);
     return message;
   },

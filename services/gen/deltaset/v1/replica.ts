@@ -532,7 +532,16 @@ export interface ExportChunk {
    * First chunk: the key's whole causal context at the export (for a whole state, the same as
    * context). Pass it as since to a later Export to get only what changes after this one.
    */
-  nextSince?: CausalContext | undefined;
+  nextSince?:
+    | CausalContext
+    | undefined;
+  /**
+   * The slice continues in the next chunk: a whole-state type's encoding larger than
+   * --max-export-chunk-bytes is sent in pieces, each a chunk of its own with this set but the last
+   * (which has last set). Join the pieces' slice payloads in order to get the state; the first
+   * piece carries the other fields. Import takes the pieces as they come.
+   */
+  continued: boolean;
 }
 
 /** The outcome of an Import. */
@@ -4136,6 +4145,7 @@ function createBaseExportChunk(): ExportChunk {
     removed: undefined,
     delta: false,
     nextSince: undefined,
+    continued: false,
   };
 }
 
@@ -4173,6 +4183,9 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     }
     if (message.nextSince !== undefined) {
       CausalContext.encode(message.nextSince, writer.uint32(90).fork()).join();
+    }
+    if (message.continued !== false) {
+      writer.uint32(96).bool(message.continued);
     }
     return writer;
   },
@@ -4278,6 +4291,14 @@ export const ExportChunk: MessageFns<ExportChunk> = {
             message.nextSince = CausalContext.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.continued = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4319,6 +4340,7 @@ export const ExportChunk: MessageFns<ExportChunk> = {
         : isSet(object.next_since)
         ? CausalContext.fromJSON(object.next_since)
         : undefined,
+      continued: isSet(object.continued) ? globalThis.Boolean(object.continued) : false,
     };
   },
 
@@ -4357,6 +4379,9 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     if (message.nextSince !== undefined) {
       obj.nextSince = CausalContext.toJSON(message.nextSince);
     }
+    if (message.continued !== false) {
+      obj.continued = message.continued;
+    }
     return obj;
   },
 
@@ -4384,6 +4409,7 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     message.nextSince = (object.nextSince !== undefined && object.nextSince !== null)
       ? CausalContext.fromPartial(object.nextSince)
       : undefined;
+    message.continued = object.continued ?? false;
     return message;
   },
 };
