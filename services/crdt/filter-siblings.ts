@@ -46,9 +46,14 @@ export class TooManySiblingsError extends JoinConflictError {
   override readonly name = "TooManySiblingsError";
 }
 
+/** paramsKey of each parameters object met (they are never changed once made): joins ask often. */
+const keys = new WeakMap<object, string>();
+
 /** A canonical text of flat parameters: the same on every node, whatever order the fields were set in. */
 function paramsKey(p: object): string {
-  return JSON.stringify(Object.entries(p).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  let k = keys.get(p);
+  if (k === undefined) keys.set(p, (k = JSON.stringify(Object.entries(p).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))));
+  return k;
 }
 
 /** The lattice of a filter type's keys: siblings of filters of that type (see the header). */
