@@ -7,7 +7,7 @@ import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { UnionStrategy } from "../gen/deltaset/v1/types.js";
 import { ObjectType, contextFromProto } from "../crdt/index.js";
-import { bar, createOutput, percent, showElement } from "./output.js";
+import { bar, createOutput, elementShower, percent } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
 import { addStream } from "../client/add-stream.js";
 import { TokenError, resolveToken } from "./token.js";
@@ -256,8 +256,9 @@ export async function removeCommand(args: string[]): Promise<void> {
 export async function queryCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { "page-size": { type: "string", default: "100" }, all: { type: "boolean", default: false } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset query KEY [ELEMENT...] [--page-size N] [--all] [--addr HOST:PORT] [--json]");
+  const key = needKey(positionals, "deltaset query KEY [ELEMENT...] [--page-size N] [--all] [--addr HOST:PORT] [--hex] [--json]");
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
+  const showElement = elementShower(values.hex as boolean);
   const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
   try {
@@ -308,7 +309,8 @@ export async function queryCommand(args: string[]): Promise<void> {
 export async function scanCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { chunk: { type: "string", default: "1000" }, count: { type: "boolean", default: false } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--json]");
+  const key = needKey(positionals, "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--hex] [--json]");
+  const showElement = elementShower(values.hex as boolean);
   const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
   try {

@@ -43,7 +43,7 @@ usage: deltaset <command> [options]
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]
 
-Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements as hex),
+Client commands take --addr (default $DELTASET_ADDR or 127.0.0.1:7070), --json, --hex (elements in and out as hex),
 and for secured nodes --tls-ca FILE ($DELTASET_TLS_CA) and a token: --token-file FILE ($DELTASET_TOKEN_FILE)
 or $DELTASET_TOKEN (preferred: --token T is visible to other users in the process list).
 Every node setting, with its default and environment variable: deltaset node --help.

@@ -42,6 +42,14 @@ export function bar(done: number, total: number, width = 30): string {
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * How a command shows elements: with --hex, as hex always (the exact bytes, for scripts), else as
+ * showElement does (the text "0x00ff" and the bytes 00 ff then look alike).
+ */
+export function elementShower(hex: boolean): (b: Uint8Array) => string {
+  return hex ? (b) => Buffer.from(b).toString("hex") : showElement;
+}
+
 /** An element for people: its text when it is printable UTF-8, else 0x-hex. */
 export function showElement(b: Uint8Array): string {
   try {

@@ -261,6 +261,15 @@ describe("operators", () => {
     const q = await runCli(["query", "cli-set", "--addr", ADDR, "--json"]);
     assert.equal(q.code, 0, q.stderr);
     assert.deepEqual(JSON.parse(q.stdout).members, ["one", "two"]);
+    // The text "0x00ff" and the bytes 00 ff look alike as text; --hex shows the exact bytes.
+    assert.equal((await runCli(["add", "cli-bytes", "0x00ff", "--addr", ADDR])).code, 0);
+    assert.equal((await runCli(["add", "cli-bytes", "00ff", "--hex", "--addr", ADDR])).code, 0);
+    assert.deepEqual(JSON.parse((await runCli(["query", "cli-bytes", "--addr", ADDR, "--json"])).stdout).members, ["0x00ff", "0x00ff"]);
+    assert.deepEqual(JSON.parse((await runCli(["query", "cli-bytes", "--addr", ADDR, "--json", "--hex"])).stdout).members, ["00ff", "307830306666"]);
+    const scanned = await runCli(["scan", "cli-bytes", "--addr", ADDR, "--hex"]);
+    assert.deepEqual(scanned.stdout.trim().split("\n"), ["00ff", "307830306666"]);
+    const asked = await runCli(["query", "cli-bytes", "00ff", "--hex", "--addr", ADDR, "--json"]);
+    assert.deepEqual(JSON.parse(asked.stdout).presence, [{ element: "00ff", present: true }]);
     const bad = await runCli(["add", "hits", "x", "--addr", ADDR]);
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /holds a COUNTER/);
