@@ -11,7 +11,7 @@ import { CausalContext } from "../gen/deltaset/v1/types.js";
 import { replicaClient } from "../client/rpc.js";
 import { UsageError, connection, needKey, parse } from "./client-commands.js";
 import { DelimitedStreamError, delimited, readDelimited } from "./delimited.js";
-import { createOutput, showElement } from "./output.js";
+import { createOutput, elementShower } from "./output.js";
 
 /** Largest message read from a stream (the client's own message limit). */
 const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -125,19 +125,20 @@ export async function watchCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { prefix: { type: "string" }, "since-file": { type: "string" } });
   const conn = connection(values);
   const prefix = values.prefix as string | undefined;
-  const key = prefix === undefined ? needKey(positionals, "deltaset watch KEY [--since-file F] | deltaset watch --prefix P  [--addr HOST:PORT] [--json]") : "";
+  const key = prefix === undefined ? needKey(positionals, "deltaset watch KEY [--since-file F] | deltaset watch --prefix P  [--addr HOST:PORT] [--hex] [--json]") : "";
   if (prefix !== undefined && positionals.length > 0) throw new UsageError("give a key or --prefix, not both");
   const sinceFile = values["since-file"] as string | undefined;
   if (sinceFile !== undefined && prefix !== undefined) throw new UsageError("--since-file applies to a key watch only");
   const since = sinceFile === undefined ? undefined : readSince(sinceFile, "watching from");
   const client = replicaClient(values.addr as string, conn.creds);
   const json = values.json === true;
+  const show = elementShower(values.hex === true);
   let catchUpCtx: import("../crdt/index.js").CausalContext | undefined;
   const stream = client.watch({ key, prefix: prefix ?? "", since }, conn.metadata());
   await new Promise<void>((resolve, reject) => {
     stream.on("data", (e: KeyEvent) => {
       if (e.catchUp?.context !== undefined) catchUpCtx = contextFromProto(e.catchUp.context);
-      const line = describeEvent(e, catchUpCtx);
+      const line = describeEvent(e, catchUpCtx, show);
       process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} add(s) removed)` : ""}\n`);
       const resume = e.catchUp?.last ? e.catchUp.nextSince : e.delta !== undefined ? e.context : undefined;
       if (sinceFile !== undefined && resume !== undefined) writeFileSync(sinceFile, JSON.stringify(CausalContext.toJSON(resume)) + "\n");
@@ -151,7 +152,7 @@ export async function watchCommand(args: string[]): Promise<void> {
   }).finally(() => client.close());
 }
 
-function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").CausalContext | undefined): { key: string; type: string; kind: string; added: string[]; removedDots: number } {
+function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").CausalContext | undefined, show: (b: Uint8Array) => string): { key: string; type: string; kind: string; added: string[]; removedDots: number } {
   const type = ObjectType[e.type] ?? String(e.type);
   if (e.type !== ObjectType.AWSET) return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added: [], removedDots: 0 };
   const s =
@@ -160,7 +161,7 @@ function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").Causa
       : e.delta === undefined
         ? undefined
         : (latticeFor(ObjectType.AWSET).decode(e.delta.payload, Date.now()) as AWSet);
-  const added = s === undefined ? [] : [...s.entries.keys()].map((k) => showElement(Buffer.from(k, "latin1")));
+  const added = s === undefined ? [] : [...s.entries.keys()].map((k) => show(Buffer.from(k, "latin1")));
   // A resumed watch's catch-up names the adds it had seen that were removed meanwhile on its last
   // chunk (ExportChunk.removed); a live change carries its removes in its delta's context.
   const removedDots = e.catchUp !== undefined ? (e.catchUp.removed === undefined ? 0 : contextFromProto(e.catchUp.removed).dotCount()) : s === undefined ? 0 : removedDots_(s);
