@@ -72,6 +72,16 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
     /** Insert elements; a new key is created with the request's parameters. */
     async add(key: string, type: ObjectType, name: string, elements: Uint8Array[], params: FilterParams | undefined) {
       const ops = operations(type, name);
+      // A set stored whole grows with its elements: past --max-state-bytes its peers would not
+      // take it (they skip it), so it stops growing here first.
+      if (ops.members !== undefined) {
+        const stored = await store.storedStateBytes(key);
+        let adding = 0;
+        for (const e of elements) adding += e.length;
+        if (stored + adding > limits.maxStateBytes) {
+          throw tooLarge(`key "${key}" (${name}) holds about ${stored} bytes; with these ${adding} bytes of elements it would pass ${limits.maxStateBytes} (--max-state-bytes), which its peers take at most: remove elements, or use an AWSET key, which has no such bound`);
+        }
+      }
       const create = createParams(params);
       const checkSize = (bytes: number) => {
         if (bytes > limits.maxFilterBytes) {

@@ -184,6 +184,16 @@ export abstract class StoreCore {
     return this.headers.get(key)?.type;
   }
 
+  /**
+   * Encoded bytes of a key stored whole as it lies on disk (its record, or its base and the log of
+   * deltas after it: at most an eighth more than the state); 0 for other keys and missing ones.
+   */
+  async storedStateBytes(key: string): Promise<number> {
+    const h = await this.loadHeader(key);
+    if (h === undefined) return 0;
+    return h.log === undefined ? h.body.length : h.log.baseBytes + h.log.logBytes;
+  }
+
   /** Type, context, size and (sets) live digest of a key, when known; undefined when the key does not exist. */
   async describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext; size: number; live?: LiveDigest } | undefined> {
     const h = await this.loadHeader(key);

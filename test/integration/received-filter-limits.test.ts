@@ -34,7 +34,7 @@ import {
 } from "../../services/crdt/index.ts";
 import { CounterState } from "../../services/gen/deltaset/v1/types.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { expectRefused } from "../helpers/grpc-status.ts";
+import { expectRefused, statusOf } from "../helpers/grpc-status.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 import { filterParams } from "../helpers/filter-calls.ts";
 
@@ -122,5 +122,32 @@ describe("--max-filter-bytes bounds received states", () => {
     await eventually("node 1 counted the skipped key", () => oversized(1), (n) => n >= 1, 15_000);
     assert.equal((await query(1, "wide", ["w"])).presence[0]!.present, false, "node 1 holds nothing of the key it skipped");
     assert.equal(await oversized(0), 0);
+  });
+
+  it("an awset-prob set stops growing at --max-state-bytes (RESOURCE_EXHAUSTED), where its peers would stop taking it", async () => {
+    const one = new TestCluster(dir, ["127.0.10.7:7941"], ["--log-level", "error", "--max-filter-bytes", String(256 * 1024), "--max-state-bytes", String(1024 * 1024)], "st");
+    try {
+      await one.start(0);
+      const batch = (i: number) => Array.from({ length: 10 }, (_, j) => b(`${i}-${j}-`.padEnd(20_000, "x")));
+      const addBatch = (i: number) => one.replica(0, (r) => call(r, r.add, { key: "grows", elements: batch(i), texts: [], type: ObjectType.AWSET_PROB }));
+      let i = 0;
+      while (i < 10) {
+        const s = await statusOf(addBatch(i));
+        if (s.code !== 0) {
+          assert.equal(s.code, status.RESOURCE_EXHAUSTED, s.details);
+          assert.match(s.details, /key "grows" \(AWSET_PROB\) holds about \d+ bytes; with these 200000 bytes of elements it would pass 1048576 \(--max-state-bytes\)/);
+          break;
+        }
+        i++;
+      }
+      // 200 kB a batch against 1 MiB: the fifth or sixth is refused, and what came before stays.
+      assert.ok(i >= 4 && i <= 5, `refused at batch ${i}`);
+      const q = await one.replica(0, (r) => call(r, r.query, { key: "grows", elements: batch(0).slice(0, 1), texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
+      assert.equal(q.presence[0]!.present, true);
+      // An AWSET has no such bound.
+      assert.equal((await one.replica(0, (r) => call(r, r.add, { key: "plain", elements: batch(0), texts: [] }))).added, 10);
+    } finally {
+      await one.close();
+    }
   });
 });
