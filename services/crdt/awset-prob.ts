@@ -98,7 +98,7 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
     context: () => new CausalContext(),
     encode: encodeAWSetProb,
     encodedSize: awsetProbEncodedSize,
-    decode: (bytes, _now, maxFilterBytes) => decodeAWSetProb(bytes, maxFilterBytes),
+    decode: (bytes, _now, bound) => decodeAWSetProb(bytes, bound?.maxFilterBytes),
     size: (s) => s.size,
     // Unions of the tombstone filter need not end equal on every replica (apbf-union.ts): the
     // digest covers the live entries, which converged replicas do share.

@@ -48,12 +48,13 @@ export class StateLimitError extends Error {
     readonly what: string,
     readonly bytes: number,
     readonly limit: number,
+    setting = "--max-filter-bytes",
   ) {
-    super(`${what} of ${bytes} bytes is larger than this node accepts (${limit} bytes; see --max-filter-bytes)`);
+    super(`${what} of ${bytes} bytes is larger than this node accepts (${limit} bytes; see ${setting})`);
   }
 }
 
 /** Refuse (StateLimitError) a decoded filter of `bytes` above `limit`; no limit: the node's own records. */
-export function checkFilterBytes(what: string, bytes: number, limit: number | undefined): void {
-  if (limit !== undefined && bytes > limit) throw new StateLimitError(what, bytes, limit);
+export function checkFilterBytes(what: string, bytes: number, limit: number | undefined, setting?: string): void {
+  if (limit !== undefined && bytes > limit) throw new StateLimitError(what, bytes, limit, setting);
 }

@@ -8,7 +8,7 @@ import { Gcf, GcfLattice } from "./gcf.js";
 import { type Lattice, ObjectType } from "./lattice.js";
 import { type ClientOperations, type CreateParams, registerOperations } from "./operations.js";
 import { Orcf, OrcfLattice } from "./orcf.js";
-import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, cuckooSubParams, gbfSubParams, seriesParams, subFpr } from "./scalable-filter.js";
+import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, cuckooSubParams, gbfSubParams, scCuckooBytes, scGbfBytes, seriesParams, subFpr } from "./scalable-filter.js";
 
 export const DEFAULT_FILTER_CAPACITY = 10_000;
 export const DEFAULT_FALSE_POSITIVE_RATE = 0.01;
@@ -133,6 +133,7 @@ const seriesLoad = (s: { subFilters: readonly { loadFactor(): number }[] }) => s
 const scGbfOps: ClientOperations<ScGbf> = {
   create: (p) => ScGbf.empty(bloomSeries(p)),
   sizeOf: seriesBloomBytes,
+  stateBytes: scGbfBytes,
   add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice),
   contains,
   probabilistic: true,
@@ -143,6 +144,7 @@ const scGbfOps: ClientOperations<ScGbf> = {
 const scGcfOps: ClientOperations<ScGcf> = {
   create: (p) => ScGcf.empty(cuckooSeries(p)),
   sizeOf: seriesCuckooBytes,
+  stateBytes: scCuckooBytes,
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), ScGcfLattice),
   contains,
   probabilistic: true,
@@ -153,6 +155,7 @@ const scGcfOps: ClientOperations<ScGcf> = {
 const scOrcfOps: ClientOperations<ScOrcf> = {
   create: (p) => ScOrcf.empty(cuckooSeries(p)),
   sizeOf: seriesCuckooBytes,
+  stateBytes: scCuckooBytes,
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), ScOrcfLattice),
   remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), ScOrcfLattice),
   contains,

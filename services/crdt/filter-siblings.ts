@@ -18,7 +18,7 @@ import { CausalContext } from "./causal-context.js";
 import { HASH_FAMILY } from "./element-hash.js";
 import { DecodeError, JoinConflictError } from "./errors.js";
 import { ByteReader, ByteWriter, FilterKind, FILTER_FORMAT, readHeader, writeHeader } from "./filter-common.js";
-import { type Lattice, joinIntoCopy } from "./lattice.js";
+import { type DecodeBound, type Lattice, joinIntoCopy } from "./lattice.js";
 import type { ClientOperations, StateFigures } from "./operations.js";
 
 /** Most siblings a key holds: concurrent first Adds with as many different parameters. */
@@ -110,8 +110,8 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
     return w.finish();
   }
 
-  function decode(bytes: Uint8Array, nowMs?: number, maxFilterBytes?: number): FilterSiblings<F> {
-    if (bytes.length < 2 || bytes[1] !== FilterKind.SIBLINGS) return of([L.decode(bytes, nowMs, maxFilterBytes)]);
+  function decode(bytes: Uint8Array, nowMs?: number, bound?: DecodeBound): FilterSiblings<F> {
+    if (bytes.length < 2 || bytes[1] !== FilterKind.SIBLINGS) return of([L.decode(bytes, nowMs, bound)]);
     const r = new ByteReader(bytes);
     readHeader(r, FilterKind.SIBLINGS, HASH_FAMILY);
     const type = r.varint("sibling type");
@@ -120,7 +120,7 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
     if (n < 2) throw new DecodeError(`${L.name} siblings: a list of ${n} (one filter encodes as itself)`);
     const filters: F[] = [];
     for (let i = 0; i < n; i++) {
-      const f = L.decode(r.bytes(r.varint("sibling length"), `sibling ${i}`), nowMs, maxFilterBytes);
+      const f = L.decode(r.bytes(r.varint("sibling length"), `sibling ${i}`), nowMs, bound);
       if (kind.params(f) === null || L.isBottom(f)) throw new DecodeError(`${L.name} siblings: sibling ${i} is empty`);
       if (i > 0 && order(filters[i - 1]!, f) >= 0) throw new DecodeError(`${L.name} siblings: not in their order, or two with the same parameters, at ${i}`);
       filters.push(f);
@@ -176,9 +176,11 @@ export function siblingOperations<F>(ops: ClientOperations<F>): ClientOperations
     return out;
   };
   const remove = ops.remove;
+  const stateBytes = ops.stateBytes;
   return {
     create: (p) => new FilterSiblings([ops.create(p)]),
     sizeOf: (p) => ops.sizeOf(p),
+    stateBytes: stateBytes === undefined ? undefined : (s) => s.filters.reduce((n, f) => n + stateBytes(f), 0),
     add: (s, elements, env) => new FilterSiblings([ops.add(s.main!, elements, env)]),
     remove:
       remove === undefined
@@ -195,13 +197,16 @@ export function siblingOperations<F>(ops: ClientOperations<F>): ClientOperations
     contains: containsAny,
     probabilistic: ops.probabilistic,
     describe(s): StateFigures {
-      const main = ops.describe(s.main!);
+      // A key made by a Merge of an empty filter holds none: nothing in it, no parameters yet.
+      if (s.main === undefined) return { estimatedFalsePositiveRate: 0, loadFactor: 0, estimatedCount: 0, parameters: null };
+      const main = ops.describe(s.main);
       if (s.filters.length === 1) return main;
       const others = s.filters.slice(1).map((f) => ops.describe(f));
       const all = [main, ...others];
       return {
         // Maybe present when any sibling says so.
         estimatedFalsePositiveRate: 1 - all.reduce((q, d) => q * (1 - d.estimatedFalsePositiveRate), 1),
+        // The main filter's, where adds go.
         loadFactor: main.loadFactor,
         estimatedCount: all.reduce((n, d) => n + d.estimatedCount, 0),
         parameters: { ...(main.parameters as object), concurrentlyCreated: others.map((d) => d.parameters) },

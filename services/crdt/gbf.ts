@@ -8,7 +8,7 @@
 // bottom is the parameterless empty filter: it joins with any parameters and adopts them, so that
 // Lattice.bottom() needs no arguments. Two states with different parameters never join
 // (FilterMismatchError). Bits are held sparse (a Set) while few and dense (a byte array) beyond
-// m/32, so a one-element delta of a large filter costs k numbers, not m/8 bytes.
+// m/256, so a one-element delta of a large filter costs k numbers, not m/8 bytes.
 import { CausalContext } from "./causal-context.js";
 import { HASH_FAMILY, bloomIndexes } from "./element-hash.js";
 import {
@@ -68,7 +68,13 @@ export function gbfParamsFor(capacity: number, fpr: number, seed = 0): GbfParams
   return gbfParams(m, Math.min(k, MAX_HASHES), seed);
 }
 
-/** The bit set: sparse while small, dense once above m/32 bits (never converted back). */
+/**
+ * A sparse bit costs a Set entry, some 20 bytes where the dense array spends one bit: past m/256
+ * set bits the sparse form would already take more than the dense one, so it turns dense there.
+ */
+const SPARSE_BITS_PER_BIT = 256;
+
+/** The bit set: sparse while small, dense once above m/256 bits (never converted back). */
 class Bits {
   constructor(
     public sparse: Set<number> | null,
@@ -90,7 +96,7 @@ class Bits {
     if (this.dense !== null) this.dense[i >>> 3]! |= 1 << (i & 7);
     else {
       this.sparse!.add(i);
-      if (this.sparse!.size * 32 > m) this.densify(m);
+      if (this.sparse!.size * SPARSE_BITS_PER_BIT > m) this.densify(m);
     }
     this.count++;
     return true;
@@ -375,6 +381,6 @@ export const GbfLattice: Lattice<Gbf> = {
   context: () => new CausalContext(),
   encode: encodeGbf,
   encodedSize: (s) => encodeGbf(s).length,
-  decode: (bytes, _now, maxFilterBytes) => decodeGbf(bytes, maxFilterBytes),
+  decode: (bytes, _now, bound) => decodeGbf(bytes, bound?.maxFilterBytes),
   size: (s) => s.setBits,
 };

@@ -302,7 +302,7 @@ export const GcfLattice: Lattice<Gcf> = {
   context: () => new CausalContext(),
   encode: encodeGcf,
   encodedSize: (s) => encodeGcf(s).length,
-  decode: (bytes, _now, maxFilterBytes) => decodeGcf(bytes, maxFilterBytes),
+  decode: (bytes, _now, bound) => decodeGcf(bytes, bound?.maxFilterBytes),
   size: (s) => s.count,
 };
 

@@ -5,6 +5,14 @@ import type { ChunkRange } from "./chunk-slice.js";
 import { UnknownTypeError } from "./errors.js";
 import { ObjectType } from "../gen/deltaset/v1/types.js";
 
+/** What a state received from outside may ask for (the node's --max-filter-bytes and --max-state-bytes). */
+export interface DecodeBound {
+  /** The largest filter (a series: its first sub-filter). */
+  maxFilterBytes: number;
+  /** The most all of a state's filters may take together (a series' sub-filters). */
+  maxStateBytes: number;
+}
+
 export interface Lattice<S> {
   readonly type: ObjectType;
   readonly name: string;
@@ -45,12 +53,12 @@ export interface Lattice<S> {
   /** encode(s).length, computed without encoding (sizes of gossip buffers and frames). */
   encodedSize(s: S): number;
   /**
-   * Decode and validate; throws DecodeError on malformed or inconsistent input. maxFilterBytes:
-   * for a state received from outside (Merge, gossip), the largest filter its parameters may ask
-   * for, checked before anything of that size is allocated (StateLimitError); left out for the
-   * node's own records, which it accepted when they were written.
+   * Decode and validate; throws DecodeError on malformed or inconsistent input. bound: for a
+   * state received from outside (Merge, Import, gossip), what its parameters may ask for, checked
+   * before anything of that size is allocated (StateLimitError); left out for the node's own
+   * records, which it accepted when they were written.
    */
-  decode(bytes: Uint8Array, nowMs?: number, maxFilterBytes?: number): S;
+  decode(bytes: Uint8Array, nowMs?: number, bound?: DecodeBound): S;
   /**
    * Decode one chunk of a chunked full-state transfer, checked against the sender's context (sent
    * on the key's first chunk). Types that travel whole leave it out: decode is used.
@@ -100,9 +108,9 @@ export function latticeFor(type: ObjectType): Lattice<unknown> {
 }
 
 /** Decode a state-transfer chunk of a type (decodeSlice, or decode for types that travel whole). */
-export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number, maxFilterBytes?: number): unknown {
+export function decodeSlice(type: ObjectType, bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number, bound?: DecodeBound): unknown {
   const l = latticeFor(type);
-  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range, nowMs) : l.decode(bytes, nowMs, maxFilterBytes);
+  return l.decodeSlice !== undefined ? l.decodeSlice(bytes, senderCtx, range, nowMs) : l.decode(bytes, nowMs, bound);
 }
 
 /** Entries of a state of a type, for buffer limits. */

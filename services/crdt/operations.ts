@@ -43,6 +43,11 @@ export interface ClientOperations<S> {
   create(params: CreateParams): S;
   /** Bytes a state with these parameters takes (checked against the node's limit before creating). */
   sizeOf(params: CreateParams): number;
+  /**
+   * Bytes a state's filters take when full, for types that grow by adding filters as they fill
+   * (the scalable series): checked against --max-state-bytes after each Add. Absent: fixed by sizeOf.
+   */
+  stateBytes?(s: S): number;
   /** Insert elements into s, changing it in place; returns the delta (what changed). */
   add(s: S, elements: readonly Uint8Array[], env: MutatorEnv): S;
   /** Remove elements from s in place; returns the delta. Absent when the type cannot remove. */

@@ -535,6 +535,6 @@ export const OrcfLattice: Lattice<Orcf> = {
   context: (s) => s.history,
   encode: encodeOrcf,
   encodedSize: (s) => encodeOrcf(s).length,
-  decode: (bytes, _now, maxFilterBytes) => decodeOrcf(bytes, maxFilterBytes),
+  decode: (bytes, _now, bound) => decodeOrcf(bytes, bound?.maxFilterBytes),
   size: (s) => s.count,
 };

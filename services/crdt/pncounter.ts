@@ -230,7 +230,7 @@ export const CounterLattice: Lattice<PNCounter> = {
     }).finish(),
   // A counter's state is one small entry per replica: encoding it is the simplest exact measure.
   encodedSize: (s) => CounterLattice.encode(s).length,
-  decode(bytes, _now, maxFilterBytes) {
+  decode(bytes, _now, bound) {
     const msg = decodeCanonical("CounterState", bytes, CounterState);
     const ctx = contextFromProto(msg.context);
     const entries = new Map<string, DotFunEntry<Totals>>();
@@ -250,7 +250,7 @@ export const CounterLattice: Lattice<PNCounter> = {
     // Absent in every counter never incremented with a request id, and in all earlier versions.
     let filter = RetryFilterLattice.bottom();
     if (msg.retryFilter !== undefined) {
-      filter = RetryFilterLattice.decode(msg.retryFilter, undefined, maxFilterBytes);
+      filter = RetryFilterLattice.decode(msg.retryFilter, undefined, bound);
       if (RetryFilterLattice.isBottom(filter)) throw new DecodeError("retry_filter: present but empty; a counter without a filter leaves the field out");
     }
     return new PNCounter(entries, ctx, filter);

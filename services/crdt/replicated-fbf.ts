@@ -290,8 +290,8 @@ export const ReplicatedFbfLattice: Lattice<ReplicatedFbf> = {
   context: () => new CausalContext(),
   encode: (s) => encodeReplicatedFbf(s),
   encodedSize: (s) => encodedSizeReplicatedFbf(s),
-  decode: (bytes, _now, maxFilterBytes) => {
-    const { params, epochs } = decodeReplicatedFbf(bytes, maxFilterBytes);
+  decode: (bytes, _now, bound) => {
+    const { params, epochs } = decodeReplicatedFbf(bytes, bound?.maxFilterBytes);
     return new ReplicatedFbf(params, epochs);
   },
   size: (s) => Math.max(1, s.epochs.size),

@@ -79,7 +79,10 @@ export function retryFilterParams(c: RetryFilterChoice): ReplicatedFbfParams {
         `(a shorter period_ms sees fewer ids in each) or a higher false_positive_rate`,
     );
   }
-  const k = Math.min(64, Math.max(1, Math.round((m / n) * Math.LN2)));
+  const optimal = Math.max(1, Math.round((m / n) * Math.LN2));
+  // Refused rather than capped: fewer hashes would answer retries falsely more often than asked.
+  if (optimal > 64) throw new RetryFilterParamError(`false_positive_rate ${c.falsePositiveRate} needs ${optimal} hash functions; a retry filter has at most 64 (rates down to about 1e-19)`);
+  const k = optimal;
   const params = { m, k, hashFamily: HASH_FAMILY, periodMs: c.periodMs, pastEpochs: c.pastEpochs };
   const why = paramsProblem(params);
   if (why !== undefined) throw new RetryFilterParamError(why);

@@ -6,6 +6,7 @@
 // (node-gossip.ts) runs it behind gRPC and a timer; the simulator (simulator.ts) runs the same
 // code over a lossy in-process channel, each node on an in-memory store, so what is simulated is
 // what runs.
+import { logThrottle } from "../common/log-throttle.js";
 import { status } from "@grpc/grpc-js";
 import { type CausalContext, ObjectType, JoinConflictError, contextFromProto, latticeFor } from "../crdt/index.js";
 import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
@@ -16,7 +17,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem, type TickOptions } from "./engine.js";
-import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
+import { type KeyedState, type KeyedStates, decodeBoundOf, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
 import { LocalGate } from "./local-gate.js";
 import { SettleAnnouncer } from "./settle-announcer.js";
 import type { PayloadOps } from "./payload.js";
@@ -222,6 +223,8 @@ export class GossipExchange {
     catchUpContextsFailed: 0,
   };
   private frameId = 0n;
+  /** Warnings about keys left out (conflicts, oversized states), which recur at every exchange. */
+  private readonly skipLog = logThrottle(60_000);
   private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>((c) => this.engine.local(c.partition, c.payload));
   private readonly settle: SettleAnnouncer<ObjectType> | undefined;
   private readonly rr: boolean;
@@ -268,6 +271,7 @@ export class GossipExchange {
       changedHere: (key, type) => this.changedHere(key, type),
       dropped: () => this.dropped(),
       skipOversized: (key, err, from) => this.skipOversized(key, err, from),
+      skipConflict: (key, reason) => this.skipConflict(key, reason),
     };
   }
 
@@ -532,18 +536,27 @@ export class GossipExchange {
       return { type: ks.type, state: this.rr ? r.newPart : ks.state };
     } catch (err) {
       if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
-        this.counters.typeConflicts++;
-        this.o.log.warn("key type or parameter conflict between nodes; key skipped", { key, reason: err.message });
+        this.skipConflict(key, err.message);
         return undefined;
       }
       throw err;
     }
   }
 
+  /** A received key whose type or parameters conflict with this node's: left out, counted. */
+  skipConflict(key: string, reason: string): void {
+    this.counters.typeConflicts++;
+    // It recurs at every exchange of the key: logged once a minute per key, with the count between.
+    const told = this.skipLog.admit(`conflict ${key}`);
+    if (told !== undefined) this.o.log.warn("key type or parameter conflict between nodes; key skipped", { key, reason, suppressed: told.suppressed });
+  }
+
   /** A received key whose state asks for a filter larger than this node takes: left out, counted. */
   skipOversized(key: string, reason: string, from: string): void {
     this.counters.oversizedStates++;
-    this.o.log.warn("received state of a key larger than this node accepts; key skipped (give every node the same --max-filter-bytes and --max-state-bytes)", { key, from, reason });
+    const told = this.skipLog.admit(`oversized ${key}`);
+    if (told === undefined) return;
+    this.o.log.warn("received state of a key larger than this node accepts; key skipped (give every node the same --max-filter-bytes and --max-state-bytes)", { key, from, reason, suppressed: told.suppressed });
   }
 
   /** A frame of deltas: checked and decoded whole before anything is joined; acked once durable. */
@@ -563,7 +576,7 @@ export class GossipExchange {
         }
       }
       try {
-        const keys = keyedFromProto(p.keys, this.o.store.now(), this.o.maxFilterBytes, (key, err) => this.skipOversized(key, err.message, f.from));
+        const keys = keyedFromProto(p.keys, this.o.store.now(), decodeBoundOf(this.o), (key, err) => this.skipOversized(key, err.message, f.from));
         decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: protoKeysSize(p.keys) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);

@@ -2,7 +2,7 @@
 // the key's lattice from the registry. Payload values are treated as immutable: joins copy
 // before they change anything, so a payload handed to the engine or put in a frame is never
 // modified afterwards.
-import { type Lattice, StateLimitError, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
+import { type DecodeBound, type Lattice, StateLimitError, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
@@ -150,6 +150,11 @@ export function joinKeyedInto(target: Map<string, KeyedState>, other: KeyedState
   return changed;
 }
 
+/** The bound received states are decoded under, from the exchange's limits (none without --max-filter-bytes). */
+export function decodeBoundOf(o: { maxFilterBytes?: number; maxStateBytes?: number }): DecodeBound | undefined {
+  return o.maxFilterBytes === undefined ? undefined : { maxFilterBytes: o.maxFilterBytes, maxStateBytes: o.maxStateBytes ?? Number.MAX_SAFE_INTEGER };
+}
+
 /** Keyed states → the repeated KeyState of a PartitionPayload (keys in sorted order). */
 export function keyedToProto(p: KeyedStates, nowMs: number): KeyState[] {
   return [...p.keys()].sort().map((key) => {
@@ -161,12 +166,12 @@ export function keyedToProto(p: KeyedStates, nowMs: number): KeyState[] {
 /**
  * The repeated KeyState of a PartitionPayload → keyed states. Throws DecodeError (bad encoding),
  * UnknownTypeError (type not served here) or RangeError (missing state, duplicate key). A key
- * whose state asks for a filter above maxFilterBytes is left out and told to oversized.
+ * whose state asks for more than bound allows is left out and told to oversized.
  */
 export function keyedFromProto(
   keys: readonly KeyState[],
   nowMs: number,
-  maxFilterBytes?: number,
+  bound?: DecodeBound,
   oversized?: (key: string, err: StateLimitError) => void,
 ): KeyedStates {
   const out = new Map<string, KeyedState>();
@@ -175,7 +180,7 @@ export function keyedFromProto(
     if (out.has(k.key)) throw new RangeError(`keys[${i}]: key ${JSON.stringify(k.key)} appears twice`);
     const type = k.state.type;
     try {
-      out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload, nowMs, maxFilterBytes) });
+      out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload, nowMs, bound) });
     } catch (err) {
       if (!(err instanceof StateLimitError) || oversized === undefined) throw err;
       oversized(k.key, err);

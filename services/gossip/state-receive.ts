@@ -13,7 +13,7 @@ import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { type Answer, type Refusal, ackToProto } from "./answer.js";
 import type { Ack, ReceivedItem } from "./engine.js";
-import type { KeyedState, KeyedStates } from "./keyed-states.js";
+import { type KeyedState, type KeyedStates, decodeBoundOf } from "./keyed-states.js";
 import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { LocalGate } from "./local-gate.js";
 import type { PartitionClaims } from "./catch-up.js";
@@ -59,6 +59,8 @@ export interface StateReceiveHost {
   dropped(): PartitionDrop[];
   /** A key whose state is above o.maxFilterBytes or o.maxStateBytes: left out (counted, logged). */
   skipOversized(key: string, reason: string, from: string): void;
+  /** A key whose type or parameters conflict with this node's (a join refused it): left out (counted, logged). */
+  skipConflict(key: string, reason: string): void;
 }
 
 /**
@@ -88,6 +90,8 @@ export async function receiveStateStream(
     return h.refuse(status.INVALID_ARGUMENT, details, from);
   };
   // Pieces of a state stored whole, gathered into its one chunk (common/chunk-pieces.ts).
+  // Keys left out part-way (a conflict): their remaining chunks are dropped up to the last.
+  const skipped = new Set<string>();
   const pieces = new PieceGatherer<StateChunk>(STATE_CHUNK_PIECES, h.o.maxStateBytes ?? Number.MAX_SAFE_INTEGER, (key, why) => h.skipOversized(key, why, from));
   try {
     for await (const piece of chunks) {
@@ -143,6 +147,10 @@ export async function receiveStateStream(
         if (err instanceof PieceError) return rejectChunk(err.message);
         throw err;
       }
+      if (skipped.has(c.key)) {
+        if (c.keyDone) skipped.delete(c.key);
+        continue;
+      }
       if (c.delta && c.type !== ObjectType.AWSET) return rejectChunk(`chunk for key "${c.key}" is a delta of a type sent whole`);
       if (c.removed !== undefined && !(c.delta && c.keyDone)) return rejectChunk(`chunk for key "${c.key}" carries removes but is not a delta's last chunk`);
       let slice: unknown;
@@ -169,7 +177,7 @@ export async function receiveStateStream(
         };
         ctx = s.order.accept(header);
         if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await h.o.store.beginTransfer(c.key));
-        slice = decodeSlice(c.type, payload, ctx, header, h.o.store.now(), h.o.maxFilterBytes);
+        slice = decodeSlice(c.type, payload, ctx, header, h.o.store.now(), decodeBoundOf(h.o));
       } catch (err) {
         // A type stored whole travels in one chunk: the key is left out, the stream goes on.
         if (err instanceof StateLimitError && c.keyDone) {
@@ -208,7 +216,12 @@ export async function receiveStateStream(
         collectFresh(h, fresh, freshElements, c.partition, c.key, c.type, parts);
       } catch (err) {
         if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
-          h.counters.typeConflicts++;
+          // The key is left out whole: its other chunks are dropped, and the stream goes on.
+          h.skipConflict(c.key, err.message);
+          sequences.delete(c.key);
+          holds.get(c.key)?.();
+          holds.delete(c.key);
+          if (!c.keyDone) skipped.add(c.key);
           continue;
         }
         throw err;

@@ -24,7 +24,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import type { Store } from "../store/store.js";
 import { invalid, outOfRange, tooLarge } from "./errors.js";
 import { PieceError, PieceGatherer, type PieceShape } from "../common/chunk-pieces.js";
-import type { Limits } from "./limits.js";
+import { type Limits, decodeBound } from "./limits.js";
 import { checkKey } from "./validation.js";
 
 export interface ImportDeps {
@@ -40,13 +40,13 @@ interface Checked {
   removed: CausalContext | undefined;
 }
 
-/** How an ExportChunk is cut into pieces and gathered back: one key per stream, named on its first chunk only. */
-const EXPORT_CHUNK_PIECES: PieceShape<ExportChunk> = {
-  key: () => "",
+/** How an ExportChunk is cut into pieces and gathered back: one key per stream (key()), named on its first chunk only. */
+const exportChunkPieces = (key: () => string): PieceShape<ExportChunk> => ({
+  key,
   continued: (c) => c.continued,
   payload: (c) => c.slice?.payload ?? new Uint8Array(0),
   whole: (first, last, payload) => ({ ...first, last: last.last, continued: false, slice: { type: first.type, payload } }),
-};
+});
 
 export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<ExportChunk>): Promise<ImportResponse> {
   const { store } = deps;
@@ -57,7 +57,7 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   let changed = false;
   let release: (() => void) | undefined;
   // A whole-state type's export larger than a chunk comes in pieces (common/chunk-pieces.ts).
-  const pieces = new PieceGatherer<ExportChunk>(EXPORT_CHUNK_PIECES, deps.limits.maxStateBytes);
+  const pieces = new PieceGatherer<ExportChunk>(exportChunkPieces(() => key), deps.limits.maxStateBytes);
   let started = false;
   const spread = (r: JoinResult<unknown>, t: ObjectType) => {
     if (r.refused !== undefined) throw outOfRange(`${r.refused}; ${count} chunk(s) before this one were applied, this one was not`);
@@ -138,7 +138,7 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
       removed = contextFromProto(c.removed);
     }
     const senderCtx = order.accept({ ...range, context, keyDone: c.last });
-    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now(), deps.limits.maxFilterBytes);
+    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now(), decodeBound(deps.limits));
     if (type === ObjectType.AWSET) {
       for (const k of (slice as AWSet).entries.keys()) {
         if (k.length > deps.limits.maxElementBytes) throw tooLarge(`chunk ${i}: an element has ${k.length} bytes; the limit is ${deps.limits.maxElementBytes}`);

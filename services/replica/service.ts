@@ -20,7 +20,7 @@ import {
 import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { KeysRequest, OwnersResponse, QueryRequest, QueryResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
-import type { Limits } from "./limits.js";
+import { type Limits, decodeBound } from "./limits.js";
 import { PacedWriter } from "./reader-wait.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
@@ -292,7 +292,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (req.state === undefined) throw invalid("state is required: {type, payload}");
       if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET, COUNTER or a filter type)");
       const lattice = latticeFor(req.state.type);
-      const state = lattice.decode(req.state.payload, store.now(), limits.maxFilterBytes) as AWSet | PNCounter;
+      const state = lattice.decode(req.state.payload, store.now(), decodeBound(limits)) as AWSet | PNCounter;
       if (req.state.type === ObjectType.AWSET) {
         for (const k of (state as AWSet).entries.keys()) {
           if (k.length > limits.maxElementBytes) {

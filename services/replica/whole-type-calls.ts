@@ -95,6 +95,12 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
         const e = env();
         replica = e.replica;
         const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize }, e);
+        // A series grows a sub-filter as it fills: not past what its peers take. Nothing is stored
+        // (a writer that throws leaves the state on disk served).
+        const bytes = ops.stateBytes?.(o.state) ?? 0;
+        if (bytes > limits.maxStateBytes) {
+          throw tooLarge(`key "${key}" (${name}) would take ${bytes} bytes with another sub-filter, past ${limits.maxStateBytes} (--max-state-bytes), which its peers take at most; nothing was added: use a new key`);
+        }
         return { state: o.state, delta: o.delta, result: o.changed };
       });
       deps.notify(key, type, r.delta);

@@ -30,6 +30,7 @@ import {
   UnionStrategy,
   cuckooParams,
   gbfParams,
+  gbfSubParams,
   seriesParams,
 } from "../../services/crdt/index.ts";
 import { CounterState } from "../../services/gen/deltaset/v1/types.ts";
@@ -43,7 +44,8 @@ const HOSTS = ["127.0.10.1", "127.0.10.2"];
 const METRICS = HOSTS.map((h) => `${h}:7942`);
 const LIMITS = [4 * 1024 * 1024, 1024 * 1024];
 const c = new TestCluster(dir, HOSTS.map((h) => `${h}:7941`), ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "300", "--log-level", "error"], "fl");
-before(() => Promise.all([0, 1].map((i) => c.start(i, ["--max-filter-bytes", String(LIMITS[i]), "--metrics-listen", METRICS[i]!]))));
+// Node 1 also takes states of at most 4 MiB in all (--max-state-bytes).
+before(() => Promise.all([0, 1].map((i) => c.start(i, ["--max-filter-bytes", String(LIMITS[i]), "--metrics-listen", METRICS[i]!, ...(i === 1 ? ["--max-state-bytes", String(4 * LIMITS[1]!)] : [])]))));
 after(async () => {
   await c.close();
   rmSync(dir, { recursive: true, force: true });
@@ -87,12 +89,17 @@ describe("--max-filter-bytes bounds received states", () => {
     gcf.addInPlace(b("x"), Math.random);
     const series = ScGbf.empty(seriesParams(2_000_000, 0.01));
     series.addInPlace(b("x"));
+    // Sub-filters are allocated as they fill: 20 of them, each within the filter limit, one bit
+    // each (a few hundred bytes in all), declare some 8 MB together.
+    const sp = seriesParams(200_000, 0.01);
+    const manySubs = new ScGbf(sp, Array.from({ length: 20 }, (_, i) => Gbf.fromIndexes(gbfSubParams(sp, i), [i])));
     const prob = AWSetProb.bottom({ k: 8, l: 8, m: 1 << 20, strategy: UnionStrategy.WholeFilter });
     prob.joinInPlace(prob.addDelta(b("x"), 7n));
     const cases: Array<[string, ObjectType, Uint8Array, RegExp]> = [
       ["GBF of 2^32 bits", ObjectType.GBF, GbfLattice.encode(gbf), /a GBF of 536870911 bytes is larger than this node accepts \(1048576 bytes/],
       ["GCF of 2^28 buckets", ObjectType.GCF, GcfLattice.encode(gcf), /a GCF of 1073741824 bytes is larger than this node accepts/],
       ["series whose first sub-filter is 2.4 MB", ObjectType.SCGBF, ScGbfLattice.encode(series), /a ScGBF whose first sub-filter of \d+ bytes is larger/],
+      ["series of 20 sub-filters", ObjectType.SCGBF, ScGbfLattice.encode(manySubs), /a ScGBF of 20 sub-filters of \d+ bytes is larger than this node accepts \(4194304 bytes; see --max-state-bytes\)/],
       ["awset-prob with a 2 MiB tombstone filter", ObjectType.AWSET_PROB, AWSetProbLattice.encode(prob), /an APBF of 2097152 bytes is larger/],
       // (4096 + 2) epochs of 2 MiB: 8.6 GB in 30 bytes.
       ["retry filter whose window is 8 GB", ObjectType.COUNTER, counterWith(retryFilterBytes(2 ** 24, 4096, 1)), /a retry filter of 8594128896 bytes is larger/],
@@ -111,6 +118,9 @@ describe("--max-filter-bytes bounds received states", () => {
     assert.equal((await merge(1, "small-gbf", ObjectType.GBF, GbfLattice.encode(small))).changed, true);
     assert.equal((await merge(1, "small-counter", ObjectType.COUNTER, counterWith(retryFilterBytes(2 ** 20, 1, 3)))).changed, true);
     assert.equal((await query(1, "small-gbf", ["x"])).presence[0]!.present, true);
+    // An empty series makes a key with no filter yet: it answers absent (it answered INTERNAL).
+    await merge(1, "empty-series", ObjectType.SCGBF, ScGbfLattice.encode(ScGbf.empty(seriesParams(100, 0.01))));
+    assert.equal((await query(1, "empty-series", ["x"])).presence[0]!.present, false);
   });
 
   it("a node with a smaller limit skips a peer's larger filter key, counts it, and takes the rest of the peer's gossip", async () => {
@@ -146,6 +156,19 @@ describe("--max-filter-bytes bounds received states", () => {
       assert.equal(q.presence[0]!.present, true);
       // An AWSET has no such bound.
       assert.equal((await one.replica(0, (r) => call(r, r.add, { key: "plain", elements: batch(0), texts: [] }))).added, 10);
+
+      // A scalable filter grows a sub-filter each time one fills: not past the bound either. At a
+      // rate of 1e-15 a sub-filter of 5000 elements takes some 45 kB, so about 20 of them reach 1 MiB.
+      const series = (from: number) => Array.from({ length: 10_000 }, (_, j) => b(`s${from + j}`));
+      let refused: { code: number; details: string } | undefined;
+      for (let k = 0; k < 20 && refused === undefined; k++) {
+        const s = await statusOf(one.replica(0, (r) => call(r, r.add, { key: "series", elements: series(k * 10_000), texts: [], type: ObjectType.SCGBF, params: params({ capacity: 5000n, falsePositiveRate: 1e-15 }) })));
+        if (s.code !== 0) refused = s;
+      }
+      assert.ok(refused !== undefined, "the series grew past 1 MiB");
+      assert.equal(refused.code, status.RESOURCE_EXHAUSTED, refused.details);
+      assert.match(refused.details, /key "series" \(SCGBF\) would take \d+ bytes with another sub-filter, past 1048576 \(--max-state-bytes\)/);
+      assert.equal((await one.replica(0, (r) => call(r, r.query, { key: "series", elements: [b("s0")], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }))).presence[0]!.present, true);
     } finally {
       await one.close();
     }

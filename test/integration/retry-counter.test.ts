@@ -71,6 +71,7 @@ describe("retry-safe counters on a 2-node cluster", () => {
     await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, periodMs: 1000n } }), grpc.status.INVALID_ARGUMENT, /clock-skew bound/);
     await expectRefused(incr(0, "bad", 1n, "", { retryFilter: p }), grpc.status.INVALID_ARGUMENT, /only with a request_id/);
     await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, idsPerPeriod: 100_000_000n } }), grpc.status.RESOURCE_EXHAUSTED, /need epoch filters of \d+ bits \(\d+ bytes\), above the 16777216 bits \(2097152 bytes\) an epoch filter may have: ask for fewer ids_per_period/);
+    await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, falsePositiveRate: 1e-30 } }), grpc.status.INVALID_ARGUMENT, /needs \d+ hash functions; a retry filter has at most 64/);
     await incr(0, "sized", 1n, "a", { retryFilter: { ...p, periodMs: 30_000n } });
     await expectRefused(incr(0, "sized", 1n, "b", { retryFilter: { ...p, periodMs: 45_000n } }), grpc.status.FAILED_PRECONDITION, /other parameters/);
     assert.equal((await incr(0, "sized", 1n, "b")).value, 2n, "without parameters the key's filter is used");

@@ -475,8 +475,8 @@ export interface ExportRequest {
    * into a copy that already holds everything the key held within since (the receiver whose
    * context since is, or that imported the export whose next_since it is), the result equals
    * joining the whole state; joined anywhere it removes only adds the key removed and adds only
-   * adds the key holds. Dots of since the key never saw are ignored. Other types are small and
-   * always travel whole (ExportChunk.delta stays false). Unset: the whole state.
+   * adds the key holds. Dots of since the key never saw are ignored. Other types always travel
+   * whole (ExportChunk.delta stays false). Unset: the whole state.
    */
   since?: CausalContext | undefined;
 }
@@ -550,9 +550,12 @@ export interface ImportResponse {
   key: string;
   /** Whether the import changed this node's state (false when it held everything already). */
   changed: boolean;
-  /** Chunks applied. */
+  /** Chunks applied (the pieces of a whole-state type's chunk count as one). */
   chunks: bigint;
-  /** Number of members after the import (for sets). */
+  /**
+   * Number of members after the import (for sets stored element by element, AWSET; 0 for the
+   * types stored whole: Keys or Query give their figures).
+   */
   size: bigint;
 }
 
@@ -4646,7 +4649,8 @@ export const ReplicaService = {
    * next_since, or a context read from the receiver's copy): only what the key holds outside
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
-   * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
+   * types travel whole, as one chunk, or as pieces of it when larger than those bytes
+   * (ExportChunk.continued). A key this node does not hold answers NOT_FOUND. The chunks
    * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
    * When the reader takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading
    * and the stream ends RESOURCE_EXHAUSTED after the chunks already sent: export again, with the
@@ -4828,7 +4832,8 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * next_since, or a context read from the receiver's copy): only what the key holds outside
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
-   * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
+   * types travel whole, as one chunk, or as pieces of it when larger than those bytes
+   * (ExportChunk.continued). A key this node does not hold answers NOT_FOUND. The chunks
    * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
    * When the reader takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading
    * and the stream ends RESOURCE_EXHAUSTED after the chunks already sent: export again, with the
@@ -5022,7 +5027,8 @@ export interface ReplicaClient extends Client {
    * next_since, or a context read from the receiver's copy): only what the key holds outside
    * since, as a delta (see ExportRequest.since for exactly what it carries). An AWSET travels in
    * element order in chunks of at most the asked (or the node's) entries and bytes; the other
-   * types travel whole, as one chunk. A key this node does not hold answers NOT_FOUND. The chunks
+   * types travel whole, as one chunk, or as pieces of it when larger than those bytes
+   * (ExportChunk.continued). A key this node does not hold answers NOT_FOUND. The chunks
    * are read from one snapshot of the key, so they fit together whatever is written meanwhile.
    * When the reader takes no chunk for the node's --stream-stall-ms (60 s), the node stops reading
    * and the stream ends RESOURCE_EXHAUSTED after the chunks already sent: export again, with the

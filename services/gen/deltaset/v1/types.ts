@@ -280,7 +280,11 @@ export interface EncodedState {
 export interface FilterParams {
   /** Elements the filter is sized for (default 10000). A scalable series grows past it. */
   capacity: bigint;
-  /** Target false-positive rate at capacity, in (0, 0.5) (default 0.01). */
+  /**
+   * Target false-positive rate at capacity, in (0, 0.5) (default 0.01). A rate a filter cannot
+   * reach is refused (INVALID_ARGUMENT): below about 1e-19 for Bloom filters (64 hash functions)
+   * and 2·bucket_size/2^32 for cuckoo filters (32-bit fingerprints; 1.9e-9 with buckets of 4).
+   */
   falsePositiveRate: number;
   /** Bloom filters: hash functions k; with bits, these replace capacity and false_positive_rate. */
   hashes: number;
