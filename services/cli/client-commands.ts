@@ -415,7 +415,7 @@ export async function keysCommand(args: string[]): Promise<void> {
       token = res.nextPageToken;
     } while (values.all === true && token.length > 0);
     const more = token.length > 0 ? "\n(more: --all lists every page)" : "";
-    const listed = keys.map((k) => `${k.key}  ${k.type}${k.type === "AWSET" ? `  ${k.size} element(s)` : ""}${k.stateDigest === undefined ? "" : `  state ${k.stateDigest}`}`).join("\n");
+    const listed = keys.map((k) => `${k.key}  ${k.type}${k.type === "AWSET" || k.type === "AWSET_PROB" ? `  ${k.size} element(s)` : ""}${k.stateDigest === undefined ? "" : `  state ${k.stateDigest}`}`).join("\n");
     const none = `(no keys${values.prefix === "" ? "" : ` starting with "${values.prefix}"`})`;
     out.result({ keys, more: token.length > 0 }, (keys.length === 0 ? none : listed) + more);
   } finally {

@@ -208,6 +208,10 @@ describe("Delete", () => {
     const deleted = await runCli(["delete", "cli-set", "--addr", c.addresses[1]!, "--json"]);
     assert.equal(deleted.code, 0, deleted.stderr);
     assert.equal(JSON.parse(deleted.stdout).removed, 2);
+    // A probabilistic set lists its element count like a set.
+    await c.replica(1, (r) => call(r, r.add, { key: "cli-prob", elements: [Buffer.from("a"), Buffer.from("b"), Buffer.from("c")], texts: [], type: ObjectType.AWSET_PROB }));
+    const human = await runCli(["keys", "--prefix", "cli-prob", "--addr", c.addresses[1]!]);
+    assert.match(human.stdout, /^cli-prob {2}AWSET_PROB {2}3 element\(s\)/);
     const none = await runCli(["keys", "--prefix", "nothing-", "--addr", c.addresses[1]!]);
     assert.equal(none.code, 0, none.stderr);
     assert.equal(none.stdout, '(no keys starting with "nothing-")\n');
