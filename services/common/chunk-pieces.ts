@@ -6,9 +6,9 @@
 // it. Used by full-state gossip (PushState) and by Export and Import.
 
 /** Cut payload into pieces of at most maxBytes each (one piece when it fits, or is empty). */
-export function cutIntoPieces(payload: Uint8Array, maxBytes: number): Uint8Array[] {
+export function cutIntoPieces(payload: Buffer, maxBytes: number): Buffer[] {
   if (payload.length <= maxBytes) return [payload];
-  const out: Uint8Array[] = [];
+  const out: Buffer[] = [];
   for (let at = 0; at < payload.length; at += maxBytes) out.push(payload.subarray(at, at + maxBytes));
   return out;
 }

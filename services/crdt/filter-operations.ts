@@ -3,12 +3,12 @@
 import { type CuckooParams, DEFAULT_BUCKET_SIZE, MAX_FINGERPRINT_BITS, cuckooParams, cuckooParamsFor, cuckooTableBytes, fingerprintBitsFor } from "./cuckoo-table.js";
 import { FilterParamError } from "./filter-common.js";
 import { siblingOperations } from "./filter-siblings.js";
-import { Gbf, GbfLattice, type GbfParams, MAX_HASHES, gbfHashesFor, gbfParams, gbfParamsFor } from "./gbf.js";
+import { Gbf, GbfLattice, type GbfParams, MAX_HASHES, gbfBytes, gbfHashesFor, gbfParams, gbfParamsFor } from "./gbf.js";
 import { Gcf, GcfLattice } from "./gcf.js";
 import { type Lattice, ObjectType } from "./lattice.js";
 import { type ClientOperations, type CreateParams, registerOperations } from "./operations.js";
 import { Orcf, OrcfLattice } from "./orcf.js";
-import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, cuckooSubParams, gbfSubParams, scCuckooBytes, scGbfBytes, seriesParams, subFpr } from "./scalable-filter.js";
+import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, type SeriesParams, bloomSeriesBytes, cuckooSeriesBytes, seriesParams, subFpr } from "./scalable-filter.js";
 
 export const DEFAULT_FILTER_CAPACITY = 10_000;
 export const DEFAULT_FALSE_POSITIVE_RATE = 0.01;
@@ -27,8 +27,9 @@ function bloomParams(p: CreateParams): GbfParams {
   }
   const rate = rateOf(p);
   // Refused rather than built with fewer hashes, which would answer at a higher rate than asked.
-  if (gbfHashesFor(rate) > MAX_HASHES) {
-    throw new FilterParamError(`false_positive_rate ${rate} needs ${gbfHashesFor(rate)} hash functions; a Bloom filter has at most ${MAX_HASHES} (rates down to about 1e-19)`);
+  const hashes = gbfHashesFor(rate);
+  if (hashes > MAX_HASHES) {
+    throw new FilterParamError(`false_positive_rate ${rate} needs ${hashes} hash functions; a Bloom filter has at most ${MAX_HASHES} (rates down to about 1e-19)`);
   }
   return gbfParamsFor(capacityOf(p), rate);
 }
@@ -53,8 +54,6 @@ function reachableByCuckoo(rate: number, bucketSize: number): void {
 function series(p: CreateParams): SeriesParams {
   return seriesParams(capacityOf(p), rateOf(p), (p.bucketSize ?? 0) > 0 ? { bucketSize: p.bucketSize } : {});
 }
-
-const cuckooBytes = cuckooTableBytes;
 
 /**
  * Insert each element in place and gather the deltas. Each delta is a new value the mutator made
@@ -85,7 +84,7 @@ const contains = (s: FilterLike, elements: readonly Uint8Array[]) => elements.ma
 
 const gbfOps: ClientOperations<Gbf> = {
   create: (p) => Gbf.empty(bloomParams(p)),
-  sizeOf: (p) => Math.ceil(bloomParams(p).bits / 8),
+  sizeOf: (p) => gbfBytes(bloomParams(p)),
   add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), GbfLattice),
   contains,
   probabilistic: true,
@@ -95,7 +94,7 @@ const gbfOps: ClientOperations<Gbf> = {
 
 const gcfOps: ClientOperations<Gcf> = {
   create: (p) => Gcf.empty(cuckoo(p)),
-  sizeOf: (p) => cuckooBytes(cuckoo(p)),
+  sizeOf: (p) => cuckooTableBytes(cuckoo(p)),
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), GcfLattice),
   contains,
   probabilistic: true,
@@ -105,7 +104,7 @@ const gcfOps: ClientOperations<Gcf> = {
 
 const orcfOps: ClientOperations<Orcf> = {
   create: (p) => Orcf.empty(cuckoo(p)),
-  sizeOf: (p) => cuckooBytes(cuckoo(p)),
+  sizeOf: (p) => cuckooTableBytes(cuckoo(p)),
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), OrcfLattice),
   remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), OrcfLattice),
   contains,
@@ -114,7 +113,6 @@ const orcfOps: ClientOperations<Orcf> = {
   isUnset: (s) => s.params === null,
 };
 
-/** A series' size when it holds its first sub-filter (it grows by one sub-filter per capacity). */
 /** A series whose first sub-filter can reach its rate (later ones tighten it; see MAX_SUBFILTERS). */
 function bloomSeries(p: CreateParams): SeriesParams {
   const s = series(p);
@@ -126,14 +124,18 @@ function cuckooSeries(p: CreateParams): SeriesParams {
   reachableByCuckoo(subFpr(s, 0), s.bucketSize);
   return s;
 }
-const seriesBloomBytes = (p: CreateParams) => Math.ceil(gbfSubParams(bloomSeries(p), 0).bits / 8);
-const seriesCuckooBytes = (p: CreateParams) => cuckooBytes(cuckooSubParams(cuckooSeries(p), 0));
+/** A series' size when it holds its first sub-filter (it grows by one sub-filter per capacity). */
+const seriesBloomBytes = (p: CreateParams) => bloomSeriesBytes(bloomSeries(p), 1);
+const seriesCuckooBytes = (p: CreateParams) => cuckooSeriesBytes(cuckooSeries(p), 1);
+/** What a series' sub-filters take when full, as it grows (--max-state-bytes). */
+const bloomSeriesState = (s: ScGbf) => (s.params === null ? 0 : bloomSeriesBytes(s.params, s.subFilters.length));
+const cuckooSeriesState = (s: ScGcf | ScOrcf) => (s.params === null ? 0 : cuckooSeriesBytes(s.params, s.subFilters.length));
 const seriesLoad = (s: { subFilters: readonly { loadFactor(): number }[] }) => s.subFilters.at(-1)?.loadFactor() ?? 0;
 
 const scGbfOps: ClientOperations<ScGbf> = {
   create: (p) => ScGbf.empty(bloomSeries(p)),
   sizeOf: seriesBloomBytes,
-  stateBytes: scGbfBytes,
+  stateBytes: bloomSeriesState,
   add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice),
   contains,
   probabilistic: true,
@@ -144,7 +146,7 @@ const scGbfOps: ClientOperations<ScGbf> = {
 const scGcfOps: ClientOperations<ScGcf> = {
   create: (p) => ScGcf.empty(cuckooSeries(p)),
   sizeOf: seriesCuckooBytes,
-  stateBytes: scCuckooBytes,
+  stateBytes: cuckooSeriesState,
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), ScGcfLattice),
   contains,
   probabilistic: true,
@@ -155,7 +157,7 @@ const scGcfOps: ClientOperations<ScGcf> = {
 const scOrcfOps: ClientOperations<ScOrcf> = {
   create: (p) => ScOrcf.empty(cuckooSeries(p)),
   sizeOf: seriesCuckooBytes,
-  stateBytes: scCuckooBytes,
+  stateBytes: cuckooSeriesState,
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.replica, env.random), ScOrcfLattice),
   remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), ScOrcfLattice),
   contains,

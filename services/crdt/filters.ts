@@ -4,17 +4,17 @@
 // nodes created the key at once with different parameters.
 import { cuckooTableBytes } from "./cuckoo-table.js";
 import { type SiblingKind, siblingLattice } from "./filter-siblings.js";
-import { type Gbf, GbfLattice } from "./gbf.js";
+import { type Gbf, GbfLattice, gbfBytes } from "./gbf.js";
 import { type Gcf, GcfLattice } from "./gcf.js";
 import { registerLattice } from "./lattice.js";
 import { type Orcf, OrcfLattice } from "./orcf.js";
-import { type ScGbf, ScGbfLattice, type ScGcf, ScGcfLattice, type ScOrcf, ScOrcfLattice, cuckooSubParams, gbfSubParams } from "./scalable-filter.js";
+import { type ScGbf, ScGbfLattice, type ScGcf, ScGcfLattice, type ScOrcf, ScOrcfLattice, bloomSeriesBytes, cuckooSeriesBytes } from "./scalable-filter.js";
 
-const bloom: SiblingKind<Gbf> = { params: (f) => f.params, bytes: (f) => Math.ceil(f.params!.bits / 8) };
+const bloom: SiblingKind<Gbf> = { params: (f) => f.params, bytes: (f) => gbfBytes(f.params!) };
 const cuckoo: SiblingKind<Gcf | Orcf> = { params: (f) => f.params, bytes: (f) => cuckooTableBytes(f.params!) };
 // A series is sized by its first sub-filter, as at its creation.
-const bloomSeries: SiblingKind<ScGbf> = { params: (f) => f.params, bytes: (f) => Math.ceil(gbfSubParams(f.params!, 0).bits / 8) };
-const cuckooSeries: SiblingKind<ScGcf | ScOrcf> = { params: (f) => f.params, bytes: (f) => cuckooTableBytes(cuckooSubParams(f.params!, 0)) };
+const bloomSeries: SiblingKind<ScGbf> = { params: (f) => f.params, bytes: (f) => bloomSeriesBytes(f.params!, 1) };
+const cuckooSeries: SiblingKind<ScGcf | ScOrcf> = { params: (f) => f.params, bytes: (f) => cuckooSeriesBytes(f.params!, 1) };
 
 export const GbfKeyLattice = siblingLattice(GbfLattice, bloom);
 export const GcfKeyLattice = siblingLattice<Gcf>(GcfLattice, cuckoo);
@@ -27,5 +27,3 @@ export const ScOrcfKeyLattice = siblingLattice<ScOrcf>(ScOrcfLattice, cuckooSeri
 export const FILTER_LATTICES = [GbfKeyLattice, GcfKeyLattice, OrcfKeyLattice, ScGbfKeyLattice, ScGcfKeyLattice, ScOrcfKeyLattice] as const;
 
 for (const l of FILTER_LATTICES) registerLattice(l as never);
-
-

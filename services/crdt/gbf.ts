@@ -49,6 +49,11 @@ export function gbfParams(bits: number, hashes: number, seed = 0): GbfParams {
   return { bits, hashes, seed };
 }
 
+/** Bytes of a GBF's bit array: its dense size, and what --max-filter-bytes bounds. */
+export function gbfBytes(p: GbfParams): number {
+  return Math.ceil(p.bits / 8);
+}
+
 /** Hash functions the optimum gives for a false-positive rate (may exceed MAX_HASHES). */
 export function gbfHashesFor(fpr: number): number {
   return Math.max(1, Math.round(-Math.log(fpr) / Math.LN2));
@@ -184,7 +189,7 @@ export class Gbf {
 
   /** A filter whose bits are these bytes (the dense codec form; the filter takes them over). */
   static fromDense(params: GbfParams, bytes: Uint8Array): Gbf {
-    if (bytes.length !== Math.ceil(params.bits / 8)) throw new RangeError(`${bytes.length} bytes for ${params.bits} bits`);
+    if (bytes.length !== gbfBytes(params)) throw new RangeError(`${bytes.length} bytes for ${params.bits} bits`);
     return new Gbf(params, Bits.fromDense(bytes));
   }
 
@@ -303,7 +308,7 @@ export function encodeGbf(s: Gbf): Uint8Array {
   if (s.params === null) return w.finish();
   const p = s.params;
   w.varint(p.bits).varint(p.hashes).varint(p.seed);
-  const denseSize = Math.ceil(p.bits / 8);
+  const denseSize = gbfBytes(p);
   // A sparse body takes at least a byte per set bit: past the dense size it cannot be the shorter,
   // and listing millions of set bits only to find that out is what made large filters slow.
   const count = s.setBits;
@@ -329,10 +334,10 @@ export function decodeGbf(bytes: Uint8Array, maxFilterBytes?: number): Gbf {
       return Gbf.bottom();
     }
     const p = gbfParams(r.varint("bits", MAX_BITS), r.varint("hashes", MAX_HASHES), r.varint("seed", 0xffffffff));
-    checkFilterBytes("a GBF", Math.ceil(p.bits / 8), maxFilterBytes);
+    checkFilterBytes("a GBF", gbfBytes(p), maxFilterBytes);
     const form = r.byte("body form");
     if (form === 1) {
-      const d = r.bytes(Math.ceil(p.bits / 8), "dense bits");
+      const d = r.bytes(gbfBytes(p), "dense bits");
       const spare = d.length * 8 - p.bits;
       if (spare > 0 && d[d.length - 1]! >>> (8 - spare) !== 0) {
         throw new DecodeError(`GBF padding bit set beyond m = ${p.bits}`);

@@ -13,6 +13,11 @@ export interface DecodeBound {
   maxStateBytes: number;
 }
 
+/** The bound of a node's limits (none without a filter limit: a simulation's unbounded nodes). */
+export function decodeBoundOf(o: { maxFilterBytes?: number; maxStateBytes?: number }): DecodeBound | undefined {
+  return o.maxFilterBytes === undefined ? undefined : { maxFilterBytes: o.maxFilterBytes, maxStateBytes: o.maxStateBytes ?? Number.MAX_SAFE_INTEGER };
+}
+
 export interface Lattice<S> {
   readonly type: ObjectType;
   readonly name: string;

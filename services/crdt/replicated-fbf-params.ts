@@ -30,7 +30,11 @@ export class FbfParamsMismatchError extends Error {
 const fmt = (p: ReplicatedFbfParams) =>
   `(m=${p.m}, k=${p.k}, hash=${p.hashFamily}, P=${p.periodMs}ms, N=${p.pastEpochs})`;
 
-const LIMITS = { m: [8, 1 << 24], k: [1, 64], periodMs: [1, 2 ** 40], pastEpochs: [1, 1 << 12] } as const;
+/** Bits of one epoch filter, and hash functions, at most. */
+export const MAX_EPOCH_BITS = 1 << 24;
+export const MAX_EPOCH_HASHES = 64;
+
+const LIMITS = { m: [8, MAX_EPOCH_BITS], k: [1, MAX_EPOCH_HASHES], periodMs: [1, 2 ** 40], pastEpochs: [1, 1 << 12] } as const;
 
 /** Bytes the filter of these parameters holds on one clock: N+2 epoch filters of m bits. */
 export function retryFilterBytes(p: ReplicatedFbfParams): number {

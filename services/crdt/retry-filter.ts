@@ -14,7 +14,7 @@ import { JoinConflictError } from "./errors.js";
 import { type Lattice } from "./lattice.js";
 import { HASH_FAMILY } from "./element-hash.js";
 import { ReplicatedFbf, ReplicatedFbfLattice, type ReplicatedFbfParams } from "./replicated-fbf.js";
-import { paramsProblem } from "./replicated-fbf-params.js";
+import { MAX_EPOCH_BITS, MAX_EPOCH_HASHES, paramsProblem } from "./replicated-fbf-params.js";
 
 export { retryFilterBytes } from "./replicated-fbf-params.js";
 
@@ -33,9 +33,6 @@ export interface RetryFilterChoice {
 }
 
 export const DEFAULT_RETRY_FILTER: RetryFilterChoice = { idsPerPeriod: 1000, falsePositiveRate: 0.001, periodMs: 60_000, pastEpochs: 4 };
-
-/** Bits of one epoch filter at most (replicated-fbf-params.ts bounds m alike). */
-const MAX_EPOCH_BITS = 1 << 24;
 
 const CHOICE_LIMITS = { idsPerPeriod: [1, 1_000_000_000], periodMs: [1, 2 ** 40], pastEpochs: [1, 1024] } as const;
 
@@ -79,16 +76,14 @@ export function retryFilterParams(c: RetryFilterChoice): ReplicatedFbfParams {
         `(a shorter period_ms sees fewer ids in each) or a higher false_positive_rate`,
     );
   }
-  const optimal = Math.max(1, Math.round((m / n) * Math.LN2));
+  const k = Math.max(1, Math.round((m / n) * Math.LN2));
   // Refused rather than capped: fewer hashes would answer retries falsely more often than asked.
-  if (optimal > 64) throw new RetryFilterParamError(`false_positive_rate ${c.falsePositiveRate} needs ${optimal} hash functions; a retry filter has at most 64 (rates down to about 1e-19)`);
-  const k = optimal;
+  if (k > MAX_EPOCH_HASHES) throw new RetryFilterParamError(`false_positive_rate ${c.falsePositiveRate} needs ${k} hash functions; a retry filter has at most ${MAX_EPOCH_HASHES} (rates down to about 1e-19)`);
   const params = { m, k, hashFamily: HASH_FAMILY, periodMs: c.periodMs, pastEpochs: c.pastEpochs };
   const why = paramsProblem(params);
   if (why !== undefined) throw new RetryFilterParamError(why);
   return params;
 }
-
 
 const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 

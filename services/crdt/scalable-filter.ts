@@ -37,7 +37,7 @@ import {
   writeHeader,
 } from "./filter-common.js";
 import { type CuckooParams, cuckooParams, cuckooParamsFor, cuckooTableBytes } from "./cuckoo-table.js";
-import { Gbf, type GbfParams, GbfLattice, gbfParamsFor } from "./gbf.js";
+import { Gbf, type GbfParams, GbfLattice, gbfBytes, gbfParamsFor } from "./gbf.js";
 import { Gcf, GcfLattice } from "./gcf.js";
 import { Orcf, OrcfLattice } from "./orcf.js";
 import { type DecodeBound, type Lattice, ObjectType } from "./lattice.js";
@@ -114,13 +114,12 @@ function seriesBytes<F>(k: SubKind<F>, p: SeriesParams, n: number): number {
   return total;
 }
 
-/** Bytes a series' sub-filters take when full (what --max-state-bytes bounds as it grows). */
-export function scGbfBytes(s: ScGbf): number {
-  return s.params === null ? 0 : seriesBytes(gbfKind, s.params, s.subFilters.length);
-}
-export function scCuckooBytes(s: ScGcf | ScOrcf): number {
-  return s.params === null ? 0 : seriesBytes(gcfKind, s.params, s.subFilters.length);
-}
+/**
+ * Bytes the first n sub-filters of a Bloom (ScGBF) or cuckoo (ScGCF, ScORCF) series take when
+ * full: n = 1 is what --max-filter-bytes bounds at creation, all of them what --max-state-bytes bounds.
+ */
+export const bloomSeriesBytes = (p: SeriesParams, n: number): number => seriesBytes(gbfKind, p, n);
+export const cuckooSeriesBytes = (p: SeriesParams, n: number): number => seriesBytes(gcfKind, p, n);
 
 /** What a series needs to know of its sub-filter type. */
 interface SubKind<F> {
@@ -345,7 +344,7 @@ const gbfKind: SubKind<Gbf> = {
   subParams: gbfSubParams,
   paramsOf: (f) => f.params,
   empty: (p, i) => Gbf.empty(gbfSubParams(p, i)),
-  subBytes: (p, i) => Math.ceil(gbfSubParams(p, i).bits / 8),
+  subBytes: (p, i) => gbfBytes(gbfSubParams(p, i)),
   cardinality: (f) => f.cardinality(),
 };
 

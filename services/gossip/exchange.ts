@@ -8,7 +8,7 @@
 // what runs.
 import { logThrottle } from "../common/log-throttle.js";
 import { status } from "@grpc/grpc-js";
-import { type CausalContext, ObjectType, JoinConflictError, contextFromProto, latticeFor } from "../crdt/index.js";
+import { type CausalContext, type DecodeBound, ObjectType, JoinConflictError, contextFromProto, decodeBoundOf, latticeFor } from "../crdt/index.js";
 import type { ContextsReply, ContextsRequest, GossipFrame, GossipReply, HandOverReply, HandOverRequest, PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { ContextsReply as ContextsReplyMsg, PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -17,7 +17,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import type { Logger } from "../common/logger.js";
 import { persistMovedSeqs, restartSeqs } from "./durable-seq.js";
 import { type Ack, type Algorithm1Config, type Algorithm2Config, AntiEntropyEngine, type ReceivedItem, type TickOptions } from "./engine.js";
-import { type KeyedState, type KeyedStates, decodeBoundOf, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
+import { type KeyedState, type KeyedStates, keyedFromProto, keyedStatesOps, keyedToProto, protoKeysSize } from "./keyed-states.js";
 import { LocalGate } from "./local-gate.js";
 import { SettleAnnouncer } from "./settle-announcer.js";
 import type { PayloadOps } from "./payload.js";
@@ -223,6 +223,8 @@ export class GossipExchange {
     catchUpContextsFailed: 0,
   };
   private frameId = 0n;
+  /** What received states are decoded under (maxFilterBytes, maxStateBytes). */
+  private readonly decodeBound: DecodeBound | undefined;
   /** Warnings about keys left out (conflicts, oversized states), which recur at every exchange. */
   private readonly skipLog = logThrottle(60_000);
   private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>((c) => this.engine.local(c.partition, c.payload));
@@ -246,6 +248,7 @@ export class GossipExchange {
   ) {
     this.self = o.store.nodeId;
     this.claims = new PartitionClaims(o.contextsClaimMs ?? CONTEXTS_CLAIM_MS);
+    this.decodeBound = decodeBoundOf(o);
     this.streamSource = { o, self: this.self, counters: this.counters, recordStateBytesSent: (bytes) => this.engine.recordStateBytesSent(bytes) };
     this.rr = o.sync.algorithm === 2 && o.sync.rr;
     this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs, o.settleMaxWaitMs !== undefined && o.settleMaxWaitMs > 0 ? o.settleMaxWaitMs : Infinity) : undefined;
@@ -576,7 +579,7 @@ export class GossipExchange {
         }
       }
       try {
-        const keys = keyedFromProto(p.keys, this.o.store.now(), decodeBoundOf(this.o), (key, err) => this.skipOversized(key, err.message, f.from));
+        const keys = keyedFromProto(p.keys, this.o.store.now(), this.decodeBound, (key, err) => this.skipOversized(key, err.message, f.from));
         decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: protoKeysSize(p.keys) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);

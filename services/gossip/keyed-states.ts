@@ -150,11 +150,6 @@ export function joinKeyedInto(target: Map<string, KeyedState>, other: KeyedState
   return changed;
 }
 
-/** The bound received states are decoded under, from the exchange's limits (none without --max-filter-bytes). */
-export function decodeBoundOf(o: { maxFilterBytes?: number; maxStateBytes?: number }): DecodeBound | undefined {
-  return o.maxFilterBytes === undefined ? undefined : { maxFilterBytes: o.maxFilterBytes, maxStateBytes: o.maxStateBytes ?? Number.MAX_SAFE_INTEGER };
-}
-
 /** Keyed states → the repeated KeyState of a PartitionPayload (keys in sorted order). */
 export function keyedToProto(p: KeyedStates, nowMs: number): KeyState[] {
   return [...p.keys()].sort().map((key) => {

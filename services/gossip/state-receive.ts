@@ -5,7 +5,7 @@
 // arrives. A malformed or out-of-order chunk refuses the stream; a delta cut against contexts this
 // node no longer vouches for (another boot, a drop since) too.
 import { status } from "@grpc/grpc-js";
-import { AWSet, type CausalContext, ObjectType, JoinConflictError, StateLimitError, contextFromProto, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
+import { AWSet, type CausalContext, ObjectType, JoinConflictError, StateLimitError, contextFromProto, decodeBoundOf, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
 import type { PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -13,7 +13,7 @@ import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { type Answer, type Refusal, ackToProto } from "./answer.js";
 import type { Ack, ReceivedItem } from "./engine.js";
-import { type KeyedState, type KeyedStates, decodeBoundOf } from "./keyed-states.js";
+import type { KeyedState, KeyedStates } from "./keyed-states.js";
 import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { LocalGate } from "./local-gate.js";
 import type { PartitionClaims } from "./catch-up.js";
@@ -89,9 +89,17 @@ export async function receiveStateStream(
     h.counters.chunksRejected++;
     return h.refuse(status.INVALID_ARGUMENT, details, from);
   };
-  // Pieces of a state stored whole, gathered into its one chunk (common/chunk-pieces.ts).
+  // What received states are decoded under (--max-filter-bytes, --max-state-bytes).
+  const bound = decodeBoundOf(h.o);
   // Keys left out part-way (a conflict): their remaining chunks are dropped up to the last.
   const skipped = new Set<string>();
+  /** A key's chunks are over (its last one applied, or the key left out): its transfer hold ends. */
+  const endKey = (key: string) => {
+    sequences.delete(key);
+    holds.get(key)?.();
+    holds.delete(key);
+  };
+  // Pieces of a state stored whole, gathered into its one chunk (common/chunk-pieces.ts).
   const pieces = new PieceGatherer<StateChunk>(STATE_CHUNK_PIECES, h.o.maxStateBytes ?? Number.MAX_SAFE_INTEGER, (key, why) => h.skipOversized(key, why, from));
   try {
     for await (const piece of chunks) {
@@ -177,14 +185,12 @@ export async function receiveStateStream(
         };
         ctx = s.order.accept(header);
         if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await h.o.store.beginTransfer(c.key));
-        slice = decodeSlice(c.type, payload, ctx, header, h.o.store.now(), decodeBoundOf(h.o));
+        slice = decodeSlice(c.type, payload, ctx, header, h.o.store.now(), bound);
       } catch (err) {
         // A type stored whole travels in one chunk: the key is left out, the stream goes on.
         if (err instanceof StateLimitError && c.keyDone) {
           h.skipOversized(c.key, err.message, from);
-          sequences.delete(c.key);
-          holds.get(c.key)?.();
-          holds.delete(c.key);
+          endKey(c.key);
           continue;
         }
         const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
@@ -201,9 +207,7 @@ export async function receiveStateStream(
           const f = await h.o.store.finishKey(c.key, c.type, ctx);
           h.spreadSettled(c.key, f.settled);
           if (f.changed) parts.push(f.newPart);
-          sequences.delete(c.key);
-          holds.get(c.key)?.();
-          holds.delete(c.key);
+          endKey(c.key);
           // A delta's removes join like a merge, which waits for the key's transfer: after it.
           if (removed !== undefined && !removed.isEmpty()) {
             const m = await h.o.store.merge(c.key, ObjectType.AWSET, AWSet.fromParts(new Map(), removed));
@@ -218,9 +222,7 @@ export async function receiveStateStream(
         if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
           // The key is left out whole: its other chunks are dropped, and the stream goes on.
           h.skipConflict(c.key, err.message);
-          sequences.delete(c.key);
-          holds.get(c.key)?.();
-          holds.delete(c.key);
+          endKey(c.key);
           if (!c.keyDone) skipped.add(c.key);
           continue;
         }

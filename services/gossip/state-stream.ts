@@ -147,7 +147,7 @@ export async function* stateStream(
             rangeStart: c.rangeStart,
             rangeEnd: c.rangeEnd,
             rangeOpen: c.rangeOpen,
-            slice: { type: c.type, payload: Buffer.from(piece.buffer, piece.byteOffset, piece.length) },
+            slice: { type: c.type, payload: piece },
             keyDone: c.keyDone,
             partitionDone: false,
             continued: i < pieces.length - 1,

@@ -40,7 +40,7 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
           rangeStart: Buffer.alloc(0),
           rangeEnd: Buffer.alloc(0),
           rangeOpen: true,
-          slice: { type: w.type, payload: Buffer.from(piece.buffer, piece.byteOffset, piece.length) },
+          slice: { type: w.type, payload: piece },
           last,
           removed: undefined,
           delta: false,

@@ -10,6 +10,7 @@ import {
   type CausalContext,
   DecodeError,
   StateLimitError,
+  decodeBoundOf,
   ObjectType,
   UnknownTypeError,
   contextFromProto,
@@ -24,7 +25,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import type { Store } from "../store/store.js";
 import { invalid, outOfRange, tooLarge } from "./errors.js";
 import { PieceError, PieceGatherer, type PieceShape } from "../common/chunk-pieces.js";
-import { type Limits, decodeBound } from "./limits.js";
+import type { Limits } from "./limits.js";
 import { checkKey } from "./validation.js";
 
 export interface ImportDeps {
@@ -138,7 +139,7 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
       removed = contextFromProto(c.removed);
     }
     const senderCtx = order.accept({ ...range, context, keyDone: c.last });
-    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now(), decodeBound(deps.limits));
+    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now(), decodeBoundOf(deps.limits));
     if (type === ObjectType.AWSET) {
       for (const k of (slice as AWSet).entries.keys()) {
         if (k.length > deps.limits.maxElementBytes) throw tooLarge(`chunk ${i}: an element has ${k.length} bytes; the limit is ${deps.limits.maxElementBytes}`);

@@ -44,8 +44,3 @@ export interface Limits {
   /** Events a watcher may fall behind by before its stream is ended (RESOURCE_EXHAUSTED). */
   watchBuffer: number;
 }
-
-/** The bound a state received from a client (Merge, Import) is decoded under. */
-export function decodeBound(l: Limits): { maxFilterBytes: number; maxStateBytes: number } {
-  return { maxFilterBytes: l.maxFilterBytes, maxStateBytes: l.maxStateBytes };
-}

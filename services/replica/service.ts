@@ -10,6 +10,7 @@ import {
   DEFAULT_RETRY_FILTER,
   RetryFilterParamError,
   RetryFilterSizeError,
+  decodeBoundOf,
   dotToProto,
   inInt64,
   latticeFor,
@@ -20,7 +21,7 @@ import {
 import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { KeysRequest, OwnersResponse, QueryRequest, QueryResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
-import { type Limits, decodeBound } from "./limits.js";
+import type { Limits } from "./limits.js";
 import { PacedWriter } from "./reader-wait.js";
 import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
@@ -292,7 +293,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (req.state === undefined) throw invalid("state is required: {type, payload}");
       if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET, COUNTER or a filter type)");
       const lattice = latticeFor(req.state.type);
-      const state = lattice.decode(req.state.payload, store.now(), decodeBound(limits)) as AWSet | PNCounter;
+      const state = lattice.decode(req.state.payload, store.now(), decodeBoundOf(limits)) as AWSet | PNCounter;
       if (req.state.type === ObjectType.AWSET) {
         for (const k of (state as AWSet).entries.keys()) {
           if (k.length > limits.maxElementBytes) {
@@ -383,7 +384,6 @@ function startOfPage(key: string, token: Buffer, limits: Limits): Buffer | undef
   return element;
 }
 
-/** A type's name as the proto spells it (GBF, ORCF...). */
 /** The types an Add may name, in words. */
 function addableTypeNames(): string {
   const skip = new Set<number>([ObjectType.OBJECT_TYPE_UNSPECIFIED, ObjectType.COUNTER, ObjectType.UNRECOGNIZED]);
@@ -393,6 +393,7 @@ function addableTypeNames(): string {
     .join(", ");
 }
 
+/** A type's name as the proto spells it (GBF, ORCF...). */
 function typeName(t: ObjectType): string {
   return ObjectType[t] ?? String(t);
 }

@@ -50,6 +50,11 @@ export interface Header {
   live?: LiveDigest;
 }
 
+/** The encoded bytes of a state stored whole: its body, or its base and the log of deltas after it. */
+export function stateBytesOf(h: Header): number {
+  return h.log === undefined ? h.body.length : h.log.baseBytes + h.log.logBytes;
+}
+
 export function encodeHeader(h: Header): Buffer {
   if (h.log !== undefined && h.live !== undefined) throw new Error("a header holds a state log or a live digest, not both");
   const version = h.log !== undefined ? HEADER_VERSION_LOGGED : h.live !== undefined ? HEADER_VERSION_DIGEST : HEADER_VERSION;

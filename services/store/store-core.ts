@@ -14,7 +14,7 @@ import type { JoinResult, ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { OBJECTS, elementRange, headerKey, objectPrefix, unescapeBytes } from "./keys.js";
-import { type Header, decodeHeader, encodeHeader } from "./records.js";
+import { type Header, decodeHeader, encodeHeader, stateBytesOf } from "./records.js";
 import { type LiveDigest, encodeLiveDigest, sameLiveDigest } from "./live-digest.js";
 import { TransferHolds } from "./transfer-holds.js";
 import { WriteView } from "./write-view.js";
@@ -190,8 +190,7 @@ export abstract class StoreCore {
    */
   async storedStateBytes(key: string): Promise<number> {
     const h = await this.loadHeader(key);
-    if (h === undefined) return 0;
-    return h.log === undefined ? h.body.length : h.log.baseBytes + h.log.logBytes;
+    return h === undefined ? 0 : stateBytesOf(h);
   }
 
   /** Type, context, size and (sets) live digest of a key, when known; undefined when the key does not exist. */

@@ -15,7 +15,7 @@ import type { CausalContext, Lattice, ObjectType } from "../crdt/index.js";
 import type { BatchOp } from "./group-commit.js";
 import type { ObjectLayout, ObjectSlot, StateChunk, StoreEnv } from "./layout.js";
 import { stateBaseKey, stateDeltaKey } from "./keys.js";
-import type { Header, StateLog } from "./records.js";
+import { type Header, type StateLog, stateBytesOf } from "./records.js";
 
 export interface WholeStateOptions<S> {
   /**
@@ -70,8 +70,6 @@ export function wholeStateChunk(type: ObjectType, ctx: CausalContext, encoded: U
 
 /** What identifies one version of a key's state: the body, or the log that replaces it. */
 const stateVersion = (h: Header): object => h.log ?? h.body;
-/** The encoded bytes of a key's state. */
-const encodedBytes = (h: Header): number => (h.log === undefined ? h.body.length : h.log.baseBytes + h.log.logBytes);
 
 export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions<S> = {}): ObjectLayout<S> {
   /**
@@ -81,7 +79,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
   const costlyIn = new WeakMap<StateLog, number>();
   const costlyCount = (deltas: readonly S[]): number => (opts.costly === undefined ? 0 : deltas.filter(opts.costly).length);
   /** The memory the cache of decoded states counts for the state of h. */
-  const stateBytes = (h: Header): number => encodedBytes(h) * (opts.memoryPerEncodedByte ?? 10);
+  const stateBytes = (h: Header): number => stateBytesOf(h) * (opts.memoryPerEncodedByte ?? 10);
   /** The state header h describes, read through reads (they must see the snapshot or overlay h belongs to). */
   async function decodeStored(prefix: Buffer, h: Header, read: (keys: Buffer[]) => Promise<Array<Buffer | undefined>>): Promise<S> {
     if (h.log === undefined) return lattice.decode(h.body);

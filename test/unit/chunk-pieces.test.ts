@@ -19,7 +19,7 @@ const shape: PieceShape<Piece> = {
   whole: (first, _last, payload) => ({ ...first, continued: false, payload }),
 };
 const piecesOf = (key: string, payload: Uint8Array, max: number): Piece[] =>
-  cutIntoPieces(payload, max).map((p, i, all) => ({ key, continued: i < all.length - 1, payload: p, head: i === 0 ? "first" : undefined }));
+  cutIntoPieces(Buffer.from(payload), max).map((p, i, all) => ({ key, continued: i < all.length - 1, payload: p, head: i === 0 ? "first" : undefined }));
 
 describe("state pieces", () => {
   it("any payload cut at any size gathers back to itself, with the first piece's fields", () =>
