@@ -320,7 +320,8 @@ export async function scanCommand(args: string[]): Promise<void> {
       for (const m of chunk.members) {
         if (!values.count) {
           const s = showElement(m.element);
-          process.stdout.write((values.json ? JSON.stringify({ element: Buffer.from(m.element).toString("base64"), text: s }) : s) + "\n");
+          // JSON names what the second field holds: the exact bytes in hex with --hex, else the element as shown.
+          process.stdout.write((values.json ? JSON.stringify({ element: Buffer.from(m.element).toString("base64"), [values.hex ? "hex" : "text"]: s }) : s) + "\n");
         }
       }
       n += chunk.members.length;

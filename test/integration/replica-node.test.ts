@@ -268,6 +268,10 @@ describe("operators", () => {
     assert.deepEqual(JSON.parse((await runCli(["query", "cli-bytes", "--addr", ADDR, "--json", "--hex"])).stdout).members, ["00ff", "307830306666"]);
     const scanned = await runCli(["scan", "cli-bytes", "--addr", ADDR, "--hex"]);
     assert.deepEqual(scanned.stdout.trim().split("\n"), ["00ff", "307830306666"]);
+    const scannedJson = (await runCli(["scan", "cli-bytes", "--addr", ADDR, "--hex", "--json"])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(scannedJson, [{ element: "AP8=", hex: "00ff" }, { element: "MHgwMGZm", hex: "307830306666" }]);
+    const scannedText = (await runCli(["scan", "cli-set", "--addr", ADDR, "--json"])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(scannedText, [{ element: "b25l", text: "one" }, { element: "dHdv", text: "two" }]);
     const asked = await runCli(["query", "cli-bytes", "00ff", "--hex", "--addr", ADDR, "--json"]);
     assert.deepEqual(JSON.parse(asked.stdout).presence, [{ element: "00ff", present: true }]);
     const bad = await runCli(["add", "hits", "x", "--addr", ADDR]);
