@@ -27,6 +27,7 @@ import { invalid, outOfRange, tooLarge } from "./errors.js";
 import { PieceError, PieceGatherer, type PieceShape } from "../common/chunk-pieces.js";
 import type { Limits } from "./limits.js";
 import { checkKey } from "./validation.js";
+import { listedSize } from "./key-calls.js";
 
 export interface ImportDeps {
   store: Store;
@@ -104,7 +105,7 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   if (!order.done) {
     throw invalid(`the stream ended before its last chunk: ${count} chunk(s) were applied (each is safe alone), the export's context was not; import the whole export again`);
   }
-  return { key, changed, chunks: BigInt(count), size: BigInt((await store.describe(key))?.size ?? 0) };
+  return { key, changed, chunks: BigInt(count), size: BigInt(listedSize(await store.keyInfo(key))) };
 }
 
 /** The key and type a stream's first chunk names, checked against the key as stored here. */

@@ -54,8 +54,7 @@ export function keyCalls(deps: KeyCallsDeps) {
         const key = heads[best]!;
         const info = await store.keyInfo(key);
         if (info !== undefined) {
-          const isSet = info.type === ObjectType.AWSET || info.type === ObjectType.AWSET_PROB;
-          out.push({ key, type: info.type, size: BigInt(isSet ? info.size : 0), stateDigest: info.stateDigest ?? Buffer.alloc(0) });
+          out.push({ key, type: info.type, size: BigInt(listedSize(info)), stateDigest: info.stateDigest ?? Buffer.alloc(0) });
         }
         heads[best] = (await cursors[best]!.next()).value as string | undefined;
       }
@@ -89,4 +88,9 @@ export function keyCalls(deps: KeyCallsDeps) {
   }
 
   return { keys, deleteKey };
+}
+
+/** The size Keys and Import answer for a key: a set's live elements (AWSET, AWSET_PROB), 0 for the other types. */
+export function listedSize(info: { type: ObjectType; size: number } | undefined): number {
+  return info !== undefined && (info.type === ObjectType.AWSET || info.type === ObjectType.AWSET_PROB) ? info.size : 0;
 }

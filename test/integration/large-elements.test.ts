@@ -122,6 +122,7 @@ describe("sets of large elements (real processes, 1 MiB messages)", () => {
       assert.ok(chunks.every((ch) => ch.slice!.payload.length <= MESSAGE / 4));
       const r = await importTo(c.addresses[1]!, "prob-copy", chunks);
       assert.equal(r.changed, true);
+      assert.equal(r.size, BigInt(prob.length));
       assert.ok((await has(1, "prob-copy")).every(Boolean));
     } finally {
       await c.close();

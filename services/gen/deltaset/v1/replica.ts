@@ -553,8 +553,8 @@ export interface ImportResponse {
   /** Chunks applied (the pieces of a whole-state type's chunk count as one). */
   chunks: bigint;
   /**
-   * Number of members after the import (for sets stored element by element, AWSET; 0 for the
-   * types stored whole: Keys or Query give their figures).
+   * Live elements of the set after the import (AWSET, AWSET_PROB), as Keys lists them; 0 for
+   * the other types (Query gives their figures).
    */
   size: bigint;
 }
