@@ -64,6 +64,8 @@ export function awsetFromProto(msg: AWSetState, nowMs?: number): AWSet {
       throw new DecodeError(`entries[${i}]: elements not sorted and unique`);
     }
     prev = e.element;
+    // Add refuses them, and paging could not tell an empty element from the start of a set.
+    if (e.element.length === 0) throw new DecodeError(`entries[${i}]: an empty element (an element has at least one byte)`);
     if (e.dots.length === 0) throw new DecodeError(`entries[${i}]: an element with no dots`);
     const dots = e.dots.map((d, j) => dotFromProto(d, `entries[${i}].dots[${j}]`, nowMs));
     validateDots(dots, ctx, `entries[${i}]`);

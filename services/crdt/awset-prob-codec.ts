@@ -83,6 +83,7 @@ export function decodeAWSetProb(bytes: Uint8Array, maxFilterBytes?: number): AWS
     need(4, `entries[${i}] element length`);
     const len = v.getUint32(at, true);
     at += 4;
+    if (len === 0) throw new DecodeError(`AWSET_PROB: entries[${i}]: an empty element (an element has at least one byte)`);
     need(len, `entries[${i}] element`);
     const key = elementKey(bytes.subarray(at, at + len));
     at += len;

@@ -205,6 +205,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         return { ...base, counterValue: value, retryFilter };
       }
       const elements = collectElements(req.elements, req.texts, limits, { required: false });
+      if (elements.length > 0 && req.pageToken.length > 0) {
+        throw invalid("page_token continues a listing Query; a Query that names elements answers them all in one reply: leave page_token empty");
+      }
       if (info !== undefined && info.type !== ObjectType.AWSET) {
         const size = req.pageSize === 0 ? limits.defaultPageSize : Math.min(req.pageSize, limits.maxPageSize);
         const { next, members, ...rest } = await whole.query(req.key, typeName(info.type), elements, { startAfter: startOfPage(req.key, req.pageToken, limits), size });

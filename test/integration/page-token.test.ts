@@ -63,6 +63,12 @@ describe("page tokens", () => {
     const otherKey = (await page("veg", Buffer.alloc(0))).nextPageToken;
     await expectInvalid(page("fruits", otherKey));
     await expectInvalid(page("fruits", Buffer.alloc(100_000, 1)));
+    // A Query that names elements has one reply: a token there is a mistake, not ignored.
+    await assert.rejects(call(client, client.query, { key: "fruits", elements: [], texts: ["fig"], pageSize: 0, pageToken: good, withText: true }), (e: grpc.ServiceError) => {
+      assert.equal(e.code, grpc.status.INVALID_ARGUMENT);
+      assert.match(e.details, /leave page_token empty/);
+      return true;
+    });
     // Still serving, and the good token still works.
     assert.deepEqual((await page("fruits", good)).members.map((m) => m.text), ["kiwi", "pear"]);
   });

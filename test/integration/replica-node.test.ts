@@ -143,6 +143,9 @@ describe("validation answers clear statuses and changes nothing", () => {
     // Inconsistent state: a dot the context does not cover.
     const s = AWSet.fromParts(new Map([["x", [makeDot("r", 5)]]]), AWSet.bottom().ctx);
     await expectCode(call(client, client.merge, { key: "k", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(s)) } }), grpc.status.INVALID_ARGUMENT, /not covered/);
+    // An empty element, which Add refuses, cannot come in by Merge either.
+    const empty = AWSet.fromParts(new Map([["", [makeDot("r", 1)]]]), AWSet.bottom().add("r", [b("x")]).ctx);
+    await expectCode(call(client, client.merge, { key: "k", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(empty)) } }), grpc.status.INVALID_ARGUMENT, /an empty element/);
     assert.equal((await query("k")).type, ObjectType.OBJECT_TYPE_UNSPECIFIED, "a refused request created the key");
   });
 

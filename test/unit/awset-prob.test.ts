@@ -203,6 +203,7 @@ describe("AWSET_PROB codec and Lattice object", () => {
       ["unsorted elements", entries([[[2], [1n]], [[1], [2n]]])],
       ["duplicate element", entries([[[1], [1n]], [[1], [2n]]])],
       ["no dots", entries([[[1], []]])],
+      ["empty element", entries([[[], [1n]]])],
       ["unsorted dots", entries([[[1], [3n, 2n]]])],
       ["dot under two elements", entries([[[1], [5n]], [[2], [5n]]])],
       ["bad filter", Uint8Array.from([1, 1, 1, 0, ...bytes.subarray(4)])],

@@ -70,6 +70,10 @@ describe("AWSET decode", () => {
     rejects(() => AWSetLattice.decode(awset({ ...good, entries: [entry("a", ["r1", 1n], ["r1", 1n])] })), /dots not sorted and unique/);
   });
 
+  it("rejects an empty element", () => {
+    rejects(() => AWSetLattice.decode(awset({ ...good, entries: [entry("", ["r1", 1n]), ...good.entries.slice(1)] })), /entries\[0\]: an empty element/);
+  });
+
   it("rejects an element with no dots", () => {
     rejects(() => AWSetLattice.decode(awset({ ...good, entries: [entry("a")] })), /entries\[0\]: an element with no dots/);
   });

@@ -257,6 +257,7 @@ export interface QueryRequest {
    * When listing: the next_page_token of the previous page, unchanged; empty for the first page.
    * Tokens are versioned and carry a checksum bound to the key: a cut, altered or made-up token,
    * or one issued for another key, is refused with INVALID_ARGUMENT. Any node accepts them.
+   * A Query that names elements answers in one reply: a page_token there is INVALID_ARGUMENT.
    */
   pageToken: Buffer;
   /** Fill Member.text with the element decoded as UTF-8 when it is valid UTF-8. */
