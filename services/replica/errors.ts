@@ -2,7 +2,7 @@
 import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
 import { CounterRangeError, DecodeError, FilterFullError, FilterParamError, JoinConflictError, StateLimitError, UnknownTypeError } from "../crdt/index.js";
-import { PendingRemovesFullError } from "../store/pending-removes.js";
+import { PendingRemovesFullError, UnmadeAddsError } from "../store/pending-removes.js";
 import { StoreClosedError, StoreWriteError, TypeMismatchError } from "../store/store.js";
 
 export class RpcError extends Error {
@@ -24,6 +24,7 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   if (err instanceof RpcError) return make(err.code, err.message);
   if (err instanceof TypeMismatchError) return make(status.FAILED_PRECONDITION, err.message);
   if (err instanceof PendingRemovesFullError) return make(status.RESOURCE_EXHAUSTED, err.message);
+  if (err instanceof UnmadeAddsError) return make(status.INVALID_ARGUMENT, err.message);
   if (err instanceof CounterRangeError) return make(status.OUT_OF_RANGE, err.message);
   // A cuckoo filter with no room: nothing was inserted (the message says what to do).
   if (err instanceof FilterFullError) return make(status.RESOURCE_EXHAUSTED, err.message);

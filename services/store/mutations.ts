@@ -7,6 +7,7 @@ import type { ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { joinOwnDelta } from "./element-layout.js";
 import { windowOf } from "./element-window.js";
+import { UnmadeAddsError } from "./pending-removes.js";
 
 export async function addElements(o: ObjectSlot, env: StoreEnv, replicaId: string, elements: Uint8Array[], expiresAt?: number): Promise<{ dots: Dot[]; added: number; delta: AWSet }> {
   const eks = await o.view.loadBytes(elements);
@@ -37,7 +38,11 @@ export async function removeElements(
   env: StoreEnv,
   elements: Uint8Array[],
   observed: CausalContext | undefined,
+  replicaId: string,
 ): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
+  const unseen = observed?.subtract(o.h.ctx);
+  // Adds of this node are minted from the key's context: any of its own not there were never made.
+  if (unseen !== undefined && unseen.max(replicaId) > 0) throw new UnmadeAddsError(o.key, replicaId, unseen.rangesOf(replicaId), o.h.ctx.max(replicaId));
   const targets = [...new Set(await o.view.loadBytes(elements))];
   const window = windowOf(o);
   const delta = window.removeDelta(elements, observed);
@@ -45,7 +50,6 @@ export async function removeElements(
     const dots = window.entries.get(ek) ?? [];
     return dots.length > 0 && dots.every((d) => delta.ctx.containsDot(d));
   }).length;
-  const unseen = observed?.subtract(o.h.ctx);
   const defer = unseen !== undefined && !unseen.isEmpty();
   if (defer) env.pending.checkRoom(o.key, targets, unseen);
   const { settled } = await joinOwnDelta(o, env, window, delta, targets);

@@ -28,6 +28,22 @@ export class PendingRemovesFullError extends Error {
   override readonly name = "PendingRemovesFullError";
 }
 
+/**
+ * A Remove's context names adds of this node's own replica id that the key's context does not
+ * hold: this node mints from that context, so they were never made. Deferred, they would remove
+ * this node's next adds of the element when it made them. Refused; nothing changes.
+ */
+export class UnmadeAddsError extends Error {
+  override readonly name = "UnmadeAddsError";
+  constructor(key: string, replica: string, ranges: Array<[number, number]>, last: number) {
+    const shown = ranges.slice(0, 3).map(([a, b]) => (a === b ? `${a}` : `${a}-${b}`)).join(", ") + (ranges.length > 3 ? ", ..." : "");
+    super(
+      `the context names adds ${replica}:${shown} of key "${key}" that this node never made (its last add there is ${last}): ` +
+        `pass the context a Query of this key returned, unchanged`,
+    );
+  }
+}
+
 function recordKey(key: string, ek: ElementKey): Buffer {
   return Buffer.concat([Buffer.from([META, PENDING]), escapeBytes(Buffer.from(key, "utf8")), escapeBytes(elementBytes(ek))]);
 }

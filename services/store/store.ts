@@ -79,7 +79,7 @@ export class Store extends StoreCore {
 
   /** Remove elements (remove^δ); unseen observed adds wait as deferred removes (mutations.ts). */
   remove(key: string, elements: Uint8Array[], observed?: CausalContext): Promise<{ removed: number; delta: AWSet; pending: number; unseenDots: number }> {
-    return this.mutate(key, ObjectType.AWSET, (o) => removeElements(o, this.env, elements, observed), { mustExist: true, change: (r) => (r.delta.ctx.isEmpty() ? [] : [r.delta]) });
+    return this.mutate(key, ObjectType.AWSET, (o) => removeElements(o, this.env, elements, observed, this.replicaId), { mustExist: true, change: (r) => (r.delta.ctx.isEmpty() ? [] : [r.delta]) });
   }
 
   /**

@@ -10,7 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { protoPath as healthProtoPath } from "grpc-health-check";
 import { GrpcReflection } from "grpc-js-reflection-client";
-import { AWSet, AWSetLattice, CounterLattice, ObjectType, PNCounter, contextFromProto, contextToProto, makeDot } from "../../services/crdt/index.ts";
+import { AWSet, AWSetLattice, CausalContext, CounterLattice, ObjectType, PNCounter, contextFromProto, contextToProto, makeDot } from "../../services/crdt/index.ts";
 import type { ReplicaClient, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
@@ -143,6 +143,11 @@ describe("validation answers clear statuses and changes nothing", () => {
     // Inconsistent state: a dot the context does not cover.
     const s = AWSet.fromParts(new Map([["x", [makeDot("r", 5)]]]), AWSet.bottom().ctx);
     await expectCode(call(client, client.merge, { key: "k", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(s)) } }), grpc.status.INVALID_ARGUMENT, /not covered/);
+    // A context naming adds of this node that it never made would take its next adds: refused.
+    const made = await add("unmade", [b("apple")]);
+    const future = contextToProto(CausalContext.fromVector([[made.replica, 12]]));
+    await expectCode(call(client, client.remove, { key: "unmade", elements: [b("apple")], texts: [], context: future }), grpc.status.INVALID_ARGUMENT, /never made/);
+    assert.deepEqual((await query("unmade")).members.map((m) => m.text), ["apple"]);
     // An empty element, which Add refuses, cannot come in by Merge either.
     const empty = AWSet.fromParts(new Map([["", [makeDot("r", 1)]]]), AWSet.bottom().add("r", [b("x")]).ctx);
     await expectCode(call(client, client.merge, { key: "k", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(empty)) } }), grpc.status.INVALID_ARGUMENT, /an empty element/);
