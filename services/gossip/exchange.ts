@@ -90,10 +90,11 @@ export interface ExchangeOptions {
   /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
   ops?: PayloadOps<KeyedStates>;
   /**
-   * Placement: whether this node takes a partition's gossip (it owns it). Items of other
-   * partitions are neither joined nor acknowledged, so their sender keeps them. Default: all.
+   * Placement: whether this node takes a partition's gossip from a sender (it owns it, or will
+   * once that sender, leaving, is gone). Items of other partitions are neither joined nor
+   * acknowledged, so their sender keeps them. Default: all.
    */
-  accepts?: (partition: number) => boolean;
+  accepts?: (partition: number, from: string) => boolean;
   /**
    * Settle announcements (settle-announcer.ts): a key of a type whose deltas can lose information
    * (Lattice.settlesByState) is sent whole to the neighbours once it had no change that reads see
@@ -586,7 +587,7 @@ export class GossipExchange {
       }
     }
     const taken = decoded.filter((d) => {
-      const ok = this.o.accepts === undefined || this.o.accepts(d.partition);
+      const ok = this.o.accepts === undefined || this.o.accepts(d.partition, f.from);
       if (!ok) this.counters.notOwnedRefused++;
       return ok;
     });
@@ -629,7 +630,7 @@ export class GossipExchange {
     for (const [i, r] of req.removes.entries()) {
       if (r.key === "" || r.element.length === 0) return this.refuse(status.INVALID_ARGUMENT, `removes[${i}]: key and element must not be empty`, req.from);
       const p = partitionOf(r.key, this.o.partitions);
-      if (this.o.accepts !== undefined && !this.o.accepts(p)) {
+      if (this.o.accepts !== undefined && !this.o.accepts(p, req.from)) {
         return this.refuse(status.FAILED_PRECONDITION, `removes[${i}]: this node does not own partition ${p} of key "${r.key}"`, req.from);
       }
       try {

@@ -209,7 +209,7 @@ export class NodeGossip {
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
-        accepts: o.ownership === undefined || o.ownership.full ? undefined : (p) => o.ownership!.owns(p),
+        accepts: o.ownership === undefined || o.ownership.full ? undefined : (p, from) => o.ownership!.ownsOnceGone(p, from),
         settleMs: o.settleMs,
         settleMaxBytes: o.settleMaxBytes,
         settleMaxWaitMs: o.settleMaxWaitMs,
@@ -300,6 +300,12 @@ export class NodeGossip {
    * what it acknowledged in its last periods would stay on its disk alone. Algorithm 1 has no
    * acknowledgements: it waits two periods, time for its pushes to go out. Returns the partitions
    * still unshipped (0: all shipped).
+   *
+   * With placement the node first turns to leaving (Ownership.startLeaving): a partition's
+   * neighbours are then the owners it will have once this node is gone, which take it from a
+   * leaving sender, so what only this node holds (with R = 1, all it owns) reaches one of them in
+   * full, and its deferred removes are handed to them. Without that, a graceful leave at R = 1 left
+   * its partitions' acknowledged writes on its disk alone while the new owners answered without them.
    */
   async ship(timeoutMs: number): Promise<{ unshipped: number; waitedMs: number }> {
     const started = Date.now();
@@ -308,10 +314,22 @@ export class NodeGossip {
       await new Promise((r) => setTimeout(r, Math.min(timeoutMs, 2 * this.o.intervalMs)));
       return { unshipped: 0, waitedMs: Date.now() - started };
     }
-    let left = this.x.engine.unshipped().length;
+    const own = this.o.ownership;
+    const placed = own !== undefined && !own.full;
+    if (placed) {
+      own.startLeaving();
+      this.x.engine.setPartitionPeers((p) => own.peersOf(p));
+      this.schedulePush();
+    }
+    // Deferred removes wait on this node alone: while leaving, every one goes to an owner (hand-off).
+    const unshipped = () => this.x.engine.unshipped().length + (placed && this.handOff !== undefined ? this.o.store.keysWithPendingRemoves().length : 0);
+    let left = unshipped();
     while (left > 0 && Date.now() < until && !this.stopped) {
+      // Periods without waiting for the timer (each exchanges with a neighbour not busy): a
+      // partition that must go whole to its next owners should not wait a gossip interval per peer.
+      if (placed) void this.tick();
       await new Promise((r) => setTimeout(r, Math.min(25, this.o.intervalMs)));
-      left = this.x.engine.unshipped().length;
+      left = unshipped();
     }
     return { unshipped: left, waitedMs: Date.now() - started };
   }

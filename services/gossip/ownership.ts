@@ -11,6 +11,10 @@ export class Ownership {
   private members = new Map<string, string>();
   private table: string[][];
   private changes = 0;
+  /** Placements over the live members without one of them, by that member (cleared on a view change). */
+  private readonly without = new Map<string, string[][]>();
+  /** This node is leaving: it owns nothing, and a partition's peers are its owners once it is gone. */
+  private leavingNow = false;
 
   constructor(
     readonly self: string,
@@ -41,6 +45,7 @@ export class Ownership {
     const table = placement(next.keys(), this.partitions, this.factor);
     const moved = table.some((owners, p) => owners.join("\n") !== this.table[p]!.join("\n"));
     this.table = table;
+    this.without.clear();
     if (moved) this.changes++;
     return moved;
   }
@@ -55,12 +60,46 @@ export class Ownership {
   }
 
   owns(partition: number): boolean {
+    if (this.leavingNow && !this.full) return false;
     return this.full || this.table[partition]!.includes(this.self);
   }
 
-  /** The other owners of a partition: those this node exchanges it with. */
+  /**
+   * Whether this node owns the partition, or would once `absent` is gone: a leaving owner ships
+   * its partitions to those who take them over before it goes (startLeaving), and they take them.
+   */
+  ownsOnceGone(partition: number, absent: string): boolean {
+    return this.owns(partition) || (!this.full && this.tableWithout(absent)[partition]!.includes(this.self));
+  }
+
+  /** The other owners of a partition: those this node exchanges it with (while leaving: its owners once this node is gone). */
   peersOf(partition: number): string[] {
-    return this.table[partition]!.filter((id) => id !== this.self);
+    const table = this.leavingNow && !this.full ? this.tableWithout(this.self) : this.table;
+    return table[partition]!.filter((id) => id !== this.self);
+  }
+
+  /**
+   * This node is about to leave: from now on it owns no partition, and each partition's peers are
+   * the owners it will have without this node, so gossip gives them what only this node may hold
+   * (with R = 1, everything it owns) before it goes, and hand-off gives them its deferred removes.
+   */
+  startLeaving(): void {
+    if (this.leavingNow || this.full) return;
+    this.leavingNow = true;
+    this.changes++;
+  }
+
+  get leaving(): boolean {
+    return this.leavingNow;
+  }
+
+  private tableWithout(absent: string): string[][] {
+    let t = this.without.get(absent);
+    if (t === undefined) {
+      t = placement([...this.members.keys()].filter((id) => id !== absent), this.partitions, this.factor);
+      this.without.set(absent, t);
+    }
+    return t;
   }
 
   addressOf(id: string): string | undefined {

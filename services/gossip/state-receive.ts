@@ -33,7 +33,7 @@ const STATE_CHUNK_PIECES: PieceShape<StateChunk> = {
 
 /** What a received stream needs of the exchange (exchange.ts) that receives it. */
 export interface StateReceiveHost {
-  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number) => boolean; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
+  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number, from: string) => boolean; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
   self: string;
   counters: {
     stateStreamsReceived: number;
@@ -114,7 +114,7 @@ export async function receiveStateStream(
       if (c.partition >= h.o.partitions) return h.refuse(status.INVALID_ARGUMENT, `partition ${c.partition} out of range`, from);
       // Decided once per partition and stream, so a partition is taken or left whole.
       let taken = accepted.get(c.partition);
-      if (taken === undefined) accepted.set(c.partition, (taken = h.o.accepts === undefined || h.o.accepts(c.partition)));
+      if (taken === undefined) accepted.set(c.partition, (taken = h.o.accepts === undefined || h.o.accepts(c.partition, from)));
       if (!taken) {
         h.counters.notOwnedRefused++;
         continue;

@@ -147,7 +147,8 @@ export function nodeExtensions(
           // client calls have ended (node.ts drains them first), gossip still runs.
           if (gossip !== undefined && membership !== undefined) {
             const r = await gossip.ship(ctx.config.leaveTimeoutMs);
-            if (r.unshipped > 0) ctx.log.warn("leaving with changes no neighbour acknowledged yet (--leave-timeout-ms); they stay on this node's disk until it returns", { partitions: r.unshipped, waitedMs: r.waitedMs });
+            // unshipped: partitions no neighbour (with placement: no next owner) acknowledged, and keys whose deferred removes no owner took.
+            if (r.unshipped > 0) ctx.log.warn("leaving with changes no neighbour acknowledged yet (--leave-timeout-ms); they stay on this node's disk until it returns", { unshipped: r.unshipped, waitedMs: r.waitedMs });
             else ctx.log.info("changes shipped to neighbours before leaving", { waitedMs: r.waitedMs });
           }
           if (membership !== undefined) {

@@ -78,7 +78,7 @@ export const NODE_SETTINGS: SettingGroup = {
     },
     {
       flag: "leave-timeout-ms", env: "DELTASET_LEAVE_TIMEOUT_MS", path: "leaveTimeoutMs", kind: "int",
-      description: "on SIGTERM, once running calls ended, how long the node keeps gossiping until a neighbour has acknowledged each partition it changed (Algorithm 2), before it leaves the cluster",
+      description: "on SIGTERM, once running calls ended, how long the node keeps gossiping until a neighbour has acknowledged each partition it changed (Algorithm 2; with placement, one of the partition's owners once this node is gone, which takes what only this node holds, and its deferred removes), before it leaves the cluster",
     },
   ],
 };

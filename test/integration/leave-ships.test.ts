@@ -2,7 +2,9 @@
 // node processes gossiping only every 3 s, a write acknowledged by one node just before its
 // SIGTERM reaches the two others though the node is gone (the node ends its client calls, then
 // gossips until a neighbour acknowledged each partition it changed, then leaves). It exits well
-// within its drain and leave bounds, its long-lived peer streams holding nothing up.
+// within its drain and leave bounds, its long-lived peer streams holding nothing up. With
+// placement at R = 1 it is the only holder of the partitions it owns: it gives them to the nodes
+// that own them once it is gone, so nothing it acknowledged is missing from their answers.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,6 +16,7 @@ import { TestCluster } from "../helpers/test-cluster.ts";
 const dir = mkdtempSync(join(tmpdir(), "deltaset-leave-ships-"));
 const FLAGS = ["--gossip-interval-ms", "3000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-algorithm", "alg2"];
 const c = new TestCluster(dir, [71, 72, 73].map((i) => `127.0.5.${i}:7841`), FLAGS, "l");
+const single = new TestCluster(dir, [74, 75, 76].map((i) => `127.0.5.${i}:7841`), [...FLAGS, "--replication-factor", "1"], "r1");
 
 before(async () => {
   await c.startAll();
@@ -22,6 +25,7 @@ before(async () => {
 });
 after(async () => {
   await c.close();
+  await single.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -36,5 +40,20 @@ describe("a node that leaves", () => {
     assert.ok(ms < 15_000, `the node took ${ms} ms to stop`);
     assert.match(node.logs(), /changes shipped to neighbours before leaving/);
     await eventually("both others hold the write", async () => Promise.all([c.read(1, "tail"), c.read(2, "tail")]), (v) => v.every((els) => els.includes("acked-just-before-sigterm")), 15_000);
+  });
+});
+
+describe("a node that leaves a cluster with R = 1", () => {
+  it("gives the partitions only it holds to their next owners before it goes", async () => {
+    await single.startAll();
+    // 30 keys written through node 0: it owns about a third of them, alone; the rest it forwards.
+    const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
+    for (const key of keys) await single.add(0, key, [`${key}-a`, `${key}-b`]);
+    const node = single.nodes.get(0)!;
+    assert.equal(await node.stop(), 0);
+    assert.match(node.logs(), /changes shipped to neighbours before leaving/);
+    for (const i of [1, 2]) {
+      await eventually(`node ${i} answers every acknowledged element`, async () => Promise.all(keys.map((key) => single.read(i, key))), (v) => v.every((els, k) => els.includes(`${keys[k]}-a`) && els.includes(`${keys[k]}-b`)), 15_000);
+    }
   });
 });

@@ -4,6 +4,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import { S, alg1, alg2, summary } from "./gossip-helpers.js";
+import { Ownership } from "../../services/gossip/ownership.ts";
 
 describe("engine placement: partitions exchanged with their peers only", () => {
   it("sends each partition only to the neighbours in its list (Algorithm 2)", () => {
@@ -75,5 +76,40 @@ describe("engine placement: partitions exchanged with their peers only", () => {
     e.setPartitionPeers(undefined);
     e.local(1, S("z"));
     assert.deepEqual(summary(e.tick(1)), { b: [[1, "delta", 0, ["z"]]], c: [[1, "delta", 0, ["z"]]] });
+  });
+});
+
+describe("Ownership of a leaving node", () => {
+  const view = (self: string, factor: 1 | 2) => {
+    const own = new Ownership(self, `${self}:1`, 64, factor);
+    own.setLive(new Map(["a", "b", "c", "d"].filter((id) => id !== self).map((id) => [id, `${id}:1`])));
+    return own;
+  };
+
+  it("owns nothing, and a partition's peers are its owners once it is gone", () => {
+    for (const factor of [1, 2] as const) {
+      const a = view("a", factor);
+      const after = new Ownership("b", "b:1", 64, factor);
+      after.setLive(new Map([["c", "c:1"], ["d", "d:1"]]));
+      const held = a.owned();
+      assert.ok(held.length > 0);
+      a.startLeaving();
+      assert.deepEqual(a.owned(), []);
+      for (let p = 0; p < 64; p++) assert.deepEqual(a.peersOf(p), [...after.ownersOf(p)], `partition ${p}, R = ${factor}`);
+    }
+  });
+
+  it("its next owners take its partitions from it, and only from it", () => {
+    const a = view("a", 1);
+    const b = view("b", 1);
+    const fromA = a.owned();
+    a.startLeaving();
+    // b takes every partition whose owners without a include b, from a only.
+    for (const p of fromA) {
+      const next = a.peersOf(p);
+      assert.equal(b.ownsOnceGone(p, "a"), next.includes("b"));
+      // Without c instead, b would own p only if p had been c's or b's: a is still there to own it.
+      if (!b.owns(p)) assert.equal(b.ownsOnceGone(p, "c"), false, "b takes a's partition from a sender that is not its owner");
+    }
   });
 });
