@@ -1,6 +1,7 @@
 // Composition root of a node: store, gRPC server (Replica, Gossip, Membership, health,
 // reflection), anti-entropy and membership, started and stopped in order; TLS, client
 // authentication and telemetry as configured.
+import { setMaxListeners } from "node:events";
 import * as grpc from "@grpc/grpc-js";
 import { peerChannelOptions as peerChannelOptionsOf } from "./peer-channel.js";
 import { ReplicaService } from "../gen/deltaset/v1/replica.js";
@@ -163,6 +164,9 @@ export async function startNode(
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const calls = activeCalls();
+    // Aborted as the node starts to stop: open Watch streams end at once instead of holding the drain.
+    const stopSignal = new AbortController();
+    setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);
     const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes, config.maxConcurrentStreams), interceptors: [peerAuth, access] }, calls, config.limits.maxRequestEntries);
     server.addService(
       ReplicaService,
@@ -177,6 +181,7 @@ export async function startNode(
         now: Date.now,
         clockSkewBoundMs: config.maxClockSkewMs,
         addRoute: (call) => router.addRoute(call),
+        stopping: stopSignal.signal,
         owners: (key) => {
           const p = ownership.partitionOf(key);
           return { partition: p, owners: ownership.ownerAddresses(p), replicationFactor: String(factor), local: ownership.owns(p) };
@@ -218,6 +223,7 @@ export async function startNode(
       (stopping ??= (async () => {
         nodeLog.info("node stopping", { reason });
         setServing(health, false);
+        stopSignal.abort();
         creds.close();
         await sweeper.stop();
         // Running calls end first (new ones are refused), while gossip still runs: the writes they

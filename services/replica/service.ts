@@ -53,6 +53,8 @@ export interface ReplicaServiceDeps {
   owners?: (key: string) => OwnersResponse;
   /** Where an AddStream's adds of keys owned elsewhere go (placement); default: all are made here. */
   addRoute?: AddStreamDeps["route"];
+  /** Aborted when the node starts to stop (Watch streams end then). */
+  stopping?: AbortSignal;
 }
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
@@ -337,7 +339,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute }),
     keys: unary("Keys", durableRead((req: KeysRequest) => keyOps.keys(req))),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
-    watch: watchCall({ store, limits, log, onCall: deps.onCall }),
+    watch: watchCall({ store, limits, log, onCall: deps.onCall, stopping: deps.stopping }),
     owners: unary("Owners", async (req) => {
       checkKey(req.key, limits);
       if (deps.owners !== undefined) return deps.owners(req.key);

@@ -3,6 +3,8 @@
 // every join, after they are durable). Each change goes out as the delta a copy joins, with the
 // key's context after it. Writes never wait: a watcher whose stream does not drain has its events
 // queued up to the node's watch buffer, and past it the stream is ended with RESOURCE_EXHAUSTED.
+// A node that stops ends its watches at once with UNAVAILABLE: a watch never ends by itself, so
+// left open it would hold the node's drain to its timeout and then be cut as CANCELLED.
 import { type ServerWritableStream, status } from "@grpc/grpc-js";
 import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
 import type { KeyEvent, WatchKeysRequest } from "../gen/deltaset/v1/replica.js";
@@ -18,6 +20,8 @@ export interface WatchDeps {
   limits: Limits;
   log: Logger;
   onCall?: (method: string, code: number, ms: number) => void;
+  /** Aborted when the node starts to stop: open watches end then. */
+  stopping?: AbortSignal;
 }
 
 export function watchCall(deps: WatchDeps) {
@@ -30,9 +34,11 @@ export function watchCall(deps: WatchDeps) {
     let unsubscribe: (() => void) | undefined;
     let ended = false;
     let counted = false;
+    const onStop = () => end(new RpcError(status.UNAVAILABLE, "the node is stopping: watch again on another node, or on this one once it is back, with since = the context of the last event received"));
     const end = (err?: unknown) => {
       if (ended) return;
       ended = true;
+      deps.stopping?.removeEventListener("abort", onStop);
       unsubscribe?.();
       if (counted) watchers--;
       if (err === undefined) {
@@ -56,6 +62,8 @@ export function watchCall(deps: WatchDeps) {
       if (watchers >= limits.maxWatchers) throw new RpcError(status.RESOURCE_EXHAUSTED, `this node already serves ${watchers} watchers (--max-watchers); try another node or later`);
       watchers++;
       counted = true;
+      if (deps.stopping?.aborted) return onStop();
+      deps.stopping?.addEventListener("abort", onStop, { once: true });
 
       // Events queue here while the stream is not drained; the queue is bounded.
       const queue: KeyEvent[] = [];

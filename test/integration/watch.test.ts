@@ -2,7 +2,8 @@
 // follows local writes, writes on the other node (joined by gossip) and removes; a watch resumed
 // from the last event's context catches up on exactly what it missed; a prefix watch sees only
 // its keys; a watcher that stops reading is ended with RESOURCE_EXHAUSTED while writes go on; the
-// watcher limit holds; the CLI prints events and keeps a since file.
+// watcher limit holds; the CLI prints events and keeps a since file; a node that stops ends its
+// watches at once with UNAVAILABLE instead of holding its drain open.
 import { strict as assert } from "node:assert";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -22,12 +23,13 @@ import { eventually } from "../helpers/eventually.ts";
 const dir = mkdtempSync(join(tmpdir(), "deltaset-watch-"));
 const c = new TestCluster(dir, ["127.0.2.41:7941", "127.0.2.42:7942"], ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "200"], "w");
 const tight = new TestCluster(dir, ["127.0.2.43:7943"], ["--watch-buffer", "3", "--max-watchers", "1"], "wt");
+const stopping = new TestCluster(dir, ["127.0.2.44:7944"], [], "ws");
 
 before(async () => {
   await Promise.all([c.startAll(), tight.startAll()]);
 });
 after(async () => {
-  await Promise.all([c.close(), tight.close()]);
+  await Promise.all([c.close(), tight.close(), stopping.close()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -118,6 +120,29 @@ describe("Watch", () => {
     assert.equal(err?.code, grpc.status.RESOURCE_EXHAUSTED);
     assert.match(err!.details, /resume from the last event's context/);
     assert.equal(await tight.size(0, "flood"), 60 * 300);
+  });
+
+  it("ends every watch with UNAVAILABLE as the node stops, which then stops without waiting out its drain", { timeout: 60_000 }, async () => {
+    await stopping.startAll();
+    await stopping.add(0, "s", ["a"]);
+    const byKey = watch(stopping.addresses[0]!, { key: "s" });
+    const byPrefix = watch(stopping.addresses[0]!, { prefix: "s" });
+    await eventually("both watches are open", async () => byKey.events.length, (n) => n > 0, 10_000);
+    await stopping.add(0, "s", ["b"]);
+    await eventually("the prefix watch sees a change", async () => byPrefix.events.length, (n) => n > 0, 10_000);
+    const node = stopping.nodes.get(0)!;
+    const started = Date.now();
+    assert.equal(await node.stop(), 0);
+    const ms = Date.now() - started;
+    // The drain waits up to --drain-timeout-ms (20 s) for running calls; open watches held it all.
+    assert.ok(ms < 10_000, `the node took ${ms} ms to stop`);
+    assert.match(node.logs(), /"drain":"drained"/);
+    for (const w of [byKey, byPrefix]) {
+      const err = await w.ended;
+      assert.equal(err?.code, grpc.status.UNAVAILABLE, `${err?.code} ${err?.details}`);
+      assert.match(err!.details, /node is stopping/);
+      w.close();
+    }
   });
 
   it("is followed from the CLI, which keeps a since file", { timeout: 30_000 }, async () => {

@@ -4756,7 +4756,8 @@ export const ReplicaService = {
    * (an event may repeat what the catch-up carried: joins are idempotent). A prefix watch sends
    * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
    * once the node's watch buffer is full (writes never wait for watchers); resume from the last
-   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
+   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it). A node
+   * that stops ends its watches at once with UNAVAILABLE; resume from the last context.
    */
   watch: {
     path: "/deltaset.v1.Replica/Watch" as const,
@@ -4899,7 +4900,8 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * (an event may repeat what the catch-up carried: joins are idempotent). A prefix watch sends
    * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
    * once the node's watch buffer is full (writes never wait for watchers); resume from the last
-   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
+   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it). A node
+   * that stops ends its watches at once with UNAVAILABLE; resume from the last context.
    */
   watch: handleServerStreamingCall<WatchKeysRequest, KeyEvent>;
   /**
@@ -5139,7 +5141,8 @@ export interface ReplicaClient extends Client {
    * (an event may repeat what the catch-up carried: joins are idempotent). A prefix watch sends
    * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
    * once the node's watch buffer is full (writes never wait for watchers); resume from the last
-   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it).
+   * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it). A node
+   * that stops ends its watches at once with UNAVAILABLE; resume from the last context.
    */
   watch(request: WatchKeysRequest, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
   watch(request: WatchKeysRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
