@@ -1,7 +1,7 @@
 // Client commands: add, remove, query, scan, incr, members (export and import: transfer-commands.ts).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { createInterface } from "node:readline";
+import { byteLines } from "./byte-lines.js";
 import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
@@ -204,9 +204,10 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   const hex = values.hex as boolean;
   async function* batches(): AsyncGenerator<Buffer[]> {
     let batch: Buffer[] = [];
-    for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
-      if (line === "") continue;
-      batch.push(elementsFrom([line], hex)[0]!);
+    for await (const line of byteLines(process.stdin)) {
+      if (line.length === 0) continue;
+      // Without --hex a line is the element's exact bytes, UTF-8 or not.
+      batch.push(hex ? elementsFrom([line.toString("latin1")], true)[0]! : Buffer.from(line));
       if (batch.length >= batchSize) {
         yield batch;
         batch = [];

@@ -142,4 +142,24 @@ describe("AddStream", () => {
     assert.equal(res.batches, 9);
     assert.equal(await c.size(1, "from-stdin"), 2500);
   });
+
+  it("keeps each stdin line's exact bytes, UTF-8 or not (CRLF lines too)", { timeout: 60_000 }, async () => {
+    const child = spawn(process.execPath, [BIN, "add", "raw-stdin", "--stdin", "--addr", addrs[1]!, "--json"], { cwd: REPO, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    let errText = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (errText += d.toString()));
+    // ff, fe and c3 alone are not UTF-8: decoded as text all three became one U+FFFD element.
+    child.stdin.end(Buffer.from([0xff, 0x0a, 0xfe, 0x0d, 0x0a, 0xc3, 0x0a, 0x6f, 0x6b]));
+    const [code] = await once(child, "exit");
+    assert.equal(code, 0, errText);
+    assert.equal(JSON.parse(out).added, 4);
+    const client = replicaClient(addrs[1]!);
+    try {
+      const q = await call(client, client.query, { key: "raw-stdin", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
+      assert.deepEqual(q.members.map((m) => Buffer.from(m.element).toString("hex")), ["6f6b", "c3", "fe", "ff"]);
+    } finally {
+      client.close();
+    }
+  });
 });
