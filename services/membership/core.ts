@@ -60,6 +60,8 @@ export interface MembershipCoreOptions {
   random: Random;
   /** Current time in milliseconds (the epoch of the caller's clock: Unix time in production). */
   now: number;
+  /** Another live process claims this node's id, from this address (seen twice). */
+  onIdentityConflict?: (address: string) => void;
 }
 
 export class MembershipCore {
@@ -75,7 +77,7 @@ export class MembershipCore {
   private joinedCluster = false;
   private readonly counters: MembershipStats = {
     probes: 0, probesFailed: 0, indirectProbes: 0, suspicionsRaised: 0, deathsDeclared: 0,
-    refutations: 0, reaped: 0, refusedRequests: 0, invalidReplies: 0,
+    refutations: 0, identityContests: 0, reaped: 0, refusedRequests: 0, invalidReplies: 0,
   };
 
   constructor(options: MembershipCoreOptions) {
@@ -92,7 +94,7 @@ export class MembershipCore {
     const now = options.now;
     this.table = new MemberTable(options.self, incarnation, now);
     this.dissemination = new Dissemination(this.config, this.table);
-    this.suspicion = new Suspicion(this.config, this.table, this.dissemination, this.outbox, this.counters, (id) => this.prober.admit(id));
+    this.suspicion = new Suspicion(this.config, this.table, this.dissemination, this.outbox, this.counters, (id) => this.prober.admit(id), options.onIdentityConflict);
     this.prober = new Prober({
       cluster: this.cluster, config: this.config, random: this.random, table: this.table, dissemination: this.dissemination,
       suspicion: this.suspicion, outbox: this.outbox, counters: this.counters,

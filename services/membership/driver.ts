@@ -7,7 +7,7 @@ import { MembershipCore } from "./core.js";
 import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
 import { PeerPool } from "./peer-pool.js";
 import { ProbeTiming, type ProbeTimingStats } from "./probe-timing.js";
-import { isLive } from "./types.js";
+import { type MembershipStats, isLive } from "./types.js";
 import type {
   Answer,
   DeferredAnswer,
@@ -56,6 +56,8 @@ export interface MembershipDriverOptions {
    * counts against the call's timeout.
    */
   dialAddress?: (nodeId: string | undefined, address: string) => Promise<string> | string;
+  /** Another live process claims this node's id, from this address. */
+  onIdentityConflict?: (address: string) => void;
 }
 
 export type ChangeListener = (change: MembershipChange) => void;
@@ -117,6 +119,7 @@ export class MembershipDriver {
       config: options.config,
       random: options.random ?? Math.random,
       now: clock(),
+      onIdentityConflict: options.onIdentityConflict,
     });
     const config = this.core.config;
     this.probeTiming = new ProbeTiming({ timeoutMs: config.probeTimeoutMs });
@@ -185,6 +188,11 @@ export class MembershipDriver {
     const sent = this.pump();
     const results = await Promise.all(sent.filter((s) => s.call.kind === "leave").map((s) => s.done));
     return results.filter(Boolean).length;
+  }
+
+  /** The core's counters (probes, refutations, identity contests...). */
+  stats(): MembershipStats {
+    return this.core.stats();
   }
 
   /** The current view, this node included, sorted by node id. */

@@ -18,7 +18,12 @@ export class Suspicion {
     private readonly counters: MembershipStats,
     /** A member became live (new, or back): it joins the probe round. */
     private readonly onLive: (nodeId: string) => void,
+    /** Another live process claims this node's id from the address given (identityContests). */
+    private readonly onIdentityConflict?: (address: string) => void,
   ) {}
+
+  /** Newer ALIVE claims of this node's id heard from another address, by that address. */
+  private readonly contests = new Map<string, number>();
 
   /** Merge records; returns the ids of those for which this node holds a newer record. */
   applyAll(updates: readonly MemberInfo[] | undefined, now: number): string[] {
@@ -121,10 +126,27 @@ export class Suspicion {
     const newer = info.incarnation > self.incarnation;
     const contradicts = info.incarnation === self.incarnation && info.state !== self.state;
     if (!newer && !contradicts) return info.incarnation < self.incarnation;
+    if (newer && info.state === MemberState.ALIVE && info.address !== self.address) this.contested(info.address);
     self.incarnation = (info.incarnation > self.incarnation ? info.incarnation : self.incarnation) + 1n;
     if (self.state !== MemberState.LEFT) this.counters.refutations++;
     this.dissemination.broadcast(self);
     return true;
+  }
+
+  /**
+   * A newer ALIVE record of this node's id at another address: a restart elsewhere cannot make
+   * one (a process starts above every incarnation its predecessors used), unless clocks went back,
+   * so a second one from the same address, after this node refuted the first, is another live
+   * process under the same id (two nodes started with one id, or a copy of a data directory).
+   * They would refute each other for ever, the cluster's view of the id flipping between them.
+   */
+  private contested(address: string): void {
+    if (this.contests.size > 64) this.contests.clear(); // addresses contesting at once: a handful
+    const n = (this.contests.get(address) ?? 0) + 1;
+    this.contests.set(address, n);
+    if (n < 2) return;
+    this.counters.identityContests++;
+    this.onIdentityConflict?.(address);
   }
 
   private transition(member: Member, state: MemberState, incarnation: bigint, now: number, departedAt: number): void {

@@ -63,6 +63,8 @@ export interface MembershipStats {
   suspicionsRaised: number;
   deathsDeclared: number;
   refutations: number;
+  /** Another live process claimed this node's id (suspicion.ts contested). */
+  identityContests: number;
   reaped: number;
   refusedRequests: number;
   invalidReplies: number;

@@ -64,6 +64,7 @@ export function nodeExtensions(
       };
       const pending: Array<[string, number, unknown]> = [];
       const tlsWarnings = logThrottle(60_000);
+      const identityConflicts = logThrottle(60_000);
       const unavailable = { code: status.UNAVAILABLE, details: "node is starting" };
       return {
         register(server) {
@@ -112,6 +113,20 @@ export function nodeExtensions(
             credentials: ctx.peerCredentials,
             channelOptions: ctx.peerChannelOptions,
             dialAddress: dialer ? (nodeId, address) => dialer.dial(nodeId ?? idAt(address), address) : undefined,
+            // Two live processes under one id (a second node given the same --node-id, or a copy
+            // of a data directory started beside its original) refute each other for ever; with
+            // the same directory they also mint the same dots, one acknowledged add taking
+            // another's place. Each draws a new replica id (at most once a minute), so their next
+            // dots differ, and says so loudly: the operator must stop one.
+            onIdentityConflict: (address) => {
+              const admitted = identityConflicts.admit(address);
+              if (admitted === undefined) return;
+              ctx.log.error("another live process runs with this node's id: stop one of them (every node needs its own --node-id and its own data directory); drawing a new replica id", { address, suppressedSinceLast: admitted.suppressed });
+              void ctx.store.rotateReplicaId().then(
+                (id) => ctx.log.warn("new replica id after an identity conflict", { replicaId: id }),
+                (err) => ctx.log.error("could not draw a new replica id", { err }),
+              );
+            },
           });
           membership = driver;
           driver.onChange((change) => {

@@ -216,11 +216,12 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
   const neighbours = gauge("deltaset_gossip_neighbours", "Anti-entropy neighbours (live members)");
   const members = gauge("deltaset_members", "Members in this node's view, by state");
   const probeRtt = gauge("deltaset_membership_probe_rtt_ms", "Round trips of this node's recent direct probes (last 64), by stat: p50, p95, max; and the probe timeout (stat=\"timeout\"). Keep the timeout at about twice the p95");
+  const identity = counter("deltaset_membership_identity_contests", "Another live process claimed this node's id (two nodes with one id, or a copied data directory): each time, this node draws a new replica id and logs an error");
   const handOff = counter("deltaset_handoff_events", "Hand-off of partitions this node holds without owning them (--replication-factor R): partitions, keys and bytes dropped after their owners acknowledged them, keys kept for deferred removes");
 
   const observables: Observable[] = [
     bytesSent, bytesReceived, itemsSent, itemsReceived, framesSent, framesReceived, ticks, fallbacks, redundant, overflow,
-    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, neighbours, members, handOff, probeRtt,
+    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, neighbours, members, handOff, probeRtt, identity,
   ];
   meter.addBatchObservableCallback((r: BatchObservableResult) => {
     const src = getSources();
@@ -280,6 +281,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
       byState.set(s, (byState.get(s) ?? 0) + 1);
     }
     for (const [state, n] of byState) r.observe(members, n, { state });
+    r.observe(identity, src.membership.stats().identityContests);
     const rtt = src.membership.probeTimingStats();
     r.observe(probeRtt, rtt.timeoutMs, { stat: "timeout" });
     if (rtt.samples > 0) {

@@ -101,6 +101,24 @@ describe("membership core: single steps", () => {
     assert.equal(a.stats().refutations, 1);
   });
 
+  it("a second newer ALIVE claim of its id from another address is another live process under that id", () => {
+    const heard: string[] = [];
+    const a = new MembershipCore({ cluster: CLUSTER, self: { nodeId: "a", address: "127.0.0.1:1001" }, incarnation: 10n, random: seededRandom(1), now: 0, onIdentityConflict: (addr) => heard.push(addr) });
+    // A record of a's id at its old address from before a restart, once: refuted, no conflict.
+    a.handlePing({ cluster: CLUSTER, from: "b", seq: 1n, target: "a", updates: [info("a", 1009, MemberState.ALIVE, 20n)] }, 1);
+    assert.equal(a.incarnation, 21n);
+    assert.deepEqual(heard, []);
+    // Older or equal records from there, or newer ones about a at its own address, are no contest.
+    a.handlePing({ cluster: CLUSTER, from: "b", seq: 2n, target: "a", updates: [info("a", 1009, MemberState.ALIVE, 21n)] }, 2);
+    a.handlePing({ cluster: CLUSTER, from: "b", seq: 3n, target: "a", updates: [info("a", 1001, MemberState.SUSPECT, 30n)] }, 3);
+    assert.deepEqual(heard, []);
+    // The process at 1009 refuted back: it is alive.
+    a.handlePing({ cluster: CLUSTER, from: "b", seq: 4n, target: "a", updates: [info("a", 1009, MemberState.ALIVE, 40n)] }, 4);
+    assert.deepEqual(heard, ["127.0.0.1:1009"]);
+    assert.equal(a.stats().identityContests, 1);
+    assert.equal(a.incarnation, 41n, "it still refutes: its own record stays its own");
+  });
+
   it("probe path: direct ping, one more ping on timeout, SUSPECT, then a notice that lets it refute", () => {
     const a = core("a", 1001, { config: { indirectChecks: 3 } });
     const b = core("b", 1002);
