@@ -37,6 +37,11 @@ const OPTION_TEXT: Record<string, string> = {
   "data-dir": "the stopped node's data directory",
 };
 
+/** Where an option means something else for one command: "command option" → what it does there. */
+const COMMAND_OPTION_TEXT: Record<string, string> = {
+  "members all": "departed members too (DEAD and LEFT), not only the live ones",
+};
+
 /** The usage of one command: its lines of the main help, then its options. */
 export function commandHelp(name: string, mainHelp: string, options: OptionSpec): string {
   const lines = mainHelp.split("\n");
@@ -49,7 +54,7 @@ export function commandHelp(name: string, mainHelp: string, options: OptionSpec)
   }
   const width = Math.max(...Object.entries(options).map(([o, spec]) => flag(o, spec).length));
   const opts = Object.entries(options).map(([o, spec]) => {
-    const text = OPTION_TEXT[o] ?? "";
+    const text = COMMAND_OPTION_TEXT[`${name} ${o}`] ?? OPTION_TEXT[o] ?? "";
     const def = spec.default === undefined || spec.default === false || spec.default === "" || spec.default === "0" ? "" : ` (default ${spec.default})`;
     return `  ${flag(o, spec).padEnd(width)}  ${text}${def}`.trimEnd();
   });

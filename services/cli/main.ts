@@ -38,7 +38,7 @@ usage: deltaset <command> [options]
                                             deltaset compare HOST:PORT HOST:PORT... [--prefix P] [--quiet]
   delete    remove every element of a set   deltaset delete KEY
   watch     follow a key's changes          deltaset watch KEY [--since-file F] | deltaset watch --prefix P
-  members   the cluster membership view     deltaset members
+  members   the cluster membership view     deltaset members [--all]
   owners    the nodes that own a key        deltaset owners KEY
   chaos     fault experiments               deltaset chaos run SCENARIO | deltaset chaos proxy
   verify    check a stopped node's data     deltaset verify --data-dir .deltaset/data [KEY...]

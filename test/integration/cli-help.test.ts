@@ -32,6 +32,12 @@ describe("deltaset COMMAND --help", () => {
     }
   });
 
+  it("says what an option does for the command it is given to", async () => {
+    const r = await runCli(["members", "--help"]);
+    assert.match(r.stdout, /--all +departed members too \(DEAD and LEFT\)/);
+    assert.match((await runCli(["keys", "--help"])).stdout, /--all +every page, not only the first/);
+  });
+
   it("chaos run --help (with or without a scenario) prints the run options and starts nothing", async () => {
     for (const args of [["chaos", "run", "--help"], ["chaos", "run", "partition-halves", "-h"]]) {
       const r = await runCli(args);
