@@ -148,7 +148,7 @@ export class Router {
         name,
         targets,
         (c, cb) => method(c).call(c, call.request, metadata, options, cb),
-        (err, res) => (err !== null ? callback(err) : callback(null, res)),
+        (err, res, t) => (err !== null ? callback(fromOwner(err, t)) : callback(null, res)),
         opts.unsentOnly ? { ready: (address) => this.ownerReady(address, options) } : undefined,
       );
     };
@@ -251,4 +251,15 @@ export class Router {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
   }
+}
+
+/**
+ * An owner's failure to answer as the caller gets it: naming the owner the call was forwarded to,
+ * since the node the caller reached did answer (grpc-js's "No connection established" read as
+ * if it had not). An owner's own answers (a refusal, a limit) go back as they are.
+ */
+function fromOwner(err: grpc.ServiceError, t: Target): Partial<grpc.ServiceError> {
+  if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.DEADLINE_EXCEEDED) return err;
+  const why = /Last error: (?:Error: )?(.*?)\.?(?: Resolution note:.*)?$/s.exec(err.details)?.[1] ?? err.details;
+  return { code: err.code, details: `forwarded to the key's owner ${t.nodeId} (${t.address}), which did not answer: ${why}`, metadata: err.metadata };
 }

@@ -3,7 +3,8 @@
 //    never forwarded), and writes and reads through any node reach them (forwarding);
 //  - a node joins under load: it receives its partitions, the owners it displaced drop their
 //    copies once it acknowledged them, and no acknowledged write is lost;
-//  - a node is SIGKILLed: its partitions are copied to new owners until R live copies exist.
+//  - a node is SIGKILLed: its partitions are copied to new owners until R live copies exist;
+//  - a call forwarded to an owner that does not answer names that owner, not the node called.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -128,6 +129,24 @@ describe("placement with a replication factor (real processes)", () => {
       const rest = [0, 1, 3, 4];
       await placedOnOwners(c, rest, keys, 3, 45_000);
       for (const [k, key] of keys.entries()) assert.deepEqual(await readVia(c, k % 4 === 2 ? 3 : k % 4, key), [`x${k}`]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("a call forwarded to an owner that does not answer names that owner (R = 1)", async () => {
+    const c = new TestCluster(dir, [11, 12].map((i) => `127.0.5.${i}:7801`), [...FLAGS.filter((f, i, a) => f !== "--replication-factor" && a[i - 1] !== "--replication-factor"), "--replication-factor", "1", "--probe-interval-ms", "2000", "--probe-timeout-ms", "1500"], "o");
+    try {
+      await c.startAll();
+      await eventually("node 0 places keys on node 1", async () => ownersAt(c, 0, "probe"), (o) => o.length === 1);
+      let key = "";
+      for (let k = 0; key === "" && k < 100; k++) if ((await ownersAt(c, 0, `t${k}`))[0] === "o1") key = `t${k}`;
+      assert.notEqual(key, "", "a key owned by node 1");
+      await c.nodes.get(1)!.kill();
+      const out = await runCli(["add", key, "x", "--addr", c.addresses[0]!]);
+      assert.equal(out.code, 1);
+      assert.match(out.stderr, /forwarded to the key's owner o1 \(127\.0\.5\.12:7801\), which did not answer/);
+      assert.doesNotMatch(out.stderr, /no node answers at 127\.0\.5\.11/);
     } finally {
       await c.close();
     }
