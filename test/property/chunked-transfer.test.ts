@@ -13,8 +13,9 @@ import type { ChunkLimits } from "../../services/store/layout.js";
 const RUNS = 60;
 const KEY = "k";
 const el = (s: string) => Buffer.from(s, "latin1");
-// Edge cases of byte order: the empty element, a key and its successor ("a" < "a\0"), 0xff.
-const ALPHABET = ["", "a", "a\u0000", "ab", "b", "ba", "c", "m", "\u00ff", "\u00ff\u00ff"];
+// Edge cases of byte order: the smallest element (one zero byte: an element is never empty), a key
+// and its successor ("a" < "a\0"), 0xff.
+const ALPHABET = ["\u0000", "a", "a\u0000", "ab", "b", "ba", "c", "m", "\u00ff", "\u00ff\u00ff"];
 
 type Op = { t: "add"; r: number; es: string[] } | { t: "rm"; r: number; es: string[] } | { t: "sync"; from: number; to: number };
 
