@@ -127,6 +127,12 @@ export function durationMs(raw: string, flag: string): number {
   return ms;
 }
 
+/** --ttl: a duration, or 0 for none (as ttl_ms 0 means in the API); undefined when not given. */
+function ttlFlag(raw: string | undefined): number | undefined {
+  if (raw === undefined || /^\s*0+(ms|s|m|h|d)?\s*$/.test(raw)) return undefined;
+  return durationMs(raw, "--ttl");
+}
+
 const STRATEGIES: Record<string, UnionStrategy> = {
   "whole-filter": UnionStrategy.UNION_STRATEGY_WHOLE_FILTER,
   "active-slices": UnionStrategy.UNION_STRATEGY_ACTIVE_SLICES,
@@ -181,7 +187,8 @@ export async function addCommand(args: string[]): Promise<void> {
   };
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const ttlMs = values.ttl === undefined ? undefined : BigInt(durationMs(values.ttl as string, "--ttl"));
+    const ttl = ttlFlag(values.ttl as string | undefined);
+    const ttlMs = ttl === undefined ? undefined : BigInt(ttl);
     const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
@@ -221,7 +228,7 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   try {
     const res = await addStream(client, key, batches(), {
       metadata: conn.metadata(),
-      ttlMs: values.ttl === undefined ? undefined : durationMs(values.ttl as string, "--ttl"),
+      ttlMs: ttlFlag(values.ttl as string | undefined),
       onAck: (a) => {
         if (!tty) return;
         const rate = a.elements / ((performance.now() - started) / 1000);

@@ -21,7 +21,7 @@ const OPTION_TEXT: Record<string, string> = {
   level: "awset-prob: 0 to 5, older slices kept (removes remembered longer)",
   "age-slices": "awset-prob: l, instead of --level",
   strategy: "awset-prob: union of filters: whole-filter, active-slices or current-generation",
-  ttl: "time to live of the added elements: 30s, 5m, 2h, 1d or ms (awset keys)",
+  ttl: "time to live of the added elements: 30s, 5m, 2h, 1d or ms; 0 for none (awset keys)",
   stdin: "read elements from stdin, one per line, over one AddStream",
   batch: "with --stdin: elements per stream message",
   "page-size": "entries per call",

@@ -103,6 +103,12 @@ describe("adds with a time to live on a cluster", () => {
     const bad = await runCli(["add", "cli-ttl", "a", "--ttl", "5 weeks", "--addr", c.addresses[0]!]);
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /--ttl 5 weeks: a duration such as/);
+    // 0 is no time to live, as ttl_ms 0 is in the API.
+    const none = await runCli(["add", "cli-ttl-none", "a", "--ttl", "0", "--addr", c.addresses[0]!]);
+    assert.equal(none.code, 0, none.stderr);
+    const kept = await query(0, "cli-ttl-none", ["a"]);
+    assert.equal(kept.presence[0]!.present, true);
+    assert.equal(Number(kept.presence[0]!.dots[0]!.ttlMs ?? 0), 0, "no time to live");
   });
 
   it("AddStream batches carry a time to live; batches with another one are added apart", async () => {
