@@ -48,6 +48,11 @@ export function parse(args: string[], extra: OptionSpec = {}): { values: Values;
 }
 
 function elementsFrom(values: string[], hex: boolean): Buffer[] {
+  // Arguments reach the process decoded as UTF-8: bytes that are not UTF-8 arrive as U+FFFD, and
+  // what would be sent is no longer what was typed. Said once; --hex gives exact bytes.
+  if (!hex && values.some((v) => v.includes("\ufffd"))) {
+    process.stderr.write("deltaset: an element holds U+FFFD, the character that stands for bytes that are not UTF-8 in an argument; it is sent as that character: give exact bytes with --hex\n");
+  }
   return values.map((v) => {
     if (!hex) return Buffer.from(v, "utf8");
     const clean = v.replace(/^0x/, "");

@@ -280,6 +280,11 @@ describe("operators", () => {
     assert.deepEqual(scannedJson, [{ element: "AP8=", hex: "00ff" }, { element: "MHgwMGZm", hex: "307830306666" }]);
     const scannedText = (await runCli(["scan", "cli-set", "--addr", ADDR, "--json"])).stdout.trim().split("\n").map((l) => JSON.parse(l));
     assert.deepEqual(scannedText, [{ element: "b25l", text: "one" }, { element: "dHdv", text: "two" }]);
+    // Bytes that are not UTF-8 in an argument reach the process as U+FFFD: the CLI says so.
+    const replaced = await runCli(["add", "cli-fffd", "a\ufffdb", "--addr", ADDR]);
+    assert.equal(replaced.code, 0, replaced.stderr);
+    assert.match(replaced.stderr, /U\+FFFD.*--hex/);
+    assert.equal((await runCli(["add", "cli-fffd", "plain", "--addr", ADDR])).stderr, "");
     const asked = await runCli(["query", "cli-bytes", "00ff", "--hex", "--addr", ADDR, "--json"]);
     assert.deepEqual(JSON.parse(asked.stdout).presence, [{ element: "00ff", present: true }]);
     const bad = await runCli(["add", "hits", "x", "--addr", ADDR]);
