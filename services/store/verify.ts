@@ -34,6 +34,8 @@ export async function verifyObject(input: VerifyInput): Promise<string[]> {
       const ek = elementKey(bytes);
       const dots = decodeDots(value);
       if (dots.length === 0) problems.push(`element ${JSON.stringify(ek)} has a record but no dots`);
+      // Add, Merge, Import and gossip refuse one: a peer refuses a gossip frame that carries it.
+      if (bytes.length === 0) problems.push("an empty element is stored (operations no longer accept one, and peers refuse gossip that carries it): Delete the key");
       for (const d of dots) {
         updateLiveDigest(digest, bytes, d, 1);
         if (!input.ctx.containsDot(d)) problems.push(`dot ${dotId(d)} of ${JSON.stringify(ek)} is outside the context`);
