@@ -15,6 +15,7 @@ import {
 } from "./client-commands.js";
 import { nodeCommand } from "./node-command.js";
 import { exportCommand, importCommand, watchCommand } from "./transfer-commands.js";
+import { connectionFailureReason } from "../common/connection-error.js";
 
 const HELP = `deltaset: replicated add-wins sets and counters over gRPC
 
@@ -118,7 +119,7 @@ function unreachable(code: number, details: string, args: string[]): string | un
   const at = args.indexOf("--addr");
   const given = args.find((a) => a.startsWith("--addr="))?.slice(7) ?? (at >= 0 ? args[at + 1] : undefined);
   const addr = given ?? process.env.DELTASET_ADDR ?? "127.0.0.1:7070";
-  const why = /Last error: (?:Error: )?(.*?)\.?(?: Resolution note:.*)?$/s.exec(details)?.[1] ?? details;
+  const why = connectionFailureReason(details);
   const hint = given === undefined ? "; name the node with --addr HOST:PORT or $DELTASET_ADDR" : "";
   return `no node answers at ${addr} (${why})${hint}`;
 }

@@ -60,7 +60,7 @@ export class Ownership {
   }
 
   owns(partition: number): boolean {
-    if (this.leavingNow && !this.full) return false;
+    if (this.leavingNow) return false;
     return this.full || this.table[partition]!.includes(this.self);
   }
 
@@ -69,12 +69,12 @@ export class Ownership {
    * its partitions to those who take them over before it goes (startLeaving), and they take them.
    */
   ownsOnceGone(partition: number, absent: string): boolean {
-    return this.owns(partition) || (!this.full && this.tableWithout(absent)[partition]!.includes(this.self));
+    return this.owns(partition) || this.tableWithout(absent)[partition]!.includes(this.self);
   }
 
   /** The other owners of a partition: those this node exchanges it with (while leaving: its owners once this node is gone). */
   peersOf(partition: number): string[] {
-    const table = this.leavingNow && !this.full ? this.tableWithout(this.self) : this.table;
+    const table = this.leavingNow ? this.tableWithout(this.self) : this.table;
     return table[partition]!.filter((id) => id !== this.self);
   }
 
@@ -82,15 +82,12 @@ export class Ownership {
    * This node is about to leave: from now on it owns no partition, and each partition's peers are
    * the owners it will have without this node, so gossip gives them what only this node may hold
    * (with R = 1, everything it owns) before it goes, and hand-off gives them its deferred removes.
+   * With every node owning everything ("all") nothing changes.
    */
   startLeaving(): void {
     if (this.leavingNow || this.full) return;
     this.leavingNow = true;
     this.changes++;
-  }
-
-  get leaving(): boolean {
-    return this.leavingNow;
   }
 
   private tableWithout(absent: string): string[][] {

@@ -17,6 +17,7 @@ import type { AddRoute } from "../replica/add-stream.js";
 import { RpcError } from "../replica/errors.js";
 import { channelReady } from "./channel-ready.js";
 import { forwardImport } from "./forward-import.js";
+import { connectionFailureReason } from "../common/connection-error.js";
 
 /** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
 export const FORWARDED_BY = "x-deltaset-forwarded-by";
@@ -260,6 +261,5 @@ export class Router {
  */
 function fromOwner(err: grpc.ServiceError, t: Target): Partial<grpc.ServiceError> {
   if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.DEADLINE_EXCEEDED) return err;
-  const why = /Last error: (?:Error: )?(.*?)\.?(?: Resolution note:.*)?$/s.exec(err.details)?.[1] ?? err.details;
-  return { code: err.code, details: `forwarded to the key's owner ${t.nodeId} (${t.address}), which did not answer: ${why}`, metadata: err.metadata };
+  return { code: err.code, details: `forwarded to the key's owner ${t.nodeId} (${t.address}), which did not answer: ${connectionFailureReason(err.details)}`, metadata: err.metadata };
 }
