@@ -126,6 +126,11 @@ export interface TransportCounters {
   typeConflicts: number;
   /** Received keys skipped because their state asks for a filter above maxFilterBytes. */
   oversizedStates: number;
+  /**
+   * Received keys skipped because their state does not decode here (a type this version does not
+   * serve, or an encoding it refuses); their partitions go unacknowledged.
+   */
+  undecodableStates: number;
   /** Peers a period left out because their previous period exchange still ran (nothing built for them). */
   busySkips: number;
   /** Frames built but not sent: a full-state push to a busy peer, or states beside a running stream. */
@@ -197,6 +202,7 @@ export class GossipExchange {
     rpcErrors: 0,
     typeConflicts: 0,
     oversizedStates: 0,
+    undecodableStates: 0,
     busySkips: 0,
     framesNotSent: 0,
     statesDeferred: 0,
@@ -275,6 +281,7 @@ export class GossipExchange {
       changedHere: (key, type) => this.changedHere(key, type),
       dropped: () => this.dropped(),
       skipOversized: (key, err, from) => this.skipOversized(key, err, from),
+      skipUndecodable: (key, err, from) => this.skipUndecodable(key, err, from),
       skipConflict: (key, reason) => this.skipConflict(key, reason),
     };
   }
@@ -563,13 +570,30 @@ export class GossipExchange {
     this.o.log.warn("received state of a key larger than this node accepts; key skipped (give every node the same --max-filter-bytes and --max-state-bytes)", { key, from, reason, suppressed: told.suppressed });
   }
 
-  /** A frame of deltas: checked and decoded whole before anything is joined; acked once durable. */
+  /**
+   * A received key whose state does not decode here: left out, counted, and its partition not
+   * acknowledged, so the sender keeps what it sent (its deltas, or the partition it would hand
+   * off) and sends it again. A node of an older version that does not serve the key's type takes
+   * it after its upgrade (a restarted node gets full state); the frame's other keys are applied.
+   */
+  skipUndecodable(key: string, reason: string, from: string): void {
+    this.counters.undecodableStates++;
+    const told = this.skipLog.admit(`undecodable ${key}`);
+    if (told === undefined) return;
+    this.o.log.warn("received state of a key that does not decode on this node; key skipped and its partition not acknowledged (a newer type from a node of a later version, or a state this version refuses)", { key, from, reason, suppressed: told.suppressed });
+  }
+
+  /**
+   * A frame of deltas: checked whole before anything is joined, and acked once durable. A key that
+   * does not decode is left out and its partition's payloads are not acked (skipUndecodable).
+   */
   async receiveFrame(f: GossipFrame): Promise<Answer<GossipReply>> {
     const bad = this.checkPeer(f.cluster, f.from, f.partitions);
     if (bad) return bad;
     this.noticeBoot(f.from, f.boot);
     const reset = this.noticeDrops(f.from, f.dropped);
     const decoded: Array<{ partition: number; kind: PayloadKind; seq: number; keys: KeyedStates; bytes: number }> = [];
+    const unacked = new Set<number>();
     for (const p of f.payloads) {
       if (p.partition >= this.o.partitions || (p.kind !== PayloadKind.DELTA && p.kind !== PayloadKind.STATE) || p.seq > BigInt(Number.MAX_SAFE_INTEGER)) {
         return this.refuse(status.INVALID_ARGUMENT, `payload for partition ${p.partition} is malformed`, f.from);
@@ -580,7 +604,16 @@ export class GossipExchange {
         }
       }
       try {
-        const keys = keyedFromProto(p.keys, this.o.store.now(), this.decodeBound, (key, err) => this.skipOversized(key, err.message, f.from));
+        const keys = keyedFromProto(
+          p.keys,
+          this.o.store.now(),
+          this.decodeBound,
+          (key, err) => this.skipOversized(key, err.message, f.from),
+          (key, err) => {
+            this.skipUndecodable(key, err.message, f.from);
+            unacked.add(p.partition);
+          },
+        );
         decoded.push({ partition: p.partition, kind: p.kind, seq: Number(p.seq), keys, bytes: protoKeysSize(p.keys) });
       } catch (err) {
         return this.refuse(status.INVALID_ARGUMENT, `undecodable payload: ${(err as Error).message}`, f.from);
@@ -608,7 +641,7 @@ export class GossipExchange {
         for (const j of joins[i]!) if (j.part !== undefined) fresh.set(j.key, j.part);
         return { partition: d.partition, kind: d.kind as ReceivedItem<KeyedStates>["kind"], seq: d.seq, fresh: fresh.size > 0 ? fresh : undefined, bytes: d.bytes };
       });
-      acks = this.engine.onFrame(f.from, items);
+      acks = this.engine.onFrame(f.from, items).filter((a) => !unacked.has(a.partition));
     } finally {
       for (const g of gates) this.gate.closeGate(g);
     }

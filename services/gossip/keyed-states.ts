@@ -2,7 +2,7 @@
 // the key's lattice from the registry. Payload values are treated as immutable: joins copy
 // before they change anything, so a payload handed to the engine or put in a frame is never
 // modified afterwards.
-import { type DecodeBound, type Lattice, StateLimitError, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
+import { type DecodeBound, DecodeError, type Lattice, StateLimitError, UnknownTypeError, joinGroupInPlace, latticeFor, ObjectType } from "../crdt/index.js";
 import type { KeyState } from "../gen/deltaset/v1/gossip.js";
 import type { PayloadOps } from "./payload.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
@@ -159,15 +159,17 @@ export function keyedToProto(p: KeyedStates, nowMs: number): KeyState[] {
 }
 
 /**
- * The repeated KeyState of a PartitionPayload → keyed states. Throws DecodeError (bad encoding),
- * UnknownTypeError (type not served here) or RangeError (missing state, duplicate key). A key
- * whose state asks for more than bound allows is left out and told to oversized.
+ * The repeated KeyState of a PartitionPayload → keyed states. Throws RangeError (missing state,
+ * duplicate key), and DecodeError (bad encoding) or UnknownTypeError (type not served here) unless
+ * undecodable is given: then such a key is left out and told to it. A key whose state asks for
+ * more than bound allows is left out and told to oversized.
  */
 export function keyedFromProto(
   keys: readonly KeyState[],
   nowMs: number,
   bound?: DecodeBound,
   oversized?: (key: string, err: StateLimitError) => void,
+  undecodable?: (key: string, err: DecodeError | UnknownTypeError) => void,
 ): KeyedStates {
   const out = new Map<string, KeyedState>();
   for (const [i, k] of keys.entries()) {
@@ -177,8 +179,9 @@ export function keyedFromProto(
     try {
       out.set(k.key, { type, state: latticeFor(type).decode(k.state.payload, nowMs, bound) });
     } catch (err) {
-      if (!(err instanceof StateLimitError) || oversized === undefined) throw err;
-      oversized(k.key, err);
+      if (err instanceof StateLimitError && oversized !== undefined) oversized(k.key, err);
+      else if ((err instanceof DecodeError || err instanceof UnknownTypeError) && undecodable !== undefined) undecodable(k.key, err);
+      else throw err;
     }
   }
   return out;

@@ -5,7 +5,7 @@
 // arrives. A malformed or out-of-order chunk refuses the stream; a delta cut against contexts this
 // node no longer vouches for (another boot, a drop since) too.
 import { status } from "@grpc/grpc-js";
-import { AWSet, type CausalContext, ObjectType, JoinConflictError, StateLimitError, contextFromProto, decodeBoundOf, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
+import { AWSet, type CausalContext, DecodeError, ObjectType, JoinConflictError, UnknownTypeError, StateLimitError, contextFromProto, decodeBoundOf, decodeSlice, elementKey, joinGroupInPlace, latticeFor, sizeOf } from "../crdt/index.js";
 import type { PartitionDrop, StateChunk, StateReply } from "../gen/deltaset/v1/gossip.js";
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import type { Store } from "../store/store.js";
@@ -14,7 +14,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import { type Answer, type Refusal, ackToProto } from "./answer.js";
 import type { Ack, ReceivedItem } from "./engine.js";
 import type { KeyedState, KeyedStates } from "./keyed-states.js";
-import { ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
+import { type ChunkHeader, ChunkOrderError, KeyChunkSequence } from "./chunk-order.js";
 import type { LocalGate } from "./local-gate.js";
 import type { PartitionClaims } from "./catch-up.js";
 import { partitionOf } from "./partition.js";
@@ -59,6 +59,8 @@ export interface StateReceiveHost {
   dropped(): PartitionDrop[];
   /** A key whose state is above o.maxFilterBytes or o.maxStateBytes: left out (counted, logged). */
   skipOversized(key: string, reason: string, from: string): void;
+  /** A key whose state does not decode here: left out (counted, logged); its partition goes unacked. */
+  skipUndecodable(key: string, reason: string, from: string): void;
   /** A key whose type or parameters conflict with this node's (a join refused it): left out (counted, logged). */
   skipConflict(key: string, reason: string): void;
 }
@@ -91,8 +93,10 @@ export async function receiveStateStream(
   };
   // What received states are decoded under (--max-filter-bytes, --max-state-bytes).
   const bound = decodeBoundOf(h.o);
-  // Keys left out part-way (a conflict): their remaining chunks are dropped up to the last.
+  // Keys left out part-way (a conflict, an undecodable chunk): their remaining chunks are dropped up to the last.
   const skipped = new Set<string>();
+  // Partitions with a key that did not decode: applied but not acknowledged (skipUndecodable).
+  const unacked = new Set<number>();
   /** A key's chunks are over (its last one applied, or the key left out): its transfer hold ends. */
   const endKey = (key: string) => {
     sequences.delete(key);
@@ -134,7 +138,8 @@ export async function receiveStateStream(
           fresh: fresh.get(c.partition),
           tooLarge: tooLargeToBuffer(h, freshElements.get(c.partition) ?? 0),
         };
-        acks.push(...h.onFrame(from, [item]));
+        const owed = h.onFrame(from, [item]);
+        if (!unacked.delete(c.partition)) acks.push(...owed);
         fresh.delete(c.partition);
         freshElements.delete(c.partition);
         h.gate.closeGate(gates.get(c.partition)!);
@@ -164,6 +169,7 @@ export async function receiveStateStream(
       let slice: unknown;
       let ctx: CausalContext;
       let removed: CausalContext | undefined;
+      let header: ChunkHeader;
       try {
         let s = sequences.get(c.key);
         if (s === undefined) {
@@ -176,7 +182,7 @@ export async function receiveStateStream(
           sequences.set(c.key, (s = { partition: c.partition, order: new KeyChunkSequence(), delta: c.delta }));
         } else if (s.delta !== c.delta) return rejectChunk(`chunks of key "${c.key}" mix a delta and a full state`);
         if (c.removed !== undefined) removed = contextFromProto(c.removed);
-        const header = {
+        header = {
           rangeStart: c.rangeStart.length > 0 ? elementKey(c.rangeStart) : undefined,
           rangeEnd: c.rangeOpen ? undefined : elementKey(c.rangeEnd),
           rangeOpen: c.rangeOpen,
@@ -185,6 +191,11 @@ export async function receiveStateStream(
         };
         ctx = s.order.accept(header);
         if (c.context !== undefined && !holds.has(c.key)) holds.set(c.key, await h.o.store.beginTransfer(c.key));
+      } catch (err) {
+        const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
+        return rejectChunk(`${what}: ${(err as Error).message}`);
+      }
+      try {
         slice = decodeSlice(c.type, payload, ctx, header, h.o.store.now(), bound);
       } catch (err) {
         // A type stored whole travels in one chunk: the key is left out, the stream goes on.
@@ -193,8 +204,16 @@ export async function receiveStateStream(
           endKey(c.key);
           continue;
         }
-        const what = err instanceof ChunkOrderError ? `chunks of key "${c.key}" out of order` : "undecodable chunk";
-        return rejectChunk(`${what}: ${(err as Error).message}`);
+        // The key is left out from here on (chunks applied before stay: each joined on its own
+        // range), the stream goes on, and the partition is not acknowledged.
+        if (err instanceof DecodeError || err instanceof UnknownTypeError) {
+          h.skipUndecodable(c.key, err.message, from);
+          unacked.add(c.partition);
+          endKey(c.key);
+          if (!c.keyDone) skipped.add(c.key);
+          continue;
+        }
+        return rejectChunk(`undecodable chunk: ${(err as Error).message}`);
       }
       try {
         const parts: unknown[] = [];

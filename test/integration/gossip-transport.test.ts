@@ -8,8 +8,9 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { AWSet, AWSetLattice, ObjectType, contextToProto } from "../../services/crdt/index.ts";
-import { GossipClient, type GossipFrame, PayloadKind, type StateChunk, type StateReply } from "../../services/gen/deltaset/v1/gossip.ts";
+import { GossipClient, type GossipFrame, PayloadKind, StateChunk, type StateReply } from "../../services/gen/deltaset/v1/gossip.ts";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
+import { sumSamples } from "../../services/chaos/eval/counters.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { call, membershipClient, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
@@ -26,30 +27,9 @@ function frame(over: Partial<GossipFrame>): GossipFrame {
 
 /** Chunk `i` of a key's state stream; the first carries the stream's head and the key's context. */
 function stateChunk(i: number, key: string, ctx: AWSet["ctx"], over: Partial<StateChunk>): StateChunk {
-  return {
-    cluster: i === 0 ? "deltaset" : "",
-    from: i === 0 ? "fake" : "",
-    partitions: i === 0 ? P : 0,
-    partition: partitionOf(key, P),
-    seq: 0n,
-    key,
-    type: ObjectType.AWSET,
-    context: i === 0 ? contextToProto(ctx) : undefined,
-    rangeStart: Buffer.alloc(0),
-    rangeEnd: Buffer.alloc(0),
-    rangeOpen: false,
-    slice: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(new Map(), AWSet.bottom().ctx))) },
-    keyDone: false,
-    partitionDone: false,
-    boot: 0n,
-    delta: false,
-    removed: undefined,
-    sinceBoot: 0n,
-    sinceDrops: 0n,
-    continued: false,
-    mac: Buffer.alloc(0),
-    ...over,
-  };
+  const sender = i === 0 ? { cluster: "deltaset", from: "fake", partitions: P, context: contextToProto(ctx) } : {};
+  const emptySlice = { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(AWSet.fromParts(new Map(), AWSet.bottom().ctx))) };
+  return StateChunk.fromPartial({ ...sender, partition: partitionOf(key, P), key, type: ObjectType.AWSET, slice: emptySlice, ...over });
 }
 
 /** Send a whole state stream; resolves with the node's answer. */
@@ -60,6 +40,8 @@ function pushState(chunks: StateChunk[]): Promise<StateReply> {
     c.end();
   });
 }
+
+const METRICS = "127.0.0.81:7482";
 
 function exchange(f: GossipFrame) {
   return new Promise<{ acks: Array<{ partition: number; seq: bigint }> }>((resolve, reject) =>
@@ -77,7 +59,7 @@ async function rejects(p: Promise<unknown>, code: grpc.status, msg: RegExp) {
 
 before(async () => {
   // A long probe interval keeps the fake member below alive for the length of the test.
-  node = await startNodeProcess(["--listen", "127.0.0.81:7481", "--node-id", "g1", "--data-dir", join(dir, "g1"), "--probe-interval-ms", "30000", "--probe-timeout-ms", "10000"]);
+  node = await startNodeProcess(["--listen", "127.0.0.81:7481", "--metrics-listen", METRICS, "--node-id", "g1", "--data-dir", join(dir, "g1"), "--probe-interval-ms", "30000", "--probe-timeout-ms", "10000"]);
   gossip = new GossipClient(node.address, grpc.credentials.createInsecure());
   // Join as member "fake" (nobody listens at its address; the node would notice only much later).
   const m = membershipClient(node.address);
@@ -103,14 +85,29 @@ describe("gossip transport", () => {
     const key = "gk";
     const p = partitionOf(key, P);
     const goodItem = { partition: p, kind: PayloadKind.DELTA, seq: 1n, keys: [{ key, state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(good)) } }] };
-    const garbage = { partition: p, kind: PayloadKind.DELTA, seq: 2n, keys: [{ key, state: { type: ObjectType.AWSET, payload: Buffer.from([1, 2, 3, 4, 5]) } }] };
-    await rejects(exchange(frame({ payloads: [goodItem, garbage] })), grpc.status.INVALID_ARGUMENT, /undecodable/);
-    await rejects(exchange(frame({ payloads: [{ ...goodItem, partition: (p + 1) % P }] })), grpc.status.INVALID_ARGUMENT, /not in partition/);
-    await rejects(exchange(frame({ payloads: [{ ...goodItem, partition: 999 }] })), grpc.status.INVALID_ARGUMENT, /malformed/);
+    await rejects(exchange(frame({ payloads: [goodItem, { ...goodItem, partition: (p + 1) % P }] })), grpc.status.INVALID_ARGUMENT, /not in partition/);
+    await rejects(exchange(frame({ payloads: [goodItem, { ...goodItem, partition: 999 }] })), grpc.status.INVALID_ARGUMENT, /malformed/);
     const r = replicaClient(node.address);
     const q = await call(r, r.query, { key, elements: [b("ok")], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
     r.close();
     assert.equal(q.presence[0]!.present, false, "part of a refused frame was applied");
+  });
+
+  it("leaves out a key that does not decode, applies the rest, and leaves its partition unacked", async () => {
+    const key = "gk-beside";
+    const p = partitionOf(key, P);
+    const good = AWSet.bottom().add("fake~1", [b("beside")]);
+    const goodItem = { partition: p, kind: PayloadKind.DELTA, seq: 1n, keys: [{ key, state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(good)) } }] };
+    const garbage = { partition: p, kind: PayloadKind.DELTA, seq: 2n, keys: [{ key, state: { type: ObjectType.AWSET, payload: Buffer.from([1, 2, 3, 4, 5]) } }] };
+    const reply = await exchange(frame({ payloads: [goodItem, garbage] }));
+    assert.deepEqual(reply.acks, [], "a partition with a key left out was acknowledged");
+    const r = replicaClient(node.address);
+    const q = await call(r, r.query, { key, elements: [b("beside")], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
+    r.close();
+    assert.equal(q.presence[0]!.present, true, "the frame's decodable key was not applied");
+    const metrics = await (await fetch(`http://${METRICS}/metrics`)).text();
+    assert.ok(sumSamples(metrics, "deltaset_gossip_transport_events_total", { event: "undecodable_states" }) >= 1, "the key left out was not counted");
+    assert.match(node.logs(), /does not decode on this node; key skipped/);
   });
 
   it("applies and acknowledges a valid delta frame", async () => {
