@@ -13,6 +13,7 @@ import type { ContextsReply, GossipClient, GossipFrame, GossipReply, GossipServe
 import type { Store } from "../store/store.js";
 import type { Logger } from "../common/logger.js";
 import { PeerGossipClient } from "../client/peer-clients.js";
+import { addressedTo } from "../client/peer-receiver.js";
 import { hostOf } from "../common/host-port.js";
 import { logThrottle } from "../common/log-throttle.js";
 import { looksLikeTlsFailure } from "../common/tls-failure.js";
@@ -361,6 +362,8 @@ export class NodeGossip {
         "grpc.initial_reconnect_backoff_ms": 200,
         "grpc.max_reconnect_backoff_ms": 2000,
         ...this.o.channelOptions,
+        // Every call names this peer as its receiver, in its proof (client/peer-receiver.ts).
+        interceptors: [addressedTo(id), ...((this.o.channelOptions?.interceptors as grpc.Interceptor[] | undefined) ?? [])],
         // Through a proxy, the peer's certificate still names its advertised host.
         ...(this.o.credentials !== undefined && dial !== p.address
           ? { "grpc.ssl_target_name_override": hostOf(p.address) }

@@ -1,6 +1,7 @@
 // Runs a MembershipCore for real: wall-clock time, timers, a gRPC client per peer, the seed join
 // loop, and change listeners. The gRPC server side (grpc-service.ts) reaches the core through
 // driverEndpoint(); the public API stays start/stop/leave/members/onChange.
+import { receiverMetadata } from "../client/peer-receiver.js";
 import * as grpc from "@grpc/grpc-js";
 import type { MembershipConfig } from "./config.js";
 import { MembershipCore } from "./core.js";
@@ -340,7 +341,7 @@ export class MembershipDriver {
       switch (call.kind) {
         case "ping": {
           const sentAt = performance.now();
-          handle = client.ping(call.request, new grpc.Metadata(), options, (error, reply) =>
+          handle = client.ping(call.request, receiverMetadata(call.nodeId), options, (error, reply) =>
             finish(error, () => {
               this.noteRoundTrip(performance.now() - sentAt);
               this.core.receivePingReply(call.id, reply, clock());
@@ -348,7 +349,7 @@ export class MembershipDriver {
           break;
         }
         case "pingReq":
-          handle = client.pingReq(call.request, new grpc.Metadata(), options, (error, reply) =>
+          handle = client.pingReq(call.request, receiverMetadata(call.nodeId), options, (error, reply) =>
             finish(error, () => this.core.receivePingReply(call.id, reply, clock())));
           break;
         case "join":
@@ -356,7 +357,7 @@ export class MembershipDriver {
             finish(error, () => this.core.receiveJoinReply(call.id, reply, clock())));
           break;
         case "leave":
-          handle = client.leave(call.request, new grpc.Metadata(), options, (error, reply) =>
+          handle = client.leave(call.request, receiverMetadata(call.nodeId), options, (error, reply) =>
             finish(error, () => this.core.receiveLeaveReply(call.id, reply, clock())));
           break;
       }

@@ -156,6 +156,7 @@ export async function startNode(
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
+      self: () => store.nodeId,
       keys: () => creds.keys,
       mutualTls: () => tls?.mutual === true,
       legacyProofs: () => config.peerLegacyProofs,
@@ -203,7 +204,7 @@ export async function startNode(
       if (creds.tokens === undefined) weaknesses.push("--insecure-clients: the client API is open on a non-loopback address: anyone who reaches it can read, write, delete and merge every key");
       if (tls === undefined) weaknesses.push("serving WITHOUT TLS on a non-loopback address: traffic can be read and client tokens stolen on the way; set --tls-cert and --tls-key");
     }
-    if (creds.keys !== undefined && config.peerLegacyProofs) weaknesses.push("--peer-legacy-proofs: unary peer calls without a body digest are accepted (for a rolling upgrade): their messages are decoded before their proofs are checked; turn it off once every node is upgraded");
+    if (creds.keys !== undefined && config.peerLegacyProofs) weaknesses.push("--peer-legacy-proofs: peer calls of an earlier version are accepted (for a rolling upgrade): proofs naming no receiver, which a captured call can be replayed under to this node, and unary calls without a body digest, whose messages are decoded before their proofs are checked; turn it off once every node is upgraded");
     for (const w of weaknesses) nodeLog.warn(w, { listen: config.listen, ...security });
     if (weaknesses.length === 0) nodeLog.info("security", security);
     const port = await bind(server, config.listen, creds.serverCredentials());

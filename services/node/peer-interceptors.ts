@@ -24,7 +24,9 @@ import type { ClusterKeyring } from "./cluster-keys.js";
 import type { Logger } from "../common/logger.js";
 import { type CertificateRefusal, certificateNodeId } from "./peer-identity.js";
 import { ArrivalDigests, type SentEncodings, markReplyRefused, receivedReplyDigest, sentReplies, sentRequests, trailingMacField, withArrivalDigests, withSentEncodings } from "../client/peer-clients.js";
+import { RECEIVER_HEADER } from "../client/peer-receiver.js";
 import {
+  ANY_RECEIVER,
   DEFAULT_SKEW_MS,
   PROOF_HEADER,
   type ProofRefusal,
@@ -118,6 +120,9 @@ const MESSAGES: Record<PeerRefusal, string> = {
   "proof-stale": "the peer proof's time is outside the allowed clock skew: check the clocks",
   "proof-invalid": "the peer proof does not verify under any cluster key of this node",
   "proof-replayed": "this peer proof was already used",
+  "proof-other-receiver": "the peer proof names another node as its receiver",
+  "proof-receiver-missing": "the peer proof names no receiver; only Join may be sent without knowing the receiving node",
+  "proof-legacy": "the peer proof is of an earlier version, which names no receiver (upgrade the sending node, or run this node with --peer-legacy-proofs during the upgrade)",
   "replay-cache-full": "too many peer calls to check for replay; retry later",
   "peer-certificate": "peer calls need mutual TLS with a node certificate issued by the cluster CA",
   "peer-certificate-role": "the client certificate has no peer role (extended key usage serverAuth and clientAuth)",
@@ -153,14 +158,17 @@ export class RateLimitedWarn {
 }
 
 export interface PeerAuthOptions {
+  /** This node's id: a proof must name it as the receiver (or "*", on Join only). */
+  self: () => string;
   /** The installed cluster keys (read at each call: reloads take effect at once); undefined: none. */
   keys: () => ClusterKeyring | undefined;
   /** Mutual TLS is on (a cluster CA is configured). */
   mutualTls: () => boolean;
   log: Logger;
   /**
-   * Accept a unary call whose proof names no body digest in metadata (a node of an earlier
-   * version), checking it once its message is decoded; refused otherwise. Read at each call.
+   * Accept calls from nodes of earlier versions: proofs that name no receiver (v1), and unary calls
+   * whose proof names no body digest in metadata, checked once their message is decoded. Refused
+   * otherwise. Read at each call.
    */
   legacyProofs?: () => boolean;
   /** Observes refusals (metrics). */
@@ -224,7 +232,8 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
     };
     /** Verify the proof for this body; sets identity. False when refused. */
     const prove = (body: string): boolean => {
-      const r = verifyProof(keys!, proof, path, body, now(), replay, skew);
+      const receiver = { self: o.self(), anyReceiver: path === MembershipService.join.path, legacy: o.legacyProofs?.() === true };
+      const r = verifyProof(keys!, proof, path, body, now(), replay, receiver, skew);
       if (!r.ok) {
         refuse(r.reason, parseProof(proof)?.nodeId);
         return false;
@@ -412,7 +421,11 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
     const release = (body: string) => {
       const h = held!;
       held = undefined;
-      h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now(), nonce));
+      // The receiver the caller named (client/peer-receiver.ts) goes into the proof, not on the wire.
+      const named = h.metadata.get(RECEIVER_HEADER)[0];
+      h.metadata.remove(RECEIVER_HEADER);
+      const to = typeof named === "string" && named !== "" ? named : ANY_RECEIVER;
+      h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now(), nonce, to));
       if (!def.requestStream) h.metadata.set(BODY_HEADER, body);
       h.next(h.metadata, verify);
     };

@@ -1,11 +1,17 @@
 // The proof a peer call carries that its sender holds a cluster key, independent of TLS: metadata
-//   deltaset-peer-proof: v1 <node id> <unix ms> <nonce> <mac>
-// where mac = HMAC-SHA256(key, "deltaset-peer-proof/v1" LF method path LF node id LF unix ms LF
-// nonce LF body digest), base64url. The body digest is the SHA-256 (hex) of the request message
-// bytes of a unary call, and "-" for a client stream (whose chunks are bound to the sender by their
-// `from` field, see peer-interceptors.ts). A proof is accepted when its MAC verifies under any
-// installed key, its time is within the skew window of this node's clock, and its nonce was not
-// seen within that window (a bounded replay cache). Pure functions plus the cache; no gRPC here.
+//   deltaset-peer-proof: v2 <node id> <receiver> <unix ms> <nonce> <mac>
+// where mac = HMAC-SHA256(key, "deltaset-peer-proof/v2" LF method path LF node id LF receiver LF
+// unix ms LF nonce LF body digest), base64url. The receiver is the node id of the node the call is
+// meant for, or "*" when the sender cannot know it (a Join sent to a seed address), which only
+// Join accepts: a proof captured on its way to one node is refused by every other one. The body
+// digest is the SHA-256 (hex) of the request message bytes of a unary call, and "-" for a client
+// stream (whose chunks are bound to the sender by their `from` field, see peer-interceptors.ts). A
+// proof is accepted when its MAC verifies under any installed key, it names this node (or "*" on
+// Join), its time is within the skew window of this node's clock, and its nonce was not seen within
+// that window (a bounded replay cache). Pure functions plus the cache; no gRPC here.
+//
+// Earlier versions send v1 proofs, which name no receiver (the v2 MAC input without the receiver
+// line, under "deltaset-peer-proof/v1"); they are accepted only while --peer-legacy-proofs is on.
 //
 // A unary call also names its body digest in the metadata
 //   deltaset-peer-body: <body digest>
@@ -33,22 +39,40 @@ export const STREAM_BODY = "-";
 /** Metadata naming a unary call's body digest (the one its proof covers). */
 export const BODY_HEADER = "deltaset-peer-body";
 
+/** The receiver a proof names when its sender cannot know the node it calls (Join to a seed). */
+export const ANY_RECEIVER = "*";
+
 export interface ProofFields {
+  version: 1 | 2;
   path: string;
   nodeId: string;
+  /** The receiver's node id or ANY_RECEIVER (v2); v1 names none. */
+  to: string | undefined;
   unixMs: number;
   nonce: string;
   body: string;
 }
 
-export type ProofRefusal = "proof-missing" | "proof-malformed" | "proof-stale" | "proof-invalid" | "proof-replayed" | "replay-cache-full";
+export type ProofRefusal =
+  | "proof-missing"
+  | "proof-malformed"
+  | "proof-stale"
+  | "proof-invalid"
+  | "proof-replayed"
+  | "replay-cache-full"
+  | "proof-other-receiver"
+  | "proof-receiver-missing"
+  | "proof-legacy";
 
 export function bodyDigest(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 
 function mac(key: Buffer, f: ProofFields): Buffer {
-  return createHmac("sha256", key).update(`deltaset-peer-proof/v1\n${f.path}\n${f.nodeId}\n${f.unixMs}\n${f.nonce}\n${f.body}`).digest();
+  const input = f.version === 1
+    ? `deltaset-peer-proof/v1\n${f.path}\n${f.nodeId}\n${f.unixMs}\n${f.nonce}\n${f.body}`
+    : `deltaset-peer-proof/v2\n${f.path}\n${f.nodeId}\n${f.to}\n${f.unixMs}\n${f.nonce}\n${f.body}`;
+  return createHmac("sha256", key).update(input).digest();
 }
 
 /** A fresh nonce for a proof. */
@@ -76,27 +100,40 @@ export function replyValid(keys: ClusterKeyring, path: string, nonce: string, bo
   return ok;
 }
 
-/** The header value proving that `nodeId` sends `body` to `path` now. */
-export function signProof(keys: ClusterKeyring, path: string, nodeId: string, body: string, unixMs: number, nonce = newNonce()): string {
-  const m = mac(keys.signer, { path, nodeId, unixMs, nonce, body });
+/** The header value proving that `nodeId` sends `body` to `path` of node `to` now. */
+export function signProof(keys: ClusterKeyring, path: string, nodeId: string, body: string, unixMs: number, nonce = newNonce(), to: string = ANY_RECEIVER): string {
+  const m = mac(keys.signer, { version: 2, path, nodeId, to, unixMs, nonce, body });
+  return `v2 ${nodeId} ${to} ${unixMs} ${nonce} ${m.toString("base64url")}`;
+}
+
+/** A proof of an earlier version, naming no receiver (tests of --peer-legacy-proofs). */
+export function signLegacyProof(keys: ClusterKeyring, path: string, nodeId: string, body: string, unixMs: number, nonce = newNonce()): string {
+  const m = mac(keys.signer, { version: 1, path, nodeId, to: undefined, unixMs, nonce, body });
   return `v1 ${nodeId} ${unixMs} ${nonce} ${m.toString("base64url")}`;
 }
 
-const PROOF = /^v1 ([A-Za-z0-9._-]{1,128}) (\d{1,15}) ([A-Za-z0-9_-]{16,64}) ([A-Za-z0-9_-]{43})$/;
+const NODE_ID = "[A-Za-z0-9._-]{1,128}";
+const PROOF_V1 = new RegExp(`^v1 (${NODE_ID}) (\\d{1,15}) ([A-Za-z0-9_-]{16,64}) ([A-Za-z0-9_-]{43})$`);
+const PROOF_V2 = new RegExp(`^v2 (${NODE_ID}) (${NODE_ID}|\\*) (\\d{1,15}) ([A-Za-z0-9_-]{16,64}) ([A-Za-z0-9_-]{43})$`);
 
 export interface ParsedProof {
+  version: 1 | 2;
   nodeId: string;
+  /** The receiver named (v2): a node id or ANY_RECEIVER. */
+  to: string | undefined;
   unixMs: number;
   nonce: string;
   mac: Buffer;
 }
 
-/** Parse a header value; undefined when it is not a well-formed v1 proof. */
+/** Parse a header value; undefined when it is not a well-formed v1 or v2 proof. */
 export function parseProof(value: unknown): ParsedProof | undefined {
   if (typeof value !== "string") return undefined;
-  const m = PROOF.exec(value);
-  if (m === null) return undefined;
-  return { nodeId: m[1]!, unixMs: Number(m[2]), nonce: m[3]!, mac: Buffer.from(m[4]!, "base64url") };
+  const v2 = PROOF_V2.exec(value);
+  if (v2 !== null) return { version: 2, nodeId: v2[1]!, to: v2[2]!, unixMs: Number(v2[3]), nonce: v2[4]!, mac: Buffer.from(v2[5]!, "base64url") };
+  const v1 = PROOF_V1.exec(value);
+  if (v1 !== null) return { version: 1, nodeId: v1[1]!, to: undefined, unixMs: Number(v1[2]), nonce: v1[3]!, mac: Buffer.from(v1[4]!, "base64url") };
+  return undefined;
 }
 
 /** The body digest a unary call's metadata names; undefined when absent or not a SHA-256 in hex. */
@@ -113,7 +150,7 @@ export function fresh(p: ParsedProof, now: number, skewMs: number): boolean {
 export function macValid(keys: ClusterKeyring, p: ParsedProof, path: string, body: string): boolean {
   let ok = false;
   for (const key of keys.keys) {
-    const want = mac(key, { path, nodeId: p.nodeId, unixMs: p.unixMs, nonce: p.nonce, body });
+    const want = mac(key, { version: p.version, path, nodeId: p.nodeId, to: p.to, unixMs: p.unixMs, nonce: p.nonce, body });
     ok = timingSafeEqual(want, p.mac) || ok;
   }
   return ok;
@@ -151,9 +188,23 @@ export class ReplayCache {
   }
 }
 
+/** Who a proof must name: this node's id, whether "*" is taken (Join), whether v1 is (legacy). */
+export interface ReceiverCheck {
+  self: string;
+  anyReceiver: boolean;
+  legacy: boolean;
+}
+
+/** Why a well-formed proof's receiver is refused here, if it is. */
+export function receiverRefusal(p: ParsedProof, r: ReceiverCheck): ProofRefusal | undefined {
+  if (p.version === 1) return r.legacy ? undefined : "proof-legacy";
+  if (p.to === ANY_RECEIVER) return r.anyReceiver ? undefined : "proof-receiver-missing";
+  return p.to === r.self ? undefined : "proof-other-receiver";
+}
+
 /**
- * Check a proof for a call: well-formed, fresh, signed by a cluster key, never seen. On success
- * returns the node id it names.
+ * Check a proof for a call: well-formed, for this node, fresh, signed by a cluster key, never
+ * seen. On success returns the node id it names.
  */
 export function verifyProof(
   keys: ClusterKeyring,
@@ -162,11 +213,14 @@ export function verifyProof(
   body: string,
   now: number,
   replay: ReplayCache,
+  receiver: ReceiverCheck,
   skewMs = DEFAULT_SKEW_MS,
 ): { ok: true; nodeId: string } | { ok: false; reason: ProofRefusal } {
   if (value === undefined) return { ok: false, reason: "proof-missing" };
   const p = parseProof(value);
   if (p === undefined) return { ok: false, reason: "proof-malformed" };
+  const elsewhere = receiverRefusal(p, receiver);
+  if (elsewhere !== undefined) return { ok: false, reason: elsewhere };
   if (!fresh(p, now, skewMs)) return { ok: false, reason: "proof-stale" };
   if (!macValid(keys, p, path, body)) return { ok: false, reason: "proof-invalid" };
   const replayed = replay.admit(p, now);

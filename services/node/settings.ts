@@ -388,8 +388,8 @@ export const SECURITY_SETTINGS: SettingGroup = {
     },
     {
       flag: "peer-legacy-proofs", env: "DELTASET_PEER_LEGACY_PROOFS", path: "peerLegacyProofs", kind: "bool", bare: true,
-      description: "with a cluster key, also accept unary peer calls from nodes of an earlier version, whose proofs name no body digest (for a rolling upgrade; off after it)",
-      details: "Such a call's message is decoded before its proof can be checked, so while this is on an unauthenticated caller can make the node decode messages up to --max-message-bytes.",
+      description: "with a cluster key, also accept peer calls from nodes of an earlier version, whose proofs name no receiver or no body digest (for a rolling upgrade; off after it)",
+      details: "While this is on, a proof captured on its way to another node can be replayed here within the 60 s window, and a call without a body digest has its message decoded before its proof can be checked, so an unauthenticated caller can make the node decode messages up to --max-message-bytes.",
     },
     {
       flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,

@@ -25,7 +25,7 @@ export async function startFakePeer(host: string, nodeId: string, keys?: Cluster
   const calls: Record<string, number> = {};
   const count = (m: string) => (calls[m] = (calls[m] ?? 0) + 1);
   const server = new grpc.Server(
-    keys === undefined ? {} : { interceptors: [peerAuthInterceptor({ keys: () => keys, mutualTls: () => false, log: createLogger("error", {}, () => {}) })] },
+    keys === undefined ? {} : { interceptors: [peerAuthInterceptor({ self: () => nodeId, keys: () => keys, mutualTls: () => false, log: createLogger("error", {}, () => {}) })] },
   );
   const membership: MembershipServer = {
     join: (_c, cb) => (count("join"), cb(null, { from: nodeId, members: [] })),

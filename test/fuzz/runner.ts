@@ -100,6 +100,8 @@ export interface FuzzResult {
 
 const WATCH_DEADLINE_MS = 100;
 const CALL_DEADLINE_MS = 10_000;
+/** The fuzzed node's id, which signed calls name as their receiver. */
+const TARGET_ID = "fz-target";
 const MAX_FINDINGS = 100;
 /** Watch streams never end by themselves: sent less often, each ended by a short deadline. */
 const WEIGHT: Record<string, number> = { [MembershipService.watch.path]: 0.25 };
@@ -145,7 +147,7 @@ export async function runFuzz(partial: Partial<FuzzOptions> = {}): Promise<FuzzR
   const members = { client: undefined as ReturnType<typeof membershipClient> | undefined };
   try {
     node = await startNodeProcess([
-      "--listen", `${o.nodeHost}:0`, "--node-id", "fz-target", "--data-dir", join(dir, "data"),
+      "--listen", `${o.nodeHost}:0`, "--node-id", TARGET_ID, "--data-dir", join(dir, "data"),
       ...(o.clusterKey ? ["--cluster-key-file", keyFile] : []),
       ...o.nodeArgs,
     ]);
@@ -153,7 +155,7 @@ export async function runFuzz(partial: Partial<FuzzOptions> = {}): Promise<FuzzR
     const raw = (sender = new RawSender(n.address));
     control = new Control(n.address);
     members.client = membershipClient(n.address);
-    const signer: Signer | undefined = o.clusterKey ? { keys, nodeId: peerId } : undefined;
+    const signer: Signer | undefined = o.clusterKey ? { keys, nodeId: peerId, to: TARGET_ID } : undefined;
     const deadAddress = `${o.peerHost}:1`;
     const allowed = new Set([peer.address, deadAddress]);
     const random = seededRandom(o.seed);
@@ -240,7 +242,7 @@ export async function runFuzz(partial: Partial<FuzzOptions> = {}): Promise<FuzzR
           planned++;
           const p = plan();
           const deadline = p.method.path === MembershipService.watch.path ? WATCH_DEADLINE_MS : CALL_DEADLINE_MS;
-          const as = p.signed ? { keys, nodeId: claimedSender(p.method.path, p.frames[0]!, peerId) } : undefined;
+          const as = p.signed ? { keys, nodeId: claimedSender(p.method.path, p.frames[0]!, peerId), to: TARGET_ID } : undefined;
           const out = await raw.send(p.method.path, p.method.kind, p.frames, as, deadline);
           record(p, out.code, out.details);
         }

@@ -14,6 +14,8 @@ const pass = (b: Buffer) => b;
 export interface Signer {
   keys: ClusterKeyring;
   nodeId: string;
+  /** The receiving node's id, named in the proof. */
+  to: string;
 }
 
 export interface Outcome {
@@ -52,7 +54,7 @@ export class RawSender {
     const nonce = newNonce();
     if (signer !== undefined) {
       const body = streamed ? STREAM_BODY : bodyDigest(frames[0]!);
-      metadata.set(PROOF_HEADER, signProof(signer.keys, path, signer.nodeId, body, Date.now(), nonce));
+      metadata.set(PROOF_HEADER, signProof(signer.keys, path, signer.nodeId, body, Date.now(), nonce, signer.to));
       if (!streamed) metadata.set(BODY_HEADER, body);
       const macField = streamed ? trailingMacField(path, "request") : undefined;
       if (macField !== undefined) frames = frames.map((f, i) => withTrailingMac(f, macField, signStreamMessage(signer.keys, "frame", path, nonce, i, bodyDigest(f))));

@@ -23,6 +23,7 @@ import { serveFrameStream } from "../../services/gossip/node-gossip.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { peerAuthInterceptor, peerSigner, withBodyDigests } from "../../services/node/peer-interceptors.ts";
+import { addressedTo } from "../../services/client/peer-receiver.ts";
 import { PROOF_HEADER, STREAM_BODY, bodyDigest, newNonce, signProof, signStreamMessage } from "../../services/node/peer-proof.ts";
 import { StrictStringServer } from "../../services/node/strict-strings.ts";
 import { eventually } from "../helpers/eventually.ts";
@@ -45,7 +46,7 @@ type Receive = (f: GossipFrame) => Promise<{ reply: GossipReply } | { refused: {
 /** A Gossip server with the node's interceptors (key or none) whose ExchangeStream runs `receive`; seen: frames that reached it. */
 async function serve(port: number, withKey: boolean, receive: Receive, streamImpl?: (c: grpc.ServerDuplexStream<GossipFrame, GossipReply>) => void, maxInFlight?: number): Promise<{ address: string; seen: GossipFrame[] }> {
   const seen: GossipFrame[] = [];
-  const server = new StrictStringServer(withKey ? { interceptors: [peerAuthInterceptor({ keys: () => keys, mutualTls: () => false, log: quiet })] } : {});
+  const server = new StrictStringServer(withKey ? { interceptors: [peerAuthInterceptor({ self: () => "server", keys: () => keys, mutualTls: () => false, log: quiet })] } : {});
   const unimplemented = { code: grpc.status.UNIMPLEMENTED, details: "" };
   server.addService(withBodyDigests(GossipService), {
     exchange: (_c: unknown, cb: grpc.sendUnaryData<GossipReply>) => cb(unimplemented),
@@ -68,7 +69,7 @@ async function serve(port: number, withKey: boolean, receive: Receive, streamImp
 const ok: Receive = async (f) => ({ reply: GossipReply.fromPartial({ from: "server", acks: [{ partition: 1, seq: f.frameId }] }) });
 
 function signedClient(address: string): GossipClient {
-  return new PeerGossipClient(address, grpc.credentials.createInsecure(), { interceptors: [peerSigner(() => "client", () => keys, Date.now, quiet)] });
+  return new PeerGossipClient(address, grpc.credentials.createInsecure(), { interceptors: [addressedTo("server"), peerSigner(() => "client", () => keys, Date.now, quiet)] });
 }
 
 /** Run `fn` with a FrameStream on `client`; both are closed afterwards. */
@@ -230,13 +231,13 @@ function injection(from: string, key: string, element: string): Buffer {
 }
 
 /**
- * A raw ExchangeStream signed as `signAs`: `macs(i, bytes)` gives each frame's MAC (undefined: none).
- * Resolves to the stream's final status and the replies it got.
+ * A raw ExchangeStream signed as `signAs` for node x1 (at ADDRS[1]): `macs(i, bytes)` gives each
+ * frame's MAC (undefined: none). Resolves to the stream's final status and the replies it got.
  */
 function rawStream(address: string, signAs: string, frames: Buffer[], macs: (i: number, bytes: Buffer, nonce: string) => Buffer | undefined): Promise<{ code: number; details: string; replies: number }> {
   const nonce = newNonce();
   const md = new grpc.Metadata();
-  md.set(PROOF_HEADER, signProof(keys, GossipService.exchangeStream.path, signAs, STREAM_BODY, Date.now(), nonce));
+  md.set(PROOF_HEADER, signProof(keys, GossipService.exchangeStream.path, signAs, STREAM_BODY, Date.now(), nonce, "x1"));
   const client = new grpc.Client(address, grpc.credentials.createInsecure());
   const pass = (b: Buffer) => b;
   const s = client.makeBidiStreamRequest(GossipService.exchangeStream.path, pass, pass, md, { deadline: Date.now() + 5000 });

@@ -90,15 +90,16 @@ function maccedChunk(keys: typeof keyring, c: StateChunk, nonce: string, index: 
   return StateChunk.decode(withTrailingMac(bare, 20, signStreamMessage(keys, "frame", GossipService.pushState.path, nonce, index, bodyDigest(bare))));
 }
 
-function proof(keys: typeof keyring, path: string, nodeId: string, body: string): grpc.Metadata {
+/** A unary call's proof, as `nodeId` signs it for node `to` (p2, which every test here calls). */
+function proof(keys: typeof keyring, path: string, nodeId: string, body: string, to = "p2"): grpc.Metadata {
   const md = new grpc.Metadata();
-  md.set(PROOF_HEADER, signProof(keys, path, nodeId, body, Date.now()));
+  md.set(PROOF_HEADER, signProof(keys, path, nodeId, body, Date.now(), undefined, to));
   md.set(BODY_HEADER, body); // the digest the proof covers, named so it is checked before decoding
   return md;
 }
 
-const exchangeProof = (keys: typeof keyring, nodeId: string, f: GossipFrame) =>
-  proof(keys, GossipService.exchange.path, nodeId, bodyDigest(GossipService.exchange.requestSerialize(f)));
+const exchangeProof = (keys: typeof keyring, nodeId: string, f: GossipFrame, to = "p2") =>
+  proof(keys, GossipService.exchange.path, nodeId, bodyDigest(GossipService.exchange.requestSerialize(f)), to);
 
 describe("two nodes with a cluster key", () => {
   it("form a cluster and replicate", async () => {
@@ -160,7 +161,7 @@ describe("two nodes with a cluster key", () => {
     const push = (nonce: string, chunks: StateChunk[], sender?: string) => {
       const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
       const md = new grpc.Metadata();
-      md.set(PROOF_HEADER, signProof(keyring, path, "p1", STREAM_BODY, Date.now(), nonce));
+      md.set(PROOF_HEADER, signProof(keyring, path, "p1", STREAM_BODY, Date.now(), nonce, "p2"));
       if (sender !== undefined) md.set("deltaset-state-sender", sender);
       return statusOf(
         new Promise<StateReply>((resolve, reject) => {
@@ -201,6 +202,22 @@ describe("two nodes with a cluster key", () => {
       const again = await statusOf(call(g, g.exchange, f, { metadata: md }));
       assert.equal(again.code, grpc.status.UNAUTHENTICATED);
       assert.match(again.details, /already used/);
+    } finally {
+      g.close();
+    }
+  });
+
+  it("refuse a frame whose proof names another receiver, or none", async () => {
+    const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
+    try {
+      // What p1 signed for p3 (captured on its way there) does not pass at p2, nor one for no one.
+      const f = GossipFrame.fromPartial({ cluster: "deltaset", from: "p1", frameId: 98n, partitions: P });
+      const elsewhere = await statusOf(call(g, g.exchange, f, { metadata: exchangeProof(keyring, "p1", f, "p3") }));
+      assert.equal(elsewhere.code, grpc.status.UNAUTHENTICATED);
+      assert.match(elsewhere.details, /another node as its receiver/);
+      const unnamed = await statusOf(call(g, g.exchange, f, { metadata: exchangeProof(keyring, "p1", f, "*") }));
+      assert.equal(unnamed.code, grpc.status.UNAUTHENTICATED);
+      assert.match(unnamed.details, /names no receiver/);
     } finally {
       g.close();
     }
@@ -360,7 +377,7 @@ describe("key rotation without a restart", () => {
     // A stream opened by a holder of the key in use (NEW_KEY), its first chunk taken.
     const g = new GossipClient(p2.address, grpc.credentials.createInsecure());
     const md = new grpc.Metadata();
-    md.set(PROOF_HEADER, signProof(newKeyring, path, "p1", STREAM_BODY, Date.now(), nonce));
+    md.set(PROOF_HEADER, signProof(newKeyring, path, "p1", STREAM_BODY, Date.now(), nonce, "p2"));
     let stream!: grpc.ClientWritableStream<StateChunk>;
     const status = statusOf(new Promise<StateReply>((resolve, reject) => (stream = g.pushState(md, (err, res) => (err ? reject(err) : resolve(res))))));
     try {
@@ -406,7 +423,7 @@ describe("safe defaults", () => {
     assert.match(refused.stderr, /without client tokens \(--auth-tokens-file\).*--insecure-clients/);
     const open = await runCli(["node", "--listen", "192.0.2.1:7070", "--data-dir", join(dir, "nc2"), "--cluster-key-file", keyFile, "--insecure-clients", "--peer-legacy-proofs"]);
     assert.match(open.stderr, /"level":"warn","msg":"--insecure-clients: the client API is open/);
-    assert.match(open.stderr, /"level":"warn","msg":"--peer-legacy-proofs: unary peer calls without a body digest are accepted/);
+    assert.match(open.stderr, /"level":"warn","msg":"--peer-legacy-proofs: peer calls of an earlier version are accepted/);
     assert.doesNotMatch(open.stderr, /--insecure-peers: peer calls/);
     assert.doesNotMatch(open.stderr, /without client tokens/);
   });

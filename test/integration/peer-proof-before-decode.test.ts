@@ -14,7 +14,8 @@ import { createLogger } from "../../services/common/logger.ts";
 import { MembershipService, type MembershipServer, type PingReply, type PingRequest } from "../../services/gen/deltaset/v1/membership.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { peerAuthInterceptor, peerSigner, withBodyDigests } from "../../services/node/peer-interceptors.ts";
-import { BODY_HEADER, PROOF_HEADER, bodyDigest, signProof } from "../../services/node/peer-proof.ts";
+import { addressedTo } from "../../services/client/peer-receiver.ts";
+import { BODY_HEADER, PROOF_HEADER, bodyDigest, signLegacyProof, signProof } from "../../services/node/peer-proof.ts";
 import { statusOf } from "../helpers/grpc-status.ts";
 
 const keys = parseClusterKeys(`${generateClusterKey()}\n`, "test");
@@ -48,7 +49,7 @@ async function serve(host: string, legacy: boolean): Promise<Served> {
   };
   s.server = new grpc.Server({
     "grpc.max_receive_message_length": 16 << 20,
-    interceptors: [peerAuthInterceptor({ keys: () => keys, mutualTls: () => false, legacyProofs: () => legacy, log: quiet, onRefused: (_svc, reason) => s.refusals.push(reason) })],
+    interceptors: [peerAuthInterceptor({ self: () => "server", keys: () => keys, mutualTls: () => false, legacyProofs: () => legacy, log: quiet, onRefused: (_svc, reason) => s.refusals.push(reason) })],
   });
   s.server.addService(counted as typeof MembershipService, impl);
   const port = await new Promise<number>((resolve, reject) => s.server.bindAsync(`${host}:0`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
@@ -96,7 +97,7 @@ const digestOf = (p: PingRequest) => bodyDigest(MembershipService.ping.requestSe
 
 describe("unary peer proofs checked before the message is decoded", () => {
   it("answers a key holder's signed call (the node's own signer names the body digest)", async () => {
-    const c = new PeerMembershipClient(strict.address, grpc.credentials.createInsecure(), { interceptors: [peerSigner(() => "client", () => keys, Date.now, quiet)] });
+    const c = new PeerMembershipClient(strict.address, grpc.credentials.createInsecure(), { interceptors: [addressedTo("server"), peerSigner(() => "client", () => keys, Date.now, quiet)] });
     const before = strict.decoded;
     try {
       const r = (await call(c, c.ping, pingOf("client") as never, { timeoutMs: 5000 })) as PingReply;
@@ -110,12 +111,12 @@ describe("unary peer proofs checked before the message is decoded", () => {
   it("refuses without decoding a 4 MiB message under a forged fresh proof, a missing or malformed body digest, or a wrong key", async () => {
     const big = pingOf("p1", 4 << 20);
     const digest = digestOf(big);
-    const forged = `v1 p1 ${Date.now()} ${"A".repeat(22)} ${"B".repeat(43)}`;
+    const forged = `v2 p1 server ${Date.now()} ${"A".repeat(22)} ${"B".repeat(43)}`;
     const cases: [string, Record<string, string>, RegExp][] = [
       ["forged MAC", { [PROOF_HEADER]: forged, [BODY_HEADER]: digest }, /does not verify/],
-      ["wrong key", { [PROOF_HEADER]: signProof(otherKeys, PATH, "p1", digest, Date.now()), [BODY_HEADER]: digest }, /does not verify/],
-      ["valid proof, no body digest", { [PROOF_HEADER]: signProof(keys, PATH, "p1", digest, Date.now()) }, /deltaset-peer-body/],
-      ["malformed body digest", { [PROOF_HEADER]: signProof(keys, PATH, "p1", digest, Date.now()), [BODY_HEADER]: "not-hex" }, /malformed/],
+      ["wrong key", { [PROOF_HEADER]: signProof(otherKeys, PATH, "p1", digest, Date.now(), undefined, "server"), [BODY_HEADER]: digest }, /does not verify/],
+      ["valid proof, no body digest", { [PROOF_HEADER]: signProof(keys, PATH, "p1", digest, Date.now(), undefined, "server") }, /deltaset-peer-body/],
+      ["malformed body digest", { [PROOF_HEADER]: signProof(keys, PATH, "p1", digest, Date.now(), undefined, "server"), [BODY_HEADER]: "not-hex" }, /malformed/],
       ["no proof", { [BODY_HEADER]: digest }, /cluster key proof/],
     ];
     for (const [name, md, details] of cases) {
@@ -131,7 +132,7 @@ describe("unary peer proofs checked before the message is decoded", () => {
   it("refuses a key holder's proof whose named digest is not the message's, after decoding it", async () => {
     const sent = pingOf("p1");
     const covered = pingOf("p1", 10);
-    const md = { [PROOF_HEADER]: signProof(keys, PATH, "p1", digestOf(covered), Date.now()), [BODY_HEADER]: digestOf(covered) };
+    const md = { [PROOF_HEADER]: signProof(keys, PATH, "p1", digestOf(covered), Date.now(), undefined, "server"), [BODY_HEADER]: digestOf(covered) };
     const r = await send(strict, sent, metadataOf(md));
     assert.equal(r.code, grpc.status.UNAUTHENTICATED);
     assert.match(r.details, /not the one the peer proof covers/);
@@ -141,9 +142,9 @@ describe("unary peer proofs checked before the message is decoded", () => {
 
   it("with legacy proofs on, accepts an earlier version's proof without a body digest once its message matches, and still refuses a forged one", async () => {
     const p = pingOf("p1");
-    const ok = await send(legacy, p, metadataOf({ [PROOF_HEADER]: signProof(keys, PATH, "p1", digestOf(p), Date.now()) }));
+    const ok = await send(legacy, p, metadataOf({ [PROOF_HEADER]: signLegacyProof(keys, PATH, "p1", digestOf(p), Date.now()) }));
     assert.equal(ok.code, grpc.status.OK, ok.details);
-    const forged = await send(legacy, p, metadataOf({ [PROOF_HEADER]: signProof(otherKeys, PATH, "p1", digestOf(p), Date.now()) }));
+    const forged = await send(legacy, p, metadataOf({ [PROOF_HEADER]: signLegacyProof(otherKeys, PATH, "p1", digestOf(p), Date.now()) }));
     assert.equal(forged.code, grpc.status.UNAUTHENTICATED);
     // What the setting costs: without a body digest the message is decoded before it can be checked.
     assert.equal(legacy.decoded, 2);

@@ -11,6 +11,7 @@ import { createLogger } from "../../services/common/logger.ts";
 import { MembershipService, type MembershipServer, type PingReply } from "../../services/gen/deltaset/v1/membership.ts";
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { peerAuthInterceptor, peerSigner } from "../../services/node/peer-interceptors.ts";
+import { addressedTo } from "../../services/client/peer-receiver.ts";
 import { REPLY_HEADER } from "../../services/node/peer-proof.ts";
 
 const keys = parseClusterKeys(`${generateClusterKey()}\n`, "test");
@@ -36,14 +37,14 @@ async function serve(address: string, mode: "member" | "no-key" | "replay"): Pro
     members: (_c, cb) => cb({ code: grpc.status.UNIMPLEMENTED }),
     watch: (c) => c.end(),
   };
-  const server = new grpc.Server(mode === "member" ? { interceptors: [peerAuthInterceptor({ keys: () => keys, mutualTls: () => false, log: quiet })] } : {});
+  const server = new grpc.Server(mode === "member" ? { interceptors: [peerAuthInterceptor({ self: () => "server", keys: () => keys, mutualTls: () => false, log: quiet })] } : {});
   server.addService(MembershipService, impl);
   await new Promise<void>((resolve, reject) => server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
   servers.push(server);
 }
 
 function ping(address: string): Promise<PingReply> {
-  const c = new PeerMembershipClient(address, grpc.credentials.createInsecure(), { interceptors: [peerSigner(() => "client", () => keys, Date.now, quiet)] });
+  const c = new PeerMembershipClient(address, grpc.credentials.createInsecure(), { interceptors: [addressedTo("server"), peerSigner(() => "client", () => keys, Date.now, quiet)] });
   const p = call(c, c.ping, { cluster: "deltaset", from: "client", target: "server", seq: 7n, updates: [] } as never, { timeoutMs: 3000 }) as Promise<PingReply>;
   return p.finally(() => c.close());
 }
@@ -59,7 +60,7 @@ after(() => {
 
 describe("signed replies to peer calls", () => {
   it("accepts a member's answer, which carries a trailer for this call", async () => {
-    const c = new PeerMembershipClient("127.0.0.185:7651", grpc.credentials.createInsecure(), { interceptors: [peerSigner(() => "client", () => keys, Date.now, quiet)] });
+    const c = new PeerMembershipClient("127.0.0.185:7651", grpc.credentials.createInsecure(), { interceptors: [addressedTo("server"), peerSigner(() => "client", () => keys, Date.now, quiet)] });
     try {
       const reply = await new Promise<PingReply>((resolve, reject) => {
         const call = c.ping({ cluster: "deltaset", from: "client", target: "server", seq: 7n, updates: [] } as never, (e, r) => (e ? reject(e) : resolve(r!)));

@@ -11,7 +11,7 @@ import { DEFAULT_SCOPES, TokenSet, parseTokens, scopeOf } from "../../services/n
 import { generateClusterKey, parseClusterKeys } from "../../services/node/cluster-keys.ts";
 import { ConfigError } from "../../services/node/config.ts";
 import { certificateNodeId, nodeIdsOf } from "../../services/node/peer-identity.ts";
-import { ReplayCache, bodyDigest, parseProof, signProof, verifyProof } from "../../services/node/peer-proof.ts";
+import { ReplayCache, bodyDigest, parseProof, signLegacyProof, signProof, verifyProof } from "../../services/node/peer-proof.ts";
 
 const K1 = generateClusterKey();
 const K2 = generateClusterKey();
@@ -48,41 +48,63 @@ describe("cluster key files", () => {
 });
 
 describe("peer proofs", () => {
+  /** Checked on node r1, where only Join takes "*" and v1 proofs are refused. */
+  const AT_R1 = { self: "r1", anyReceiver: false, legacy: false };
   const ring1 = parseClusterKeys(K1, "f");
   const ring21 = parseClusterKeys(`${K2}\n${K1}`, "f");
   const ring2 = parseClusterKeys(K2, "f");
 
   it("verify under any installed key, and name the sender", () => {
-    const v = signProof(ring1, PATH, "n1", BODY, NOW);
-    assert.deepEqual(verifyProof(ring21, v, PATH, BODY, NOW, new ReplayCache()), { ok: true, nodeId: "n1" });
-    assert.deepEqual(verifyProof(ring2, v, PATH, BODY, NOW, new ReplayCache()), { ok: false, reason: "proof-invalid" });
+    const v = signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1");
+    assert.deepEqual(verifyProof(ring21, v, PATH, BODY, NOW, new ReplayCache(), AT_R1), { ok: true, nodeId: "n1" });
+    assert.deepEqual(verifyProof(ring2, v, PATH, BODY, NOW, new ReplayCache(), AT_R1), { ok: false, reason: "proof-invalid" });
   });
 
   it("cover the method, the body and the sender", () => {
-    const v = signProof(ring1, PATH, "n1", BODY, NOW);
-    assert.equal(verifyProof(ring1, v, "/deltaset.v1.Membership/Leave", BODY, NOW, new ReplayCache()).ok, false);
-    assert.equal(verifyProof(ring1, v, PATH, bodyDigest(Buffer.from("other")), NOW, new ReplayCache()).ok, false);
-    assert.equal(verifyProof(ring1, v.replace(" n1 ", " n2 "), PATH, BODY, NOW, new ReplayCache()).ok, false);
+    const v = signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1");
+    assert.equal(verifyProof(ring1, v, "/deltaset.v1.Membership/Leave", BODY, NOW, new ReplayCache(), AT_R1).ok, false);
+    assert.equal(verifyProof(ring1, v, PATH, bodyDigest(Buffer.from("other")), NOW, new ReplayCache(), AT_R1).ok, false);
+    assert.equal(verifyProof(ring1, v.replace(" n1 ", " n2 "), PATH, BODY, NOW, new ReplayCache(), AT_R1).ok, false);
   });
 
   it("are refused outside the skew window, replayed, missing or malformed", () => {
-    const v = signProof(ring1, PATH, "n1", BODY, NOW);
-    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 61_000, new ReplayCache()), { ok: false, reason: "proof-stale" });
-    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW - 61_000, new ReplayCache()), { ok: false, reason: "proof-stale" });
+    const v = signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1");
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 61_000, new ReplayCache(), AT_R1), { ok: false, reason: "proof-stale" });
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW - 61_000, new ReplayCache(), AT_R1), { ok: false, reason: "proof-stale" });
     const cache = new ReplayCache();
-    assert.equal(verifyProof(ring1, v, PATH, BODY, NOW, cache).ok, true);
-    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 1000, cache), { ok: false, reason: "proof-replayed" });
-    assert.deepEqual(verifyProof(ring1, undefined, PATH, BODY, NOW, cache), { ok: false, reason: "proof-missing" });
-    assert.deepEqual(verifyProof(ring1, "v1 n1 x", PATH, BODY, NOW, cache), { ok: false, reason: "proof-malformed" });
+    assert.equal(verifyProof(ring1, v, PATH, BODY, NOW, cache, AT_R1).ok, true);
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 1000, cache, AT_R1), { ok: false, reason: "proof-replayed" });
+    assert.deepEqual(verifyProof(ring1, undefined, PATH, BODY, NOW, cache, AT_R1), { ok: false, reason: "proof-missing" });
+    assert.deepEqual(verifyProof(ring1, "v1 n1 x", PATH, BODY, NOW, cache, AT_R1), { ok: false, reason: "proof-malformed" });
     assert.equal(parseProof(`${v} extra`), undefined);
+  });
+
+  it("name their receiver: refused by any other node, and '*' taken only where allowed", () => {
+    const v = signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1");
+    assert.equal(parseProof(v)?.to, "r1");
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW, new ReplayCache(), { ...AT_R1, self: "r2" }), { ok: false, reason: "proof-other-receiver" });
+    // The receiver is covered by the MAC: rewriting it is an invalid proof.
+    assert.deepEqual(verifyProof(ring1, v.replace(" r1 ", " r2 "), PATH, BODY, NOW, new ReplayCache(), { ...AT_R1, self: "r2" }), { ok: false, reason: "proof-invalid" });
+    const any = signProof(ring1, PATH, "n1", BODY, NOW);
+    assert.equal(parseProof(any)?.to, "*");
+    assert.deepEqual(verifyProof(ring1, any, PATH, BODY, NOW, new ReplayCache(), AT_R1), { ok: false, reason: "proof-receiver-missing" });
+    assert.deepEqual(verifyProof(ring1, any, PATH, BODY, NOW, new ReplayCache(), { ...AT_R1, anyReceiver: true }), { ok: true, nodeId: "n1" });
+  });
+
+  it("of the earlier version (no receiver) are taken only in legacy mode", () => {
+    const v1 = signLegacyProof(ring1, PATH, "n1", BODY, NOW);
+    assert.equal(parseProof(v1)?.version, 1);
+    assert.deepEqual(verifyProof(ring1, v1, PATH, BODY, NOW, new ReplayCache(), AT_R1), { ok: false, reason: "proof-legacy" });
+    assert.deepEqual(verifyProof(ring1, v1, PATH, BODY, NOW, new ReplayCache(), { ...AT_R1, legacy: true }), { ok: true, nodeId: "n1" });
+    assert.deepEqual(verifyProof(ring1, v1.replace(" n1 ", " n2 "), PATH, BODY, NOW, new ReplayCache(), { ...AT_R1, legacy: true }), { ok: false, reason: "proof-invalid" });
   });
 
   it("keep a bounded replay cache that refuses when full of live nonces and frees expired ones", () => {
     const cache = new ReplayCache(60_000, 3);
-    for (let i = 0; i < 3; i++) assert.equal(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, NOW), PATH, BODY, NOW, cache).ok, true);
-    assert.deepEqual(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, NOW), PATH, BODY, NOW, cache), { ok: false, reason: "replay-cache-full" });
+    for (let i = 0; i < 3; i++) assert.equal(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1"), PATH, BODY, NOW, cache, AT_R1).ok, true);
+    assert.deepEqual(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1"), PATH, BODY, NOW, cache, AT_R1), { ok: false, reason: "replay-cache-full" });
     const later = NOW + 61_000;
-    assert.equal(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, later), PATH, BODY, later, cache).ok, true);
+    assert.equal(verifyProof(ring1, signProof(ring1, PATH, "n1", BODY, later, undefined, "r1"), PATH, BODY, later, cache, AT_R1).ok, true);
     assert.equal(cache.size, 1);
   });
 });
