@@ -163,6 +163,8 @@ export class AntiEntropyEngine<P> {
   private readonly drops = new PartitionDrops();
   /** Per peer, how many times its acks were reset: a reply to a send made before a reset is void. */
   private readonly resets = new Map<string, number>();
+  /** What resetsOf answers for an id without an entry (raised when entries are forgotten). */
+  private resetsFloor = 0;
 
   constructor(opts: EngineOptions<P>) {
     this.self = opts.self;
@@ -210,6 +212,34 @@ export class AntiEntropyEngine<P> {
     }
     this.peerSet = next;
     this.peers = [...next].sort();
+    this.forgetPeersExcept(next);
+  }
+
+  /**
+   * What is kept per peer id (boot ids, drop counts, reset counts) goes with the peers that are no
+   * longer neighbours, so ids that come and go (replaced nodes, new identities) do not pile up. A
+   * departed peer's acks are gone already (setNeighbours): if it returns, it starts over at 0.
+   */
+  private forgetPeersExcept(keep: ReadonlySet<string>): void {
+    this.boots.forgetExcept(keep);
+    this.drops.forgetExcept(keep);
+    let highest: number | undefined;
+    for (const [id, n] of this.resets) {
+      if (keep.has(id)) continue;
+      this.resets.delete(id);
+      highest = Math.max(highest ?? 0, n);
+    }
+    if (highest === undefined) return;
+    // A reset count must never go back to a value a planned send already took, or a late reply to
+    // it would pass as fresh: neighbours without an entry keep the floor they had, and every id
+    // without one from now on (the forgotten ones too) reads above all values handed out so far.
+    for (const id of keep) if (!this.resets.has(id)) this.resets.set(id, this.resetsFloor);
+    this.resetsFloor = Math.max(this.resetsFloor, highest) + 1;
+  }
+
+  /** Ids with something kept per peer (boot ids, drop counts, reset counts), for tests and stats. */
+  peerStateIds(): Set<string> {
+    return new Set([...this.boots.ids(), ...this.drops.ids(), ...this.resets.keys()]);
   }
 
   neighbours(): string[] {
@@ -310,7 +340,7 @@ export class AntiEntropyEngine<P> {
    * based on the acks the reset voided, so it proves nothing.
    */
   resetsOf(id: string): number {
-    return this.resets.get(id) ?? 0;
+    return this.resets.get(id) ?? this.resetsFloor;
   }
 
   private bumpResets(id: string): void {

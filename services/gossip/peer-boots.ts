@@ -11,4 +11,13 @@ export class PeerBoots {
     this.seen.set(peer, boot);
     return known !== undefined && known !== boot;
   }
+
+  /** Forget every peer not in keep. */
+  forgetExcept(keep: ReadonlySet<string>): void {
+    for (const id of this.seen.keys()) if (!keep.has(id)) this.seen.delete(id);
+  }
+
+  ids(): IterableIterator<string> {
+    return this.seen.keys();
+  }
 }

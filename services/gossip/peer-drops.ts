@@ -42,4 +42,13 @@ export class PartitionDrops {
   forgetPeer(peer: string): void {
     this.seen.delete(peer);
   }
+
+  /** Forget every peer not in keep (no longer a neighbour). */
+  forgetExcept(keep: ReadonlySet<string>): void {
+    for (const id of this.seen.keys()) if (!keep.has(id)) this.seen.delete(id);
+  }
+
+  ids(): IterableIterator<string> {
+    return this.seen.keys();
+  }
 }

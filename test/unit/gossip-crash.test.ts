@@ -232,6 +232,37 @@ describe("the simulator runs the node's receive path", () => {
     await sim.close();
   });
 
+  it("forgets what it kept of peers that left the neighbours, and a late reply from one still proves nothing", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 9, faults: NO_FAULTS });
+    const x = sim.exchange("a");
+    const p = sim.partitionOf("k");
+    await sim.add("a", "k", [b("x")]);
+    const c = x.engine.seq(p);
+    const all = x.engine.neighbours();
+    // b named its boot and a drop, and had its acks reset: the engine keeps all three for b.
+    x.onReply("b", sim.bootOf("b"), [], [{ partition: p, count: 1n }], x.engine.resetsOf("b"));
+    // Replaced identities that came and went (node churn): each left something behind.
+    for (let i = 0; i < 50; i++) {
+      const id = `gone-${i}`;
+      x.engine.setNeighbours([...all, id]);
+      x.engine.noticeBoot(id, BigInt(i + 1));
+      x.engine.noticeDrops(id, [{ partition: p, count: 1 }]);
+    }
+    const planned = x.engine.resetsOf("b");
+    x.engine.setNeighbours(all.filter((id) => id !== "b"));
+    assert.deepEqual([...x.engine.peerStateIds()].filter((id) => !all.includes(id) || id === "b"), [], "state of departed peers was kept");
+    // b returns; the reply to a frame planned before it left arrives late: its acks are ignored.
+    x.engine.setNeighbours(all);
+    assert.ok(x.engine.resetsOf("b") > planned);
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [], planned);
+    assert.equal(x.engine.ackOf(p, "b"), 0, "a late reply credited acks forgotten when b left");
+    // A peer never seen reads above every count handed out before, as a forgotten one does.
+    assert.ok(x.engine.resetsOf("never-seen") > planned);
+    x.onReply("b", sim.bootOf("b"), [{ partition: p, seq: BigInt(c) }], [], x.engine.resetsOf("b"));
+    assert.equal(x.engine.ackOf(p, "b"), c);
+    await sim.close();
+  });
+
   it("a reply to a send planned before the peer left the neighbours (or a partition's peers) and came back proves nothing", async () => {
     const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 9, faults: NO_FAULTS });
     const x = sim.exchange("a");
