@@ -55,7 +55,11 @@ export function toMemberEvent(change: MembershipChange): MemberEvent {
 }
 
 /** The implementation for server.addService(MembershipService, createMembershipService(driver)). */
-export function createMembershipService(driver: MembershipDriver): MembershipServer {
+/**
+ * stopping: aborted as the node starts to stop; open Watch streams then end at once with
+ * UNAVAILABLE, since a watch never ends by itself and a stopping node waits for its running calls.
+ */
+export function createMembershipService(driver: MembershipDriver, stopping?: AbortSignal): MembershipServer {
   const endpoint = driverEndpoint(driver);
   return {
     join: unary((request) => endpoint.join(request)),
@@ -94,7 +98,7 @@ export function createMembershipService(driver: MembershipDriver): MembershipSer
       }
     },
     watch: (call: grpc.ServerWritableStream<WatchRequest, MemberEvent>) => {
-      if (!endpoint.running()) {
+      if (!endpoint.running() || stopping?.aborted === true) {
         call.emit("error", { code: grpc.status.UNAVAILABLE, details: "membership is not running on this node" });
         return;
       }
@@ -104,6 +108,7 @@ export function createMembershipService(driver: MembershipDriver): MembershipSer
         open = false;
         unsubscribe();
         unhook();
+        unhookStop();
         if (status) call.emit("error", status);
         else call.end();
       };
@@ -122,6 +127,9 @@ export function createMembershipService(driver: MembershipDriver): MembershipSer
         call.write(toMemberEvent(change));
       });
       const unhook = endpoint.onStop(() => close());
+      const stopped = () => close({ code: grpc.status.UNAVAILABLE, details: "the node is stopping" });
+      stopping?.addEventListener("abort", stopped, { once: true });
+      const unhookStop = () => stopping?.removeEventListener("abort", stopped);
       call.on("cancelled", () => close());
       call.on("close", () => close());
     },

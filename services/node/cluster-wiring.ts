@@ -133,7 +133,7 @@ export function nodeExtensions(
             ctx.log.info("membership change", { member: change.member.nodeId, address: change.member.address, kind: change.kind });
             syncPeers();
           });
-          membershipImpl = createMembershipService(driver);
+          membershipImpl = createMembershipService(driver, ctx.stopping);
           gossip = await NodeGossip.create({
             store: ctx.store,
             log: ctx.log.child({ part: "gossip" }),

@@ -16,6 +16,8 @@ const NAME_ECHO = 100;
 export class NodeHealth {
   private readonly statuses = new Map<string, ServingStatus>();
   private readonly watchers = new Map<string, Set<(s: ServingStatus) => void>>();
+  /** Every open Watch, known name or not, to end when the node stops. */
+  private readonly open = new Set<() => void>();
 
   constructor(names: readonly string[], initial: ServingStatus) {
     for (const n of names) {
@@ -30,6 +32,17 @@ export class NodeHealth {
     this.statuses.set(name, status);
     for (const w of this.watchers.get(name)!) w(status);
   }
+
+  /**
+   * End every open Watch with UNAVAILABLE (the node is stopping): a watch never ends by itself,
+   * and a stopping node waits for its running calls.
+   */
+  endWatches(details: string): void {
+    for (const end of [...this.open]) end();
+    this.endDetails = details;
+  }
+
+  private endDetails: string | undefined;
 
   /** Watchers now open, across every name (tests and metrics). */
   get watching(): number {
@@ -46,15 +59,26 @@ export class NodeHealth {
         callback({ code: grpcStatus.NOT_FOUND, details: `health status unknown for service ${call.request.service.slice(0, NAME_ECHO)}` });
       },
       watch: (call: grpc.ServerWritableStream<{ service: string }, unknown>) => {
+        const unavailable = (details: string) => ({ code: grpcStatus.UNAVAILABLE, details });
+        if (this.endDetails !== undefined) return call.emit("error", unavailable(this.endDetails));
         const name = call.request.service;
         const set = this.watchers.get(name);
+        const w = (status: ServingStatus) => call.write({ status });
+        const end = () => {
+          forget();
+          call.emit("error", unavailable(this.endDetails ?? "the node is stopping"));
+        };
+        const forget = () => {
+          set?.delete(w);
+          this.open.delete(end);
+        };
+        this.open.add(end);
+        call.on("cancelled", forget);
         if (set === undefined) {
           call.write({ status: "SERVICE_UNKNOWN" });
           return;
         }
-        const w = (status: ServingStatus) => call.write({ status });
         set.add(w);
-        call.on("cancelled", () => set.delete(w));
         call.write({ status: this.statuses.get(name) });
       },
       list: (_call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {

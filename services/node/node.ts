@@ -67,6 +67,8 @@ export interface NodeContext {
   ownership: Ownership;
   /** Forwards calls for keys owned elsewhere. */
   router: Router;
+  /** Aborted as the node starts to stop (before its running calls drain). */
+  stopping: AbortSignal;
 }
 
 /** What the process running a node does when the node cannot go on. */
@@ -153,7 +155,10 @@ export async function startNode(
     const factor = replicationFactorOf(config);
     const ownership = new Ownership(store.nodeId, advertise, config.partitions, factor);
     const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, log: nodeLog, onForward: telemetry?.onForwarded });
-    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router };
+    // Aborted as the node starts to stop: open Watch streams end at once instead of holding the drain.
+    const stopSignal = new AbortController();
+    setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);
+    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router, stopping: stopSignal.signal };
     const exts = extensions.map((make) => make(ctx));
     const peerAuth = peerAuthInterceptor({
       self: () => store.nodeId,
@@ -165,9 +170,6 @@ export async function startNode(
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const calls = activeCalls();
-    // Aborted as the node starts to stop: open Watch streams end at once instead of holding the drain.
-    const stopSignal = new AbortController();
-    setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);
     const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes, config.maxConcurrentStreams), interceptors: [peerAuth, access] }, calls, config.limits.maxRequestEntries);
     server.addService(
       ReplicaService,
@@ -225,6 +227,7 @@ export async function startNode(
         nodeLog.info("node stopping", { reason });
         setServing(health, false);
         stopSignal.abort();
+        health.endWatches("the node is stopping");
         creds.close();
         await sweeper.stop();
         // Running calls end first (new ones are refused), while gossip still runs: the writes they

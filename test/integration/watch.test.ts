@@ -33,6 +33,20 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** A server stream of any method, its messages counted as bytes, and how it ended. */
+function rawWatch(address: string, path: string, request = Buffer.alloc(0)) {
+  const client = new grpc.Client(address, grpc.credentials.createInsecure());
+  const pass = (b: Buffer) => b;
+  const stream = client.makeServerStreamRequest(path, pass, pass, request);
+  const w = { messages: 0, ended: undefined as unknown as Promise<grpc.ServiceError | undefined>, close: () => (stream.cancel(), client.close()) };
+  w.ended = new Promise((resolve) => {
+    stream.on("data", () => w.messages++);
+    stream.on("error", (e: grpc.ServiceError) => resolve(e));
+    stream.on("end", () => resolve(undefined));
+  });
+  return w;
+}
+
 /** A running watch: its events as they come, and how it ended. */
 function watch(address: string, req: Partial<WatchKeysRequest>) {
   const client = replicaClient(address);
@@ -130,6 +144,10 @@ describe("Watch", () => {
     await eventually("both watches are open", async () => byKey.events.length, (n) => n > 0, 10_000);
     await stopping.add(0, "s", ["b"]);
     await eventually("the prefix watch sees a change", async () => byPrefix.events.length, (n) => n > 0, 10_000);
+    // Health and membership watches are open too: each held the drain on its own.
+    const health = rawWatch(stopping.addresses[0]!, "/grpc.health.v1.Health/Watch");
+    const members = rawWatch(stopping.addresses[0]!, "/deltaset.v1.Membership/Watch", Buffer.from([8, 1])); // include_current
+    await eventually("the health and membership watches answer", async () => health.messages + members.messages, () => health.messages > 0 && members.messages > 0, 10_000);
     const node = stopping.nodes.get(0)!;
     const started = Date.now();
     assert.equal(await node.stop(), 0);
@@ -137,7 +155,7 @@ describe("Watch", () => {
     // The drain waits up to --drain-timeout-ms (20 s) for running calls; open watches held it all.
     assert.ok(ms < 10_000, `the node took ${ms} ms to stop`);
     assert.match(node.logs(), /"drain":"drained"/);
-    for (const w of [byKey, byPrefix]) {
+    for (const w of [byKey, byPrefix, health, members]) {
       const err = await w.ended;
       assert.equal(err?.code, grpc.status.UNAVAILABLE, `${err?.code} ${err?.details}`);
       assert.match(err!.details, /node is stopping/);
