@@ -17,6 +17,12 @@
 //   it), with no indeterminate add of e. The remove's contract is to delete what its context saw.
 // - divergence: nodes whose final reads differ from the most common read (or that could not be
 //   read at all), and unexpected elements that no add ever wrote.
+// - stale reads: a Query during the run answered e absent at a node that had acknowledged an add
+//   of e before the Query was invoked, while no remove of e (acknowledged or indeterminate) had
+//   been invoked before the Query ended. The node made the add durable before acknowledging it
+//   (a restart keeps it), and only a remove takes it away: reads at other nodes may lag, a read
+//   at the node that took the write may not.
+// - phantom reads: a Query answered e present although no add of e was invoked before it ended.
 import type { AddOp, ContextRanges, FinalReads, Op, ReadOp, RemoveOp } from "./history.js";
 
 export interface OutcomeCounts {
@@ -42,6 +48,15 @@ export interface ResurrectedElement {
   presentOn: string[];
   /** The acknowledged remove that reported it removed (for ignored removes: that removed nothing). */
   removedBy: { node: string; end: number; readNode: string };
+}
+
+export interface StaleRead {
+  key: string;
+  element: string;
+  node: string;
+  readStart: number;
+  /** The add the same node acknowledged before the read began. */
+  addEnd: number;
 }
 
 export interface CheckReport {
@@ -80,6 +95,13 @@ export interface CheckReport {
   };
   /** Elements in some final read that no add was ever invoked for. */
   unexpected: Array<{ key: string; element: string; node: string }>;
+  /** Reads during the run that missed an add the reading node had acknowledged before them (see above). */
+  staleReads: StaleRead[];
+  staleReadCount: number;
+  /** Reads during the run that saw an element no add had been invoked for by then. */
+  phantomReads: Array<{ key: string; element: string; node: string; readEnd: number }>;
+  /** Element answers of acknowledged reads the two checks above looked at. */
+  readAnswersChecked: number;
   /** Acknowledged adds and removes per second of the history's span. */
   ackedOpsPerSec: number;
   /** First invocation to last completion, in ms. */
@@ -186,6 +208,27 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
     }
   }
 
+  // Reads during the run, against the adds and removes invoked before them.
+  const staleReads: StaleRead[] = [];
+  const phantomReads: CheckReport["phantomReads"] = [];
+  let readAnswersChecked = 0;
+  for (const r of readOps) {
+    if (r.outcome !== "ok") continue;
+    r.elements.forEach((element, i) => {
+      const k = id(r.key, element);
+      const list = adds.get(k) ?? [];
+      readAnswersChecked++;
+      if (r.present[i] === true) {
+        if (!list.some((a) => a.start < r.end)) phantomReads.push({ key: r.key, element, node: r.node, readEnd: r.end });
+        return;
+      }
+      const mine = list.find((a) => a.outcome === "ok" && a.node === r.node && a.end < r.start);
+      if (mine === undefined) return;
+      const removedMeanwhile = (removes.get(k) ?? []).some((x) => x.outcome !== "fail" && x.start < r.end);
+      if (!removedMeanwhile) staleReads.push({ key: r.key, element, node: r.node, readStart: r.start, addEnd: mine.end });
+    });
+  }
+
   // Divergence: group nodes by their read.
   const groups = new Map<string, string[]>();
   for (const n of readable) {
@@ -217,7 +260,7 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
   const okOps = addOps.filter((o) => o.outcome === "ok").length + removeOps.filter((o) => o.outcome === "ok").length;
 
   return {
-    valid: lost.length === 0 && resurrected.length === 0 && ignored.length === 0 && identical && unexpected.length === 0,
+    valid: lost.length === 0 && resurrected.length === 0 && ignored.length === 0 && identical && unexpected.length === 0 && staleReads.length === 0 && phantomReads.length === 0,
     ops: { add: counts(addOps), remove: counts(removeOps), read: counts(readOps) },
     elements: { attempted: adds.size, acked: ackedElements, removed: removedElements },
     lost,
@@ -230,6 +273,10 @@ export function checkHistory(history: readonly Op[], finals: FinalReads): CheckR
     ignoredRemoveCount: ignored.length,
     divergence: { identical, nodes: divergentNodes.concat(unreadable), unreadable, details },
     unexpected,
+    staleReads,
+    staleReadCount: staleReads.length,
+    phantomReads,
+    readAnswersChecked,
     ackedOpsPerSec: spanMs > 0 ? okOps / (spanMs / 1000) : 0,
     spanMs,
   };

@@ -109,3 +109,50 @@ export async function statesUntilIdentical(nodes: readonly WorkloadNode[], keys:
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 200));
   }
 }
+
+/** One element whose Query answer at a node disagreed with that node's Scan. */
+export interface QueryMismatch {
+  node: string;
+  key: string;
+  element: string;
+  /** What Query answered (the Scan said the opposite). */
+  queryPresent: boolean;
+}
+
+/** Elements per Query call of the final check (below the default --max-elements-per-call). */
+const QUERY_BATCH = 1000;
+
+/**
+ * The read path clients use, checked against the final reads: at every node, Query every element
+ * ever added to each key and compare each answer with that node's Scan. Run once the nodes are
+ * quiet (nothing changes between the two reads). A node that does not answer is left out (its
+ * Scan failed too, and divergence reports it).
+ */
+export async function queryMismatches(nodes: readonly WorkloadNode[], reads: FinalReads, elements: ReadonlyMap<string, readonly string[]>, timeoutMs = 5000): Promise<{ checked: number; mismatches: QueryMismatch[] }> {
+  let checked = 0;
+  const mismatches: QueryMismatch[] = [];
+  const answers = await atEveryNode(nodes, async (client) => {
+    const out: Array<{ key: string; element: string; present: boolean }> = [];
+    for (const [key, all] of elements) {
+      for (let i = 0; i < all.length; i += QUERY_BATCH) {
+        const texts = all.slice(i, i + QUERY_BATCH);
+        const res = await new Promise<{ presence: Array<{ present: boolean }> }>((resolve, reject) =>
+          client.query({ key, elements: [], texts: [...texts], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, r) => (err ? reject(err) : resolve(r))),
+        );
+        texts.forEach((element, j) => out.push({ key, element, present: res.presence[j]?.present === true }));
+      }
+    }
+    return out;
+  });
+  for (const [node, list] of Object.entries(answers)) {
+    const scanned = reads[node];
+    if (list === null || scanned === null || scanned === undefined) continue;
+    const sets = new Map(Object.entries(scanned).map(([k, v]) => [k, new Set(v)]));
+    for (const a of list) {
+      checked++;
+      const inScan = sets.get(a.key)?.has(a.element) === true;
+      if (inScan !== a.present) mismatches.push({ node, key: a.key, element: a.element, queryPresent: a.present });
+    }
+  }
+  return { checked, mismatches };
+}

@@ -143,4 +143,54 @@ export class LinkTable {
       if (!p.enabled) await retry(`enable ${p.name}`, () => p.update({ enabled: true, listen: p.listen, upstream: p.upstream }));
     }
   }
+
+  /**
+   * Bytes each link's proxy has passed on so far, by direction ("from->to" → counts), read from
+   * each API's /metrics (this project's proxy always serves it; a real Toxiproxy only with
+   * -proxy-metrics). Undefined when some API serves none: then nothing can be said.
+   */
+  async bytesByLink(): Promise<Map<string, { upstream: number; downstream: number }> | undefined> {
+    const byProxy = new Map<string, { upstream: number; downstream: number }>();
+    for (const url of this.apis.keys()) {
+      let text: string;
+      try {
+        const res = await withTimeout(fetch(`${url}/metrics`), 5000, `GET ${url}/metrics`);
+        if (!res.ok) return undefined;
+        text = await res.text();
+      } catch {
+        return undefined;
+      }
+      for (const line of text.split("\n")) {
+        const m = /^toxiproxy_proxy_sent_bytes_total\{(.*)\} (\d+(?:\.\d+)?(?:e\+?\d+)?)$/.exec(line);
+        if (m === null) continue;
+        const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1]!, x[2]!]));
+        const dir = labels.direction;
+        if (labels.proxy === undefined || (dir !== "upstream" && dir !== "downstream")) continue;
+        const entry = byProxy.get(`${url} ${labels.proxy}`) ?? { upstream: 0, downstream: 0 };
+        entry[dir] = Number(m[2]);
+        byProxy.set(`${url} ${labels.proxy}`, entry);
+      }
+    }
+    const out = new Map<string, { upstream: number; downstream: number }>();
+    for (const l of await this.list()) {
+      const url = toxiproxyUrl(this.nodes.find((n) => n.nodeId === l.from)!.toxiproxy);
+      const counts = byProxy.get(`${url} ${l.proxy.name}`) ?? { upstream: 0, downstream: 0 };
+      const prev = out.get(`${l.from}->${l.to}`) ?? { upstream: 0, downstream: 0 };
+      out.set(`${l.from}->${l.to}`, { upstream: prev.upstream + counts.upstream, downstream: prev.downstream + counts.downstream });
+    }
+    return out;
+  }
+}
+
+/**
+ * Links whose proxy passed nothing in some direction between two bytesByLink readings: traffic
+ * between those nodes did not go through their proxies, so no fault reached it.
+ */
+export function silentLinks(before: ReadonlyMap<string, { upstream: number; downstream: number }>, after: ReadonlyMap<string, { upstream: number; downstream: number }>): string[] {
+  const out: string[] = [];
+  for (const [link, a] of after) {
+    const b = before.get(link) ?? { upstream: 0, downstream: 0 };
+    if (a.upstream - b.upstream <= 0 || a.downstream - b.downstream <= 0) out.push(link);
+  }
+  return out.sort();
 }

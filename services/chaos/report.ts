@@ -24,6 +24,10 @@ export function runTargets(r: RunResult, command = runCommand(r)): Target[] {
     target("acknowledged removes that left an element their context covered", "0", r.check.ignoredRemoveCount, (m) => m === 0, command),
     target("nodes whose final reads differ", "0", r.check.divergence.nodes.length, (m) => m === 0, command),
     target("elements no add wrote", "0", r.check.unexpected.length, (m) => m === 0, command),
+    target("reads that missed an add the reading node had acknowledged before them (no remove invoked meanwhile)", "0", r.check.staleReadCount, (m) => m === 0, command),
+    target("reads that saw an element no add had been invoked for", "0", r.check.phantomReads.length, (m) => m === 0, command),
+    target("final Query answers that disagree with the node's own Scan", "0", r.finalQueries.mismatchCount, (m) => m === 0, command),
+    target("links whose proxy passed no traffic (faults could not reach them)", "0", r.linkTraffic.measured ? r.linkTraffic.silentLinks.length : null, (m) => m === 0, command),
     target(`identical final reads within ${CONVERGENCE_TARGET_MS / 1000} s of heal`, `<= ${CONVERGENCE_TARGET_MS} ms`, r.convergenceFromHealMs, (m) => m !== null && m <= CONVERGENCE_TARGET_MS, command),
     target(
       "identical states, causal contexts included (state digests), within the settle bound of the workload's stop",
@@ -39,7 +43,15 @@ export function runTargets(r: RunResult, command = runCommand(r)): Target[] {
 export function runMetrics(r: RunResult): Record<string, unknown> {
   const c = r.check;
   return {
-    valid: c.valid,
+    valid: r.valid,
+    checkerValid: c.valid,
+    problems: r.problems,
+    staleReadCount: c.staleReadCount,
+    staleReads: c.staleReads.slice(0, 20),
+    phantomReads: c.phantomReads.slice(0, 20),
+    readAnswersChecked: c.readAnswersChecked,
+    finalQueries: r.finalQueries,
+    linkTraffic: r.linkTraffic,
     lostCount: c.lostCount,
     lost: c.lost.slice(0, 20),
     resurrectedCount: c.resurrectedCount,

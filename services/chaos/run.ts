@@ -12,10 +12,10 @@ import { call } from "../client/rpc.js";
 import { seededRandom } from "../common/prng.js";
 import { startToxiproxyServer, type ToxiproxyServer } from "./proxy/index.js";
 import { type CheckReport, checkHistory } from "./checker.js";
-import { readUntilIdentical, statesUntilIdentical } from "./final-reads.js";
+import { type QueryMismatch, queryMismatches, readUntilIdentical, statesUntilIdentical } from "./final-reads.js";
 import { GossipBytesMeter } from "./gossip-bytes.js";
 import { HistoryRecorder, type Op } from "./history.js";
-import { LinkTable, type LinkNode, precreateLinkProxies } from "./links.js";
+import { LinkTable, type LinkNode, precreateLinkProxies, silentLinks } from "./links.js";
 import { LocalCluster } from "./local-cluster.js";
 import { type FaultAction, type FaultPlan, describeAction, planScenario } from "./plan.js";
 import { Workload, type WorkloadNode } from "./workload.js";
@@ -72,6 +72,21 @@ export interface RunResult {
   steps: ExecutedStep[];
   timeline: { workloadStart: number; faultStart: number; healAt: number; workloadStop: number; identicalAt: number | null; end: number };
   check: CheckReport;
+  /**
+   * The run's verdict: the checker's, and also identical states (digests) within the bound, every
+   * final Query answer agreeing with the Scan, and traffic through every link's proxy.
+   */
+  valid: boolean;
+  /** Why the run is not valid beyond the checker's own report (empty when it is). */
+  problems: string[];
+  /** Final Query answers (every element ever added, at every node) against each node's Scan. */
+  finalQueries: { checked: number; mismatchCount: number; mismatches: QueryMismatch[] };
+  /**
+   * Bytes through each link's proxy during the run: links that passed nothing in some direction
+   * (their traffic bypassed the proxies, so no fault reached it). measured: false when an API
+   * serves no /metrics (a real Toxiproxy without -proxy-metrics).
+   */
+  linkTraffic: { measured: boolean; silentLinks: string[] };
   /** Heal to identical final reads (ms), null if they never became identical within the bound. */
   convergenceFromHealMs: number | null;
   /** Workload stop to identical final reads (ms). */
@@ -238,6 +253,8 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       await sleep(200, o.signal);
     }
 
+    const bytesBefore = await table.bytesByLink();
+
     // ---- workload and faults
     const meter = new GossipBytesMeter((id) => cluster?.metricsAddress(id));
     await meter.begin(ids);
@@ -321,8 +338,16 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     const gossip = await meter.end(ids);
     const ops = history.ops();
     const check = checkHistory(ops, final.reads);
+    progress("final queries");
+    const queries = await queryMismatches(nodes, final.reads, addedElements(ops));
+    const bytesAfter = bytesBefore === undefined ? undefined : await table.bytesByLink();
+    const silent = bytesBefore === undefined || bytesAfter === undefined ? undefined : silentLinks(bytesBefore, bytesAfter);
+    const problems: string[] = [];
+    if (statesAt === null && final.identicalAt !== null) problems.push("the nodes' states (causal contexts included) never became identical within the bound");
+    if (queries.mismatches.length > 0) problems.push(`${queries.mismatches.length} final Query answers disagree with the node's own Scan`);
+    if (silent !== undefined && silent.length > 0) problems.push(`no traffic went through the proxies of links ${silent.join(", ")}: faults could not reach them`);
     const end = Date.now();
-    valid = check.valid;
+    valid = check.valid && problems.length === 0;
     if (dataDir !== null && (o.keepData || !valid)) {
       // For investigation: the whole history and the final reads, next to the node logs.
       writeFileSync(join(dataDir, "history.jsonl"), ops.map((op) => JSON.stringify(op)).join("\n") + "\n");
@@ -350,6 +375,10 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       steps,
       timeline: { workloadStart, faultStart, healAt, workloadStop, identicalAt: final.identicalAt, end },
       check,
+      valid,
+      problems,
+      finalQueries: { checked: queries.checked, mismatchCount: queries.mismatches.length, mismatches: queries.mismatches.slice(0, 20) },
+      linkTraffic: { measured: silent !== undefined, silentLinks: silent ?? [] },
       convergenceFromHealMs: final.identicalAt === null ? null : final.identicalAt - healAt,
       convergenceFromStopMs: final.identicalAt === null ? null : final.identicalAt - workloadStop,
       statesFromHealMs: statesAt === "unknown" ? "unknown" : statesAt === null ? null : statesAt - healAt,
@@ -375,4 +404,16 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     if (server) await server.close();
     if (dataDir !== null && valid && !o.keepData) rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/** Every element an add was invoked for, by key (what the final Query check asks each node). */
+function addedElements(ops: readonly Op[]): Map<string, string[]> {
+  const out = new Map<string, Set<string>>();
+  for (const op of ops) {
+    if (op.kind !== "add") continue;
+    const set = out.get(op.key) ?? new Set<string>();
+    set.add(op.element);
+    out.set(op.key, set);
+  }
+  return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
 }

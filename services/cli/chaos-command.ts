@@ -32,8 +32,9 @@ run options:
   --keep-data          keep node data and logs (they are kept anyway when the check fails)
   --no-remove-retry    do not repeat a Remove that answered removed = 0 at the read's node
   -- NODE-FLAGS...     node flags instead of the default chaos timings
-Exit status: 0 when the history checks out (nothing lost, nothing resurrected, no remove ignored,
-identical reads), 1 otherwise.
+Exit status: 0 when the run checks out (nothing lost, nothing resurrected, no remove ignored, no
+stale or phantom read, identical reads and states, every final Query agreeing with the Scan, and
+traffic through every link's proxy), 1 otherwise.
 `;
 
 export async function chaosCommand(args: string[]): Promise<void> {
@@ -157,7 +158,7 @@ async function chaosRun(args: string[]): Promise<void> {
     if (tty) process.stderr.write("\r\x1b[2K");
     const path = writeRunResults(result, outDir);
     process.stdout.write(`${summaryText(result)}\nresults: ${path}\n`);
-    if (!result.check.valid) process.exitCode = 1;
+    if (!result.valid) process.exitCode = 1;
   } catch (err) {
     if (!controller.signal.aborted) throw err;
     if (tty) process.stderr.write("\r\x1b[2K");
@@ -172,7 +173,8 @@ async function chaosRun(args: string[]): Promise<void> {
 function summaryText(r: import("../chaos/run.js").RunResult): string {
   const c = r.check;
   return [
-    `${c.valid ? "OK" : "FAILED"}  ${r.scenario} on ${r.nodes} nodes`,
+    `${r.valid ? "OK" : "FAILED"}  ${r.scenario} on ${r.nodes} nodes`,
+    ...r.problems.map((p) => `  FAILED: ${p}`),
     `  acknowledged adds lost:        ${c.lostCount}`,
     `  removed elements come back:    ${c.resurrectedCount}`,
     `  nodes with differing reads:    ${c.divergence.nodes.length}${c.divergence.nodes.length ? ` (${c.divergence.nodes.join(", ")})` : ""}`,
@@ -180,6 +182,9 @@ function summaryText(r: import("../chaos/run.js").RunResult): string {
     `  identical states after heal:   ${r.statesFromHealMs === null ? "never (within the bound)" : r.statesFromHealMs === "unknown" ? "not measured (the nodes list no state digests)" : `${r.statesFromHealMs} ms`}`,
     `  operations: add ${fmt(c.ops.add)}, remove ${fmt(c.ops.remove)}, read ${fmt(c.ops.read)}; ${c.ackedOpsPerSec.toFixed(0)} acked/s`,
     `  removes without effect:        ${c.removesWithoutEffect} (answered removed = 0; element their context covered still there: ${c.ignoredRemoveCount})`,
+    `  reads during the run:          ${c.readAnswersChecked} answers checked; stale at the node that took the add: ${c.staleReadCount}; phantom: ${c.phantomReads.length}`,
+    `  final Query vs Scan:           ${r.finalQueries.checked} answers, ${r.finalQueries.mismatchCount} disagree`,
+    `  links without proxy traffic:   ${r.linkTraffic.measured ? (r.linkTraffic.silentLinks.length === 0 ? "0" : r.linkTraffic.silentLinks.join(", ")) : "not measured (the Toxiproxy API serves no /metrics)"}`,
     `  gossip bytes:                  ${r.gossipBytes ?? "not measured"}`,
     ...(r.dataDir ? [`  node data and logs kept in ${r.dataDir}`] : []),
   ].join("\n");

@@ -34,5 +34,5 @@ test("mixed faults on 3 nodes: nothing lost, nothing resurrected, identical fina
   assert.equal(r.check.unexpected.length, 0);
   assert.notEqual(r.convergenceFromHealMs, null);
   assert.equal(typeof r.statesFromHealMs, "number", `identical states, contexts included: ${detail}`);
-  assert.equal(r.check.valid, true);
+  assert.equal(r.valid, true);
 });

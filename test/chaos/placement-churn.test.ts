@@ -31,5 +31,5 @@ test("churn on 5 nodes with R = 3: nothing lost, nothing resurrected, identical 
   assert.equal(r.check.lostCount, 0, `lost acknowledged adds: ${detail}`);
   assert.equal(r.check.resurrectedCount, 0, `resurrected elements: ${detail}`);
   assert.equal(r.check.divergence.identical, true, `final reads differ: ${detail}`);
-  assert.equal(r.check.valid, true, detail);
+  assert.equal(r.valid, true, detail);
 });

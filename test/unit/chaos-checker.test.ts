@@ -126,6 +126,29 @@ test("unreadable nodes and elements nobody added make a run invalid", () => {
   assert.equal(r.unexpected.length, 3);
 });
 
+test("a read that misses an add its own node acknowledged before it, or sees one never added, is reported", () => {
+  // n1 acknowledged "a" at 10; a read at n1 from 20 says absent, with no remove anywhere: stale.
+  let r = checkHistory([add("a", "n1:1", 0, 10), read(["a"], [false], 20)], same(["a"]));
+  assert.equal(r.staleReadCount, 1);
+  assert.deepEqual(r.staleReads[0], { key: "k", element: "a", node: "n1", readStart: 20, addEnd: 10 });
+  assert.equal(r.valid, false);
+  // The same answer at another node may lag: not stale.
+  r = checkHistory([add("a", "n2:1", 0, 10, "ok", "n2"), read(["a"], [false], 20)], same(["a"]));
+  assert.equal(r.staleReadCount, 0);
+  assert.equal(r.valid, true);
+  // A read that began before the add was acknowledged may miss it.
+  r = checkHistory([add("a", "n1:1", 0, 25), read(["a"], [false], 20)], same(["a"]));
+  assert.equal(r.staleReadCount, 0);
+  // A remove invoked before the read ended (anywhere, even one that was not acknowledged) may explain it.
+  r = checkHistory([add("a", "n1:1", 0, 10), remove("a", { n1: [[1, 1]] }, 15, 40, null, "info"), read(["a"], [false], 20)], same([]));
+  assert.equal(r.staleReadCount, 0);
+  // Present although no add of it was invoked before the read ended: phantom.
+  r = checkHistory([read(["b"], [true], 20), add("b", "n1:1", 30, 40)], same(["b"]));
+  assert.equal(r.phantomReads.length, 1);
+  assert.equal(r.valid, false);
+  assert.equal(r.readAnswersChecked, 1);
+});
+
 // ---- property: histories of a correct single-copy set check out; broken final reads do not
 
 type Step = { kind: "add" } | { kind: "remove"; pick: number } | { kind: "timeout"; applied: boolean };
@@ -178,6 +201,15 @@ test("property: a correct execution checks out, and dropping or resurrecting an 
       const { history, final, ackedLive, removedForSure } = simulate(s);
       const clean = checkHistory(history, same(final));
       assert.equal(clean.valid, true, JSON.stringify(clean.lost.concat(clean.resurrected as never)));
+      // A read that answers absent for an element the same node acknowledged before it: stale.
+      const reads = history.filter((o): o is ReadOp => o.kind === "read");
+      if (reads.length > 0) {
+        const target = reads[which % reads.length]!;
+        const hidden = history.map((o) => (o === target ? { ...target, present: target.present.map(() => false) } : o));
+        const stale = checkHistory(hidden, same(final));
+        const ackedBefore = history.some((o) => o.kind === "add" && o.outcome === "ok" && o.element === target.elements[0] && o.end < target.start);
+        assert.equal(stale.staleReadCount, ackedBefore ? 1 : 0);
+      }
       if (ackedLive.length > 0) {
         const victim = ackedLive[which % ackedLive.length]!;
         const broken = checkHistory(history, same(final.filter((e) => e !== victim)));
