@@ -120,11 +120,13 @@ export class NodeCredentials {
   /** Reread every configured file; keeps what fails to load. Returns what changed. */
   reload(reason: string): string[] {
     const changed: string[] = [];
+    const kept: string[] = [];
     const attempt = (what: string, load: () => void) => {
       try {
         load();
         changed.push(what);
       } catch (err) {
+        kept.push(what);
         this.log.error(`reload: ${what} kept as it was`, { reason, err: (err as Error).message });
       }
     };
@@ -139,12 +141,15 @@ export class NodeCredentials {
         this.provider!.set(m);
       });
     }
-    this.log.info("credentials reloaded", {
+    const held = {
       reason,
       reloaded: changed,
       ...(this.tokens ? { tokens: this.tokens.size } : {}),
       ...(this.keys ? { clusterKeys: this.keys.fingerprints() } : {}),
-    });
+    };
+    // "credentials reloaded" only when every file took: a rotation step waits for that line.
+    if (kept.length === 0) this.log.info("credentials reloaded", held);
+    else this.log.warn("credentials reload failed: some files kept as they were (fix them and reload again)", { ...held, kept });
     this.warnOpenSecrets();
     this.checkExpiry();
     return changed;
