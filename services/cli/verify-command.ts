@@ -1,7 +1,7 @@
 // `deltaset verify --data-dir DIR [KEY...]`: check a stopped node's data directory offline. For
 // every set (or the given keys) the element records, the dot index and the header must agree, and
 // every counter must be within int64; see Store.verify. Exit status 0 when everything agrees, 1 when a problem was found.
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { ObjectType } from "../crdt/index.js";
@@ -25,7 +25,14 @@ export async function verifyCommand(args: string[]): Promise<void> {
   // Opening a LevelDB store creates one where there is none: a path without a database is reported
   // as such, untouched.
   if (!existsSync(join(dir, "CURRENT"))) {
-    process.stderr.write(`deltaset verify: ${dir} does not exist or is empty (no LevelDB database there)\n`);
+    const what = !existsSync(dir)
+      ? "does not exist"
+      : !statSync(dir).isDirectory()
+        ? "is a file, not a directory"
+        : readdirSync(dir).length === 0
+          ? "is empty"
+          : "holds no LevelDB database (no CURRENT file): not a deltaset data directory";
+    process.stderr.write(`deltaset verify: ${dir} ${what}\n`);
     process.exit(1);
   }
   // LevelDB writes a new log and manifest when it opens: they get the node's own mode (0600).
@@ -36,7 +43,7 @@ export async function verifyCommand(args: string[]): Promise<void> {
     store = await Store.open({ dir, partitions: "stored", partitionOf, upgrade: false });
   } catch (err) {
     if (err instanceof StoreOpenError) {
-      const hint = /LOCK|lock/.test(err.message) ? " (is a node running on it? stop it first)" : "";
+      const hint = /\bLOCK\b|\block(ed)?\b/.test(err.message) ? " (is a node running on it? stop it first)" : "";
       process.stderr.write(`deltaset verify: ${err.message}${hint}\n`);
       process.exit(1);
     }

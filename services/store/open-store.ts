@@ -58,7 +58,11 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
   if (inMemory) {
     db = opts.db ?? memoryDb();
     await db.open();
-    fresh = (await db.get(formatKey())) === undefined;
+    try {
+      fresh = (await db.get(formatKey())) === undefined;
+    } catch (err) {
+      throw openFailure(opts.dir, err);
+    }
   } else {
     // lost+found: a fresh filesystem volume mounted as the data directory is still empty.
     fresh = !existsSync(opts.dir) || readdirSync(opts.dir).every((f) => f === "lost+found");
@@ -118,7 +122,7 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
     return { db, nodeId: meta.nodeId, replicaId: meta.replicaId, partitions: meta.partitions };
   } catch (err) {
     await db.close();
-    throw err;
+    throw openFailure(opts.dir, err);
   }
 }
 
@@ -136,6 +140,19 @@ async function upgradeInPlace(db: StoreDb, meta: StoreMeta, fromVersion: number,
   const { migratingFrom: _, ...upgraded } = { ...meta, version: STORE_VERSION };
   await db.batch().put(formatKey(), Buffer.from(JSON.stringify(upgraded))).del(migrationProgressKey()).write(SYNCED);
   if (objects > 0 || fromVersion === 1) report?.({ objects, ms: performance.now() - started });
+}
+
+/**
+ * An error met while opening a data directory, as the node reports it: LevelDB finding a block it
+ * reads at start damaged (a checksum or decompression failure) becomes a StoreOpenError saying what
+ * to do; anything else is returned as it is.
+ */
+export function openFailure(dir: string, err: unknown): unknown {
+  if ((err as { code?: string } | null)?.code !== "LEVEL_CORRUPTION") return err;
+  return new StoreOpenError(
+    `data directory ${dir} is damaged: LevelDB cannot read a block the node reads at start (${(err as Error).message}); ` +
+      `restore it from a backup, or move it aside and start the node on an empty directory to catch up from its peers`,
+  );
 }
 
 async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined> {

@@ -10,7 +10,7 @@ import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type R
 import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 import type { ChunkLimits, JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
-import { openStoreDb, rotateReplicaId } from "./open-store.js";
+import { openFailure, openStoreDb, rotateReplicaId } from "./open-store.js";
 import { PendingRemoves } from "./pending-removes.js";
 import { elementRange, expiryRange, headerKey, objectPrefix, parseExpiryKey } from "./keys.js";
 import { expireElements, groupByKey } from "./expiry.js";
@@ -65,7 +65,7 @@ export class Store extends StoreCore {
       return new Store(opened.db, opened.nodeId, opened.replicaId, opened.partitions, opts, pending);
     } catch (err) {
       await opened.db.close();
-      throw err;
+      throw openFailure(opts.dir, err);
     }
   }
 

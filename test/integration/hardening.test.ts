@@ -76,6 +76,16 @@ describe("hardening", () => {
     }
   });
 
+  it("refuses a data directory that is a file with one line, not a stack trace", async () => {
+    const file = join(root, "a-file");
+    writeFileSync(file, "x");
+    const r = await failedStart(["--data-dir", file]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(lines(r.stderr).length, 1, r.stderr);
+    assert.match(lines(r.stderr)[0]!, /a-file is a file, not a directory/);
+    assert.doesNotMatch(r.stderr, /^\s+at /m, "no stack trace");
+  });
+
   it("refuses a TLS key that is not the certificate's, with one line", async () => {
     const a = datedCertificate("a", "20240101000000Z", "20990101000000Z");
     const b = datedCertificate("b", "20240101000000Z", "20990101000000Z");

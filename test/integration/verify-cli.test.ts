@@ -1,7 +1,7 @@
 // `deltaset verify` on a real node's data directory: consistent after a workload, refused while
 // the node runs, and a damaged dot index is reported with exit status 1.
 import { strict as assert } from "node:assert";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -53,8 +53,17 @@ describe("deltaset verify", () => {
 
     const missing = await runCli(["verify", "--data-dir", join(root, "nothing-here")]);
     assert.equal(missing.code, 1);
-    assert.match(missing.stderr, /does not exist or is empty/);
+    assert.match(missing.stderr, /nothing-here does not exist/);
     assert.equal(existsSync(join(root, "nothing-here")), false, "verify created a database where there was none");
+    // A directory that holds something other than a store, and a file, are told apart.
+    mkdirSync(join(root, "foreign"));
+    writeFileSync(join(root, "foreign", "notes.txt"), "x");
+    const foreign = await runCli(["verify", "--data-dir", join(root, "foreign")]);
+    assert.equal(foreign.code, 1);
+    assert.match(foreign.stderr, /holds no LevelDB database/);
+    const file = await runCli(["verify", "--data-dir", join(root, "foreign", "notes.txt")]);
+    assert.equal(file.code, 1);
+    assert.match(file.stderr, /is a file, not a directory/);
   });
 
   it("reports a damaged data block as a problem, without a stack trace, and leaves its files 0600", async () => {

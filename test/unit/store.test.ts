@@ -11,6 +11,7 @@ import { AWSet, AWSetLattice, CausalContext, ObjectType } from "../../services/c
 import { DOT_BUCKET } from "../../services/store/dot-index.ts";
 import { dotIndexRange, elementRange, objectPrefix } from "../../services/store/keys.ts";
 import { Store, StoreOpenError, TypeMismatchError } from "../../services/store/store.ts";
+import { memoryDb } from "../../services/store/db.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-store-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -273,6 +274,33 @@ describe("store durability and identity", () => {
     await db.put(Buffer.from([0x00, 0x46]), Buffer.from("{not json"));
     await db.close();
     await assert.rejects(open(dir), (e: Error) => e instanceof StoreOpenError && /corrupt/.test(e.message));
+  });
+
+  it("refuses a store whose records LevelDB finds damaged with a StoreOpenError saying what to do", async () => {
+    // LevelDB reports a block that fails its checks (checksum, decompression, block type) as
+    // LEVEL_CORRUPTION, from a read at start: the format record's, or the pending removes'.
+    const corruption = () => Object.assign(new Error("Corruption: corrupted compressed block contents"), { code: "LEVEL_CORRUPTION" });
+    for (const failing of ["get", "iterator"] as const) {
+      const db = memoryDb();
+      await (await Store.open({ dir: "memory", db, partitions: 8, partitionOf })).close();
+      // The same database, but the one kind of read fails as LevelDB reports a damaged block.
+      const broken = {
+        get: async () => Promise.reject(corruption()),
+        iterator: () => ({ next: async () => Promise.reject(corruption()), all: async () => Promise.reject(corruption()), close: async () => {}, [Symbol.asyncIterator]: async function* () { throw corruption(); } }),
+      };
+      const damaged = new Proxy(db, {
+        get: (target, name, receiver) => {
+          if (name === failing) return broken[failing];
+          const v = Reflect.get(target, name, receiver) as unknown;
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+      await assert.rejects(
+        Store.open({ dir: "memory", db: damaged, partitions: 8, partitionOf }),
+        (e: Error) => e instanceof StoreOpenError && /damaged: LevelDB cannot read a block/.test(e.message) && /Corruption/.test(e.message),
+        failing,
+      );
+    }
   });
 
   it("answers a type mismatch with a typed error and changes nothing", async () => {
