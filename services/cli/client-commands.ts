@@ -101,6 +101,16 @@ export function needKey(positionals: string[], usage: string): string {
   return key;
 }
 
+/**
+ * Refuse arguments past the most a command takes: they would be dropped unread. After '--' every
+ * argument is one of them, options too (`incr k -- -3 --addr X` would not go to X).
+ */
+export function atMost(positionals: string[], most: number, usage: string): void {
+  if (positionals.length <= most) return;
+  const extra = positionals.slice(most).map((a) => JSON.stringify(a)).join(" ");
+  throw new UsageError(`unexpected argument(s) ${extra} (options go before '--'); usage: ${usage}`);
+}
+
 /** Types an Add may create, as --type takes them. */
 const ADD_TYPES: Record<string, ObjectType> = {
   awset: ObjectType.AWSET,
@@ -322,7 +332,9 @@ export async function queryCommand(args: string[]): Promise<void> {
 export async function scanCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { chunk: { type: "string", default: "1000" }, count: { type: "boolean", default: false } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--hex] [--json]");
+  const usage = "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--hex] [--json]";
+  const key = needKey(positionals, usage);
+  atMost(positionals, 1, usage);
   const showElement = elementShower(values.hex as boolean);
   const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
@@ -350,7 +362,9 @@ export async function scanCommand(args: string[]): Promise<void> {
 export async function incrCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { "request-id": { type: "string" } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset incr KEY AMOUNT [--request-id ID] [--addr HOST:PORT] [--json]");
+  const usage = "deltaset incr KEY [AMOUNT] [--request-id ID] [--addr HOST:PORT] [--json]  (AMOUNT defaults to 1; a negative one after '--')";
+  const key = needKey(positionals, usage);
+  atMost(positionals, 2, usage);
   const raw = positionals[1] ?? "1";
   if (!/^-?\d+$/.test(raw)) throw new UsageError(`amount "${raw}" is not an integer`);
   // The same id on a retry (to any node) is applied once within the key's retention window.

@@ -116,10 +116,21 @@ export async function main(argv: string[]): Promise<void> {
  */
 function unreachable(code: number, details: string, args: string[]): string | undefined {
   if (code !== 14 || !details.startsWith("No connection established")) return undefined;
-  const at = args.indexOf("--addr");
-  const given = args.find((a) => a.startsWith("--addr="))?.slice(7) ?? (at >= 0 ? args[at + 1] : undefined);
+  const given = addrOption(args);
   const addr = given ?? process.env.DELTASET_ADDR ?? "127.0.0.1:7070";
   const why = connectionFailureReason(details);
   const hint = given === undefined ? "; name the node with --addr HOST:PORT or $DELTASET_ADDR" : "";
   return `no node answers at ${addr} (${why})${hint}`;
+}
+
+/** The --addr the command line gives (the last one, before any '--'), as the parser reads it. */
+function addrOption(args: string[]): string | undefined {
+  const end = args.indexOf("--");
+  const options = end >= 0 ? args.slice(0, end) : args;
+  let addr: string | undefined;
+  for (let i = 0; i < options.length; i++) {
+    if (options[i] === "--addr") addr = options[++i];
+    else if (options[i]!.startsWith("--addr=")) addr = options[i]!.slice(7);
+  }
+  return addr;
 }

@@ -58,6 +58,21 @@ describe("deltaset COMMAND --help", () => {
     assert.match(r.stderr, /^deltaset query: no node answers at 127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\) \(gRPC status 14\)$/m);
   });
 
+  it("an --addr after -- is an argument: the node named is the one called, and a command refuses arguments it would drop", async () => {
+    const q = await runCli(["query", "k", "--", "--addr", "127.0.0.1:2"], { DELTASET_ADDR: "127.0.0.1:1" });
+    assert.equal(q.code, 1);
+    assert.match(q.stderr, /^deltaset query: no node answers at 127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\)/m);
+    const incr = await runCli(["incr", "k", "--", "-3", "--addr", "127.0.0.1:2"], { DELTASET_ADDR: "127.0.0.1:1" });
+    assert.equal(incr.code, 2);
+    assert.match(incr.stderr, /^deltaset incr: unexpected argument\(s\) "--addr" "127\.0\.0\.1:2" \(options go before '--'\)/m);
+    const twice = await runCli(["incr", "k", "5", "7"], { DELTASET_ADDR: "127.0.0.1:1" });
+    assert.equal(twice.code, 2);
+    assert.match(twice.stderr, /unexpected argument\(s\) "7"/);
+    const scan = await runCli(["scan", "a", "b"], { DELTASET_ADDR: "127.0.0.1:1" });
+    assert.equal(scan.code, 2);
+    assert.match(scan.stderr, /unexpected argument\(s\) "b"/);
+  });
+
   it("a node that does not answer is named, with how to name another when none was given", async () => {
     const r = await runCli(["keys"], { DELTASET_ADDR: "127.0.0.1:1" });
     assert.equal(r.code, 1);
