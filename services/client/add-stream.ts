@@ -24,6 +24,8 @@ export async function addStream(
   let ackedSeq = 0n;
   let wake: (() => void) | undefined;
   let failure: unknown;
+  /** The call is over (ended or failed): nothing more can be sent on it. */
+  let over = false;
   const done = new Promise<void>((resolve, reject) => {
     call.on("data", (ack: AddStreamAck) => {
       ackedSeq = ack.seq;
@@ -35,30 +37,45 @@ export async function addStream(
     });
     call.on("error", (err) => {
       failure = err;
+      over = true;
       wake?.();
       reject(err);
     });
-    call.on("end", () => resolve());
+    call.on("end", () => {
+      over = true;
+      wake?.();
+      resolve();
+    });
   });
   done.catch(() => {}); // observed below; a send loop that fails first must not leave it unhandled
   const waitFor = (ready: () => boolean) =>
     new Promise<void>((resolve) => {
-      if (ready() || failure !== undefined) return resolve();
+      if (ready() || over) return resolve();
       wake = () => {
-        if (ready() || failure !== undefined) {
+        if (ready() || over) {
           wake = undefined;
           resolve();
         }
       };
     });
+  // The transport took the batch but asks to wait: until it drains, or the call ends or fails (a
+  // call that fails meanwhile never drains, and waiting on it alone would hang the caller).
+  const drained = () =>
+    Promise.race([
+      new Promise<void>((resolve) => call.once("drain", () => resolve())),
+      done.then(
+        () => undefined,
+        () => undefined,
+      ),
+    ]);
   try {
     for await (const elements of batches) {
-      if (failure !== undefined) break;
+      if (over) break;
       if (elements.length === 0) continue;
       await waitFor(() => sentSeq - ackedSeq < BigInt(window));
-      if (failure !== undefined) break;
+      if (over) break;
       sentSeq++;
-      if (!call.write({ key, elements, texts: [], seq: sentSeq, ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs) })) await new Promise((r) => call.once("drain", r));
+      if (!call.write({ key, elements, texts: [], seq: sentSeq, ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs) })) await drained();
     }
   } finally {
     call.end();
