@@ -2,7 +2,7 @@
 // credentials (tokens, cluster keys, certificates) and keeps the node running. --help lists every
 // setting (generated from the tables in node/settings.ts).
 import { parseArgs } from "node:util";
-import { ConfigError, configFlags, describeConfig, loadConfig } from "../node/config.js";
+import { ConfigError, configFlags, describeConfig, loadConfig, withBoolValues } from "../node/config.js";
 import { nodeHelp } from "../node/config-docs.js";
 import { createLogger } from "../common/logger.js";
 import { nodeExtensions } from "../node/cluster-wiring.js";
@@ -13,7 +13,7 @@ import { StoreOpenError, StoreWriteError } from "../store/store.js";
 const FATAL_STOP_MARGIN_MS = 5_000;
 
 export async function nodeCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { ...configFlags(), help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
+  const { values } = parseArgs({ args: withBoolValues(args), options: { ...configFlags(), help: { type: "boolean", short: "h" } }, allowPositionals: false, strict: true });
   if (values.help === true) {
     process.stdout.write(nodeHelp());
     return;

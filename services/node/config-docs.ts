@@ -82,7 +82,8 @@ export function nodeHelp(): string {
       "Runs one replica node until SIGTERM or SIGINT, then leaves the cluster, drains and exits 0; SIGHUP " +
         "reloads tokens, cluster keys and certificates. Every setting is a flag, an environment variable " +
         "or a key of the JSON file given by --config: flags win over the environment, which wins over the " +
-        "file. Booleans take true/false (also 1/0, yes/no, on/off), lists are comma-separated. The node " +
+        "file. Booleans take true/false (also 1/0, yes/no, on/off; a boolean flag alone means true), lists " +
+        "are comma-separated. The node " +
         "logs its effective configuration at start. Reference: docs/configuration.md.",
       100,
       "",
@@ -150,10 +151,10 @@ export function configurationDoc(): string {
     "Every setting of `deltaset node`, one table per subsystem. Each is a flag, an environment variable,",
     "or a key of a JSON file given by `--config` (`DELTASET_CONFIG`), nested by its dots (`gossip.intervalMs`",
     "is `{\"gossip\": {\"intervalMs\": 500}}`). Flags win over environment variables, which win over the file,",
-    "which wins over the defaults. Booleans take `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), lists",
-    "are comma-separated (a JSON array in the file), sizes and times are plain integers (bytes, ms: the",
-    "defaults below are written in KiB and MiB for reading only), and a bad value stops the node with a",
-    "message naming the setting (exit status 2).",
+    "which wins over the defaults. Booleans take `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`; a",
+    "boolean flag alone means true), lists are comma-separated (a JSON array in the file), sizes and times",
+    "are plain integers (bytes, ms: the defaults below are written in KiB and MiB for reading only), and a",
+    "bad value stops the node with a message naming the setting (exit status 2).",
     "The node logs its effective configuration at start as a JSON line; `deltaset node --help` prints the",
     "same list. Older names in parentheses are still accepted.",
     "",

@@ -282,10 +282,33 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-/** The flags `deltaset node` accepts (for parseArgs): strings, and a few bare switches (--insecure-peers). */
-export function configFlags(): Record<string, { type: "string" | "boolean" }> {
-  const out: Record<string, { type: "string" | "boolean" }> = { [CONFIG_FILE_SETTING.flag]: { type: "string" } };
-  for (const s of SETTINGS) for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) out[flag] = { type: s.bare ? "boolean" : "string" };
+/** The flags `deltaset node` accepts (for parseArgs), each taking a value: pass the arguments through withBoolValues first. */
+export function configFlags(): Record<string, { type: "string" }> {
+  const out: Record<string, { type: "string" }> = { [CONFIG_FILE_SETTING.flag]: { type: "string" } };
+  for (const s of SETTINGS) for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) out[flag] = { type: "string" };
+  return out;
+}
+
+const BOOL_WORD = /^(1|0|true|false|yes|no|on|off)$/i;
+
+/**
+ * Boolean flags alone mean true: `--insecure-peers` becomes `--insecure-peers true`, so every
+ * boolean takes `--flag`, `--flag false` and `--flag=false` alike (and a false on the command line
+ * wins over a true from the environment or a config file).
+ */
+export function withBoolValues(args: readonly string[]): string[] {
+  const bools = new Set<string>();
+  for (const s of SETTINGS) if (s.kind === "bool") for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) bools.add(`--${flag}`);
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--") {
+      out.push(...args.slice(i));
+      break;
+    }
+    out.push(a);
+    if (bools.has(a) && !BOOL_WORD.test(args[i + 1] ?? "")) out.push("true");
+  }
   return out;
 }
 
@@ -429,10 +452,11 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
 
 export function validateConfig(c: NodeConfig): void {
   if (!(Number.isInteger(c.maxClockSkewMs) && c.maxClockSkewMs >= 0)) throw new ConfigError("maxClockSkewMs (--max-clock-skew-ms) must be a non-negative integer");
-  const hostPort = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
-  if (!hostPort.test(c.listen)) throw new ConfigError(`listen "${c.listen}" is not host:port`);
-  if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise "${c.advertise}" is not host:port`);
-  for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port`);
+  const shape = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
+  const hostPort = { test: (v: string) => shape.test(v) && Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535 };
+  if (!hostPort.test(c.listen)) throw new ConfigError(`listen (--listen) "${c.listen}" is not host:port with a port of 0 to 65535`);
+  if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise (--advertise) "${c.advertise}" is not host:port with a port of 0 to 65535`);
+  for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port with a port of 0 to 65535`);
   if (!Number.isInteger(c.partitions) || c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);

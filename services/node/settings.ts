@@ -22,7 +22,7 @@ export interface Setting {
   value?: string;
   /** Said instead of the value in DEFAULT_CONFIG when that is empty or computed. */
   defaultText?: string;
-  /** A switch: the flag alone means true (and `--flag=false` is not parsed). */
+  /** Shown in --help as a switch, without a value (like every boolean flag, it also takes true/false). */
   bare?: true;
   /** Older names still accepted: flags, environment variables, config file paths. */
   aliases?: { flags?: string[]; envs?: string[]; paths?: string[] };

@@ -11,7 +11,7 @@
 import { type Server, createServer } from "node:http";
 import type { Span, Tracer } from "@opentelemetry/api";
 import { parseArgs } from "node:util";
-import { ConfigError, type NodeConfig, configFlags, loadConfig } from "./config.js";
+import { ConfigError, type NodeConfig, configFlags, loadConfig, withBoolValues } from "./config.js";
 import type { Logger } from "../common/logger.js";
 import { type ClusterSources, type RpcRecorder, certificateMetrics, clusterMetrics, rpcMetrics, storeMetrics } from "./metrics.js";
 import type { Store } from "../store/store.js";
@@ -56,7 +56,7 @@ const state = (): TracingState => ((globalThis as Record<symbol, TracingState>)[
  */
 export function tracingRequested(args: string[], env: NodeJS.ProcessEnv = process.env): boolean {
   try {
-    const { values } = parseArgs({ args, options: configFlags(), allowPositionals: true, strict: false });
+    const { values } = parseArgs({ args: withBoolValues(args), options: configFlags(), allowPositionals: true, strict: false });
     const flags = Object.fromEntries(Object.entries(values).filter(([, v]) => typeof v === "string")) as Record<string, string>;
     return loadConfig(flags, env).tracing !== "off";
   } catch {

@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { ConfigError, DEFAULT_CONFIG, loadConfig } from "../../services/node/config.ts";
+import { parseArgs } from "node:util";
+import { ConfigError, DEFAULT_CONFIG, configFlags, loadConfig, withBoolValues } from "../../services/node/config.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-config-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -37,6 +38,21 @@ describe("configuration", () => {
     assert.equal(c.gossip.intervalMs, 50);
     assert.equal(c.gossip.bp, false);
     assert.equal(loadConfig({}, { DELTASET_CONFIG: f }).partitions, 8); // file named by env
+  });
+
+  it("boolean flags: alone mean true, and take true/false however written, a false winning over the environment", () => {
+    const flags = (args: string[]) => parseArgs({ args: withBoolValues(args), options: configFlags(), strict: true }).values as Record<string, string>;
+    const env = { DELTASET_INSECURE_PEERS: "true", DELTASET_GOSSIP_BP: "false" };
+    assert.equal(loadConfig(flags(["--insecure-peers"]), {}).insecurePeers, true);
+    assert.equal(loadConfig(flags(["--insecure-peers", "false"]), env).insecurePeers, false);
+    assert.equal(loadConfig(flags(["--insecure-peers=no"]), env).insecurePeers, false);
+    // A boolean that used to need a value may be given alone, before another flag or last.
+    const c = loadConfig(flags(["--gossip-bp", "--insecure-clients"]), env);
+    assert.equal(c.gossip.bp, true);
+    assert.equal(c.insecureClients, true);
+    assert.throws(() => loadConfig(flags(["--insecure-peers=maybe"]), {}), (e: Error) => e instanceof ConfigError && /insecure-peers.*"maybe" is not a boolean/.test(e.message));
+    // Past '--' nothing is a flag.
+    assert.deepEqual(withBoolValues(["--", "--insecure-peers"]), ["--", "--insecure-peers"]);
   });
 
   it("storage sizes from flags, environment or file", () => {
@@ -80,7 +96,8 @@ describe("configuration", () => {
     const bad: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
       [{ partitions: "abc" }, {}, /--partitions: "abc" is not a non-negative integer/],
       [{}, { DELTASET_GOSSIP_RR: "maybe" }, /DELTASET_GOSSIP_RR: "maybe" is not a boolean/],
-      [{ listen: "nohostport" }, {}, /listen "nohostport" is not host:port/],
+      [{ listen: "nohostport" }, {}, /listen \(--listen\) "nohostport" is not host:port/],
+      [{ listen: "127.0.0.1:99999" }, {}, /listen \(--listen\) "127.0.0.1:99999" is not host:port with a port of 0 to 65535/],
       [{ sync: "sometimes" }, {}, /sync must be "fsync" or "buffered"/],
       [{ partitions: "0" }, {}, /partitions must be 1..65535/],
       [{ "node-id": "has space" }, {}, /node id "has space"/],
