@@ -44,6 +44,9 @@ export function parse(args: string[], extra: OptionSpec = {}): { values: Values;
   const options = { ...COMMON, ...extra };
   if (wantsHelp(args)) throw new HelpRequested(options);
   const r = parseArgs({ args, options, allowPositionals: true, strict: true });
+  const timeout = r.values.timeout;
+  // A deadline that is not a positive whole number of ms would make every call fail at once.
+  if (typeof timeout === "string" && !/^[1-9]\d*$/.test(timeout)) throw new UsageError(`--timeout "${timeout}" is not a positive whole number of milliseconds`);
   return { values: r.values as Values, positionals: r.positionals };
 }
 

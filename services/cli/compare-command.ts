@@ -3,14 +3,19 @@
 // differs when the nodes show different digests, and a key of any type differs when some node
 // does not hold it (keys of the other types, held by every node, are counted as not compared:
 // their states carry no digest). Exit status 0 when nothing differs (the nodes converged, as far
-// as Keys can tell), 1 otherwise, so a script can wait for convergence:
-//   until deltaset compare A B C --quiet; do sleep 1; done
+// as Keys can tell), 1 when something differs, 2 when some node could not be read (nothing was
+// compared), so a script can wait for convergence and still tell a node that is down:
+//   until deltaset compare A B C --quiet; do [ $? = 2 ] && break; sleep 1; done
 import { ObjectType } from "../crdt/index.js";
 import { call, replicaClient } from "../client/rpc.js";
 import { UsageError, connection, parse } from "./client-commands.js";
 import { createOutput } from "./output.js";
+import { connectionFailureReason } from "../common/connection-error.js";
 
 const USAGE = "deltaset compare HOST:PORT HOST:PORT... [--prefix P] [--quiet]";
+
+/** A node could not be read: nothing was compared (exit status 2, apart from "they differ"). */
+class NotCompared extends Error {}
 
 /** The types whose Keys entries carry a state digest. */
 const DIGESTED = new Set([ObjectType.AWSET, ObjectType.AWSET_PROB]);
@@ -33,7 +38,7 @@ async function keysOf(addr: string, prefix: string, conn: ReturnType<typeof conn
     // Name the node that did not answer (the CLI's message for an unreachable node names --addr,
     // which compare does not take).
     const e = err as { code?: number; details?: string };
-    if (typeof e.code === "number" && e.details !== undefined) throw Object.assign(new Error(e.details), { code: e.code, details: `${addr} did not answer Keys: ${e.details}` });
+    if (typeof e.code === "number" && e.details !== undefined) throw new NotCompared(`${addr} did not answer Keys: ${connectionFailureReason(e.details)} (gRPC status ${e.code})`);
     throw err;
   } finally {
     client.close();
@@ -69,7 +74,14 @@ export async function compareCommand(args: string[]): Promise<void> {
   const { values, positionals } = parse(args, { prefix: { type: "string", default: "" }, quiet: { type: "boolean", default: false } });
   if (positionals.length < 2) throw new UsageError(`name two nodes or more: ${USAGE}`);
   const conn = connection(values);
-  const listings = await Promise.all(positionals.map((a) => keysOf(a, values.prefix as string, conn, Number(values.timeout))));
+  let listings: Listing[];
+  try {
+    listings = await Promise.all(positionals.map((a) => keysOf(a, values.prefix as string, conn, Number(values.timeout))));
+  } catch (err) {
+    if (!(err instanceof NotCompared)) throw err;
+    process.stderr.write(`deltaset compare: ${err.message}; nothing compared\n`);
+    process.exit(2);
+  }
   const { differ, notCompared } = compareListings(listings);
   const keys = new Set(listings.flatMap((l) => [...l.keys()])).size;
   if (values.quiet !== true) {

@@ -123,10 +123,16 @@ describe("Keys", () => {
       assert.deepEqual(cmp2.differ[0]!.digests, ["", "(none)"]);
       assert.match(cmp2.differ[1]!.digests[0]!, /^[0-9a-f]{32}$/);
       assert.notEqual(cmp2.differ[1]!.digests[0], cmp2.differ[1]!.digests[1]);
-      // A node that does not answer is named by its address, exit 1.
+      // A node that does not answer is named by its address, exit 2 (not "they differ"), with the
+      // connect error rather than grpc-js's whole text.
       const gone = await runCli(["compare", c.addresses[0]!, "127.0.2.35:7935", "--prefix", "cmp2/"]);
-      assert.equal(gone.code, 1);
-      assert.match(gone.stderr, /127\.0\.2\.35:7935 did not answer Keys/);
+      assert.equal(gone.code, 2);
+      assert.match(gone.stderr, /127\.0\.2\.35:7935 did not answer Keys: connect ECONNREFUSED 127\.0\.2\.35:7935 \(gRPC status 14\); nothing compared/);
+      assert.doesNotMatch(gone.stderr, /Resolution note/);
+      // A deadline that is not a number is refused before any call.
+      const badTimeout = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--timeout", "abc"]);
+      assert.equal(badTimeout.code, 2);
+      assert.match(badTimeout.stderr, /--timeout "abc" is not a positive whole number/);
     } finally {
       await lone.close();
     }
