@@ -117,6 +117,11 @@ export interface SeedJoinerOptions {
   reconcileMs?: number;
   now?: () => number;
   onError?: (message: string, error?: unknown) => void;
+  /**
+   * Joins through seeds have failed this many times in a row (the 3rd, then every 10th): no seed
+   * answers, and the node serves alone meanwhile. A misspelled seed list is otherwise silent.
+   */
+  onStillAlone?: (failures: number, tried: string[]) => void;
 }
 
 /** The join loop. start() runs it in the background; stop() ends it. */
@@ -184,7 +189,11 @@ export class SeedJoiner {
         } else {
           this.attempts++;
           joined = await this.options.attempt(addresses);
-          if (!joined) this.options.onError?.(`join through ${addresses.join(", ")} failed`);
+          if (!joined) {
+            this.options.onError?.(`join through ${addresses.join(", ")} failed`);
+            const inRow = failures + 1;
+            if (inRow === 3 || (inRow > 3 && (inRow - 3) % 10 === 0)) this.options.onStillAlone?.(inRow, addresses);
+          }
         }
       } catch (error) {
         this.options.onError?.("seed lookup failed", error);

@@ -140,6 +140,8 @@ export class MembershipDriver {
       random: options.random,
       recheckMs: Math.max(config.probeIntervalMs, 1000),
       onError: (message, error) => this.log(message, error),
+      onStillAlone: (failures, tried) =>
+        this.warn("not in a cluster: no seed answered a join; this node serves alone meanwhile and keeps trying (check --seeds and that the seeds run and are reachable)", { joinAttempts: failures, lastTried: tried }),
     });
     endpoints.set(this, this.endpoint());
   }

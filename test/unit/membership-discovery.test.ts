@@ -121,6 +121,41 @@ describe("join loop", () => {
     assert.equal(joiner.attempts, 4);
   });
 
+  it("says so when no seed answers: at the 3rd failed join in a row, then every 10th, and not once joined", async () => {
+    const told: Array<{ failures: number; tried: string[] }> = [];
+    let attempts = 0;
+    let joinAt = 30;
+    const joiner = new SeedJoiner({
+      self: "10.0.0.9:7000",
+      seeds: async () => ["10.0.0.1:7000"],
+      attempt: async () => ++attempts >= joinAt,
+      needsJoin: () => attempts < joinAt,
+      sleep: () => new Promise<void>((resolve) => setImmediate(resolve)),
+      onStillAlone: (failures, tried) => told.push({ failures, tried }),
+    });
+    joiner.start();
+    while (attempts < joinAt) await flush();
+    await joiner.stop();
+    assert.deepEqual(told.map((t) => t.failures), [3, 13, 23]);
+    assert.deepEqual(told[0]!.tried, ["10.0.0.1:7000"]);
+    // A node whose only seed is itself (a single node) is never told it is alone.
+    told.length = 0;
+    attempts = 0;
+    joinAt = Infinity;
+    const single = new SeedJoiner({
+      self: "10.0.0.9:7000",
+      seeds: async () => ["10.0.0.9:7000"],
+      attempt: async () => false,
+      needsJoin: () => true,
+      sleep: () => new Promise<void>((resolve) => setImmediate(resolve)),
+      onStillAlone: (failures, tried) => told.push({ failures, tried }),
+    });
+    single.start();
+    for (let i = 0; i < 50; i++) await flush();
+    await single.stop();
+    assert.deepEqual(told, []);
+  });
+
   it("tries at most `fanout` random seeds per attempt", async () => {
     const attempts: string[][] = [];
     const seeds = Array.from({ length: 50 }, (_, i) => `10.0.1.${i + 1}:7000`);
