@@ -97,17 +97,25 @@ export function readStateDigests(nodes: readonly WorkloadNode[], keys: readonly 
  * they first matched (Unix ms), null past the bound, or "unknown" when no node lists any digest
  * (older nodes).
  */
-export async function statesUntilIdentical(nodes: readonly WorkloadNode[], keys: readonly string[], opts: { boundMs: number; intervalMs?: number }): Promise<number | null | "unknown"> {
+export async function statesUntilIdentical(nodes: readonly WorkloadNode[], keys: readonly string[], opts: { boundMs: number; intervalMs?: number; placement?: boolean }): Promise<number | null | "unknown"> {
   const until = Date.now() + opts.boundMs;
   for (;;) {
     const digests = await readStateDigests(nodes, keys);
     const views = Object.values(digests);
     if (views.every((v) => v !== null && keys.every((k) => v[k] === ""))) return "unknown";
-    const sig = (v: Record<string, string> | null) => (v === null ? null : keys.map((k) => v[k]).join(","));
-    if (views.length > 0 && views.every((v) => sig(v) !== null && sig(v) === sig(views[0]!))) return Date.now();
+    if (views.length > 0 && views.every((v) => v !== null) && keys.every((k) => sameDigest(views.map((v) => v![k]!), opts.placement === true))) return Date.now();
     if (Date.now() >= until) return null;
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 200));
   }
+}
+
+/**
+ * Whether the nodes show one state of a key. With placement only the key's owners hold it (the
+ * others list no digest), so the nodes that list one must agree, and some node must.
+ */
+function sameDigest(digests: string[], placement: boolean): boolean {
+  const held = placement ? digests.filter((d) => d !== "") : digests;
+  return held.length > 0 ? held.every((d) => d === held[0]) : digests.every((d) => d === "");
 }
 
 /** One element whose Query answer at a node disagreed with that node's Scan. */

@@ -234,6 +234,9 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
       await cluster.startAll();
     }
     const ids = nodes.map((n) => n.nodeId);
+    // Placement (a replication factor below the node count): only a key's owners hold it. Not
+    // known for an external cluster: checked as if it might place keys (the looser checks).
+    const placement = external ? true : replicationBelowAll(o.nodeArgs ?? CHAOS_NODE_ARGS, ids.length);
     links = new LinkTable(linkNodes);
     const plan = planScenario(o.scenario, { nodes: ids, faultMs: o.faultMs, random, processFaults: !external });
     log(`plan ${plan.scenario}: ${plan.steps.map((s) => `@${s.atMs}ms ${describeAction(s.action)}`).join("; ")}`);
@@ -334,10 +337,10 @@ export async function runScenario(o: RunOptions): Promise<RunResult> {
     // ---- final reads and check
     const final = await readUntilIdentical(nodes, keys, { boundMs: settleBoundMs, onRound: () => progress("final reads") });
     progress("final states");
-    const statesAt = final.identicalAt === null ? null : await statesUntilIdentical(nodes, keys, { boundMs: Math.max(0, settleBoundMs - (Date.now() - workloadStop)) });
+    const statesAt = final.identicalAt === null ? null : await statesUntilIdentical(nodes, keys, { boundMs: Math.max(0, settleBoundMs - (Date.now() - workloadStop)), placement });
     const gossip = await meter.end(ids);
     const ops = history.ops();
-    const check = checkHistory(ops, final.reads);
+    const check = checkHistory(ops, final.reads, { localReads: !placement });
     progress("final queries");
     const queries = await queryMismatches(nodes, final.reads, addedElements(ops));
     const bytesAfter = bytesBefore === undefined ? undefined : await table.bytesByLink();
@@ -416,4 +419,14 @@ function addedElements(ops: readonly Op[]): Map<string, string[]> {
     out.set(op.key, set);
   }
   return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
+}
+
+/** Whether node flags give a replication factor below the node count. */
+function replicationBelowAll(args: readonly string[], nodes: number): boolean {
+  let factor: string | undefined;
+  args.forEach((a, i) => {
+    if (a === "--replication-factor") factor = args[i + 1];
+    else if (a.startsWith("--replication-factor=")) factor = a.slice("--replication-factor=".length);
+  });
+  return factor !== undefined && factor !== "all" && Number(factor) < nodes;
 }

@@ -27,7 +27,7 @@ test("mixed faults on 3 nodes: nothing lost, nothing resurrected, identical fina
   assert.deepEqual(r.steps.filter((s) => s.error !== undefined), [], "every fault step was carried out");
   assert.ok(r.check.ops.add.ok > 50, `the workload made progress (${r.check.ops.add.ok} acknowledged adds)`);
   assert.ok(r.check.ops.remove.ok > 10, "and removed elements");
-  const detail = JSON.stringify({ lost: r.check.lost.slice(0, 5), resurrected: r.check.resurrected.slice(0, 5), divergence: r.check.divergence, data: r.dataDir, log: lines });
+  const detail = JSON.stringify({ lost: r.check.lost.slice(0, 5), resurrected: r.check.resurrected.slice(0, 5), divergence: r.check.divergence, problems: r.problems, data: r.dataDir, log: lines });
   assert.equal(r.check.lostCount, 0, `lost acknowledged adds: ${detail}`);
   assert.equal(r.check.resurrectedCount, 0, `resurrected elements: ${detail}`);
   assert.equal(r.check.divergence.identical, true, `final reads differ: ${detail}`);
