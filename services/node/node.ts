@@ -16,10 +16,10 @@ import { NodeCredentials } from "./credential-reload.js";
 import type { Logger } from "../common/logger.js";
 import { logThrottle } from "../common/log-throttle.js";
 import { prepareDataDir } from "./data-dir.js";
-import { activeCalls } from "./active-calls.js";
+import { activeCalls, drainCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
-import { addOperatorServices, bind, drain, serverOptions, setServing } from "./server.js";
+import { addOperatorServices, bind, serverOptions, setServing } from "./server.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { watchTlsHandshakes } from "./tls-handshake-log.js";
 import { isLoopbackHost } from "./loopback.js";
@@ -106,6 +106,8 @@ export async function startNode(
   }
   prepareDataDir(config.dataDir, log);
   const refusedJoins = logThrottle(60_000);
+  // The store's own warnings come after it opened, once the node's id is known: they name it.
+  let storeLog = log;
   const skewWarnings = logThrottle(60_000);
   // A write failure before the node serves fails its start; once it serves, the node stops (below).
   let writeFailed: StoreWriteError | undefined;
@@ -128,13 +130,13 @@ export async function startNode(
     onUpgrade: (e) => log.info("data directory upgraded to the current store format", { dir: config.dataDir, ...e }),
     onCounterJoinRefused: (e) => {
       const admitted = refusedJoins.admit(e.key);
-      if (admitted !== undefined) log.warn("counter join refused: it would leave int64; the key keeps its state here", { ...e, ...admitted });
+      if (admitted !== undefined) storeLog.warn("counter join refused: it would leave int64; the key keeps its state here", { ...e, ...admitted });
     },
     clockSkewBoundMs: config.maxClockSkewMs,
     onClockSkew: (e) => {
       const admitted = skewWarnings.admit(e.report.direction);
       if (admitted !== undefined) {
-        log.warn(
+        storeLog.warn(
           e.report.direction === "ahead"
             ? "a peer's counter retry filter shows its clock ahead of this node's by more than --max-clock-skew-ms (or this clock is behind): retries may be recognised for less than the reported retention"
             : "a peer's counter retry filter shows its clock behind this node's by more than --max-clock-skew-ms (or its delta arrived late): retries may be recognised for less than the reported retention",
@@ -144,6 +146,7 @@ export async function startNode(
     },
   });
   const nodeLog = log.child({ node: store.nodeId });
+  storeLog = nodeLog;
   let telemetry: NodeTelemetry | undefined;
   try {
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
@@ -230,10 +233,13 @@ export async function startNode(
         health.endWatches("the node is stopping");
         creds.close();
         await sweeper.stop();
-        // Running calls end first (new ones are refused), while gossip still runs: the writes they
+        // Running client calls end first while new ones are refused and gossip and membership still
+        // run (peers' pings are answered, so nobody suspects this node meanwhile): the writes they
         // acknowledge are then shipped to neighbours by the cluster's stop (leave), not left here.
-        const how = await drain(server, config.drainTimeoutMs, calls.count);
+        calls.close();
+        const how = await drainCalls(calls, config.drainTimeoutMs);
         for (const e of [...exts].reverse()) await e.stop?.();
+        server.forceShutdown(); // only peer calls and idle connections are left
         router.close();
         await store.close();
         await telemetry?.shutdown();

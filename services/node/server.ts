@@ -58,30 +58,3 @@ export function bind(server: grpc.Server, address: string, creds: grpc.ServerCre
   });
 }
 
-/**
- * Stop accepting calls, let running ones finish for up to timeoutMs, then cut the rest. Once no
- * call runs (activeCalls), connections left open are idle and are closed at once instead of
- * waiting for their clients (checked every pollMs).
- */
-export function drain(server: grpc.Server, timeoutMs: number, activeCalls: () => number = () => 1, pollMs = 50): Promise<"drained" | "forced"> {
-  return new Promise((resolve) => {
-    let done = false;
-    const finish = (how: "drained" | "forced") => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      clearInterval(poll);
-      resolve(how);
-    };
-    const timer = setTimeout(() => {
-      server.forceShutdown();
-      finish("forced");
-    }, timeoutMs);
-    const poll = setInterval(() => {
-      if (activeCalls() > 0) return;
-      server.forceShutdown(); // only idle connections remain
-      finish("drained");
-    }, pollMs);
-    server.tryShutdown(() => finish("drained"));
-  });
-}

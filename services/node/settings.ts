@@ -74,7 +74,7 @@ export const NODE_SETTINGS: SettingGroup = {
     },
     {
       flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int",
-      description: "on SIGTERM, how long running calls may finish (new calls are refused; idle connections close at once)",
+      description: "on SIGTERM, how long running client calls may finish before they are cut (new client calls are refused; peers are answered until the node leaves)",
     },
     {
       flag: "leave-timeout-ms", env: "DELTASET_LEAVE_TIMEOUT_MS", path: "leaveTimeoutMs", kind: "int",

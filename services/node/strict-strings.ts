@@ -108,8 +108,19 @@ export function strictStringDefinition(service: grpc.ServiceDefinition, maxReque
  */
 export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterceptor {
   return (method, call) => {
+    const client = !isPeerMethod(method.path);
+    // A stopping node refuses new client calls (health and reflection still answer) and keeps
+    // answering its peers until it leaves.
+    if (client && calls?.closed === true && !method.path.startsWith("/grpc.")) {
+      return new grpc.ServerInterceptingCall(call, {
+        start: (next) =>
+          next({
+            onReceiveMetadata: () => call.sendStatus({ code: grpc.status.UNAVAILABLE, details: "the node is stopping: call another node", metadata: new grpc.Metadata() }),
+          }),
+      });
+    }
     const marks = refusedByHandler(method.path);
-    const end = isPeerMethod(method.path) ? undefined : calls?.enter();
+    const end = client ? calls?.enter((details) => call.sendStatus({ code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() })) : undefined;
     const listener: grpc.ServerListener = {
       onReceiveMessage: (message, pass) => {
         const refuse = (details: string, code = grpc.status.INVALID_ARGUMENT) => {

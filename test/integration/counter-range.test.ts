@@ -115,7 +115,7 @@ describe("counters at the int64 boundary", () => {
       cb = replicaClient(B);
       const bClient = cb;
       await eventually("the set reaches B", () => query(bClient, setKey), (r) => r.size === 1n, 20_000);
-      await eventually("A refuses B's counter", async () => a.logs(), (l) => /counter join refused.*"key":"total"/.test(l), 20_000);
+      await eventually("A refuses B's counter", async () => a.logs(), (l) => /"msg":"counter join refused[^\n]*"node":"ga"[^\n]*"key":"total"/.test(l), 20_000);
       await eventually("B refuses A's counter", async () => b!.logs(), (l) => /counter join refused.*"key":"total"/.test(l), 20_000);
       const metrics = await (await fetch(`http://${METRICS}/metrics`)).text();
       assert.match(metrics, /^deltaset_counter_joins_refused(_total)? [1-9]/m);
