@@ -139,7 +139,10 @@ export async function watchCommand(args: string[]): Promise<void> {
     stream.on("data", (e: KeyEvent) => {
       if (e.catchUp?.context !== undefined) catchUpCtx = contextFromProto(e.catchUp.context);
       const line = describeEvent(e, catchUpCtx, show);
-      process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} add(s) removed)` : ""}\n`);
+      // A catch-up's removed adds are those the saved context covers that are not live now: the
+      // context says what was seen, not what was live, so some may have gone before it was saved.
+      const gone = line.kind === "catch-up" ? "add(s) seen before are gone" : "add(s) removed";
+      process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} ${gone})` : ""}\n`);
       const resume = e.catchUp?.last ? e.catchUp.nextSince : e.delta !== undefined ? e.context : undefined;
       if (sinceFile !== undefined && resume !== undefined) writeFileSync(sinceFile, JSON.stringify(CausalContext.toJSON(resume)) + "\n");
     });
@@ -162,8 +165,9 @@ function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").Causa
         ? undefined
         : (latticeFor(ObjectType.AWSET).decode(e.delta.payload, Date.now()) as AWSet);
   const added = s === undefined ? [] : [...s.entries.keys()].map((k) => show(Buffer.from(k, "latin1")));
-  // A resumed watch's catch-up names the adds it had seen that were removed meanwhile on its last
-  // chunk (ExportChunk.removed); a live change carries its removes in its delta's context.
+  // A resumed watch's catch-up names, on its last chunk (ExportChunk.removed), the adds its context
+  // covers that are not live (removed since, or before the context was saved); a live change
+  // carries its removes in its delta's context.
   const removedDots = e.catchUp !== undefined ? (e.catchUp.removed === undefined ? 0 : contextFromProto(e.catchUp.removed).dotCount()) : s === undefined ? 0 : removedDots_(s);
   return { key: e.key, type, kind: e.catchUp ? "catch-up" : "change", added, removedDots };
 }
