@@ -151,7 +151,7 @@ export async function startNode(
   try {
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
-    const peerChannelOptions = peerChannelOptionsOf(peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog), {
+    const peerChannelOptions = peerChannelOptionsOf(peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog, () => config.peerLegacyProofs), {
       initialMs: config.peerReconnectInitialMs,
       maxMs: config.peerReconnectMaxMs,
     });

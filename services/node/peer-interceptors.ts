@@ -29,6 +29,7 @@ import {
   ANY_RECEIVER,
   DEFAULT_SKEW_MS,
   PROOF_HEADER,
+  PROOF_V2_HEADER,
   type ProofRefusal,
   REPLY_HEADER,
   ReplayCache,
@@ -40,6 +41,7 @@ import {
   parseBodyDigest,
   parseProof,
   replyValid,
+  signLegacyProof,
   signProof,
   signReply,
   signStreamMessage,
@@ -256,7 +258,8 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
               certId = identity = c.nodeId;
             }
             if (keys !== undefined) {
-              proof = metadata.get(PROOF_HEADER)[0];
+              // A node in a rolling upgrade signs twice (peer-proof.ts): its v2 proof comes first.
+              proof = metadata.get(PROOF_V2_HEADER)[0] ?? metadata.get(PROOF_HEADER)[0];
               if (proof === undefined) return refuse("proof-missing");
               const parsed = parseProof(proof);
               if (parsed === undefined) return refuse("proof-malformed");
@@ -353,7 +356,7 @@ export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor 
  * (UNAUTHENTICATED: wrong key, clock skew, certificate) is logged at warn, rate-limited, so the
  * refused side is visible too.
  */
-export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | undefined, now: () => number = Date.now, log?: Logger): grpc.Interceptor {
+export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | undefined, now: () => number = Date.now, log?: Logger, legacy: () => boolean = () => false): grpc.Interceptor {
   const warn = log ? new RateLimitedWarn(log, now) : undefined;
   return (options, nextCall) => {
     const def = options.method_definition;
@@ -425,7 +428,14 @@ export function peerSigner(nodeId: () => string, keys: () => ClusterKeyring | un
       const named = h.metadata.get(RECEIVER_HEADER)[0];
       h.metadata.remove(RECEIVER_HEADER);
       const to = typeof named === "string" && named !== "" ? named : ANY_RECEIVER;
-      h.metadata.set(PROOF_HEADER, signProof(k, def.path, nodeId(), body, now(), nonce, to));
+      const v2 = signProof(k, def.path, nodeId(), body, now(), nonce, to);
+      if (legacy()) {
+        // A rolling upgrade (--peer-legacy-proofs): nodes of the earlier version read only this
+        // header and refuse a v2 proof as malformed, so it carries their v1; this version's
+        // nodes read the v2 one beside it (the same nonce), whether they take legacy proofs or not.
+        h.metadata.set(PROOF_HEADER, signLegacyProof(k, def.path, nodeId(), body, now(), nonce));
+        h.metadata.set(PROOF_V2_HEADER, v2);
+      } else h.metadata.set(PROOF_HEADER, v2);
       if (!def.requestStream) h.metadata.set(BODY_HEADER, body);
       h.next(h.metadata, verify);
     };

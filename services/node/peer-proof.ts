@@ -12,6 +12,8 @@
 //
 // Earlier versions send v1 proofs, which name no receiver (the v2 MAC input without the receiver
 // line, under "deltaset-peer-proof/v1"); they are accepted only while --peer-legacy-proofs is on.
+// With it on, a node also signs its calls with both (PROOF_V2_HEADER), so nodes of either version
+// take them.
 //
 // A unary call also names its body digest in the metadata
 //   deltaset-peer-body: <body digest>
@@ -29,6 +31,12 @@ import type { ClusterKeyring } from "./cluster-keys.js";
 import { STREAM_MAC_BYTES } from "../common/trailing-mac.js";
 
 export const PROOF_HEADER = "deltaset-peer-proof";
+/**
+ * During a rolling upgrade a node signs twice: the earlier version's v1 proof under PROOF_HEADER,
+ * which nodes of that version read, and its v2 proof (same nonce) under this header, which nodes
+ * of this version read first.
+ */
+export const PROOF_V2_HEADER = "deltaset-peer-proof-v2";
 export const REPLY_HEADER = "deltaset-peer-reply";
 /** Proofs older or newer than this (against the receiver's clock) are refused. */
 export const DEFAULT_SKEW_MS = 60_000;

@@ -388,8 +388,8 @@ export const SECURITY_SETTINGS: SettingGroup = {
     },
     {
       flag: "peer-legacy-proofs", env: "DELTASET_PEER_LEGACY_PROOFS", path: "peerLegacyProofs", kind: "bool", bare: true,
-      description: "with a cluster key, also accept peer calls from nodes of an earlier version, whose proofs name no receiver or no body digest (for a rolling upgrade; off after it)",
-      details: "While this is on, a proof captured on its way to another node can be replayed here within the 60 s window, and a call without a body digest has its message decoded before its proof can be checked, so an unauthenticated caller can make the node decode messages up to --max-message-bytes.",
+      description: "with a cluster key, a rolling upgrade from an earlier version: accept peer calls whose proofs name no receiver or no body digest, and sign this node's calls both the earlier way and this version's (off after the upgrade)",
+      details: "While this is on, a proof captured on its way to another node can be replayed here (and this node's to a node of the earlier version) within the 60 s window, and a call without a body digest has its message decoded before its proof can be checked, so an unauthenticated caller can make the node decode messages up to --max-message-bytes. Turning it off node by node afterwards keeps the cluster whole: nodes of this version read the newer proof whether the setting is on or off.",
     },
     {
       flag: "auth-tokens-file", env: "DELTASET_AUTH_TOKENS_FILE", path: "authTokensFile", kind: "string", value: "FILE", readme: true,
