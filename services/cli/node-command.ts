@@ -60,7 +60,15 @@ export async function nodeCommand(args: string[]): Promise<void> {
     throw err;
   }
   const running = node;
+  let stopping = false;
   const onSignal = (sig: string) => {
+    // A second SIGTERM or SIGINT (an impatient supervisor, Ctrl-C twice) does not cut the drain
+    // and the leave short: the node stops once, cleanly; SIGKILL stops it at once.
+    if (stopping) {
+      log.info("already stopping: draining and leaving the cluster (SIGKILL stops at once, without leaving)", { signal: sig });
+      return;
+    }
+    stopping = true;
     void running.stop(`received ${sig}`).then(
       () => process.exit(0),
       (err) => {
@@ -70,8 +78,8 @@ export async function nodeCommand(args: string[]): Promise<void> {
     );
   };
   // Handlers first: a launcher may signal as soon as it reads the line below.
-  process.once("SIGTERM", () => onSignal("SIGTERM"));
-  process.once("SIGINT", () => onSignal("SIGINT"));
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
   // Machine-readable line for launchers and tests.
   process.stdout.write(JSON.stringify({ event: "listening", nodeId: node.nodeId, address: node.address, metrics: node.metricsAddress }) + "\n");
 }

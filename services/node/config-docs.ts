@@ -79,7 +79,7 @@ export function nodeHelp(): string {
     "usage: deltaset node [--FLAG VALUE]...",
     "",
     ...wrap(
-      "Runs one replica node until SIGTERM or SIGINT, then leaves the cluster, drains and exits 0; SIGHUP " +
+      "Runs one replica node until SIGTERM or SIGINT, then drains its client calls, ships its changes, leaves the cluster and exits 0; SIGHUP " +
         "reloads tokens, cluster keys and certificates. Every setting is a flag, an environment variable " +
         "or a key of the JSON file given by --config: flags win over the environment, which wins over the " +
         "file. Booleans take true/false (also 1/0, yes/no, on/off; a boolean flag alone means true), lists " +

@@ -1,7 +1,7 @@
 // A node that drains on SIGTERM keeps answering its peers: while a client call still runs, new
 // client calls are refused with UNAVAILABLE, the other node never suspects it (its pings are
 // answered), and once the drain time runs out the running call is cut with UNAVAILABLE and the
-// node leaves and exits 0. Before, the drain stopped every call, peers' pings included, and the
+// node leaves and exits 0, even when it got SIGTERM twice. Before, the drain stopped every call, peers' pings included, and the
 // cluster flapped the node between suspect and alive for the whole drain.
 import { strict as assert } from "node:assert";
 import { once } from "node:events";
@@ -55,6 +55,8 @@ describe("draining on SIGTERM", () => {
 
     const exited = once(node.child, "exit");
     node.child.kill("SIGTERM");
+    // A second SIGTERM (an impatient supervisor) does not cut the drain or the leave short.
+    setTimeout(() => node.child.kill("SIGTERM"), 300);
     // During the drain: new client calls are refused, and the other node keeps seeing it alive.
     const states = new Set<string>();
     let refused: grpc.ServiceError | undefined;
