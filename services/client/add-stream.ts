@@ -23,7 +23,6 @@ export async function addStream(
   let sentSeq = 0n;
   let ackedSeq = 0n;
   let wake: (() => void) | undefined;
-  let failure: unknown;
   /** The call is over (ended or failed): nothing more can be sent on it. */
   let over = false;
   const done = new Promise<void>((resolve, reject) => {
@@ -36,7 +35,6 @@ export async function addStream(
       wake?.();
     });
     call.on("error", (err) => {
-      failure = err;
       over = true;
       wake?.();
       reject(err);

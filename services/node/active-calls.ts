@@ -19,8 +19,8 @@ export interface ActiveCalls {
   /** From now on new client calls are refused (the node is stopping). */
   close(): void;
   readonly closed: boolean;
-  /** End every running call that can be cut, with this reason; returns how many. */
-  cutAll(details: string): number;
+  /** End every running call that can be cut, with this reason. */
+  cutAll(details: string): void;
 }
 
 export function activeCalls(): ActiveCalls {
@@ -38,14 +38,11 @@ export function activeCalls(): ActiveCalls {
       return closed;
     },
     cutAll: (details) => {
-      let n = 0;
       for (const e of [...running]) {
         if (e.cut === undefined) continue;
         running.delete(e);
         e.cut(details);
-        n++;
       }
-      return n;
     },
   };
 }

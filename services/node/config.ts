@@ -285,8 +285,13 @@ export class ConfigError extends Error {
 /** The flags `deltaset node` accepts (for parseArgs), each taking a value: pass the arguments through withBoolValues first. */
 export function configFlags(): Record<string, { type: "string" }> {
   const out: Record<string, { type: "string" }> = { [CONFIG_FILE_SETTING.flag]: { type: "string" } };
-  for (const s of SETTINGS) for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) out[flag] = { type: "string" };
+  for (const s of SETTINGS) for (const flag of flagNames(s)) out[flag] = { type: "string" };
   return out;
+}
+
+/** A setting's flag and its older names (without the leading --). */
+function flagNames(s: Setting): string[] {
+  return [s.flag, ...(s.aliases?.flags ?? [])];
 }
 
 const BOOL_WORD = /^(1|0|true|false|yes|no|on|off)$/i;
@@ -298,7 +303,7 @@ const BOOL_WORD = /^(1|0|true|false|yes|no|on|off)$/i;
  */
 export function withBoolValues(args: readonly string[]): string[] {
   const bools = new Set<string>();
-  for (const s of SETTINGS) if (s.kind === "bool") for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) bools.add(`--${flag}`);
+  for (const s of SETTINGS) if (s.kind === "bool") for (const flag of flagNames(s)) bools.add(`--${flag}`);
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
@@ -314,7 +319,7 @@ export function withBoolValues(args: readonly string[]): string[] {
 
 /** A setting's value from a flag, or else from its older flag names. */
 function fromFlags(s: Setting, flags: Record<string, string | boolean | undefined>): [string, string | boolean] | undefined {
-  for (const flag of [s.flag, ...(s.aliases?.flags ?? [])]) if (flags[flag] !== undefined) return [`--${flag}`, flags[flag]!];
+  for (const flag of flagNames(s)) if (flags[flag] !== undefined) return [`--${flag}`, flags[flag]!];
   return undefined;
 }
 
@@ -453,10 +458,10 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
 export function validateConfig(c: NodeConfig): void {
   if (!(Number.isInteger(c.maxClockSkewMs) && c.maxClockSkewMs >= 0)) throw new ConfigError("maxClockSkewMs (--max-clock-skew-ms) must be a non-negative integer");
   const shape = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
-  const hostPort = { test: (v: string) => shape.test(v) && Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535 };
-  if (!hostPort.test(c.listen)) throw new ConfigError(`listen (--listen) "${c.listen}" is not host:port with a port of 0 to 65535`);
-  if (!hostPort.test(c.advertise)) throw new ConfigError(`advertise (--advertise) "${c.advertise}" is not host:port with a port of 0 to 65535`);
-  for (const s of [...c.seeds, ...c.peers]) if (!hostPort.test(s)) throw new ConfigError(`peer/seed "${s}" is not host:port with a port of 0 to 65535`);
+  const isHostPort = (v: string) => shape.test(v) && Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535;
+  if (!isHostPort(c.listen)) throw new ConfigError(`listen (--listen) "${c.listen}" is not host:port with a port of 0 to 65535`);
+  if (!isHostPort(c.advertise)) throw new ConfigError(`advertise (--advertise) "${c.advertise}" is not host:port with a port of 0 to 65535`);
+  for (const s of [...c.seeds, ...c.peers]) if (!isHostPort(s)) throw new ConfigError(`peer/seed "${s}" is not host:port with a port of 0 to 65535`);
   if (!Number.isInteger(c.partitions) || c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);
@@ -539,7 +544,7 @@ export function validateConfig(c: NodeConfig): void {
   if (c.tls.ca !== undefined && c.tls.cert === undefined) throw new ConfigError("tls.ca (mutual TLS) needs tls.cert and tls.key, the node's own certificate");
   // A bare port serves metrics on loopback; another host must be asked for (plain HTTP, node id).
   if (c.metricsListen !== undefined && /^\d{1,5}$/.test(c.metricsListen)) c.metricsListen = `127.0.0.1:${c.metricsListen}`;
-  if (c.metricsListen !== undefined && c.metricsListen !== "" && !hostPort.test(c.metricsListen)) {
+  if (c.metricsListen !== undefined && c.metricsListen !== "" && !isHostPort(c.metricsListen)) {
     throw new ConfigError(`metrics listen "${c.metricsListen}" is not host:port (or a port, for 127.0.0.1)`);
   }
   if (c.metricsListen !== undefined && c.metricsListen !== "" && !isLoopbackHost(c.metricsListen) && c.metricsExpose !== true) {

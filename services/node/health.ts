@@ -17,7 +17,7 @@ export class NodeHealth {
   private readonly statuses = new Map<string, ServingStatus>();
   private readonly watchers = new Map<string, Set<(s: ServingStatus) => void>>();
   /** Every open Watch, known name or not, to end when the node stops. */
-  private readonly open = new Set<() => void>();
+  private readonly open = new Set<(details: string) => void>();
 
   constructor(names: readonly string[], initial: ServingStatus) {
     for (const n of names) {
@@ -38,10 +38,11 @@ export class NodeHealth {
    * and a stopping node waits for its running calls.
    */
   endWatches(details: string): void {
-    for (const end of [...this.open]) end();
     this.endDetails = details;
+    for (const end of [...this.open]) end(details);
   }
 
+  /** Set once the node stops: a Watch opened after that is refused with it. */
   private endDetails: string | undefined;
 
   /** Watchers now open, across every name (tests and metrics). */
@@ -64,9 +65,9 @@ export class NodeHealth {
         const name = call.request.service;
         const set = this.watchers.get(name);
         const w = (status: ServingStatus) => call.write({ status });
-        const end = () => {
+        const end = (details: string) => {
           forget();
-          call.emit("error", unavailable(this.endDetails ?? "the node is stopping"));
+          call.emit("error", unavailable(details));
         };
         const forget = () => {
           set?.delete(w);
