@@ -8,6 +8,8 @@ import { Toxiproxy, type Proxy } from "toxiproxy-node-client";
 import { ToxiproxyDialer, proxyNamePart, toxiproxyStatus, toxiproxyUrl } from "../node/peer-dialer.js";
 import type { LinkRef, ToxicDef } from "./plan.js";
 import { withTimeout } from "../common/with-timeout.js";
+import { SENT_BYTES_METRIC } from "./proxy/byte-counts.js";
+import { getText, sumSamples } from "./eval/counters.js";
 
 export interface LinkNode {
   nodeId: string;
@@ -150,33 +152,20 @@ export class LinkTable {
    * -proxy-metrics). Undefined when some API serves none: then nothing can be said.
    */
   async bytesByLink(): Promise<Map<string, { upstream: number; downstream: number }> | undefined> {
-    const byProxy = new Map<string, { upstream: number; downstream: number }>();
+    const texts = new Map<string, string>();
     for (const url of this.apis.keys()) {
-      let text: string;
       try {
-        const res = await withTimeout(fetch(`${url}/metrics`), 5000, `GET ${url}/metrics`);
-        if (!res.ok) return undefined;
-        text = await res.text();
+        texts.set(url, await getText(`${url}/metrics`, 5000));
       } catch {
         return undefined;
-      }
-      for (const line of text.split("\n")) {
-        const m = /^toxiproxy_proxy_sent_bytes_total\{(.*)\} (\d+(?:\.\d+)?(?:e\+?\d+)?)$/.exec(line);
-        if (m === null) continue;
-        const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1]!, x[2]!]));
-        const dir = labels.direction;
-        if (labels.proxy === undefined || (dir !== "upstream" && dir !== "downstream")) continue;
-        const entry = byProxy.get(`${url} ${labels.proxy}`) ?? { upstream: 0, downstream: 0 };
-        entry[dir] = Number(m[2]);
-        byProxy.set(`${url} ${labels.proxy}`, entry);
       }
     }
     const out = new Map<string, { upstream: number; downstream: number }>();
     for (const l of await this.list()) {
-      const url = toxiproxyUrl(this.nodes.find((n) => n.nodeId === l.from)!.toxiproxy);
-      const counts = byProxy.get(`${url} ${l.proxy.name}`) ?? { upstream: 0, downstream: 0 };
+      const text = texts.get(toxiproxyUrl(this.nodes.find((n) => n.nodeId === l.from)!.toxiproxy)) ?? "";
+      const sent = (direction: string) => sumSamples(text, SENT_BYTES_METRIC, { proxy: l.proxy.name, direction });
       const prev = out.get(`${l.from}->${l.to}`) ?? { upstream: 0, downstream: 0 };
-      out.set(`${l.from}->${l.to}`, { upstream: prev.upstream + counts.upstream, downstream: prev.downstream + counts.downstream });
+      out.set(`${l.from}->${l.to}`, { upstream: prev.upstream + sent("upstream"), downstream: prev.downstream + sent("downstream") });
     }
     return out;
   }

@@ -76,7 +76,7 @@ export function exchangeLoss(c: NodeCounters): { attempted: number; failed: numb
  * a kept-alive socket that the server may close at the same moment (its idle timeout), and the
  * request then fails with "other side closed".
  */
-async function getText(url: string, timeoutMs: number): Promise<string> {
+export async function getText(url: string, timeoutMs: number): Promise<string> {
   const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { connection: "close" } });
   if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
   return res.text();
