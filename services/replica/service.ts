@@ -27,7 +27,7 @@ import type { Logger } from "../common/logger.js";
 import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./errors.js";
 import { wholeTypeCalls } from "./whole-type-calls.js";
 import { type AddStreamDeps, addStreamCall } from "./add-stream.js";
-import { keyCalls } from "./key-calls.js";
+import { keyCalls, listedSize } from "./key-calls.js";
 import { watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
@@ -312,7 +312,9 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       // A change of this node's own made by the join (deferred removes the merged adds made
       // applicable, or a probabilistic set's refusal): spread like a local operation's delta.
       if (r.settled !== undefined) notify(req.key, r.settled.type, r.settled.delta);
-      return { changed: r.changed, size: BigInt(r.size) };
+      // A set stored whole (AWSET_PROB) counts its members from its state, as Keys and Import do.
+      const size = req.state.type === ObjectType.AWSET ? r.size : listedSize(await store.keyInfo(req.key));
+      return { changed: r.changed, size: BigInt(size) };
     }),
 
     increment: unary("Increment", async (req) => {

@@ -174,6 +174,7 @@ describe("AWSET_PROB keys on a 3-node cluster", () => {
     outside.joinInPlace(outside.addDelta(b("plum"), 0x1234_5678_9abc_def0n));
     const m = await c.replica(0, (c0) => call(c0, c0.merge, { key: "prob", state: { type: ObjectType.AWSET_PROB, payload: Buffer.from(AWSetProbLattice.encode(outside)) } }));
     assert.equal(m.changed, true);
+    assert.equal(m.size, 3n, "the members after the merge: apple, kiwi, plum");
     for (const i of [0, 1, 2]) await eventually(`plum on node ${i}`, () => query(i, "prob", ["plum", "apple"]), (q) => q.presence.every((p) => p.present), 15_000);
   });
 

@@ -115,11 +115,19 @@ describe("Keys", () => {
       await prob(lone, ["q"]);
       for (const cl of [c, lone]) await cl.replica(0, (rr) => call(rr, rr.increment, { key: "cmp2/both", amount: 1n, requestId: "" }));
       await c.replica(0, (rr) => call(rr, rr.increment, { key: "cmp2/counter-here", amount: 1n, requestId: "" }));
+      // One key held as two types, neither carrying a digest: named with each node's type.
+      await c.replica(0, (rr) => call(rr, rr.increment, { key: "cmp2/two-types", amount: 1n, requestId: "" }));
+      await lone.replica(0, (rr) => call(rr, rr.add, { key: "cmp2/two-types", elements: [Buffer.from("g")], texts: [], type: ObjectType.GBF }));
       const r2 = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp2/", "--json"]);
       assert.equal(r2.code, 1, r2.stderr);
-      const cmp2 = JSON.parse(r2.stdout) as { keys: number; differ: Array<{ key: string; digests: string[] }>; notCompared: number };
-      assert.deepEqual([cmp2.keys, cmp2.notCompared], [3, 1]);
-      assert.deepEqual(cmp2.differ.map((d) => d.key), ["cmp2/counter-here", "cmp2/prob"]);
+      const cmp2 = JSON.parse(r2.stdout) as { keys: number; differ: Array<{ key: string; digests: string[]; types?: string[] }>; notCompared: number };
+      assert.deepEqual([cmp2.keys, cmp2.notCompared], [4, 1]);
+      assert.deepEqual(cmp2.differ.map((d) => d.key), ["cmp2/counter-here", "cmp2/prob", "cmp2/two-types"]);
+      assert.deepEqual(cmp2.differ[2]!.types, ["COUNTER", "GBF"]);
+      assert.equal(cmp2.differ[0]!.types, undefined);
+      const shown = await runCli(["compare", c.addresses[0]!, lone.addresses[0]!, "--prefix", "cmp2/two"]);
+      assert.equal(shown.code, 1);
+      assert.match(shown.stdout, new RegExp(`cmp2/two-types  held as different types: ${c.addresses[0]}=COUNTER  ${lone.addresses[0]}=GBF`));
       assert.deepEqual(cmp2.differ[0]!.digests, ["", "(none)"]);
       assert.match(cmp2.differ[1]!.digests[0]!, /^[0-9a-f]{32}$/);
       assert.notEqual(cmp2.differ[1]!.digests[0], cmp2.differ[1]!.digests[1]);
