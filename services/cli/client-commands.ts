@@ -6,7 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { UnionStrategy } from "../gen/deltaset/v1/types.js";
-import { ObjectType, contextFromProto } from "../crdt/index.js";
+import { ObjectType, TYPE_BY_NAME, contextFromProto } from "../crdt/index.js";
 import { bar, createOutput, elementShower, percent } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
 import { addStream } from "../client/add-stream.js";
@@ -114,17 +114,8 @@ export function atMost(positionals: string[], most: number, usage: string): void
   throw new UsageError(`unexpected argument(s) ${extra} (options go before '--'); usage: ${usage}`);
 }
 
-/** Types an Add may create, as --type takes them. */
-const ADD_TYPES: Record<string, ObjectType> = {
-  awset: ObjectType.AWSET,
-  "awset-prob": ObjectType.AWSET_PROB,
-  gbf: ObjectType.GBF,
-  gcf: ObjectType.GCF,
-  orcf: ObjectType.ORCF,
-  scgbf: ObjectType.SCGBF,
-  scgcf: ObjectType.SCGCF,
-  scorcf: ObjectType.SCORCF,
-};
+/** Types an Add may create, as --type takes them (counters are created by Increment). */
+const ADD_TYPES = Object.fromEntries(Object.entries(TYPE_BY_NAME).filter(([, t]) => t !== ObjectType.COUNTER));
 
 /** A non-negative number flag (0 when absent: the node's default). */
 function numberFlag(values: Values, name: string): number {

@@ -33,3 +33,4 @@ export * from "./product.js";
 export * from "./retry-filter.js";
 export * from "./since-cut.js";
 export * from "./chunk-regroup.js";
+export * from "./type-names.js";

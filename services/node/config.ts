@@ -1,6 +1,7 @@
 // Node configuration: defaults < JSON config file < environment (DELTASET_*) < command-line flags.
 // Every limit is here, so every limit is configurable. Flags and environment names, with a
 // description of each setting, are in the per-subsystem tables of settings.ts.
+import { KeyTypeRuleSyntaxError, KeyTypeRules } from "../store/key-type-rules.js";
 import { readFileSync } from "node:fs";
 import { DEFAULT_MEMBERSHIP_CONFIG, type MembershipConfig, resolveConfig } from "../membership/config.js";
 import type { Limits } from "../replica/limits.js";
@@ -111,6 +112,8 @@ export interface NodeConfig {
   seedsDns?: string;
   /** Static peers (the cluster launcher's list before membership; kept for tests). */
   peers: string[];
+  /** Key types fixed by prefix, "PREFIX=TYPE" each (store/key-type-rules.ts). */
+  keyTypes: string[];
   partitions: number;
   /** Owners per partition: "all" (full replication) or a positive integer, as text (replicationFactorOf). */
   replicationFactor: string;
@@ -193,6 +196,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   dataDir: ".deltaset/data",
   cluster: "deltaset",
   seeds: [],
+  keyTypes: [],
   peers: [],
   partitions: 64,
   replicationFactor: "all",
@@ -462,6 +466,12 @@ export function validateConfig(c: NodeConfig): void {
   if (!isHostPort(c.listen)) throw new ConfigError(`listen (--listen) "${c.listen}" is not host:port with a port of 0 to 65535`);
   if (!isHostPort(c.advertise)) throw new ConfigError(`advertise (--advertise) "${c.advertise}" is not host:port with a port of 0 to 65535`);
   for (const s of [...c.seeds, ...c.peers]) if (!isHostPort(s)) throw new ConfigError(`peer/seed "${s}" is not host:port with a port of 0 to 65535`);
+  try {
+    KeyTypeRules.parse(c.keyTypes);
+  } catch (err) {
+    if (err instanceof KeyTypeRuleSyntaxError) throw new ConfigError(`${err.message} (--key-types)`);
+    throw err;
+  }
   if (!Number.isInteger(c.partitions) || c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);

@@ -1,6 +1,7 @@
 // Composition root of a node: store, gRPC server (Replica, Gossip, Membership, health,
 // reflection), anti-entropy and membership, started and stopped in order; TLS, client
 // authentication and telemetry as configured.
+import { KeyTypeRules } from "../store/key-type-rules.js";
 import { setMaxListeners } from "node:events";
 import * as grpc from "@grpc/grpc-js";
 import { peerChannelOptions as peerChannelOptionsOf } from "./peer-channel.js";
@@ -120,6 +121,7 @@ export async function startNode(
     partitionOf,
     sync: config.sync,
     batchStartOperations: config.groupCommitStartOperations,
+    keyTypes: KeyTypeRules.parse(config.keyTypes),
     maxPendingRemoves: config.maxPendingRemoves,
     maxRemoveUnseenDots: config.maxRemoveUnseenDots,
     writeBufferBytes: config.storage.writeBufferBytes,

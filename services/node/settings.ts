@@ -73,6 +73,11 @@ export const NODE_SETTINGS: SettingGroup = {
       description: "static peers, treated as seeds (the cluster launcher's list before membership; kept for tests)",
     },
     {
+      flag: "key-types", env: "DELTASET_KEY_TYPES", path: "keyTypes", kind: "list", value: "PREFIX=TYPE,...", readme: true,
+      description: "fix the type of every key under a prefix (awset, awset-prob, gbf, gcf, orcf, scgbf, scgcf, scorcf, counter; the longest prefix wins): a write that would create such a key as another type is refused FAILED_PRECONDITION, and an Add that names no type creates the rule's",
+      details: "A key's type is otherwise fixed by its first write on some node, and two nodes that take a key's first writes at once as two types each keep their own (gossip skips the key): the same rules on every node make that impossible. Keys created before a rule keep their type. Give every node the same rules: a peer's key that breaks this node's rule is skipped like any type conflict.",
+    },
+    {
       flag: "drain-timeout-ms", env: "DELTASET_DRAIN_TIMEOUT_MS", path: "drainTimeoutMs", kind: "int",
       description: "on SIGTERM, how long running client calls may finish before they are cut (new client calls are refused; peers are answered until the node leaves)",
     },

@@ -117,7 +117,10 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       throw invalid(`type ${requested} is not an object type: leave it unset (AWSET), or name one of ${addableTypeNames()}`);
     }
     if (requested !== undefined && existing !== undefined && existing !== requested) throw new TypeMismatchError(key, existing, requested);
-    const type = requested ?? existing ?? ObjectType.AWSET;
+    // A new key under a --key-types rule gets the rule's type (the store refuses any other).
+    const rule = existing === undefined ? store.keyTypeRule(key) : undefined;
+    if (rule !== undefined && requested !== undefined && requested !== rule.type) throw new TypeMismatchError(key, rule.type, requested, rule.text);
+    const type = requested ?? existing ?? rule?.type ?? ObjectType.AWSET;
     if (type === ObjectType.COUNTER) {
       throw new RpcError(
         status.FAILED_PRECONDITION,

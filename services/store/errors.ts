@@ -35,10 +35,13 @@ export class TypeMismatchError extends Error {
     readonly key: string,
     readonly existing: ObjectType,
     readonly requested: ObjectType,
+    /** When the key does not exist yet: the --key-types rule that gives it `existing`. */
+    readonly rule?: string,
   ) {
     super(
-      `key "${key}" is of type ${ObjectType[existing] ?? existing}, not ${ObjectType[requested] ?? requested}; ` +
-        `use another key or the matching operation`,
+      rule === undefined
+        ? `key "${key}" is of type ${ObjectType[existing] ?? existing}, not ${ObjectType[requested] ?? requested}; use another key or the matching operation`
+        : `key "${key}" is of type ${ObjectType[existing] ?? existing} by the node's key type rule "${rule}" (--key-types), not ${ObjectType[requested] ?? requested}; use another key or the matching operation`,
     );
   }
 }

@@ -10,6 +10,7 @@ import { DecodedStates } from "./decoded-states.js";
 import { ElementPresence, presenceHash } from "./element-presence.js";
 import { GroupCommit } from "./group-commit.js";
 import { KeyLock } from "./key-lock.js";
+import type { KeyTypeRule } from "./key-type-rules.js";
 import type { JoinResult, ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { PendingRemoves } from "./pending-removes.js";
@@ -57,7 +58,7 @@ export abstract class StoreCore {
     readonly partitions: number,
     protected readonly opts: { sync: SyncPolicy; maxBatch: number; batchStartRecords: number; batchStartOperations: number; headerCacheSize: number; stateCacheBytes: number; presenceFilterBytes: number; presenceScanAfterReads: number; stateLogFromBytes: number; removeLookupLimit: number; clock: () => number; clockSkewBoundMs: number } & Pick<
       StoreOptions,
-      "onCounterJoinRefused" | "partitionOf" | "onClockSkew" | "onWriteFailure"
+      "onCounterJoinRefused" | "partitionOf" | "onClockSkew" | "onWriteFailure" | "keyTypes"
     >,
     pending: PendingRemoves,
   ) {
@@ -177,6 +178,17 @@ export abstract class StoreCore {
 
   async typeOf(key: string): Promise<ObjectType | undefined> {
     return (await this.loadHeader(key))?.type;
+  }
+
+  /** The --key-types rule that gives the key its type, if one does. */
+  keyTypeRule(key: string): KeyTypeRule | undefined {
+    return this.opts.keyTypes?.ruleFor(key);
+  }
+
+  /** A key created as another type than its --key-types rule gives it is refused (local writes and peers' alike). */
+  private checkKeyTypeRule(key: string, type: ObjectType): void {
+    const rule = this.keyTypeRule(key);
+    if (rule !== undefined && rule.type !== type) throw new TypeMismatchError(key, rule.type, type, rule.text);
   }
 
   /** The key's type when its header is cached (no read, no await), else undefined: ask typeOf. */
@@ -301,6 +313,8 @@ export abstract class StoreCore {
         durable = this.commit.written();
         return out;
       }
+      // Checked once the key is about to be created (an operation that creates nothing passes).
+      if (existing === undefined) this.checkKeyTypeRule(key, type);
       const headerChanged =
         existing === undefined || !work.ctx.equals(h.ctx) || work.size !== h.size || work.body !== h.body || work.log !== h.log || !sameLiveDigest(work.live, h.live);
       if (headerChanged) ops.push({ type: "put", key: headerKey(prefix), value: encodeHeader(work) });

@@ -2,6 +2,7 @@
 import type { StoreDb } from "./db.js";
 import type { SkewReport } from "../crdt/index.js";
 import type { StoreWriteError } from "./errors.js";
+import type { KeyTypeRules } from "./key-type-rules.js";
 
 export type SyncPolicy = "fsync" | "buffered";
 
@@ -31,6 +32,8 @@ export interface StoreOptions {
    * is written while the rest of it is processed.
    */
   batchStartOperations?: number;
+  /** Types fixed by key prefix (--key-types): a key created as another type is refused, from a client or a peer. */
+  keyTypes?: KeyTypeRules;
   /** Headers kept in memory. */
   headerCacheSize?: number;
   /**
