@@ -40,7 +40,7 @@ export async function verifyCommand(args: string[]): Promise<void> {
   let store: Store;
   try {
     // Read-only: an older format is reported, not upgraded.
-    store = await Store.open({ dir, partitions: "stored", partitionOf, upgrade: false });
+    store = await Store.open({ dir, partitions: "stored", partitionOf, upgrade: false, keepReplicaId: true });
   } catch (err) {
     if (err instanceof StoreOpenError) {
       const hint = /\bLOCK\b|\block(ed)?\b/.test(err.message) ? " (is a node running on it? stop it first)" : "";

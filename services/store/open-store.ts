@@ -35,7 +35,18 @@ export interface OpenOptions {
   /** An existing in-memory database to reopen (a simulated node restarting with its "disk"). */
   db?: StoreDb;
   nodeId?: string;
+  /**
+   * The replica id this open mints under (simulations fix it); default a new one drawn at every
+   * open of a directory, see keepReplicaId.
+   */
   replicaId?: string;
+  /**
+   * Mint under the directory's recorded replica id rather than a new one (an offline reader that
+   * writes nothing). A node draws a new id at every start: the directory it starts on may be a
+   * copy (a restored backup, a rolled-back volume, a copy started beside its original) whose
+   * recorded id has already minted dots past the ones it holds, which it would mint again.
+   */
+  keepReplicaId?: boolean;
   partitions: number | "stored";
   writeBufferBytes: number;
   cacheBytes: number;
@@ -93,7 +104,7 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
         format: STORE_FORMAT,
         version: STORE_VERSION,
         nodeId,
-        replicaId: opts.replicaId ?? `${nodeId}~${randomBytes(4).toString("hex")}`,
+        replicaId: opts.replicaId ?? newReplicaId(nodeId),
         partitions: opts.partitions as number,
         createdAt: new Date().toISOString(),
       };
@@ -119,7 +130,10 @@ export async function openStoreDb(opts: OpenOptions): Promise<OpenedDb> {
       opts.onUpgradeStart?.({ fromVersion, toVersion: STORE_VERSION });
       await upgradeInPlace(db, meta, fromVersion, opts.onUpgrade);
     }
-    return { db, nodeId: meta.nodeId, replicaId: meta.replicaId, partitions: meta.partitions };
+    const replicaId = opts.replicaId ?? (opts.keepReplicaId === true ? meta.replicaId : newReplicaId(meta.nodeId));
+    // Recorded before any dot is minted under it (dots name it; a later open draws again anyway).
+    if (replicaId !== meta.replicaId) await db.put(formatKey(), Buffer.from(JSON.stringify({ ...(await readMeta(db, opts.dir))!, replicaId })), SYNCED);
+    return { db, nodeId: meta.nodeId, replicaId, partitions: meta.partitions };
   } catch (err) {
     await db.close();
     throw openFailure(opts.dir, err);
@@ -155,6 +169,11 @@ export function openFailure(dir: string, err: unknown): unknown {
   );
 }
 
+/** A replica id no directory has used: the node id and 32 random bits. */
+function newReplicaId(nodeId: string): string {
+  return `${nodeId}~${randomBytes(4).toString("hex")}`;
+}
+
 async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined> {
   const raw = await db.get(formatKey());
   if (raw === undefined) return undefined;
@@ -183,7 +202,7 @@ async function readMeta(db: StoreDb, dir: string): Promise<StoreMeta | undefined
 export async function rotateReplicaId(db: StoreDb, dir: string): Promise<string> {
   const meta = await readMeta(db, dir);
   if (meta === undefined) throw new StoreOpenError(`data directory ${dir} has no store format record`);
-  const replicaId = `${meta.nodeId}~${randomBytes(4).toString("hex")}`;
+  const replicaId = newReplicaId(meta.nodeId);
   await db.put(formatKey(), Buffer.from(JSON.stringify({ ...meta, replicaId })), SYNCED);
   return replicaId;
 }

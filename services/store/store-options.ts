@@ -11,8 +11,15 @@ export interface StoreOptions {
   dir: string;
   /** With dir "memory": a database a previous Store used (a simulated node restarting with its disk). */
   db?: StoreDb;
-  /** The id a new directory mints dots under (default: the node id and a random suffix); simulations fix it. */
+  /**
+   * The id this store mints dots under (simulations fix it); default: a new one (the node id and a
+   * random suffix) drawn at every open, recorded before the first dot, so that a directory started
+   * from a copy (a restored backup, a rolled-back volume, a copy beside its original) never mints
+   * dots its earlier life already did.
+   */
   replicaId?: string;
+  /** Mint under the directory's recorded replica id (an offline reader such as verify). */
+  keepReplicaId?: boolean;
   /** Required node id, or undefined to use the stored one (generated on first open). */
   nodeId?: string;
   /** Partitions of a new directory; "stored" opens an existing directory with its own. */

@@ -1,7 +1,7 @@
 // The LevelDB store must behave exactly like the in-memory AWSet lattice: every operation, merge
 // and chunked transfer is mirrored on a model and the stored state compared with it.
 import { strict as assert } from "node:assert";
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -220,10 +220,42 @@ describe("store durability and identity", () => {
     assert.deepEqual((await s2.page("k", undefined, 10)).members, [el(2)]);
     assert.equal((await s2.counter("c"))!.value(), -3n);
     assert.deepEqual([...(await s2.loadSeqs())].sort((a, b) => a[0] - b[0]), [[5, 1000], [6, 7]]);
-    // New dots continue after the old ones: no dot is ever minted twice.
+    // Every open mints under a new replica id (the directory may be a copy of an earlier state),
+    // so no dot is ever minted twice; the old id's dots stay in the context.
+    assert.notEqual(s2.replicaId, s.replicaId);
+    assert.ok(s2.replicaId.startsWith(`${id}~`));
     const r = await s2.add("k", [el(3)]);
-    assert.equal(r.dots[0]!.counter, 3);
+    assert.deepEqual(r.dots[0], { replica: s2.replicaId, counter: 1 });
+    const ctx = (await s2.describe("k"))!.ctx;
+    assert.ok(ctx.contains(s.replicaId, 2) && ctx.contains(s2.replicaId, 1));
     await s2.close();
+    // The id drawn is recorded before use: an offline reader (keepReplicaId) sees the last one.
+    const reader = await Store.open({ dir, partitions: "stored", partitionOf, keepReplicaId: true });
+    assert.equal(reader.replicaId, s2.replicaId);
+    await reader.close();
+  });
+
+  it("a copy of a data directory started after its original moved on mints dots the original never did", async () => {
+    const dir = newDir();
+    const s = await open(dir, "n1");
+    await s.add("k", [el(1)]);
+    await s.close();
+    const backup = newDir();
+    cpSync(dir, backup, { recursive: true });
+    // The original lives on and mints more dots...
+    const later = await open(dir, "n1");
+    const minted = (await later.add("k", [el(2), el(3)])).dots;
+    await later.close();
+    // ...then the node is started on the backup (a restore, a rolled-back volume): its dots differ.
+    const restored = await open(backup, "n1");
+    const again = (await restored.add("k", [el(4), el(5)])).dots;
+    for (const d of again) assert.ok(!minted.some((m) => m.replica === d.replica && m.counter === d.counter), `dot ${d.replica}:${d.counter} minted twice`);
+    // Joined, both histories survive: no add took another's place.
+    const original = await open(dir, "n1");
+    await restored.merge("k", ObjectType.AWSET, (await original.readState("k"))!.state);
+    await original.close();
+    assert.deepEqual((await restored.page("k", undefined, 10)).members, [el(1), el(2), el(3), el(4), el(5)]);
+    await restored.close();
   });
 
   it("mints dots under a fresh replica id when a node id comes back with a new data directory", async () => {
