@@ -10,7 +10,7 @@ import {
   contextFromProto,
   contextEncodedSize,
   contextToProto,
-  decodeCanonical,
+  decodeState,
   dotFromProto,
   dotToProto,
   validateDots,
@@ -124,7 +124,7 @@ export const AWSetLattice: Lattice<AWSet> = {
   context: (s) => s.ctx,
   encode: (s, nowMs) => AWSetState.encode(awsetToProto(s, nowMs)).finish(),
   encodedSize: awsetEncodedSize,
-  decode: (bytes, nowMs) => awsetFromProto(decodeCanonical("AWSetState", bytes, AWSetState), nowMs),
+  decode: (bytes, nowMs) => awsetFromProto(decodeState("AWSetState", "AWSetState", bytes, AWSetState), nowMs),
   decodeSlice: (bytes, senderCtx, range, nowMs) => decodeAWSetSlice(bytes, senderCtx, range, nowMs),
   size: (s) => s.size,
 };
@@ -137,7 +137,7 @@ registerLattice(AWSetLattice);
  * (sent on the key's first chunk).
  */
 export function decodeAWSetSlice(bytes: Uint8Array, senderCtx: CausalContext, range: ChunkRange, nowMs?: number): AWSet {
-  const msg = decodeCanonical("AWSetState slice", bytes, AWSetState);
+  const msg = decodeState("AWSetState slice", "AWSetState", bytes, AWSetState);
   if (msg.context !== undefined && (msg.context.vv.length > 0 || msg.context.cloud.length > 0)) {
     throw new DecodeError("a state chunk carries its key's context on the first chunk only, not in the slice");
   }

@@ -1,5 +1,6 @@
 // Codecs between kernel values and the proto messages of types.proto.
 // Decoding validates everything and throws DecodeError; it never trusts its input.
+import { type StateMessage, checkStateFields } from "./wire-check.js";
 import { CausalContext } from "./causal-context.js";
 import { type Dot, compareDots } from "./dot.js";
 import { DecodeError } from "./errors.js";
@@ -223,21 +224,14 @@ export function decodeMessage<T>(what: string, decode: () => T): T {
 }
 
 /**
- * Decode a message and require the canonical encoding (what encode() writes): unknown fields,
- * repeated scalar fields and out-of-order fields are refused. Protobuf decoders skip what they do
- * not know, so without this check most random byte strings would decode as an empty state.
+ * Decode a state message after checking that every field in it is one its schema has, with the
+ * schema's wire type (wire-check.ts): any valid encoding is taken (defaults written explicitly,
+ * fields in any order), while bytes that are not one are refused rather than decoded as a
+ * mostly empty state, which is what a protobuf decoder skipping unknown fields would make of them.
  */
-export function decodeCanonical<T>(
-  what: string,
-  bytes: Uint8Array,
-  codec: { decode(b: Uint8Array): T; encode(m: T): { finish(): Uint8Array } },
-): T {
-  const msg = decodeMessage(what, () => codec.decode(bytes));
-  const again = codec.encode(msg).finish();
-  if (Buffer.compare(Buffer.from(again), Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)) !== 0) {
-    throw new DecodeError(`${what}: not in canonical encoding (unknown, repeated or out-of-order fields)`);
-  }
-  return msg;
+export function decodeState<T>(what: string, message: StateMessage, bytes: Uint8Array, codec: { decode(b: Uint8Array): T }): T {
+  checkStateFields(what, message, bytes);
+  return decodeMessage(what, () => codec.decode(bytes));
 }
 
 /** Validate a list of dots: sorted, unique, and each covered by the context. */

@@ -14,7 +14,7 @@ import { CausalContext } from "./causal-context.js";
 import { type Dot, dotKey } from "./dot.js";
 import { type DotFun, type DotFunEntry, dotFunStore } from "./dot-store.js";
 import { DecodeError } from "./errors.js";
-import { contextFromProto, contextToProto, decodeCanonical, dotFromProto, dotToProto } from "./codec.js";
+import { contextFromProto, contextToProto, decodeState, dotFromProto, dotToProto } from "./codec.js";
 import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
 import { type Totals, addToTotals, checkIncrement } from "./counter-range.js";
 import { CounterState } from "../gen/deltaset/v1/types.js";
@@ -231,7 +231,7 @@ export const CounterLattice: Lattice<PNCounter> = {
   // A counter's state is one small entry per replica: encoding it is the simplest exact measure.
   encodedSize: (s) => CounterLattice.encode(s).length,
   decode(bytes, _now, bound) {
-    const msg = decodeCanonical("CounterState", bytes, CounterState);
+    const msg = decodeState("CounterState", "CounterState", bytes, CounterState);
     const ctx = contextFromProto(msg.context);
     const entries = new Map<string, DotFunEntry<Totals>>();
     let prev: Dot | undefined;
