@@ -80,6 +80,12 @@ function figures(s: FilterLike, loadFactor: number, count: number) {
   return { estimatedFalsePositiveRate: s.estimatedFpr(), loadFactor, estimatedCount: Math.round(count), parameters: s.params };
 }
 
+/** A series' figures: its parameters name how many sub-filters it has grown to. */
+function seriesFigures(s: FilterLike & { cardinality(): number; readonly subFilters: readonly unknown[] }, loadFactor: number) {
+  const f = figures(s, loadFactor, s.cardinality());
+  return s.params === null ? f : { ...f, parameters: { ...(s.params as object), subFilters: s.subFilters.length } };
+}
+
 const contains = (s: FilterLike, elements: readonly Uint8Array[]) => elements.map((e) => s.contains(e));
 
 const gbfOps: ClientOperations<Gbf> = {
@@ -139,7 +145,7 @@ const scGbfOps: ClientOperations<ScGbf> = {
   add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice),
   contains,
   probabilistic: true,
-  describe: (s) => figures(s, 0, s.cardinality()),
+  describe: (s) => seriesFigures(s, 0),
   isUnset: (s) => s.params === null,
 };
 
@@ -150,7 +156,7 @@ const scGcfOps: ClientOperations<ScGcf> = {
   add: (s, els, env) => addAll(s, els, (x, e) => x.addInPlace(e, env.random), ScGcfLattice),
   contains,
   probabilistic: true,
-  describe: (s) => figures(s, seriesLoad(s), s.cardinality()),
+  describe: (s) => seriesFigures(s, seriesLoad(s)),
   isUnset: (s) => s.params === null,
 };
 
@@ -162,7 +168,7 @@ const scOrcfOps: ClientOperations<ScOrcf> = {
   remove: (s, els, env) => addAll(s, els, (x, e) => x.removeInPlace(e, env.random), ScOrcfLattice),
   contains,
   probabilistic: true,
-  describe: (s) => figures(s, seriesLoad(s), s.cardinality()),
+  describe: (s) => seriesFigures(s, seriesLoad(s)),
   isUnset: (s) => s.params === null,
 };
 

@@ -22,6 +22,7 @@ import {
   subFpr,
 } from "../../services/crdt/scalable-filter.ts";
 import { DecodeError } from "../../services/crdt/errors.ts";
+import { ObjectType, operationsFor } from "../../services/crdt/index.ts";
 import { CausalContext } from "../../services/crdt/causal-context.ts";
 
 const u = (s: string) => new TextEncoder().encode(s);
@@ -440,6 +441,19 @@ describe("scalable series (ScGBF, ScGCF, ScORCF)", () => {
     console.log(`ScGBF ${g.subFilters.length} sub-filters: measured FPR ${(fg * 100).toFixed(3)}% (estimate ${(g.estimatedFpr() * 100).toFixed(3)}%) vs target 3.125%`);
     console.log(`ScGCF ${c.subFilters.length} sub-filters: measured FPR ${(fc * 100).toFixed(3)}% (estimate ${(c.estimatedFpr() * 100).toFixed(3)}%) vs target 3.125%`);
     assert.ok(fg <= (1 / 32) * 1.1 && fc <= (1 / 32) * 1.1, `${fg} ${fc}`);
+  });
+
+  it("a series' Query parameters name how many sub-filters it has grown to", () => {
+    for (const type of [ObjectType.SCGBF, ObjectType.SCGCF, ObjectType.SCORCF]) {
+      const ops = operationsFor(type)!;
+      const r = seededRandom(9);
+      const env = { replica: "r1", random: r, randomId: () => 1n };
+      const s = ops.create({ capacity: 50, falsePositiveRate: 0.01 });
+      ops.add(s, [u("first")], env); // in place; returns the delta
+      assert.equal((ops.describe(s).parameters as { subFilters: number }).subFilters, 1, ObjectType[type]);
+      ops.add(s, Array.from({ length: 200 }, (_, i) => u(`more-${i}`)), env);
+      assert.ok((ops.describe(s).parameters as { subFilters: number }).subFilters >= 3, ObjectType[type]);
+    }
   });
 
   it("ScGCF starts a new sub-filter instead of failing when a table is full below capacity", () => {

@@ -316,9 +316,17 @@ export interface FilterInfo {
   estimatedFalsePositiveRate: number;
   /** Cuckoo filters: entries over slots (above 1 only after merges filled overflow buckets). */
   loadFactor: number;
-  /** Elements the filter holds: exact for cuckoo filters, estimated from the bits for Bloom filters. */
+  /**
+   * Elements the filter holds: the entries of a cuckoo filter (exact for ORCF; a GCF keeps an
+   * element whose fingerprint one of its two buckets already holds as present, so it counts
+   * slightly fewer than the distinct elements added), estimated from the bits for Bloom filters;
+   * for AWSET_PROB, the set's live elements (its tombstone filter's fill is in the rate).
+   */
   estimatedCount: bigint;
-  /** The key's parameters, as JSON (sizes, hashes, fingerprint bits, sub-filters). */
+  /**
+   * The key's parameters, as JSON (sizes, hashes, fingerprint bits; a scalable series' own
+   * parameters and `subFilters`, how many it has grown to).
+   */
   parameters: string;
 }
 
