@@ -218,18 +218,27 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new UsageError("--batch must be a positive integer");
   if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe or redirect one element per line into it");
   const hex = values.hex as boolean;
+  /** The stdin line number each batch sent ends on, in order: batch b's is batchEnds[b - 1]. */
+  const batchEnds: number[] = [];
+  let acked = { batches: 0, elements: 0 };
   async function* batches(): AsyncGenerator<Buffer[]> {
     let batch: Buffer[] = [];
+    let lineNo = 0;
     for await (const line of byteLines(process.stdin)) {
+      lineNo++;
       if (line.length === 0) continue;
       // Without --hex a line is the element's exact bytes, UTF-8 or not.
       batch.push(hex ? elementsFrom([line.toString("latin1")], true)[0]! : Buffer.from(line));
       if (batch.length >= batchSize) {
+        batchEnds.push(lineNo);
         yield batch;
         batch = [];
       }
     }
-    if (batch.length > 0) yield batch;
+    if (batch.length > 0) {
+      batchEnds.push(lineNo);
+      yield batch;
+    }
   }
   const tty = process.stderr.isTTY === true;
   const started = performance.now();
@@ -239,6 +248,7 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
       metadata: conn.metadata(),
       ttlMs: ttlFlag(values.ttl as string | undefined),
       onAck: (a) => {
+        acked = a;
         if (!tty) return;
         const rate = a.elements / ((performance.now() - started) / 1000);
         process.stderr.write(`\r\x1b[2K${a.elements} element(s) durable, ${a.added} new, ${rate.toFixed(0)}/s`);
@@ -250,6 +260,16 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
       { key, elements: res.elements, added: res.added, batches: res.batches, seconds: Number(seconds.toFixed(3)) },
       `added ${res.added} new element(s) to "${key}" (${res.elements} streamed in ${res.batches} batch(es), ${seconds.toFixed(1)} s)`,
     );
+  } catch (err) {
+    // What is durable, so a script knows where to resend from (adds are idempotent).
+    if (tty) process.stderr.write("\r\x1b[2K");
+    const through = acked.batches === 0 ? 0 : batchEnds[acked.batches - 1]!;
+    process.stderr.write(
+      acked.batches === 0
+        ? `deltaset add: no element of stdin was acknowledged; resend it all\n`
+        : `deltaset add: ${acked.elements} element(s) acknowledged durable, stdin lines 1-${through}; resend from line ${through + 1}\n`,
+    );
+    throw err;
   } finally {
     client.close();
   }
@@ -324,19 +344,24 @@ export async function queryCommand(args: string[]): Promise<void> {
 }
 
 export async function scanCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args, { chunk: { type: "string", default: "1000" }, count: { type: "boolean", default: false } });
+  const { values, positionals } = parse(args, { chunk: { type: "string", default: "1000" }, count: { type: "boolean", default: false }, "start-after": { type: "string" } });
   const conn = connection(values);
-  const usage = "deltaset scan KEY [--chunk N] [--count] [--addr HOST:PORT] [--hex] [--json]";
+  const usage = "deltaset scan KEY [--chunk N] [--count] [--start-after ELEMENT] [--addr HOST:PORT] [--hex] [--json]";
   const key = needKey(positionals, usage);
   atMost(positionals, 1, usage);
   const showElement = elementShower(values.hex as boolean);
   const client = replicaClient(values.addr as string, conn.creds);
   const out = createOutput(values.json as boolean);
+  const after = values["start-after"] as string | undefined;
+  const startAfter = after === undefined ? Buffer.alloc(0) : elementsFrom([after], values.hex as boolean)[0]!;
+  /** The last member received: where a failed scan resumes. */
+  let last: Uint8Array | undefined;
   try {
-    const stream = client.scan({ key, chunkSize: Number(values.chunk), startAfter: Buffer.alloc(0), withText: false }, conn.metadata());
+    const stream = client.scan({ key, chunkSize: Number(values.chunk), startAfter, withText: false }, conn.metadata());
     let n = 0;
     for await (const chunk of stream as AsyncIterable<ScanChunk>) {
       for (const m of chunk.members) {
+        last = m.element;
         if (!values.count) {
           const s = showElement(m.element);
           // JSON names what the second field holds: the exact bytes in hex with --hex, else the element as shown.
@@ -348,6 +373,9 @@ export async function scanCommand(args: string[]): Promise<void> {
     }
     out.done();
     if (values.count) out.result({ key, count: n }, String(n));
+  } catch (err) {
+    if (last !== undefined) process.stderr.write(`deltaset scan: resume after the last member received with --hex --start-after ${Buffer.from(last).toString("hex")}\n`);
+    throw err;
   } finally {
     client.close();
   }

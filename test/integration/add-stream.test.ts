@@ -143,6 +143,25 @@ describe("AddStream", () => {
     assert.equal(await c.size(1, "from-stdin"), 2500);
   });
 
+  it("deltaset add --stdin names the stdin lines acknowledged durable when the stream fails", { timeout: 60_000 }, async () => {
+    const child = spawn(process.execPath, [BIN, "add", "partly", "--stdin", "--batch", "2", "--addr", addrs[1]!], { cwd: REPO, stdio: ["pipe", "pipe", "pipe"] });
+    let errText = "";
+    child.stderr.on("data", (d: Buffer) => (errText += d.toString()));
+    // Batches [a b] (lines 1-2) and [c d] (lines 4-5, line 3 empty), then one holding an element
+    // past the node's 64 KiB limit, which ends the stream.
+    child.stdin.end(["a", "b", "", "c", "d", "x".repeat(70_000), "e"].join("\n") + "\n");
+    const [code] = await once(child, "exit");
+    assert.notEqual(code, 0);
+    const m = /deltaset add: (\d+) element\(s\) acknowledged durable, stdin lines 1-(\d+); resend from line (\d+)/.exec(errText);
+    assert.ok(m !== null || /no element of stdin was acknowledged; resend it all/.test(errText), errText);
+    const size = await c.size(1, "partly");
+    if (m !== null) {
+      const [acked, through, from] = [Number(m[1]), Number(m[2]), Number(m[3])];
+      assert.deepEqual([acked, through, from], acked === 2 ? [2, 2, 3] : [4, 5, 6]);
+      assert.ok(size >= acked, "every element named durable is there");
+    }
+  });
+
   it("keeps each stdin line's exact bytes, UTF-8 or not (CRLF lines too)", { timeout: 60_000 }, async () => {
     const child = spawn(process.execPath, [BIN, "add", "raw-stdin", "--stdin", "--addr", addrs[1]!, "--json"], { cwd: REPO, stdio: ["pipe", "pipe", "pipe"] });
     let out = "";

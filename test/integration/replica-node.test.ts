@@ -280,6 +280,9 @@ describe("operators", () => {
     assert.deepEqual(scannedJson, [{ element: "AP8=", hex: "00ff" }, { element: "MHgwMGZm", hex: "307830306666" }]);
     const scannedText = (await runCli(["scan", "cli-set", "--addr", ADDR, "--json"])).stdout.trim().split("\n").map((l) => JSON.parse(l));
     assert.deepEqual(scannedText, [{ element: "b25l", text: "one" }, { element: "dHdv", text: "two" }]);
+    // A scan resumes after a given element (text, or hex with --hex).
+    assert.deepEqual((await runCli(["scan", "cli-set", "--start-after", "one", "--addr", ADDR])).stdout.trim().split("\n"), ["two"]);
+    assert.deepEqual((await runCli(["scan", "cli-bytes", "--hex", "--start-after", "00ff", "--addr", ADDR])).stdout.trim().split("\n"), ["307830306666"]);
     // Bytes that are not UTF-8 in an argument reach the process as U+FFFD: the CLI says so.
     const replaced = await runCli(["add", "cli-fffd", "a\ufffdb", "--addr", ADDR]);
     assert.equal(replaced.code, 0, replaced.stderr);

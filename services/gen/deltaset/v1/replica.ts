@@ -109,7 +109,11 @@ export interface KeysRequest {
 export interface KeyInfo {
   key: string;
   type: ObjectType;
-  /** Live elements of a set (AWSET, AWSET_PROB); 0 for the other types. */
+  /**
+   * Live elements of a set (AWSET, AWSET_PROB); 0 for the other types. As Query's size, the
+   * stored count: an add whose time to live ran out counts until the sweep (--ttl-sweep-ms)
+   * removes it, though reads no longer show it.
+   */
   size: bigint;
   /**
    * AWSET: a digest of the set's state on this node (16 bytes, over its causal context and the
@@ -354,7 +358,10 @@ export interface ScanChunk {
     | undefined;
   /** Members sent so far, including this chunk. */
   sent: bigint;
-  /** Members of the set when the scan started (for progress). */
+  /**
+   * Members of the set when the scan started (for progress): the stored count, so adds whose
+   * time to live ran out count until the sweep removes them, while the scan skips them.
+   */
   total: bigint;
   /** True on the final chunk. */
   last: boolean;
