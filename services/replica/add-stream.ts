@@ -62,7 +62,7 @@ export function addStreamCall(deps: AddStreamDeps) {
   async function apply(key: string, elements: Uint8Array[], ttlMs: number | undefined): Promise<number> {
     const type = store.cachedTypeOf(key) ?? (await store.typeOf(key));
     if (type !== undefined && type !== ObjectType.AWSET) {
-      throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" is not an AWSET; AddStream adds to add-wins sets only (use Add)`);
+      throw new RpcError(status.FAILED_PRECONDITION, `key "${key}" is not an AWSET; AddStream adds to add-wins sets only (use Add for the other set and filter types, Increment for a counter)`);
     }
     const r = await store.add(key, elements, ttlMs);
     deps.notify(key, ObjectType.AWSET, r.delta);

@@ -232,7 +232,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]!, dots: [] })) };
       }
       if (req.pageSize > limits.maxPageSize) {
-        throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize}; ask for fewer or use Scan`);
+        throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize} (--max-page-size); ask for fewer or use Scan`);
       }
       const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
       const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size, memberBytesBudget(limits.maxMessageBytes));
@@ -251,7 +251,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       try {
         checkKey(req.key, limits);
         if (req.chunkSize > limits.maxScanChunk) {
-          throw tooLarge(`chunk_size ${req.chunkSize} exceeds the limit ${limits.maxScanChunk}`);
+          throw tooLarge(`chunk_size ${req.chunkSize} exceeds the limit ${limits.maxScanChunk} (--max-scan-chunk)`);
         }
         if (req.startAfter.length > limits.maxElementBytes) throw invalid(`start_after is longer than an element may be (${limits.maxElementBytes} bytes)`);
         const info = await store.describe(req.key);

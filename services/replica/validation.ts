@@ -30,7 +30,7 @@ export function collectElements(
   const all = [...elements, ...texts.map((t) => Buffer.from(t, "utf8"))];
   if (opts.required && all.length === 0) throw invalid("no elements given: set elements (bytes) or texts (UTF-8)");
   if (all.length > limits.maxElementsPerCall) {
-    throw tooLarge(`${all.length} elements in one call; the limit is ${limits.maxElementsPerCall}: split the call`);
+    throw tooLarge(`${all.length} elements in one call; the limit is ${limits.maxElementsPerCall} (--max-elements-per-call): split the call`);
   }
   for (const [i, e] of all.entries()) {
     if (e.length === 0) throw invalid(`element ${i} is empty; elements must have at least one byte`);

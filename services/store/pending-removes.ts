@@ -103,7 +103,7 @@ export class PendingRemoves {
     const fresh = new Set(eks.filter((ek) => mine?.has(ek) !== true)).size;
     if (this.count + fresh > this.limit) {
       throw new PendingRemovesFullError(
-        `${this.count} removes already wait here for adds not yet received (limit ${this.limit}); ` +
+        `${this.count} removes already wait here for adds not yet received (limit ${this.limit}, --max-pending-removes); ` +
           `send the Remove to the node you read from, or retry once replication has caught up`,
       );
     }
