@@ -53,7 +53,7 @@ export async function loadOwners(o: ObjectSlot, env: StoreEnv, rest: CausalConte
     }
   } else {
     // Many dots: one pass over the object's elements is cheaper than a lookup each.
-    await env.commit.drain();
+    await env.commit.written(); // the key's queued writes (none can queue under its lock) are in the database
     const offset = o.prefix.length + 1;
     for await (const [k, v] of env.db.iterator(elementRange(o.prefix))) {
       const ek = elementKey(unescapeBytes(k, offset).bytes);

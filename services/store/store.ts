@@ -230,7 +230,7 @@ export class Store extends StoreCore {
   /** The whole state of a key, in memory (small keys, tests, and whole-state gossip of small keys). */
   async readState(key: string): Promise<{ type: ObjectType; state: unknown } | undefined> {
     return this.lock.run(key, async () => {
-      await this.commit.drain();
+      await this.commit.written();
       const h = await this.loadHeader(key);
       if (h === undefined) return undefined;
       return { type: h.type, state: await layoutFor(h.type).readState(this.env, objectPrefix(this.partitionOf(key), key), h) };
@@ -239,7 +239,7 @@ export class Store extends StoreCore {
 
   /** Problems of a key's records, in words (empty when consistent), from one snapshot after queued writes land. */
   async verify(key: string): Promise<string[]> {
-    await this.commit.drain();
+    await this.commit.written();
     return verifyStored(this.db, objectPrefix(this.partitionOf(key), key));
   }
 
@@ -263,8 +263,19 @@ export class Store extends StoreCore {
     key: string,
     chunk: { type: ObjectType; senderCtx: CausalContext; rangeStart: Buffer; rangeEnd: Buffer; rangeOpen: boolean; slice: unknown },
   ): Promise<JoinResult<unknown>> {
-    await this.commit.drain();
-    return this.mutate(key, chunk.type, (o) => layoutFor(chunk.type).applyChunk(o, this.env, chunk), { change: joined });
+    return this.mutate(
+      key,
+      chunk.type,
+      async (o) => {
+        // The layout lists the key's records from the database: every write of the key queued
+        // before this one must be in it (none can be queued while this holds the key's lock). Not
+        // drain: under a steady stream of writes the queue is never empty, and a chunk would wait
+        // for a lull (seconds, measured under one AddStream).
+        await this.commit.written();
+        return layoutFor(chunk.type).applyChunk(o, this.env, chunk);
+      },
+      { change: joined },
+    );
   }
 
   /** After a key's last chunk: what the chunks could not join safely (the sender's context). */
@@ -294,7 +305,7 @@ export class Store extends StoreCore {
     if (this.closed) throw new StoreClosedError();
     return this.lock.run(key, async () => {
       if (this.env.pending.has(key)) return false;
-      await this.commit.drain(); // every queued write of the key is in the database
+      await this.commit.written(); // every queued write of the key is in the database
       // A write that took the lock before this drop is durable now and its change has been told
       // (listeners run as it returns): the caller's condition sees it and may keep the key.
       await new Promise((r) => setImmediate(r));
@@ -417,7 +428,8 @@ export class Store extends StoreCore {
    * snapshot: the first chunk carries the context, each chunk every entry of its range.
    */
   async *stateChunks(key: string, limits: ChunkLimits): AsyncGenerator<StateChunk> {
-    await this.commit.drain();
+    // Writes queued before the call are in the snapshot (not drain: a busy store is never idle).
+    await this.commit.written();
     const prefix = objectPrefix(this.partitionOf(key), key);
     // One iterator (one snapshot) for the header and the records, so the context sent covers
     // every dot of every entry sent.

@@ -71,3 +71,33 @@ it("transfers of one key from two senders run one after the other", async () => 
     await s.close();
   }
 });
+
+it("a chunk, a state snapshot and a key read do not wait for the store to fall idle: writers that never pause hold none of them", async () => {
+  const sender = await open("busy-sender");
+  const receiver = await open("busy-receiver");
+  try {
+    await sender.add("k", [b("a"), b("b"), b("c")]);
+    const chunks: StateChunk[] = [];
+    for await (const c of sender.stateChunks("k", { maxEntries: 1, maxBytes: Number.MAX_SAFE_INTEGER })) chunks.push(c);
+    // Eight writers of other keys keep the group commit busy, each adding again as soon as its
+    // last add is durable, until the transfer is done or 20 000 adds were made (then it waited for
+    // them to stop: the queue was never empty before).
+    let done = false;
+    let adds = 0;
+    const writers = Array.from({ length: 8 }, async (_, w) => {
+      while (!done && adds < 20_000) await receiver.add(`busy-${w}`, [b(`e${adds++}`)]);
+    });
+    await new Promise((r) => setTimeout(r, 20)); // the writers are running
+    const ctx = chunks[0]!.ctx!;
+    for (const c of chunks) await receiver.applyChunk("k", { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice: c.slice });
+    await receiver.finishKey("k", ObjectType.AWSET, ctx);
+    for await (const c of receiver.stateChunks("busy-0", { maxEntries: 1000, maxBytes: Number.MAX_SAFE_INTEGER })) assert.ok(c);
+    assert.deepEqual(await elements(receiver, "k"), ["a", "b", "c"]);
+    const during = adds;
+    done = true;
+    await Promise.all(writers);
+    assert.ok(during < 20_000, `the transfer finished while the writers ran (after ${during} adds)`);
+  } finally {
+    await Promise.all([sender.close(), receiver.close()]);
+  }
+});
