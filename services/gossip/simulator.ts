@@ -78,7 +78,7 @@ interface SimNode {
   x: GossipExchange;
   /** The node's "disk": survives a restart, lost with a wipe. */
   db: StoreDb;
-  /** Incarnation, so a wiped node mints dots under a new replica id as a node with a new volume does. */
+  /** Starts of the node so far: each start mints under a new replica id, as a node process does (store/open-store.ts). */
   incarnation: number;
 }
 
@@ -300,7 +300,7 @@ export class GossipSimulation {
     this.channel.dropTo(id);
     await n.store.close();
     const wipe = opts.wipe === true;
-    this.nodes.set(id, await this.startNode(id, wipe ? undefined : n.db, wipe ? n.incarnation + 1 : n.incarnation));
+    this.nodes.set(id, await this.startNode(id, wipe ? undefined : n.db, n.incarnation + 1));
   }
 
   /**

@@ -12,10 +12,12 @@ export interface StoreOptions {
   /** With dir "memory": a database a previous Store used (a simulated node restarting with its disk). */
   db?: StoreDb;
   /**
-   * The id this store mints dots under (simulations fix it); default: a new one (the node id and a
-   * random suffix) drawn at every open, recorded before the first dot, so that a directory started
-   * from a copy (a restored backup, a rolled-back volume, a copy beside its original) never mints
-   * dots its earlier life already did.
+   * The id this store mints dots under; default: a new one (the node id and a random suffix)
+   * drawn at every open, recorded before the first dot, so that a directory started from a copy (a
+   * restored backup, a rolled-back volume, a copy beside its original) never mints dots its earlier
+   * life already did. A caller that fixes it (a simulation, for determinism) must give a new one
+   * at every open: an id the directory minted under before (including one it rotated away from)
+   * mints its dots again.
    */
   replicaId?: string;
   /** Mint under the directory's recorded replica id (an offline reader such as verify). */
