@@ -36,8 +36,8 @@ export interface OpenOptions {
   db?: StoreDb;
   nodeId?: string;
   /**
-   * The replica id this open mints under (simulations fix it); default a new one drawn at every
-   * open of a directory, see keepReplicaId.
+   * The replica id this open mints under; default a new one drawn at every open of a directory
+   * (see keepReplicaId). A caller that fixes it must give a new one at every open (StoreOptions).
    */
   replicaId?: string;
   /**
@@ -169,7 +169,11 @@ export function openFailure(dir: string, err: unknown): unknown {
   );
 }
 
-/** A replica id no directory has used: the node id and 32 random bits. */
+/**
+ * A new replica id: the node id and 32 random bits. Two starts of one node that drew the same id
+ * would still not mint a dot twice unless the later one also started from an older copy of the
+ * directory: a key's next dot is one past the highest its context holds for the id.
+ */
 function newReplicaId(nodeId: string): string {
   return `${nodeId}~${randomBytes(4).toString("hex")}`;
 }
