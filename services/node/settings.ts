@@ -58,6 +58,7 @@ export const NODE_SETTINGS: SettingGroup = {
     {
       flag: "node-id", env: "DELTASET_NODE_ID", path: "nodeId", kind: "string", value: "ID", readme: true, defaultText: "generated once, kept in the data dir",
       description: "stable node identity (1-128 characters of A-Z a-z 0-9 . _ -); one live process per id: two (or a copy of a data directory started beside its original) each log an error naming the other, count it in deltaset_membership_identity_contests_total and draw a new replica id",
+      details: "Stop one of them, then restart the one that stays: while both ran, peers took either's acknowledgements for the other's, so the one that stays can lack writes made through the other (their peers have them) until a restart brings it every partition's state.",
     },
     { flag: "cluster", env: "DELTASET_CLUSTER", path: "cluster", kind: "string", value: "NAME", description: "cluster name; peers of another cluster are refused" },
     {
