@@ -40,10 +40,6 @@ export class KeyTypeRules {
     return new KeyTypeRules(rules);
   }
 
-  get size(): number {
-    return this.rules.length;
-  }
-
   /** The rule a key falls under (its longest matching prefix), if any. */
   ruleFor(key: string): KeyTypeRule | undefined {
     return this.rules.find((r) => key.startsWith(r.prefix));
