@@ -226,7 +226,8 @@ export function decodeMessage<T>(what: string, decode: () => T): T {
 /**
  * Decode a state message after checking that every field in it is one its schema has, with the
  * schema's wire type (wire-check.ts): any valid encoding is taken (defaults written explicitly,
- * fields in any order), while bytes that are not one are refused rather than decoded as a
+ * fields in any order) but the two the decoder would misread (a string not UTF-8, a single message
+ * sent twice), while bytes that are not one are refused rather than decoded as a
  * mostly empty state, which is what a protobuf decoder skipping unknown fields would make of them.
  */
 export function decodeState<T>(what: string, message: StateMessage, bytes: Uint8Array, codec: { decode(b: Uint8Array): T }): T {

@@ -1,6 +1,7 @@
 // Strict strings at the deserialization boundary of every deltaset service: a request whose string
 // field holds invalid UTF-8 is answered INVALID_ARGUMENT naming the field, before any handler runs,
-// instead of being decoded with U+FFFD in place of the bad bytes. The server wraps the request
+// instead of being decoded with U+FFFD in place of the bad bytes; so is a request holding a
+// singular message field twice, whose parts protobuf would merge and the decoder would not. The server wraps the request
 // deserializer of each method it serves (the walk needs the raw bytes, which interceptors never
 // see) and marks such a request; its first interceptor refuses marked requests. A request that does
 // not decode at all (truncated, a wrong wire type, a length past the end) is refused the same way,
@@ -11,13 +12,13 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";
-import { type MessageSchemas, invalidUtf8Field, messageSchemas, repeatedEntriesAbove } from "./utf8-fields.js";
+import { type MessageSchemas, describeMisread, messageSchemas, misreadField, repeatedEntriesAbove } from "./raw-fields.js";
 import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js";
 import type { ActiveCalls } from "./active-calls.js";
 import { isPeerMethod } from "./peer-interceptors.js";
 
-/** Set on a decoded request whose strings were not valid UTF-8: the field's path. */
-const INVALID_UTF8 = Symbol("invalid UTF-8 field");
+/** Set on a decoded request the decoder misread (a string not UTF-8, a single message sent twice): the refusal. */
+const MISREAD = Symbol("misread field");
 /** Set on the stand-in for a request refused before decoding (it did not decode, or it was too large): the answer. */
 const REFUSED = Symbol("refused request");
 
@@ -55,7 +56,7 @@ function requestTypes(): RequestTypes {
 }
 
 /**
- * The service definition with each known method's deserializer marking invalid UTF-8. With
+ * The service definition with each known method's deserializer marking misread fields. With
  * maxRequestEntries, a client request (not a peer's: those are decoded only once their proof
  * passed) holding more entries of repeated fields is refused, RESOURCE_EXHAUSTED, before it is
  * decoded.
@@ -88,9 +89,9 @@ export function strictStringDefinition(service: grpc.ServiceDefinition, maxReque
           const refusal: Refusal = { code: grpc.status.INVALID_ARGUMENT, details: `request is not a valid ${type} message (${reason(err)})` };
           return { [REFUSED]: refusal };
         }
-        const field = invalidUtf8Field(schemas, type, bytes);
+        const field = misreadField(schemas, type, bytes);
         if (field !== undefined && typeof message === "object" && message !== null) {
-          Object.defineProperty(message, INVALID_UTF8, { value: field, enumerable: false });
+          Object.defineProperty(message, MISREAD, { value: describeMisread(field), enumerable: false });
         }
         return message;
       },
@@ -100,7 +101,7 @@ export function strictStringDefinition(service: grpc.ServiceDefinition, maxReque
 }
 
 /**
- * Refuses a marked request (bad UTF-8 field, or not decodable) with INVALID_ARGUMENT; nothing
+ * Refuses a marked request (a misread field, or not decodable) with INVALID_ARGUMENT; nothing
  * reaches the handler. On ExchangeStream the message goes on marked instead
  * (common/stream-refusal.ts): its handler ends the stream with the refusal after its earlier answers.
  * With calls, it also counts each client call while it runs (active-calls.ts): a stopping node
@@ -129,9 +130,9 @@ export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterc
         };
         const refused = (message as { [REFUSED]?: Refusal } | null)?.[REFUSED];
         if (refused !== undefined) return refuse(refused.details, refused.code);
-        const field = (message as { [INVALID_UTF8]?: string } | null)?.[INVALID_UTF8];
-        if (field === undefined) return pass(message);
-        refuse(`${field} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`);
+        const misread = (message as { [MISREAD]?: string } | null)?.[MISREAD];
+        if (misread === undefined) return pass(message);
+        refuse(misread);
       },
     };
     const responder: grpc.Responder = { start: (next) => next(listener) };

@@ -151,6 +151,11 @@ describe("validation answers clear statuses and changes nothing", () => {
     // An empty element, which Add refuses, cannot come in by Merge either.
     const empty = AWSet.fromParts(new Map([["", [makeDot("r", 1)]]]), AWSet.bottom().add("r", [b("x")]).ctx);
     await expectCode(call(client, client.merge, { key: "k", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(empty)) } }), grpc.status.INVALID_ARGUMENT, /an empty element/);
+    // A replica id that is not UTF-8 would decode as U+FFFD and collide with another such id.
+    const notUtf8 = Buffer.from(AWSetLattice.encode(AWSet.bottom().add("r\u00ff", [b("x")])));
+    const at = notUtf8.indexOf(Buffer.from("r\u00ff"));
+    notUtf8[at + 1] = 0xff; // the first byte of "ÿ" made a lone 0xff: the same length, not UTF-8
+    await expectCode(call(client, client.merge, { key: "k", state: { type: ObjectType.AWSET, payload: notUtf8 } }), grpc.status.INVALID_ARGUMENT, /replica is not valid UTF-8/);
     assert.equal((await query("k")).type, ObjectType.OBJECT_TYPE_UNSPECIFIED, "a refused request created the key");
   });
 

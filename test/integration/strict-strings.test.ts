@@ -1,7 +1,8 @@
 // Strict strings, from outside: a real node process receives hand-encoded requests whose string
 // fields hold bytes that are not UTF-8 (which a decoder would turn into U+FFFD) and answers
 // INVALID_ARGUMENT naming the field, for every RPC shape and service; nothing changes and the
-// node keeps serving. Valid multi-byte UTF-8 still passes.
+// node keeps serving. Valid multi-byte UTF-8 still passes. A singular message sent twice is refused
+// the same way.
 import { strict as assert } from "node:assert";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
@@ -70,6 +71,20 @@ describe("string fields must be UTF-8", () => {
     const context = encode([[1, versionEntry(utf8("fine"))], [1, versionEntry(BAD)]]);
     await expectInvalid(unary("/deltaset.v1.Replica/Remove", encode([[1, utf8("r")], [3, utf8("a")], [4, context]])), "context.vv[1].replica");
     assert.equal(await size("r"), 1n);
+  });
+
+  it("Remove: a context sent in two parts is refused rather than cut to its last part", async () => {
+    // Protobuf merges two occurrences of a singular message; the decoder would keep the last only,
+    // so the adds covered by the first part would stay while the client is told they were removed.
+    const added = await call(n.client, n.client.add, { key: "two", elements: [], texts: ["a", "b"] });
+    const versionEntry = (counter: bigint) => encode([[1, utf8(added.replica)], [2, counter]]);
+    const part = (counter: bigint) => encode([[1, versionEntry(counter)]]);
+    await assert.rejects(unary("/deltaset.v1.Replica/Remove", encode([[1, utf8("two")], [3, utf8("a")], [3, utf8("b")], [4, part(added.counters[1]!)], [4, part(added.counters[0]!)]])), (e: grpc.ServiceError) => {
+      assert.equal(e.code, grpc.status.INVALID_ARGUMENT, e.details);
+      assert.match(e.details, /^context is a single message but was sent 2 times; send it once/);
+      return true;
+    });
+    assert.equal(await size("two"), 2n);
   });
 
   it("Query, Increment and a server stream (Scan) refuse bad strings too", async () => {

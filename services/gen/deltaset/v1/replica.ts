@@ -4622,7 +4622,10 @@ export const ReplicaService = {
   },
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
-   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing. A counter state whose
+   * merge (fields in any order, defaults written out); invalid ones are refused with
+   * INVALID_ARGUMENT and change nothing, as are two that a decoder would misread: a replica id
+   * that is not UTF-8, and a single message field (a state's context, a counter entry's dot)
+   * sent twice. A counter state whose
    * join would take the key's value or a replica's total outside int64 is refused with
    * OUT_OF_RANGE and changes nothing (gossip refuses such joins the same way, per key).
    */
@@ -4822,7 +4825,10 @@ export interface ReplicaServer extends UntypedServiceImplementation {
   scan: handleServerStreamingCall<ScanRequest, ScanChunk>;
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
-   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing. A counter state whose
+   * merge (fields in any order, defaults written out); invalid ones are refused with
+   * INVALID_ARGUMENT and change nothing, as are two that a decoder would misread: a replica id
+   * that is not UTF-8, and a single message field (a state's context, a counter entry's dot)
+   * sent twice. A counter state whose
    * join would take the key's value or a replica's total outside int64 is refused with
    * OUT_OF_RANGE and changes nothing (gossip refuses such joins the same way, per key).
    */
@@ -4990,7 +4996,10 @@ export interface ReplicaClient extends Client {
   scan(request: ScanRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<ScanChunk>;
   /**
    * Join an externally produced encoded state or delta into key. Any valid encoding is safe to
-   * merge; invalid ones are refused with INVALID_ARGUMENT and change nothing. A counter state whose
+   * merge (fields in any order, defaults written out); invalid ones are refused with
+   * INVALID_ARGUMENT and change nothing, as are two that a decoder would misread: a replica id
+   * that is not UTF-8, and a single message field (a state's context, a counter entry's dot)
+   * sent twice. A counter state whose
    * join would take the key's value or a replica's total outside int64 is refused with
    * OUT_OF_RANGE and changes nothing (gossip refuses such joins the same way, per key).
    */

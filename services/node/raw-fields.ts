@@ -1,7 +1,10 @@
-// Finds the first string field holding invalid UTF-8 in an encoded protobuf message, by walking
-// the raw bytes with the message's schema (from the .proto files). Decoders replace such bytes
-// with U+FFFD, so distinct inputs would silently become one key or element; this walk sees the
-// bytes as they were sent, before any decoder, and names the field (e.g. "context.vv[0].replica").
+// Finds the first field of an encoded protobuf message that the generated decoder would misread,
+// by walking the raw bytes with the message's schema (from the .proto files), and names it (e.g.
+// "context.vv[0].replica"):
+// - a string holding invalid UTF-8: decoders replace such bytes with U+FFFD, so distinct inputs
+//   would silently become one key or element;
+// - a singular message field sent more than once: protobuf merges the occurrences, the decoder
+//   keeps the last, so a Remove's context sent in two parts would remove only the last part's adds.
 import { isUtf8 } from "node:buffer";
 import type { PackageDefinition } from "@grpc/proto-loader";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
@@ -52,12 +55,26 @@ export function messageSchemas(defs: PackageDefinition): MessageSchemas {
 /** Nesting deeper than this is not followed (no deltaset message nests anywhere near it). */
 const MAX_DEPTH = 32;
 
+/** A field the decoder would misread: its path, and why. */
+export interface MisreadField {
+  path: string;
+  /** "utf8": a string that is not UTF-8; "repeated": a singular message sent `times` times. */
+  problem: "utf8" | "repeated";
+  times?: number;
+}
+
+/** The refusal's text for a misread field. */
+export function describeMisread(f: MisreadField): string {
+  return f.problem === "utf8"
+    ? `${f.path} is not valid UTF-8; string fields must be UTF-8 (send arbitrary bytes in a bytes field such as elements)`
+    : `${f.path} is a single message but was sent ${f.times} times; send it once (its parts would not be merged)`;
+}
+
 /**
- * The path of the first string field of `bytes` (a `typeName` message) that is not valid UTF-8,
- * or undefined when every string is valid, or when the bytes are malformed (the decoder reports
- * those itself).
+ * The first field of `bytes` (a `typeName` message) the decoder would misread, or undefined when
+ * there is none, or when the bytes are malformed (the decoder reports those itself).
  */
-export function invalidUtf8Field(schemas: MessageSchemas, typeName: string, bytes: Uint8Array): string | undefined {
+export function misreadField(schemas: MessageSchemas, typeName: string, bytes: Uint8Array): MisreadField | undefined {
   try {
     return walk(schemas, typeName, bytes, "", 0);
   } catch {
@@ -65,7 +82,7 @@ export function invalidUtf8Field(schemas: MessageSchemas, typeName: string, byte
   }
 }
 
-function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, prefix: string, depth: number): string | undefined {
+function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, prefix: string, depth: number): MisreadField | undefined {
   const fields = schemas.get(typeName);
   if (fields === undefined || depth > MAX_DEPTH) return undefined;
   const reader = new BinaryReader(bytes);
@@ -82,8 +99,9 @@ function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, pref
     const path = `${prefix}${f.name}${f.repeated ? `[${index}]` : ""}`;
     const value = reader.bytes();
     if (f.string) {
-      if (!isUtf8(value)) return path;
+      if (!isUtf8(value)) return { path, problem: "utf8" };
     } else {
+      if (!f.repeated && index > 0) return { path, problem: "repeated", times: index + 1 };
       const inner = walk(schemas, f.message!, value, `${path}.`, depth + 1);
       if (inner !== undefined) return inner;
     }
