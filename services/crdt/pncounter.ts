@@ -247,12 +247,10 @@ export const CounterLattice: Lattice<PNCounter> = {
       prev = d;
       entries.set(dotKey(d), { dot: d, value: { positive: e.positive, negative: e.negative } });
     }
-    // Absent in every counter never incremented with a request id, and in all earlier versions.
-    let filter = RetryFilterLattice.bottom();
-    if (msg.retryFilter !== undefined) {
-      filter = RetryFilterLattice.decode(msg.retryFilter, undefined, bound);
-      if (RetryFilterLattice.isBottom(filter)) throw new DecodeError("retry_filter: present but empty; a counter without a filter leaves the field out");
-    }
+    // Absent in every counter never incremented with a request id, and in all earlier versions;
+    // another encoder may write it empty or as the empty filter instead, which mean the same.
+    const filter =
+      msg.retryFilter === undefined || msg.retryFilter.length === 0 ? RetryFilterLattice.bottom() : RetryFilterLattice.decode(msg.retryFilter, undefined, bound);
     return new PNCounter(entries, ctx, filter);
   },
 };
