@@ -6,6 +6,7 @@ import { ConfigError, configFlags, describeConfig, loadConfig, withBoolValues } 
 import { nodeHelp } from "../node/config-docs.js";
 import { createLogger } from "../common/logger.js";
 import { nodeExtensions } from "../node/cluster-wiring.js";
+import { routeForeignLogs } from "../node/foreign-logs.js";
 import { startNode } from "../node/node.js";
 import { StoreOpenError, StoreWriteError } from "../store/store.js";
 
@@ -29,6 +30,7 @@ export async function nodeCommand(args: string[]): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel);
+  routeForeignLogs(log);
   log.info("configuration", { config: describeConfig(config) });
   let node: Awaited<ReturnType<typeof startNode>> | undefined;
   // SIGHUP rereads tokens, cluster keys and certificates; it never stops the node (installed

@@ -203,6 +203,16 @@ describe("three nodes with mutual TLS", () => {
   });
 });
 
+describe("logs", () => {
+  it("every line a node wrote on stderr is one JSON object, grpc-js's and Node's warnings included", () => {
+    for (const n of nodes) {
+      const lines = n.logs().split("\n").filter((l) => l !== "");
+      assert.ok(lines.length > 0, `${n.nodeId} wrote nothing`);
+      for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `${n.nodeId} wrote a line that is not JSON: ${line}`);
+    }
+  });
+});
+
 describe("the loopback test of the plaintext warning", () => {
   it("treats 127.0.0.0/8, ::1 and localhost as loopback and nothing else", () => {
     for (const a of ["127.0.0.1:7070", "127.0.0.84:0", "[::1]:7070", "localhost:1"]) assert.equal(isLoopbackHost(a), true, a);
