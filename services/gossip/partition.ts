@@ -21,6 +21,21 @@ export function partitionOf(key: string | Uint8Array, partitions: number): numbe
   if (!Number.isInteger(partitions) || partitions < 1) {
     throw new RangeError(`partition count must be a positive integer, got ${partitions}`);
   }
-  const bytes = typeof key === "string" ? utf8.encode(key) : key;
-  return fnv1a32(bytes) % partitions;
+  return (typeof key === "string" ? fnv1a32String(key) : fnv1a32(key)) % partitions;
+}
+
+/**
+ * fnv1a32 of a string's UTF-8 bytes. An ASCII string's characters are its bytes, so it is hashed
+ * without encoding it (every operation hashes its key, several times); any other character sends
+ * the string through the encoder.
+ */
+function fnv1a32String(key: string): number {
+  let h = FNV_OFFSET;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c >= 0x80) return fnv1a32(utf8.encode(key));
+    h ^= c;
+    h = Math.imul(h, FNV_PRIME);
+  }
+  return h >>> 0;
 }

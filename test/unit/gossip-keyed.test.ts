@@ -32,6 +32,16 @@ describe("partitionOf", () => {
     assert.equal(partitionOf("héllo", 64), partitionOf(enc("héllo"), 64));
   });
 
+  it("hashes a string as its UTF-8 bytes, ASCII or not (the string path skips the encoder for ASCII)", () => {
+    const P = 2 ** 31 - 1; // a modulus that keeps nearly all of the hash
+    fc.assert(
+      fc.property(fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), fc.string({ unit: "binary" })), (s) => {
+        assert.equal(partitionOf(s, P), fnv1a32(new TextEncoder().encode(s)) % P);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it("maps into range and spreads keys over partitions", () => {
     const counts = new Array(64).fill(0);
     for (let i = 0; i < 6400; i++) counts[partitionOf(`user:${i}`, 64)]++;
