@@ -246,6 +246,8 @@ export class GossipExchange {
   private readonly receiveHost: StateReceiveHost;
   /** Neighbours that answered a frame or stream of this process: they know its boot id. */
   private readonly greeted = new Set<string>();
+  /** Until when every neighbour is greeted each period (identityContested). */
+  private contestedUntil = Number.NEGATIVE_INFINITY;
 
   private constructor(
     private readonly o: ExchangeOptions,
@@ -398,8 +400,21 @@ export class GossipExchange {
       flush();
       out.push({ to: f.to, frames, states: states.length > 1 ? rotated(states, Math.floor(this.o.random() * states.length)) : states, resets });
     }
-    if (opts.tail !== true) this.greet(out);
+    if (opts.tail !== true) this.greet(out, now);
     return out;
+  }
+
+  /**
+   * Another live process runs under this node's id (membership saw its records). A neighbour
+   * takes whichever of the two spoke last for the id, with its acks and, through BP, the deltas
+   * it sent: once a neighbour had answered this process, it went quiet here while the neighbour
+   * credited the id with what the other process took. If the other then stopped, nothing reset
+   * the neighbour and this process stayed short of the other's writes until it restarted. Until
+   * untilMs, this process greets every neighbour each period (greet): the boot id on the frame
+   * resets the neighbour's acks for the id whenever the other spoke last, and it sends full state.
+   */
+  identityContested(untilMs: number): void {
+    this.contestedUntil = Math.max(this.contestedUntil, untilMs);
   }
 
   /**
@@ -415,11 +430,13 @@ export class GossipExchange {
    * An empty frame to each neighbour that has not answered this process yet and gets nothing else
    * this period: it carries this boot id, so a neighbour learns of a restart even when this node
    * has nothing to send (its partitions hold no data and restart at seq 0: durable-seq.ts), and
-   * gives a wiped node everything back. Sent again each period until answered.
+   * gives a wiped node everything back. Sent again each period until answered, and each period
+   * to every neighbour while another process contests this node's id (identityContested).
    */
-  private greet(out: Outgoing[]): void {
+  private greet(out: Outgoing[], now: number): void {
+    const contested = now < this.contestedUntil;
     for (const to of this.engine.neighbours()) {
-      if (this.greeted.has(to) || out.some((o) => o.to === to)) continue;
+      if ((this.greeted.has(to) && !contested) || out.some((o) => o.to === to)) continue;
       out.push({ to, frames: [this.frame([])], states: [], resets: this.engine.resetsOf(to) });
     }
   }

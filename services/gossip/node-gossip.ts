@@ -137,6 +137,15 @@ interface PeerLink {
 /** Default of NodeGossipOptions.pushRetryMs. */
 const PUSH_RETRY_MS = 100;
 
+/**
+ * After the last sign of another live process under this node's id, every neighbour is greeted
+ * each period for this many periods, and at least this many ms (identityContested): long enough
+ * for the membership records of a process that stopped to stop arriving, and for a greeting to
+ * reach each neighbour after them.
+ */
+const CONTEST_GREET_PERIODS = 20;
+const CONTEST_GREET_MIN_MS = 10_000;
+
 /** Algorithm 1: exchanges per peer at once (see tick). */
 const ALG1_IN_FLIGHT = 8;
 
@@ -256,6 +265,11 @@ export class NodeGossip {
       this.pushTimer = undefined;
       void this.tick("push");
     }, push);
+  }
+
+  /** Another live process runs under this node's id: greet every neighbour each period for a while (Exchange.identityContested). */
+  identityContested(): void {
+    this.x.identityContested(Date.now() + Math.max(CONTEST_GREET_MIN_MS, CONTEST_GREET_PERIODS * this.o.intervalMs));
   }
 
   /** The live peers (node id → advertised address); the overlay picks the neighbours among them. */

@@ -117,8 +117,11 @@ export function nodeExtensions(
             // of a data directory started beside its original) refute each other for ever; with
             // the same directory they also mint the same dots, one acknowledged add taking
             // another's place. Each draws a new replica id (at most once a minute), so their next
-            // dots differ, and says so loudly: the operator must stop one.
+            // dots differ, and says so loudly: the operator must stop one. Meanwhile it greets
+            // every neighbour each period, so that the one left ends with the other's writes.
             onIdentityConflict: (address) => {
+              // At every sign of the other process, not only the logged ones (node-gossip.ts).
+              gossip?.identityContested();
               const admitted = identityConflicts.admit(address);
               if (admitted === undefined) return;
               ctx.log.error("another live process runs with this node's id: stop one of them (every node needs its own --node-id and its own data directory); drawing a new replica id", { address, suppressedSinceLast: admitted.suppressed });

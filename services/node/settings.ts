@@ -58,7 +58,7 @@ export const NODE_SETTINGS: SettingGroup = {
     {
       flag: "node-id", env: "DELTASET_NODE_ID", path: "nodeId", kind: "string", value: "ID", readme: true, defaultText: "generated once, kept in the data dir",
       description: "stable node identity (1-128 characters of A-Z a-z 0-9 . _ -); one live process per id: two (or a copy of a data directory started beside its original) each log an error naming the other, count it in deltaset_membership_identity_contests_total and draw a new replica id",
-      details: "Stop one of them, then restart the one that stays: while both ran, peers took either's acknowledgements for the other's, so the one that stays can lack writes made through the other (their peers have them) until a restart brings it every partition's state.",
+      details: "Stop one of them. While both run, each greets every peer each gossip period (and for 20 periods, at least 10 s, after the last sign of the other), so a peer that heard last from the other resets what it credited to the id and sends full state: the one that stays ends with the writes acknowledged through the other that reached a peer (checked: 60 adds made through the other, every one on the original within seconds of the other's SIGKILL). A write the stopped one acknowledged and never shipped stays on its disk, as with any node stopped by SIGKILL.",
     },
     { flag: "cluster", env: "DELTASET_CLUSTER", path: "cluster", kind: "string", value: "NAME", description: "cluster name; peers of another cluster are refused" },
     {

@@ -232,6 +232,25 @@ describe("the simulator runs the node's receive path", () => {
     await sim.close();
   });
 
+  it("while another process contests its id, a node greets every neighbour each period, then only those that never answered", async () => {
+    const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 9, faults: NO_FAULTS });
+    const x = sim.exchange("a");
+    const greeted = async (now: number) => (await x.tick(now)).filter((o) => o.frames.length === 1 && o.frames[0]!.payloads.length === 0).map((o) => o.to).sort();
+    const neighbours = [...x.engine.neighbours()].sort();
+    assert.ok(neighbours.length >= 2);
+    // Nothing to send: every neighbour is greeted until it answers, then no more.
+    assert.deepEqual(await greeted(1000), neighbours);
+    for (const n of neighbours) x.onReply(n, sim.bootOf(n), [], [], x.engine.resetsOf(n));
+    assert.deepEqual(await greeted(2000), []);
+    // Contested until 5000: greeted every period again (the frame's boot id resets a neighbour
+    // that heard last from the other process); afterwards, quiet again.
+    x.identityContested(5000);
+    assert.deepEqual(await greeted(3000), neighbours);
+    assert.deepEqual(await greeted(4999), neighbours);
+    assert.deepEqual(await greeted(5000), []);
+    await sim.close();
+  });
+
   it("forgets what it kept of peers that left the neighbours, and a late reply from one still proves nothing", async () => {
     const sim = await GossipSimulation.create({ topology: ring3, sync: alg2, partitions: 2, seed: 9, faults: NO_FAULTS });
     const x = sim.exchange("a");
