@@ -5,7 +5,7 @@
 // joins are durable when they return). This part drops the local copy, key by key, only once
 // every owner in this node's view has acknowledged everything the partition holds here
 // (Algorithm 2: ack >= the partition's seq), and the placement has been stable for a grace
-// period. Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
+// period, and not while it was lately taken from a leaving owner as its successor (takenAsSuccessor). Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
 // to 0, so a restarted node drops nothing before the owners acknowledged its full state again.
 // Deferred removes exist only on the node that took them: those of keys not owned here go to an
 // owner first. Peers are told of the drop (engine.noteDropped, carried by every gossip message)
@@ -46,7 +46,17 @@ export interface HandOffOptions {
    * rejects when no owner took it. Without it, keys with deferred removes are kept.
    */
   handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
+  /** How long a partition taken from an owner as its successor is kept from a drop (takenAsSuccessor); default SUCCESSOR_HOLD_MS. */
+  successorHoldMs?: number;
 }
+
+/**
+ * Default of HandOffOptions.successorHoldMs: far longer than the few ms between a leaving owner's
+ * last acknowledged send and its leave, and than the suspicion of one that dies meanwhile. It is
+ * also how much later a partition is dropped after a lagging owner sent it here while views
+ * differed (a join), since a receipt cannot tell the two apart.
+ */
+export const SUCCESSOR_HOLD_MS = 10_000;
 
 export class HandOff {
   readonly counters: HandOffCounters = { partitionsDropped: 0, keysDropped: 0, bytesDropped: 0, keysKept: 0, removesHandedOver: 0 };
@@ -55,6 +65,8 @@ export class HandOff {
   private seenVersion: number;
   private stableSince: number;
   private running = false;
+  /** Partition → until when it is kept here although not owned (takenAsSuccessor). */
+  private readonly successorHolds = new Map<number, number>();
   /** A failure that recurs every run (no owner reachable) is warned about once a minute. */
   private readonly failureLog = logThrottle(60_000);
 
@@ -63,6 +75,28 @@ export class HandOff {
     this.seenVersion = o.ownership.version;
     this.stableSince = o.now();
     o.store.onChange((key) => this.mayHold.add(o.ownership.partitionOf(key)));
+  }
+
+  /**
+   * A partition this node does not own was taken from its owner because this node owns it once
+   * that owner is gone: the owner is leaving and ships what only it may hold (with R = 1,
+   * everything). In this node's view the owner is still there and has acknowledged it all, so
+   * without a hold the copy would be dropped as handed back, and the owner would then leave with
+   * the only other copy. Kept from a drop for successorHoldMs after the last such receipt; by then
+   * the owner has left and the partition is owned here, or, when views only differed, it is
+   * dropped as usual.
+   */
+  takenAsSuccessor(partition: number): void {
+    this.mayHold.add(partition);
+    this.successorHolds.set(partition, this.o.now() + (this.o.successorHoldMs ?? SUCCESSOR_HOLD_MS));
+  }
+
+  private held(partition: number): boolean {
+    const until = this.successorHolds.get(partition);
+    if (until === undefined) return false;
+    if (this.o.now() < until) return true;
+    this.successorHolds.delete(partition);
+    return false;
   }
 
   /** A partition this node may now hold keys of (a local write). */
@@ -85,7 +119,7 @@ export class HandOff {
     if (now() - this.stableSince < this.o.graceMs) return [];
     const out: Array<{ partition: number; seq: number; version: number }> = [];
     for (const p of this.mayHold) {
-      if (own.owns(p)) continue;
+      if (own.owns(p) || this.held(p)) continue;
       const seq = engine.seq(p);
       if (seq !== 0 && this.acked(p, seq)) out.push({ partition: p, seq, version: own.version });
     }
@@ -105,7 +139,7 @@ export class HandOff {
    */
   private stillReady(r: { partition: number; seq: number; version: number }): boolean {
     const { engine, ownership } = this.o;
-    return engine.seq(r.partition) === r.seq && ownership.version === r.version && !ownership.owns(r.partition) && this.acked(r.partition, r.seq);
+    return engine.seq(r.partition) === r.seq && ownership.version === r.version && !ownership.owns(r.partition) && !this.held(r.partition) && this.acked(r.partition, r.seq);
   }
 
   /** Hand over deferred removes of keys not owned here, then drop what is ready; one run at a time. */

@@ -186,6 +186,10 @@ export class NodeGossip {
         ownership: own,
         log: o.log,
         graceMs: Math.max(2000, 5 * o.intervalMs),
+        // A leaving owner announces its leave within ms of its successors' acks (ship, then
+        // membership.leave), and one that dies meanwhile is dead within the suspicion timeout:
+        // five graces cover both and delay a drop after a brief view difference by as much.
+        successorHoldMs: 5 * Math.max(2000, 5 * o.intervalMs),
         now: Date.now,
         handOverRemove: (key, element, unseen) => this.handOverRemove(key, element, unseen),
       });
@@ -219,7 +223,16 @@ export class NodeGossip {
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
-        accepts: o.ownership === undefined || o.ownership.full ? undefined : (p, from) => o.ownership!.ownsOnceGone(p, from),
+        accepts:
+          o.ownership === undefined || o.ownership.full
+            ? undefined
+            : (p, from) => {
+                if (o.ownership!.owns(p)) return true;
+                if (!o.ownership!.ownsOnceGone(p, from)) return false;
+                // Taken from its owner as its successor: not to be dropped as handed back (hand-off.ts).
+                self?.handOff?.takenAsSuccessor(p);
+                return true;
+              },
         settleMs: o.settleMs,
         settleMaxBytes: o.settleMaxBytes,
         settleMaxWaitMs: o.settleMaxWaitMs,

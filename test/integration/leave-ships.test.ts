@@ -17,6 +17,8 @@ const dir = mkdtempSync(join(tmpdir(), "deltaset-leave-ships-"));
 const FLAGS = ["--gossip-interval-ms", "3000", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--gossip-algorithm", "alg2"];
 const c = new TestCluster(dir, [71, 72, 73].map((i) => `127.0.5.${i}:7841`), FLAGS, "l");
 const single = new TestCluster(dir, [74, 75, 76].map((i) => `127.0.5.${i}:7841`), [...FLAGS, "--replication-factor", "1"], "r1");
+// Gossip every 100 ms: the next owners run their hand-off every period, its grace (2 s) long past.
+const settled = new TestCluster(dir, [77, 78, 79].map((i) => `127.0.5.${i}:7841`), ["--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150", "--replication-factor", "1"], "r1s");
 
 before(async () => {
   await c.startAll();
@@ -26,6 +28,7 @@ before(async () => {
 after(async () => {
   await c.close();
   await single.close();
+  await settled.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -55,5 +58,27 @@ describe("a node that leaves a cluster with R = 1", () => {
     for (const i of [1, 2]) {
       await eventually(`node ${i} answers every acknowledged element`, async () => Promise.all(keys.map((key) => single.read(i, key))), (v) => v.every((els, k) => els.includes(`${keys[k]}-a`) && els.includes(`${keys[k]}-b`)), 15_000);
     }
+  });
+
+  it("keeps what it gave them: a next owner does not hand a partition back to the owner that is leaving", async () => {
+    // In a next owner's view the leaving node still owns the partition and has acknowledged all of
+    // it, so its hand-off used to drop the copy it had just taken, a few ms before the node left
+    // with the only other one: whole keys then read empty on every live node.
+    await settled.startAll();
+    await new Promise((r) => setTimeout(r, 3000)); // placement stable past the hand-off grace
+    const keys = Array.from({ length: 60 }, (_, i) => `s${i}`);
+    for (const key of keys) await settled.add(1, key, [`${key}-a`, `${key}-b`]);
+    await new Promise((r) => setTimeout(r, 1000));
+    const node = settled.nodes.get(0)!;
+    assert.equal(await node.stop(), 0);
+    const missing = async () => {
+      const out: string[] = [];
+      for (const i of [1, 2]) for (const key of keys) if ((await settled.read(i, key)).length !== 2) out.push(`${i}:${key}`);
+      return out;
+    };
+    await eventually("every key complete on both live nodes", missing, (m) => m.length === 0, 15_000);
+    // And it stays so: nothing is dropped later.
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.deepEqual(await missing(), []);
   });
 });

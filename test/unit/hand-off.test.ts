@@ -85,6 +85,32 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     await store.close();
   });
 
+  it("a partition taken from a leaving owner as its successor is kept, though the owner acked it, until the hold runs out", async () => {
+    const { store, own, engine } = await setup("successor");
+    const e = engine();
+    let now = 5000;
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => now, successorHoldMs: 10_000 });
+    // A partition b owns, which a owns once b is gone: b, leaving, ships it here.
+    const taken = keyWhere((p) => !own.owns(p) && own.peersOf(p)[0] === "b" && own.ownsOnceGone(p, "b"), "taken", P);
+    const p = partitionOf(taken, P);
+    const r = await store.add(taken, [b("x")]);
+    e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
+    h.takenAsSuccessor(p);
+    // b holds it all and says so: without the hold this is a drop, and b would leave with the only other copy.
+    e.onAcks("b", [{ partition: p, seq: e.seq(p) }]);
+    assert.deepEqual(h.ready().map((x) => x.partition), [], "held after the successor's receipt");
+    await h.run();
+    assert.equal(await held(store, taken), true);
+    now += 9_999;
+    assert.deepEqual(h.ready().map((x) => x.partition), []);
+    // b never left (views only differed): once the hold ran out, the usual drop.
+    now += 1;
+    assert.deepEqual(h.ready().map((x) => x.partition), [p]);
+    await h.run();
+    assert.equal(await held(store, taken), false);
+    await store.close();
+  });
+
   it("after a restart nothing is dropped until the owners acknowledge the full state again", async () => {
     const { store, own, engine } = await setup("restart");
     const gone = keyWhere((p) => !own.owns(p), "gone", P);
