@@ -172,6 +172,8 @@ export async function startNode(
       legacyProofs: () => config.peerLegacyProofs,
       log: nodeLog,
       onRefused: telemetry?.onRefused,
+      // The replay cache starts empty: calls signed before this process started are not taken.
+      notBeforeMs: Date.now() - config.maxClockSkewMs,
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const calls = activeCalls();

@@ -122,6 +122,7 @@ const MESSAGES: Record<PeerRefusal, string> = {
   "proof-stale": "the peer proof's time is outside the allowed clock skew: check the clocks",
   "proof-invalid": "the peer proof does not verify under any cluster key of this node",
   "proof-replayed": "this peer proof was already used",
+  "proof-before-start": "the peer proof is timed before this node started (less the allowed clock skew, --max-clock-skew-ms): a call signed before a restart is not taken after it; check the sender's clock",
   "proof-other-receiver": "the peer proof names another node as its receiver",
   "proof-receiver-missing": "the peer proof names no receiver; only Join may be sent without knowing the receiving node",
   "proof-legacy": "the peer proof is of an earlier version, which names no receiver (upgrade the sending node, or run this node with --peer-legacy-proofs during the upgrade)",
@@ -177,13 +178,15 @@ export interface PeerAuthOptions {
   onRefused?: (service: string, reason: PeerRefusal) => void;
   now?: () => number;
   skewMs?: number;
+  /** Proofs timed before this (ms) are refused (ReplayCache: no replay across a restart). Default: none. */
+  notBeforeMs?: number;
 }
 
 /** The server interceptor enforcing peer authentication. */
 export function peerAuthInterceptor(o: PeerAuthOptions): grpc.ServerInterceptor {
   const now = o.now ?? Date.now;
   const skew = o.skewMs ?? DEFAULT_SKEW_MS;
-  const replay = new ReplayCache(skew);
+  const replay = new ReplayCache(skew, undefined, o.notBeforeMs);
   const warn = new RateLimitedWarn(o.log, now);
   return (method, call) => {
     const path = method.path;

@@ -67,6 +67,7 @@ export type ProofRefusal =
   | "proof-stale"
   | "proof-invalid"
   | "proof-replayed"
+  | "proof-before-start"
   | "replay-cache-full"
   | "proof-other-receiver"
   | "proof-receiver-missing"
@@ -174,14 +175,21 @@ export class ReplayCache {
   constructor(
     private readonly skewMs = DEFAULT_SKEW_MS,
     private readonly capacity = DEFAULT_REPLAY_CAPACITY,
+    /**
+     * Proofs timed before this are refused: the cache starts empty with the process, so a proof
+     * used before a restart would otherwise be taken again for the rest of its window. The node
+     * sets its start time less the clock skew it allows between nodes (--max-clock-skew-ms).
+     */
+    private readonly notBefore = Number.NEGATIVE_INFINITY,
   ) {}
 
   get size(): number {
     return this.seen.size;
   }
 
-  /** Record a nonce; "proof-replayed" if seen, "replay-cache-full" if no room. */
+  /** Record a nonce; "proof-replayed" if seen, "proof-before-start" if timed before notBefore, "replay-cache-full" if no room. */
   admit(p: ParsedProof, now: number): ProofRefusal | undefined {
+    if (p.unixMs < this.notBefore) return "proof-before-start";
     const k = `${p.nodeId} ${p.nonce}`;
     if (this.seen.has(k)) return "proof-replayed";
     if (this.seen.size >= this.capacity) this.expire(now);

@@ -79,6 +79,17 @@ describe("peer proofs", () => {
     assert.equal(parseProof(`${v} extra`), undefined);
   });
 
+  it("used before a restart are refused after it, though within the skew window (the cache starts empty)", () => {
+    const v = signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1");
+    assert.equal(verifyProof(ring1, v, PATH, BODY, NOW, new ReplayCache(), AT_R1).ok, true);
+    // The node restarts 4 s later, allowing 2 s of clock skew between nodes: the captured proof is refused...
+    const restarted = new ReplayCache(60_000, undefined, NOW + 4000 - 2000);
+    assert.deepEqual(verifyProof(ring1, v, PATH, BODY, NOW + 4500, restarted, AT_R1), { ok: false, reason: "proof-before-start" });
+    // ...while a call its peers sign now is taken, also from a peer whose clock is 1.5 s behind.
+    const late = signProof(ring1, PATH, "n1", BODY, NOW + 4500 - 1500, undefined, "r1");
+    assert.equal(verifyProof(ring1, late, PATH, BODY, NOW + 4500, restarted, AT_R1).ok, true);
+  });
+
   it("name their receiver: refused by any other node, and '*' taken only where allowed", () => {
     const v = signProof(ring1, PATH, "n1", BODY, NOW, undefined, "r1");
     assert.equal(parseProof(v)?.to, "r1");
