@@ -15,6 +15,12 @@ export class Ownership {
   private readonly without = new Map<string, string[][]>();
   /** This node is leaving: it owns nothing, and a partition's peers are its owners once it is gone. */
   private leavingNow = false;
+  /** Per partition: when (the caller's clock, setLive) its owners last changed; -Infinity: never. */
+  private readonly movedAt: number[];
+  /** Per partition: its owners before they last changed. */
+  private readonly movedFrom: string[][];
+  /** No view with a peer yet (the table is this node's alone). */
+  private alone = true;
 
   constructor(
     readonly self: string,
@@ -24,6 +30,8 @@ export class Ownership {
   ) {
     this.members.set(self, selfAddress);
     this.table = placement(this.members.keys(), partitions, factor);
+    this.movedAt = new Array<number>(partitions).fill(Number.NEGATIVE_INFINITY);
+    this.movedFrom = Array.from({ length: partitions }, () => []);
   }
 
   /** Every node owns every partition ("all"): nothing is forwarded or handed off. */
@@ -36,18 +44,53 @@ export class Ownership {
     return this.changes;
   }
 
-  /** The live peers (id → address; this node's own entry is ignored). Returns true when a partition moved. */
-  setLive(live: ReadonlyMap<string, string>, selfAddress = this.selfAddress): boolean {
+  /**
+   * The live peers (id → address; this node's own entry is ignored). Returns true when a partition
+   * moved; `now` (the caller's clock) is recorded as the time its owners changed (movedSince).
+   */
+  setLive(live: ReadonlyMap<string, string>, selfAddress = this.selfAddress, now = 0): boolean {
     this.selfAddress = selfAddress;
     const next = new Map<string, string>([[this.self, selfAddress]]);
     for (const [id, address] of live) if (id !== this.self) next.set(id, address);
     this.members = next;
     const table = placement(next.keys(), this.partitions, this.factor);
-    const moved = table.some((owners, p) => owners.join("\n") !== this.table[p]!.join("\n"));
+    let moved = false;
+    table.forEach((owners, p) => {
+      if (owners.join("\n") === this.table[p]!.join("\n")) return;
+      moved = true;
+      this.movedAt[p] = now;
+      this.movedFrom[p] = this.table[p]!;
+    });
+    if (this.alone && next.size > 1) {
+      // The first view with peers: this node (just started) knows no earlier placement but its own
+      // table alone. What it owns now had, as far as reads go, the owners the others give it.
+      this.alone = false;
+      const others = placement([...next.keys()].filter((id) => id !== this.self), this.partitions, this.factor);
+      for (let p = 0; p < this.partitions; p++) {
+        this.movedAt[p] = now;
+        this.movedFrom[p] = others[p]!;
+      }
+    }
     this.table = table;
     this.without.clear();
     if (moved) this.changes++;
     return moved;
+  }
+
+  /**
+   * Where a read of a partition whose owners just changed may find it: its owners, then those it
+   * had before the change that are still live members (with R = 1 a join leaves the data with an
+   * owner that is no longer one until it hands the partition over).
+   */
+  readAddresses(partition: number): Array<{ nodeId: string; address: string }> {
+    const now = this.table[partition]!;
+    const before = this.movedFrom[partition]!.filter((id) => !now.includes(id) && this.members.has(id));
+    return [...now, ...before].map((nodeId) => ({ nodeId, address: this.members.get(nodeId) ?? "" }));
+  }
+
+  /** Whether the partition's owners changed at or after `sinceMs` (setLive's clock). */
+  movedSince(partition: number, sinceMs: number): boolean {
+    return this.movedAt[partition]! >= sinceMs;
   }
 
   partitionOf(key: string): number {

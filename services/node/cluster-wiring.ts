@@ -54,7 +54,7 @@ export function nodeExtensions(
         if (gossip === undefined || membership === undefined) return;
         const live = new Map<string, string>();
         for (const m of membership.members()) if (isLive(m.state) && m.nodeId !== ctx.store.nodeId) live.set(m.nodeId, m.address);
-        if (ctx.ownership.setLive(live, ctx.advertise())) ctx.log.info("placement changed", { owned: ctx.ownership.owned().length, partitions: config.partitions, members: live.size + 1 });
+        if (ctx.ownership.setLive(live, ctx.advertise(), Date.now())) ctx.log.info("placement changed", { owned: ctx.ownership.owned().length, partitions: config.partitions, members: live.size + 1 });
         gossip.setPeers(live);
         const now = gossip.peerIds().join(",");
         if (now !== lastPeers) {

@@ -123,6 +123,11 @@ export interface NodeConfig {
    */
   forwardTimeoutMs: number;
   /**
+   * For this long after a partition's owners changed (ms), a Query that finds its key absent at
+   * one owner asks the next (a new owner may not have received the partition yet); 0: never.
+   */
+  readAfterMoveMs: number;
+  /**
    * Reconnecting to a peer after its connection failed: the first wait (ms), growing 1.6x per
    * failure in a row up to peerReconnectMaxMs. Calls to the peer fail at once meanwhile.
    */
@@ -201,6 +206,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   partitions: 64,
   replicationFactor: "all",
   forwardTimeoutMs: 10_000,
+  readAfterMoveMs: 30_000,
   peerReconnectInitialMs: 100,
   peerReconnectMaxMs: 2000,
   sync: "fsync",
@@ -475,6 +481,7 @@ export function validateConfig(c: NodeConfig): void {
   if (!Number.isInteger(c.partitions) || c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);
+  if (!(Number.isInteger(c.readAfterMoveMs) && c.readAfterMoveMs >= 0)) throw new ConfigError(`readAfterMoveMs (--read-after-move-ms) must be a non-negative integer, not ${c.readAfterMoveMs}`);
   if (!(Number.isInteger(c.peerReconnectInitialMs) && c.peerReconnectInitialMs > 0)) throw new ConfigError(`peerReconnectInitialMs (--peer-reconnect-initial-ms) must be a positive integer, not ${c.peerReconnectInitialMs}`);
   if (!(Number.isInteger(c.peerReconnectMaxMs) && c.peerReconnectMaxMs >= c.peerReconnectInitialMs)) {
     throw new ConfigError(`peerReconnectMaxMs (--peer-reconnect-max-ms) must be an integer of at least --peer-reconnect-initial-ms (${c.peerReconnectInitialMs}), not ${c.peerReconnectMaxMs}`);

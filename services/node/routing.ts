@@ -33,13 +33,15 @@ export interface RoutingDeps {
    * connection before it tries the next owner, each add an AddStream forwards for its answer.
    */
   forwardTimeoutMs: number;
+  /** --read-after-move-ms: a Query of a partition whose owners changed this recently moves on past an owner that finds its key absent (read). Default 0: never. */
+  readAfterMoveMs?: number;
   log: Logger;
   /** Observes each call made to an owner: its method and how it ended (metrics). */
   onForward?: (method: string, outcome: ForwardOutcome) => void;
 }
 
 /** How one call to an owner ended: answered, failed, or UNAVAILABLE and retried at the next owner. */
-export type ForwardOutcome = "ok" | "error" | "failover";
+export type ForwardOutcome = "ok" | "error" | "failover" | "absent-next";
 
 export type Target = { nodeId: string; address: string };
 
@@ -156,6 +158,50 @@ export class Router {
   }
 
   /**
+   * Query: as unary, except for a partition whose owners changed within readAfterMoveMs. Then the
+   * owners (this node among them, if it is one), then its owners before the change that are still
+   * members, are asked in order and an answer that finds the key absent moves on to the next: a new owner answers from what it holds, nothing until the other
+   * owners sent it the partition, and a key replicated for long would read empty meanwhile. The
+   * first answer that finds the key is returned, or the last owner's when none does.
+   */
+  read<Req extends { key?: unknown }, Res extends { type?: number }>(
+    name: string,
+    local: grpc.handleUnaryCall<Req, Res>,
+    method: (c: ReplicaClient) => (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown,
+  ): grpc.handleUnaryCall<Req, Res> {
+    const plain = this.unary(name, local, method);
+    return (call, callback) => {
+      const o = this.d.ownership;
+      const key = call.request.key;
+      const window = this.d.readAfterMoveMs ?? 0;
+      if (window <= 0 || !this.routes(call.metadata) || typeof key !== "string" || key === "" || !o.movedSince(o.partitionOf(key), Date.now() - window)) return plain(call, callback);
+      const owners = o.readAddresses(o.partitionOf(key)).filter((t) => t.nodeId === o.self || t.address !== "");
+      const { metadata, options } = this.outgoing(call);
+      const next = (i: number) => {
+        const t = owners[i]!;
+        const here = t.nodeId === o.self;
+        const answer = (err: grpc.ServiceError | null, res?: Res | null) => {
+          const more = i + 1 < owners.length;
+          if (err !== null && err.code === grpc.status.UNAVAILABLE && more) {
+            if (!here) this.record(name, "failover");
+            return next(i + 1);
+          }
+          if (err === null && more && res?.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) {
+            this.record(name, "absent-next");
+            return next(i + 1);
+          }
+          if (!here) this.record(name, err === null ? "ok" : "error");
+          if (err !== null) return callback(here ? err : fromOwner(err, t));
+          callback(null, res ?? undefined);
+        };
+        if (here) local(call, answer as grpc.sendUnaryData<Res>);
+        else method(this.client(t.address)).call(this.client(t.address), call.request, metadata, options, answer);
+      };
+      next(0);
+    };
+  }
+
+  /**
    * For one AddStream call: the adds of keys owned elsewhere go to an owner as unary Adds (AWSET,
    * as AddStream makes), with the caller's token, each within the stream's deadline and
    * --forward-timeout-ms; undefined when nothing of this call is forwarded.
@@ -237,7 +283,7 @@ export class Router {
       ...impl,
       add: this.unary("Add", impl.add, (c) => c.add),
       remove: this.unary("Remove", impl.remove, (c) => c.remove),
-      query: this.unary("Query", impl.query, (c) => c.query),
+      query: this.read("Query", impl.query, (c) => c.query),
       merge: this.unary("Merge", impl.merge, (c) => c.merge),
       increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
       delete: this.unary("Delete", impl.delete, (c) => c.delete),

@@ -216,6 +216,11 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "with a replication factor: how long a forwarded Import waits for an owner's connection before it tries the next owner, and how long an add that an AddStream forwards to an owner may take (the caller's deadline, when sooner, wins)",
     },
     {
+      flag: "read-after-move-ms", env: "DELTASET_READ_AFTER_MOVE_MS", path: "readAfterMoveMs", kind: "int",
+      description: "with a replication factor: for this long after a partition's owners change, a Query that finds its key absent at one owner asks the next owner in turn, then the partition's owners before the change that are still members (0: never)",
+      details: "A node that just became an owner of a partition answers from what it holds, which is nothing until the other owners have sent it the partition: without this, reads of keys fully replicated for long answered an empty set for a few seconds after an owner left, died or a node joined (at R = 1, after a join, until the old owner handed the partition over). Only an answer that finds the key absent moves on, and only for partitions whose owners changed lately, so a read of a key that does not exist costs up to R calls in that window.",
+    },
+    {
       flag: "peer-reconnect-initial-ms", env: "DELTASET_PEER_RECONNECT_INITIAL_MS", path: "peerReconnectInitialMs", kind: "int",
       description: "after a connection to a peer fails, the wait before the next attempt, 1.6x longer after each failure in a row up to --peer-reconnect-max-ms (gossip, membership and forwarded calls; a connection that works resets it)",
       details: "Calls to a peer fail at once while its connection waits to be retried. gRPC's own default waits 1 s after a failed attempt, growing to 120 s: one reset met while reconnecting kept every call to that peer failing for about a second, and the wait grew to two minutes while a peer stayed unreachable.",
