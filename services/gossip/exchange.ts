@@ -541,16 +541,19 @@ export class GossipExchange {
 
   // ------------------------------------------------------------ receiving
 
-  private refuse(code: status, details: string, from: string): { refused: Refusal } {
+  private refuse(code: status, details: string, from: string, routine = false): { refused: Refusal } {
     this.counters.framesRejected++;
-    this.o.log.warn("gossip frame refused", { from, reason: details });
+    // A sender not yet in this node's view is routine while membership spreads (nodes starting a
+    // second apart); the sender warns if it lasts (node-gossip.ts reportSendFailure).
+    if (routine) this.o.log.info("gossip frame refused", { from, reason: details });
+    else this.o.log.warn("gossip frame refused", { from, reason: details });
     return { refused: { code, details } };
   }
 
   private checkPeer(cluster: string, from: string, partitions: number): { refused: Refusal } | undefined {
     if (cluster !== this.o.cluster) return this.refuse(status.FAILED_PRECONDITION, `cluster "${cluster}" is not "${this.o.cluster}"`, from);
     if (partitions !== this.o.partitions) return this.refuse(status.FAILED_PRECONDITION, `partition count ${partitions} differs from ${this.o.partitions}`, from);
-    if (!this.isPeer(from)) return this.refuse(status.PERMISSION_DENIED, `node "${from}" is not a known member`, from);
+    if (!this.isPeer(from)) return this.refuse(status.PERMISSION_DENIED, `node "${from}" is not a known member`, from, true);
     return undefined;
   }
 

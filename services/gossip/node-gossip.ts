@@ -134,6 +134,11 @@ interface PeerLink {
   pushFailures?: number;
 }
 
+/** A peer refusing this node as "not a known member" is warned about once that lasted this long... */
+const NOT_MEMBER_WARN_AFTER_MS = 10_000;
+/** ...counted from a first refusal no older than this (an earlier episode is forgotten). */
+const NOT_MEMBER_RESET_MS = 60_000;
+
 /** Default of NodeGossipOptions.pushRetryMs. */
 const PUSH_RETRY_MS = 100;
 
@@ -170,6 +175,8 @@ export class NodeGossip {
   private pushAfterTick = false;
   private readonly lossRandom: () => number;
   private readonly refusalLog = logThrottle(60_000);
+  /** Per peer: since when it has refused this node as not a known member (reportSendFailure). */
+  private readonly notMemberSince = new Map<string, number>();
   private readonly handOff: HandOff | undefined;
 
   /** Use create(), which restores the durable sequence numbers. */
@@ -580,6 +587,17 @@ export class NodeGossip {
     if (!refused) {
       this.o.log.debug("gossip send failed", { to, err });
       return;
+    }
+    // "Not a known member" while the peer's view has not yet taken this node in is routine for a
+    // few seconds after either starts; only a refusal that lasts is warned about.
+    if (/is not a known member/.test(text)) {
+      const now = Date.now();
+      const first = this.notMemberSince.get(to);
+      if (first === undefined || now - first > NOT_MEMBER_RESET_MS) this.notMemberSince.set(to, now);
+      if (first === undefined || now - first < NOT_MEMBER_WARN_AFTER_MS || now - first > NOT_MEMBER_RESET_MS) {
+        this.o.log.debug("a peer does not know this node yet", { to });
+        return;
+      }
     }
     const admitted = this.refusalLog.admit(`${to} ${e.code}`);
     if (admitted !== undefined) {
