@@ -33,6 +33,8 @@ export interface RoutingDeps {
    * connection before it tries the next owner, each add an AddStream forwards for its answer.
    */
   forwardTimeoutMs: number;
+  /** Whether this node's store holds key (a read after a move serves here only then, stream). */
+  holds?: (key: string) => Promise<boolean>;
   /** --read-after-move-ms: a Query of a partition whose owners changed this recently moves on past an owner that finds its key absent (read). Default 0: never. */
   readAfterMoveMs?: number;
   log: Logger;
@@ -76,6 +78,19 @@ export class Router {
     if (o.owns(p)) return undefined;
     const out = o.ownerAddresses(p).filter((t) => t.nodeId !== o.self && t.address !== "");
     return out.length === 0 ? undefined : out;
+  }
+
+  /**
+   * For a partition whose owners changed within readAfterMoveMs: where a read of key may find it
+   * (Ownership.readAddresses, this node included if it is there); undefined otherwise.
+   */
+  movedTargets(key: unknown, metadata: grpc.Metadata): Target[] | undefined {
+    const o = this.d.ownership;
+    const window = this.d.readAfterMoveMs ?? 0;
+    if (window <= 0 || !this.routes(metadata) || typeof key !== "string" || key === "") return undefined;
+    const p = o.partitionOf(key);
+    if (!o.movedSince(p, Date.now() - window)) return undefined;
+    return o.readAddresses(p).filter((t) => t.nodeId === o.self || t.address !== "");
   }
 
   client(address: string): ReplicaClient {
@@ -172,10 +187,8 @@ export class Router {
     const plain = this.unary(name, local, method);
     return (call, callback) => {
       const o = this.d.ownership;
-      const key = call.request.key;
-      const window = this.d.readAfterMoveMs ?? 0;
-      if (window <= 0 || !this.routes(call.metadata) || typeof key !== "string" || key === "" || !o.movedSince(o.partitionOf(key), Date.now() - window)) return plain(call, callback);
-      const owners = o.readAddresses(o.partitionOf(key)).filter((t) => t.nodeId === o.self || t.address !== "");
+      const owners = this.movedTargets(call.request.key, call.metadata);
+      if (owners === undefined) return plain(call, callback);
       const { metadata, options } = this.outgoing(call);
       const next = (i: number) => {
         const t = owners[i]!;
@@ -229,24 +242,48 @@ export class Router {
     };
   }
 
-  /** A server-streaming handler that forwards calls for keys owned elsewhere, relaying the stream. */
+  /**
+   * A server-streaming handler that forwards calls for keys owned elsewhere, relaying the stream.
+   * With `absent` (a read: Scan, Export), a partition whose owners changed lately is read as Query
+   * is (read): an owner whose first message says the key is absent is passed over for the next,
+   * and this node, when among them, serves only if it holds the key (or is the last).
+   */
   stream<Req extends { key?: unknown }, Res>(
     name: string,
     local: grpc.handleServerStreamingCall<Req, Res>,
     method: (c: ReplicaClient) => (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>) => grpc.ClientReadableStream<Res>,
+    absent?: (first: Res) => boolean,
   ): grpc.handleServerStreamingCall<Req, Res> {
     return (call) => {
-      const targets = this.targets(call.request.key, call.metadata);
+      const moved = absent !== undefined ? this.movedTargets(call.request.key, call.metadata) : undefined;
+      const targets = moved ?? this.targets(call.request.key, call.metadata);
       if (targets === undefined) return local(call);
       const { metadata, options } = this.outgoing(call);
       let upstream: grpc.ClientReadableStream<Res> | undefined;
       call.on("cancelled", () => upstream?.cancel());
       const attempt = (i: number) => {
+        const more = i + 1 < targets.length;
+        if (targets[i]!.nodeId === this.d.ownership.self) {
+          const holds = this.d.holds;
+          if (!more || holds === undefined) return local(call);
+          void holds(call.request.key as string).then(
+            (here) => (here ? local(call) : attempt(i + 1)),
+            () => local(call),
+          );
+          return;
+        }
         const c = this.client(targets[i]!.address);
         const up = (upstream = method(c).call(c, call.request, metadata, options));
         let relayed = false;
         let ended = false;
         up.on("data", (m: Res) => {
+          if (!relayed && moved !== undefined && more && absent!(m)) {
+            ended = true;
+            up.cancel();
+            this.record(name, "absent-next");
+            attempt(i + 1);
+            return;
+          }
           relayed = true;
           // Back-pressure: read no further from the owner until the caller took what was sent.
           if (!call.write(m)) {
@@ -287,7 +324,7 @@ export class Router {
       merge: this.unary("Merge", impl.merge, (c) => c.merge),
       increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
       delete: this.unary("Delete", impl.delete, (c) => c.delete),
-      scan: this.stream("Scan", impl.scan, (c) => c.scan),
+      scan: this.stream("Scan", impl.scan, (c) => c.scan, (first) => first.total === 0n && isEmptyContext(first.context)),
       export: this.stream("Export", impl.export, (c) => c.export),
       watch: this.stream("Watch", impl.watch, (c) => c.watch),
       import: forwardImport(this, impl.import),
@@ -308,4 +345,9 @@ export class Router {
 function fromOwner(err: grpc.ServiceError, t: Target): Partial<grpc.ServiceError> {
   if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.DEADLINE_EXCEEDED) return err;
   return { code: err.code, details: `forwarded to the key's owner ${t.nodeId} (${t.address}), which did not answer: ${connectionFailureReason(err.details)}`, metadata: err.metadata };
+}
+
+/** A context in a first chunk that names no add at all: the key is absent where it was read. */
+function isEmptyContext(ctx: { vv: unknown[]; cloud: unknown[] } | undefined): boolean {
+  return ctx === undefined || (ctx.vv.length === 0 && ctx.cloud.length === 0);
 }

@@ -1,7 +1,7 @@
 // Reads right after a partition's owners change (node/routing.ts read, --read-after-move-ms), on
 // real node processes at R = 1 with slow gossip (every 3 s): when a third node joins, the keys
 // whose partitions move to it are on the old owner until it hands them over, and the new owner
-// holds nothing of them. A Query (not yet Scan) through any node still answers every key complete: an owner that
+// holds nothing of them. A Query or a Scan through any node still answers every key complete: an owner that
 // finds the key absent is passed over for the next, then for the partition's owners before the
 // change. With the setting at 0, the same reads come back empty (the behaviour it prevents).
 import { strict as assert } from "node:assert";
@@ -37,7 +37,12 @@ async function emptyAfterJoin(name: string, hosts: number[], extra: string[]): P
     await c.start(2);
     await eventually("three members in every view", async () => Promise.all([0, 1, 2].map((i) => ownersAt(c, i, keys[0]!))), (v) => v.every((o) => o.join() === v[0]!.join()));
     const incomplete: string[] = [];
-    for (const i of [0, 1, 2]) for (const [k, key] of keys.entries()) if ((await query(c, i, key)) !== `e${k}`) incomplete.push(`${i}:${key}`);
+    for (const i of [0, 1, 2]) {
+      for (const [k, key] of keys.entries()) {
+        if ((await query(c, i, key)) !== `e${k}`) incomplete.push(`query ${i}:${key}`);
+        if ((await c.read(i, key)).join() !== `e${k}`) incomplete.push(`scan ${i}:${key}`);
+      }
+    }
     return incomplete;
   } finally {
     await c.close();
