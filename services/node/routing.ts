@@ -245,7 +245,8 @@ export class Router {
   /**
    * A server-streaming handler that forwards calls for keys owned elsewhere, relaying the stream.
    * With `absent` (a read: Scan, Export), a partition whose owners changed lately is read as Query
-   * is (read): an owner whose first message says the key is absent is passed over for the next,
+   * is (read): an owner whose first message says the key is absent (or that answers NOT_FOUND, as
+   * Export does) is passed over for the next,
    * and this node, when among them, serves only if it holds the key (or is the last).
    */
   stream<Req extends { key?: unknown }, Res>(
@@ -300,6 +301,12 @@ export class Router {
             attempt(i + 1);
             return;
           }
+          // Export answers an absent key NOT_FOUND rather than with a chunk.
+          if (!relayed && moved !== undefined && more && err.code === grpc.status.NOT_FOUND) {
+            this.record(name, "absent-next");
+            attempt(i + 1);
+            return;
+          }
           this.record(name, "error");
           call.emit("error", err);
         });
@@ -325,7 +332,7 @@ export class Router {
       increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
       delete: this.unary("Delete", impl.delete, (c) => c.delete),
       scan: this.stream("Scan", impl.scan, (c) => c.scan, (first) => first.total === 0n && isEmptyContext(first.context)),
-      export: this.stream("Export", impl.export, (c) => c.export),
+      export: this.stream("Export", impl.export, (c) => c.export, () => false),
       watch: this.stream("Watch", impl.watch, (c) => c.watch),
       import: forwardImport(this, impl.import),
     };

@@ -217,7 +217,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     },
     {
       flag: "read-after-move-ms", env: "DELTASET_READ_AFTER_MOVE_MS", path: "readAfterMoveMs", kind: "int",
-      description: "with a replication factor: for this long after a partition's owners change, a Query or Scan that finds its key absent at one owner asks the next owner in turn, then the partition's owners before the change that are still members (0: never; Export and Keys answer from the first owner)",
+      description: "with a replication factor: for this long after a partition's owners change, a Query, Scan or Export that finds its key absent at one owner asks the next owner in turn, then the partition's owners before the change that are still members (0: never)",
       details: "A node that just became an owner of a partition answers from what it holds, which is nothing until the other owners have sent it the partition: without this, reads of keys fully replicated for long answered an empty set for a few seconds after an owner left, died or a node joined (at R = 1, after a join, until the old owner handed the partition over). Only an answer that finds the key absent moves on, and only for partitions whose owners changed lately, so a read of a key that does not exist costs up to R calls in that window.",
     },
     {

@@ -1,7 +1,7 @@
 // Reads right after a partition's owners change (node/routing.ts read, --read-after-move-ms), on
 // real node processes at R = 1 with slow gossip (every 3 s): when a third node joins, the keys
 // whose partitions move to it are on the old owner until it hands them over, and the new owner
-// holds nothing of them. A Query or a Scan through any node still answers every key complete: an owner that
+// holds nothing of them. A Query, a Scan or an Export through any node still finds every key: an owner that
 // finds the key absent is passed over for the next, then for the partition's owners before the
 // change. With the setting at 0, the same reads come back empty (the behaviour it prevents).
 import { strict as assert } from "node:assert";
@@ -25,6 +25,19 @@ async function query(c: TestCluster, i: number, key: string): Promise<string> {
   return r.members.map((m) => m.text).join();
 }
 
+/** Whether an Export of key through node i streams its state (an absent key is NOT_FOUND). */
+async function exports(c: TestCluster, i: number, key: string): Promise<boolean> {
+  return c.replica(i, (r) =>
+    new Promise<boolean>((resolve) => {
+      let chunks = 0;
+      const s = r.export({ key, maxEntries: 0, maxBytes: 0 });
+      s.on("data", () => chunks++);
+      s.on("error", () => resolve(false));
+      s.on("end", () => resolve(chunks > 0));
+    }),
+  );
+}
+
 /** Keys read incomplete through the nodes, right after a third node joined two that hold 24 keys. */
 async function emptyAfterJoin(name: string, hosts: number[], extra: string[]): Promise<string[]> {
   const c = new TestCluster(dir, hosts.map((h) => `127.0.6.${h}:7861`), [...FLAGS, ...extra], name);
@@ -41,6 +54,7 @@ async function emptyAfterJoin(name: string, hosts: number[], extra: string[]): P
       for (const [k, key] of keys.entries()) {
         if ((await query(c, i, key)) !== `e${k}`) incomplete.push(`query ${i}:${key}`);
         if ((await c.read(i, key)).join() !== `e${k}`) incomplete.push(`scan ${i}:${key}`);
+        if (!(await exports(c, i, key))) incomplete.push(`export ${i}:${key}`);
       }
     }
     return incomplete;
