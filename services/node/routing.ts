@@ -82,7 +82,7 @@ export class Router {
 
   /**
    * For a partition whose owners changed within readAfterMoveMs: where a read of key may find it
-   * (Ownership.readAddresses, this node included if it is there); undefined otherwise.
+   * (Ownership.readAddresses, this node first if it is there); undefined otherwise.
    */
   movedTargets(key: unknown, metadata: grpc.Metadata): Target[] | undefined {
     const o = this.d.ownership;
@@ -90,7 +90,11 @@ export class Router {
     if (window <= 0 || !this.routes(metadata) || typeof key !== "string" || key === "") return undefined;
     const p = o.partitionOf(key);
     if (!o.movedSince(p, Date.now() - window)) return undefined;
-    return o.readAddresses(p).filter((t) => t.nodeId === o.self || t.address !== "");
+    const all = o.readAddresses(p).filter((t) => t.nodeId === o.self || t.address !== "");
+    // An owner first asks itself, as outside the window (a new owner ranked above it may hold only
+    // part of the key yet); a former owner keeps its place after the owners (its copy is stale).
+    if (!o.owns(p)) return all;
+    return [...all.filter((t) => t.nodeId === o.self), ...all.filter((t) => t.nodeId !== o.self)];
   }
 
   client(address: string): ReplicaClient {
