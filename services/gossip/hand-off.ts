@@ -5,8 +5,10 @@
 // joins are durable when they return). This part drops the local copy, key by key, only once
 // every owner in this node's view has acknowledged everything the partition holds here
 // (Algorithm 2: ack >= the partition's seq), and the placement has been stable for a grace
-// period, and not while it was lately taken from a leaving owner as its successor (takenAsSuccessor). Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets every ack back
-// to 0, so a restarted node drops nothing before the owners acknowledged its full state again.
+// period, and not while it was lately taken from a leaving owner as its successor
+// (takenAsSuccessor). Algorithm 1 has no acks: under it nothing is ever dropped. A restart sets
+// every ack back to 0, so a restarted node drops nothing before the owners acknowledged its full
+// state again.
 // Deferred removes exist only on the node that took them: those of keys not owned here go to an
 // owner first. Peers are told of the drop (engine.noteDropped, carried by every gossip message)
 // and reset their acks for this node on that partition: otherwise, if it owned the partition

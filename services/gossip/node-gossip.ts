@@ -187,16 +187,17 @@ export class NodeGossip {
     this.lossRandom = seededRandom(o.lossSeed ?? 1);
     const own = o.ownership;
     if (own !== undefined && !own.full) {
+      const graceMs = Math.max(2000, 5 * o.intervalMs);
       this.handOff = new HandOff({
         store: o.store,
         engine: x.engine as AntiEntropyEngine<unknown>,
         ownership: own,
         log: o.log,
-        graceMs: Math.max(2000, 5 * o.intervalMs),
+        graceMs,
         // A leaving owner announces its leave within ms of its successors' acks (ship, then
         // membership.leave), and one that dies meanwhile is dead within the suspicion timeout:
         // five graces cover both and delay a drop after a brief view difference by as much.
-        successorHoldMs: 5 * Math.max(2000, 5 * o.intervalMs),
+        successorHoldMs: 5 * graceMs,
         now: Date.now,
         handOverRemove: (key, element, unseen) => this.handOverRemove(key, element, unseen),
       });
@@ -593,8 +594,9 @@ export class NodeGossip {
     if (/is not a known member/.test(text)) {
       const now = Date.now();
       const first = this.notMemberSince.get(to);
-      if (first === undefined || now - first > NOT_MEMBER_RESET_MS) this.notMemberSince.set(to, now);
-      if (first === undefined || now - first < NOT_MEMBER_WARN_AFTER_MS || now - first > NOT_MEMBER_RESET_MS) {
+      const since = first === undefined || now - first > NOT_MEMBER_RESET_MS ? now : first;
+      this.notMemberSince.set(to, since);
+      if (now - since < NOT_MEMBER_WARN_AFTER_MS) {
         this.o.log.debug("a peer does not know this node yet", { to });
         return;
       }

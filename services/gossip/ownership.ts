@@ -53,6 +53,7 @@ export class Ownership {
     const next = new Map<string, string>([[this.self, selfAddress]]);
     for (const [id, address] of live) if (id !== this.self) next.set(id, address);
     this.members = next;
+    this.without.clear();
     const table = placement(next.keys(), this.partitions, this.factor);
     let moved = false;
     table.forEach((owners, p) => {
@@ -65,14 +66,13 @@ export class Ownership {
       // The first view with peers: this node (just started) knows no earlier placement but its own
       // table alone. What it owns now had, as far as reads go, the owners the others give it.
       this.alone = false;
-      const others = placement([...next.keys()].filter((id) => id !== this.self), this.partitions, this.factor);
+      const others = this.tableWithout(this.self);
       for (let p = 0; p < this.partitions; p++) {
         this.movedAt[p] = now;
         this.movedFrom[p] = others[p]!;
       }
     }
     this.table = table;
-    this.without.clear();
     if (moved) this.changes++;
     return moved;
   }

@@ -123,8 +123,8 @@ export interface NodeConfig {
    */
   forwardTimeoutMs: number;
   /**
-   * For this long after a partition's owners changed (ms), a Query that finds its key absent at
-   * one owner asks the next (a new owner may not have received the partition yet); 0: never.
+   * For this long after a partition's owners changed (ms), a Query, Scan or Export that finds its
+   * key absent at one owner asks the next (a new owner may not have received the partition yet); 0: never.
    */
   readAfterMoveMs: number;
   /**

@@ -159,7 +159,7 @@ export async function startNode(
     });
     const factor = replicationFactorOf(config);
     const ownership = new Ownership(store.nodeId, advertise, config.partitions, factor);
-    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, readAfterMoveMs: config.readAfterMoveMs, holds: async (key) => (await store.describe(key)) !== undefined, log: nodeLog, onForward: telemetry?.onForwarded });
+    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, readAfterMoveMs: config.readAfterMoveMs, holds: async (key) => (await store.typeOf(key)) !== undefined, log: nodeLog, onForward: telemetry?.onForwarded });
     // Aborted as the node starts to stop: open Watch streams end at once instead of holding the drain.
     const stopSignal = new AbortController();
     setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);

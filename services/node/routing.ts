@@ -35,7 +35,7 @@ export interface RoutingDeps {
   forwardTimeoutMs: number;
   /** Whether this node's store holds key (a read after a move serves here only then, stream). */
   holds?: (key: string) => Promise<boolean>;
-  /** --read-after-move-ms: a Query of a partition whose owners changed this recently moves on past an owner that finds its key absent (read). Default 0: never. */
+  /** --read-after-move-ms: a Query, Scan or Export of a partition whose owners changed this recently moves on past an owner that finds its key absent (read, stream). Default 0: never. */
   readAfterMoveMs?: number;
   log: Logger;
   /** Observes each call made to an owner: its method and how it ended (metrics). */
@@ -179,9 +179,10 @@ export class Router {
   /**
    * Query: as unary, except for a partition whose owners changed within readAfterMoveMs. Then the
    * owners (this node among them, if it is one), then its owners before the change that are still
-   * members, are asked in order and an answer that finds the key absent moves on to the next: a new owner answers from what it holds, nothing until the other
-   * owners sent it the partition, and a key replicated for long would read empty meanwhile. The
-   * first answer that finds the key is returned, or the last owner's when none does.
+   * members, are asked in order (movedTargets) and an answer that finds the key absent moves on to
+   * the next: a new owner answers from what it holds, nothing until the other owners sent it the
+   * partition, and a key replicated for long would read empty meanwhile. The first answer that
+   * finds the key is returned, or the last one's when none does.
    */
   read<Req extends { key?: unknown }, Res extends { type?: number }>(
     name: string,
@@ -250,8 +251,8 @@ export class Router {
    * A server-streaming handler that forwards calls for keys owned elsewhere, relaying the stream.
    * With `absent` (a read: Scan, Export), a partition whose owners changed lately is read as Query
    * is (read): an owner whose first message says the key is absent (or that answers NOT_FOUND, as
-   * Export does) is passed over for the next,
-   * and this node, when among them, serves only if it holds the key (or is the last).
+   * Export does) is passed over for the next, and this node, when among them, serves only if it
+   * holds the key (or is the last).
    */
   stream<Req extends { key?: unknown }, Res>(
     name: string,

@@ -1,14 +1,15 @@
 // Strict strings at the deserialization boundary of every deltaset service: a request whose string
 // field holds invalid UTF-8 is answered INVALID_ARGUMENT naming the field, before any handler runs,
 // instead of being decoded with U+FFFD in place of the bad bytes; so is a request holding a
-// singular message field twice, whose parts protobuf would merge and the decoder would not. The server wraps the request
-// deserializer of each method it serves (the walk needs the raw bytes, which interceptors never
-// see) and marks such a request; its first interceptor refuses marked requests. A request that does
-// not decode at all (truncated, a wrong wire type, a length past the end) is refused the same way,
-// INVALID_ARGUMENT naming the message type, instead of grpc-js's INTERNAL "Error deserializing
-// request" (which reads as a server fault). A client request holding more entries of repeated
-// fields than --max-request-entries is refused RESOURCE_EXHAUSTED before it is decoded: the count
-// on the raw bytes stops at the limit, while decoding would build an object per entry first.
+// singular message field twice, whose parts protobuf would merge and the decoder would not. The
+// server wraps the request deserializer of each method it serves (the walk needs the raw bytes,
+// which interceptors never see) and marks such a request; its first interceptor refuses marked
+// requests. A request that does not decode at all (truncated, a wrong wire type, a length past
+// the end) is refused the same way, INVALID_ARGUMENT naming the message type, instead of grpc-js's
+// INTERNAL "Error deserializing request" (which reads as a server fault). A client request holding
+// more entries of repeated fields than --max-request-entries is refused RESOURCE_EXHAUSTED before
+// it is decoded: the count on the raw bytes stops at the limit, while decoding would build an
+// object per entry first.
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { PROTO_DIR, PROTO_FILES } from "./server.js";

@@ -68,7 +68,14 @@ describe("reads right after a partition's owners change", () => {
     assert.deepEqual(await emptyAfterJoin("m", [11, 12, 13], []), []);
   });
 
-  it("without it (--read-after-move-ms 0) the same reads come back empty", { timeout: 90_000 }, async () => {
-    assert.ok((await emptyAfterJoin("z", [14, 15, 16], ["--read-after-move-ms", "0"])).length > 0);
+  it("without it (--read-after-move-ms 0) the same reads come back empty", { timeout: 240_000 }, async () => {
+    // The window closes once the new owner has the keys, sooner on a loaded machine's slow reads:
+    // up to 3 clusters, until one shows it.
+    const tries: number[] = [];
+    for (const hosts of [[14, 15, 16], [17, 18, 19], [20, 21, 22]]) {
+      tries.push((await emptyAfterJoin(`z${hosts[0]}`, hosts, ["--read-after-move-ms", "0"])).length);
+      if (tries.at(-1)! > 0) break;
+    }
+    assert.ok(tries.at(-1)! > 0, `no empty read in ${tries.length} clusters`);
   });
 });
