@@ -30,6 +30,7 @@ import { Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
 import { PeerBoots } from "./peer-boots.js";
+import { SeqMarks } from "./seq-marks.js";
 import { type PartitionDropCount, PartitionDrops } from "./peer-drops.js";
 import { type Random, pick } from "../common/prng.js";
 import { lengthDelimitedSize, varintSize } from "../common/varint.js";
@@ -99,6 +100,11 @@ export interface EngineOptions<P> {
   /** Partition count P (default 64). */
   partitions?: number;
   neighbours?: Iterable<string>;
+  /**
+   * Algorithm 2: the clock seqs are dated by, for the age of the oldest change a neighbour has not
+   * acknowledged (PartitionStats.unackedAgeMs). Without it no ages are kept.
+   */
+  clock?: () => number;
 }
 
 /** One partition inside a frame. */
@@ -152,6 +158,9 @@ export class AntiEntropyEngine<P> {
   private readonly sync: Algorithm1Config | Algorithm2Config;
   private readonly alg1: Alg1Partition<P>[] = [];
   private readonly alg2: Alg2Partition<P>[] = [];
+  /** Per Algorithm 2 partition, when its seqs were handed out (with a clock only). */
+  private readonly marks: SeqMarks[] = [];
+  private readonly clock: (() => number) | undefined;
   private peers: string[] = [];
   private peerSet = new Set<string>();
   /** Per partition, the peers it is exchanged with (placement); undefined: every neighbour. */
@@ -185,7 +194,12 @@ export class AntiEntropyEngine<P> {
         throw new RangeError(`${seqs.length} initial seqs for ${this.partitionCount} partitions`);
       }
       for (let p = 0; p < this.partitionCount; p++) this.alg2.push(new Alg2Partition(this.ops, p, seqs[p] ?? 0));
+      if (opts.clock !== undefined) {
+        const start = opts.clock();
+        for (let p = 0; p < this.partitionCount; p++) this.marks.push(new SeqMarks(start));
+      }
     }
+    this.clock = this.sync.algorithm === 2 ? opts.clock : undefined;
     if (opts.neighbours !== undefined) this.setNeighbours(opts.neighbours);
   }
 
@@ -382,7 +396,10 @@ export class AntiEntropyEngine<P> {
         if (tooLarge) part.receiveTooLarge(this.sync.transitive);
       } else {
         if (fresh !== undefined) this.append(item.partition, fresh, from);
-        if (tooLarge) this.seqChanges.set(item.partition, this.alg2[item.partition]!.appendHole(from));
+        if (tooLarge) {
+          this.noteSeq(item.partition);
+          this.seqChanges.set(item.partition, this.alg2[item.partition]!.appendHole(from));
+        }
         if (item.seq > 0) {
           const ack = { partition: item.partition, seq: item.seq };
           acks.push(ack);
@@ -505,7 +522,11 @@ export class AntiEntropyEngine<P> {
 
   /** Drop the deltas every current neighbour has acked (runs at the end of each tick). */
   gc(): void {
-    for (const part of this.alg2) this.counters.deltasCollected += part.gc(this.peersOf(part.partition));
+    for (const part of this.alg2) {
+      const peers = this.peersOf(part.partition);
+      this.counters.deltasCollected += part.gc(peers);
+      this.marks[part.partition]?.prune(this.minAckOf(part, peers));
+    }
   }
 
   /**
@@ -587,9 +608,11 @@ export class AntiEntropyEngine<P> {
     this.checkPartition(partition);
     if (this.sync.algorithm === 1) return { partition, seq: 0, bufferEntries: 0, bufferBytes: 0, lag: 0 };
     const part = this.alg2[partition]!;
-    let lag = 0;
-    for (const j of this.peersOf(partition)) lag = Math.max(lag, part.lagOf(j));
-    return { partition, seq: part.seq, bufferEntries: part.bufferEntries.length, bufferBytes: part.bufferBytes, lag };
+    const lag = part.seq - this.minAckOf(part, this.peersOf(partition));
+    const stats: PartitionStats = { partition, seq: part.seq, bufferEntries: part.bufferEntries.length, bufferBytes: part.bufferBytes, lag };
+    const marks = this.marks[partition];
+    if (marks !== undefined) stats.unackedAgeMs = lag > 0 ? marks.ageOf(part.seq - lag, this.clock!()) : 0;
+    return stats;
   }
 
   snapshot(): EngineSnapshot {
@@ -615,11 +638,24 @@ export class AntiEntropyEngine<P> {
       this.seqChanges.set(partition, c);
       return c;
     }
+    this.noteSeq(partition);
     const c = part.append(delta, origin);
     const limit = (this.sync as Algorithm2Config).maxBufferBytes;
     if (limit !== undefined) this.counters.bufferOverflowDrops += part.enforceLimit(limit);
     this.seqChanges.set(partition, c);
     return c;
+  }
+
+  /** The partition's next seq is being handed out now. */
+  private noteSeq(partition: number): void {
+    this.marks[partition]?.note(this.alg2[partition]!.seq, this.clock!());
+  }
+
+  /** The lowest ack among the partition's peers (c with none: nothing is owed). */
+  private minAckOf(part: Alg2Partition<P>, peers: readonly string[]): number {
+    let min = part.seq;
+    for (const j of peers) min = Math.min(min, part.ackOf(j));
+    return min;
   }
 
   private validItem(item: ReceivedItem<P>): boolean {

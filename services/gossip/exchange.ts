@@ -113,7 +113,7 @@ export interface ExchangeOptions {
    * keys past it stay due for the next period. Left out: no bound.
    */
   settleBytesPerPeriod?: number;
-  /** The clock settle announcements count quiet time on (default Date.now; the simulator's own time). */
+  /** The clock settle announcements count quiet time on, and unacknowledged changes are dated by (default Date.now; the simulator's own time). */
   clock?: () => number;
 }
 
@@ -267,6 +267,7 @@ export class GossipExchange {
       random: o.random,
       partitions: o.partitions,
       sync: o.sync.algorithm === 2 ? { ...o.sync, initialSeqs } : o.sync,
+      clock: o.clock ?? Date.now,
     });
     this.receiveHost = {
       o,

@@ -81,6 +81,11 @@ export interface PartitionStats {
   bufferBytes: number;
   /** Algorithm 2: max over neighbours of c - A(j). Algorithm 1: 0. */
   lag: number;
+  /**
+   * Algorithm 2 with a clock: how long ago the oldest change some neighbour has not acknowledged
+   * was taken here, at most (0 when every neighbour acked everything).
+   */
+  unackedAgeMs?: number;
 }
 
 export interface EngineSnapshot {

@@ -213,6 +213,11 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
   const lagMax = gauge("deltaset_gossip_lag_max", "Largest per-partition lag: local sequence numbers the slowest neighbour has not acked");
   const lagSum = gauge("deltaset_gossip_lag_sum", "Per-partition lag (slowest neighbour) summed over partitions");
   const lagging = gauge("deltaset_gossip_lagging_partitions", "Partitions some neighbour has not fully acked");
+  const unackedAge = gauge(
+    "deltaset_gossip_oldest_unacked_seconds",
+    "How long ago the oldest change some neighbour has not acknowledged was taken here (at most; 0 when all is acked): every older change is on every live neighbour that exchanges its partition",
+    "s",
+  );
   const neighbours = gauge("deltaset_gossip_neighbours", "Anti-entropy neighbours (live members)");
   const members = gauge("deltaset_members", "Members in this node's view, by state");
   const probeRtt = gauge("deltaset_membership_probe_rtt_ms", "Round trips of this node's recent direct probes (last 64), by stat: p50, p95, max; and the probe timeout (stat=\"timeout\"). Keep the timeout at about twice the p95");
@@ -221,7 +226,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
 
   const observables: Observable[] = [
     bytesSent, bytesReceived, itemsSent, itemsReceived, framesSent, framesReceived, ticks, fallbacks, redundant, overflow,
-    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, neighbours, members, handOff, probeRtt, identity,
+    collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, unackedAge, neighbours, members, handOff, probeRtt, identity,
   ];
   meter.addBatchObservableCallback((r: BatchObservableResult) => {
     const src = getSources();
@@ -260,7 +265,9 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     let maxLag = 0;
     let sumLag = 0;
     let behind = 0;
+    let oldestMs = 0;
     for (const p of snap.partitions) {
+      oldestMs = Math.max(oldestMs, p.unackedAgeMs ?? 0);
       bytes += p.bufferBytes;
       maxBytes = Math.max(maxBytes, p.bufferBytes);
       entries += p.bufferEntries;
@@ -274,6 +281,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     r.observe(lagMax, maxLag);
     r.observe(lagSum, sumLag);
     r.observe(lagging, behind);
+    r.observe(unackedAge, oldestMs / 1000);
     r.observe(neighbours, snap.neighbours.length);
     const byState = new Map<string, number>(MEMBER_STATES.slice(1).map((s) => [s, 0]));
     for (const m of src.membership.members({ includeDeparted: true })) {

@@ -17,8 +17,8 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 const METRICS = [1, 2, 3].map((i) => `127.0.0.${190 + i}:7772`);
 
-async function gossipTotals(): Promise<{ sent: number; received: number; lagging: number; busySkips: number; alive: number }> {
-  const out = { sent: 0, received: 0, lagging: 0, busySkips: 0, alive: 0 };
+async function gossipTotals(): Promise<{ sent: number; received: number; lagging: number; busySkips: number; alive: number; oldestAge: number }> {
+  const out = { sent: 0, received: 0, lagging: 0, busySkips: 0, alive: 0, oldestAge: 0 };
   for (const m of METRICS) {
     const text = await (await fetch(`http://${m}/metrics`)).text();
     const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? 0);
@@ -27,6 +27,9 @@ async function gossipTotals(): Promise<{ sent: number; received: number; lagging
     out.lagging += value(/^deltaset_gossip_lagging_partitions (\S+)$/m);
     out.busySkips += value(/^deltaset_gossip_transport_events_total\{event="busy_skips"\} (\S+)$/m);
     out.alive += value(/^deltaset_members\{state="alive"\} (\S+)$/m);
+    const age = /^deltaset_gossip_oldest_unacked_seconds (\S+)$/m.exec(text)?.[1];
+    assert.ok(age !== undefined, `no deltaset_gossip_oldest_unacked_seconds on ${m}`);
+    out.oldestAge = Math.max(out.oldestAge, Number(age));
   }
   return out;
 }
@@ -40,6 +43,16 @@ describe("gossip sends are counted only when sent (3 real nodes under batch load
       const clients = [0, 1, 2];
       let n = 0;
       const end = Date.now() + 6000;
+      // Under load the cluster has lagging partitions; the age of the oldest unacknowledged change
+      // says how far back that lag goes (sampled while the writers run).
+      const samples: Array<{ lagging: number; oldestAge: number }> = [];
+      const sampling = (async () => {
+        while (Date.now() < end) {
+          const t = await gossipTotals();
+          samples.push({ lagging: t.lagging, oldestAge: t.oldestAge });
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      })();
       await Promise.all(
         Array.from({ length: 12 }, async (_, w) => {
           for (let i = 0; Date.now() < end && i < 400; i++) {
@@ -50,8 +63,14 @@ describe("gossip sends are counted only when sent (3 real nodes under batch load
           }
         }),
       );
+      await sampling;
       assert.ok(n > 30, `${n} batch adds`);
+      assert.ok(
+        samples.some((s) => s.lagging > 0 && s.oldestAge > 0),
+        `some sample under load saw lag and its age: ${JSON.stringify(samples)}`,
+      );
       const settled = await eventually("every partition acknowledged by every neighbour", gossipTotals, (t) => t.lagging === 0, 60_000, () => c.dumpLogs());
+      assert.equal(settled.oldestAge, 0, "nothing unacknowledged: no age");
       // Give the last replies a moment: received is counted when a frame is decoded, sent when built.
       const t = await eventually("sent and received agree", gossipTotals, (x) => x.sent === x.received, 10_000);
       assert.equal(t.sent, t.received, JSON.stringify({ settled, t }));
