@@ -43,6 +43,8 @@ export class GroupCommit {
   private queuedRecords = 0;
   batches = 0;
   writes = 0;
+  /** Records left out of a batch because a later operation of the same batch wrote their key. */
+  superseded = 0;
 
   constructor(
     private readonly db: StoreDb,
@@ -150,7 +152,8 @@ export class GroupCommit {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, this.opts.maxBatch);
         for (const p of group) this.queuedRecords -= p.ops.length;
-        const ops = group.flatMap((p) => p.ops);
+        const ops = lastWritePerKey(group);
+        this.superseded += group.reduce((n, p) => n + p.ops.length, 0) - ops.length;
         try {
           await writeBatch(this.db, ops, { sync: this.opts.sync });
         } catch (err) {
@@ -175,4 +178,22 @@ export class GroupCommit {
       this.flushing = false;
     }
   }
+}
+
+/**
+ * The group's records in order, without those a later operation of the same group overwrites (a
+ * set's header, or a dot-index bucket, written by each of several adds to one set): a batch is
+ * atomic, so only each key's last value is ever seen, and LevelDB is spared the others' bytes.
+ */
+function lastWritePerKey(group: readonly Pending[]): BatchOp[] {
+  const last = new Map<string, BatchOp>();
+  let total = 0;
+  for (const p of group) {
+    total += p.ops.length;
+    for (let i = 0; i < p.keys.length; i++) last.set(p.keys[i]!, p.ops[i]!);
+  }
+  if (last.size === total) return group.flatMap((p) => p.ops);
+  const out: BatchOp[] = [];
+  for (const p of group) for (let i = 0; i < p.keys.length; i++) if (last.get(p.keys[i]!) === p.ops[i]) out.push(p.ops[i]!);
+  return out;
 }

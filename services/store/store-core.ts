@@ -112,6 +112,8 @@ export abstract class StoreCore {
   stats(): {
     batches: number;
     writes: number;
+    /** Records a later operation of the same batch overwrote, left out of it. */
+    supersededRecords: number;
     cachedHeaders: number;
     busyKeys: number;
     counterJoinsRefused: number;
@@ -132,6 +134,7 @@ export abstract class StoreCore {
     return {
       batches: this.commit.batches,
       writes: this.commit.writes,
+      supersededRecords: this.commit.superseded,
       cachedHeaders: this.headers.size,
       busyKeys: this.lock.busy,
       counterJoinsRefused: this.joinsRefused,
