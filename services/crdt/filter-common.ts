@@ -7,6 +7,7 @@
 // a Random (Math.random fits; common/prng.ts seededRandom gives a reproducible stream for tests).
 import { DecodeError, JoinConflictError } from "./errors.js";
 import { writeVarint, varintSize } from "../common/varint.js";
+import { ownedCopy } from "./owned-copy.js";
 
 // The injected randomness is the project's one seeded source (common/prng.ts).
 export { type Random, randomInt, seededRandom } from "../common/prng.js";
@@ -156,9 +157,10 @@ export class ByteReader {
     return n;
   }
 
+  /** A copy (input given as a Node Buffer would hand out a view of it: see ownedCopy). */
   bytes(n: number, what: string): Uint8Array {
     if (this.at + n > this.buf.length) throw new DecodeError(`${what}: truncated input`);
-    const out = this.buf.slice(this.at, this.at + n);
+    const out = ownedCopy(this.buf.subarray(this.at, this.at + n));
     this.at += n;
     return out;
   }
@@ -212,3 +214,4 @@ export function decoding<T>(what: string, f: () => T): T {
     throw e;
   }
 }
+

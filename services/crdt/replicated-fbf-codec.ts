@@ -13,6 +13,7 @@
 // choice, so equal states have equal bytes. An insert delta costs about 2·(k+3) bytes plus the
 // parameters, whatever m is.
 import { DecodeError, StateLimitError, checkFilterBytes } from "./errors.js";
+import { ownedCopy } from "./owned-copy.js";
 import { type ReplicatedFbfParams, paramsProblem, retryFilterBytes, setBits } from "./replicated-fbf-params.js";
 
 /** What the codec reads and writes: a state's parameters and its non-empty epoch filters. */
@@ -160,7 +161,7 @@ export function decodeReplicatedFbf(bytes: Uint8Array, maxFilterBytes?: number):
     let idx: number[];
     if (form === FORM_DENSE) {
       if (r.left < denseLen) throw new DecodeError(`forgetful Bloom filter: truncated at ${what} bits`);
-      bits = bytes.slice(r.pos, r.pos + denseLen);
+      bits = ownedCopy(bytes.subarray(r.pos, r.pos + denseLen));
       r.pos += denseLen;
       if (m % 8 !== 0 && bits[denseLen - 1]! >>> (m % 8) !== 0) {
         throw new DecodeError(`forgetful Bloom filter: ${what} has bits at or beyond m = ${m}`);

@@ -14,6 +14,7 @@ import { Apbf, UnionStrategy } from "../../services/crdt/apbf.js";
 import { paramsFor } from "../../services/crdt/apbf-params.js";
 import { AWSetProb, AWSetProbLattice, type ProbDot, dotBytes, makeAWSetProbLattice } from "../../services/crdt/awset-prob.js";
 import { SplitMix64 } from "../helpers/splitmix64.js";
+import { assertDecodedOwnsItsBytes } from "./owned-bytes.ts";
 
 const RUNS = 300;
 const REPLICAS = 3;
@@ -168,6 +169,15 @@ for (const strategy of STRATEGIES) {
             assert.equal(bytes.length, L.encodedSize(x));
             assert.ok(L.equals(L.decode(bytes), x));
           }
+        }),
+        { numRuns: 60 },
+      ));
+
+    it("a state decoded from a Buffer owns its memory (the input overwritten, or a sibling decode joined into, leaves it as it was)", () =>
+      fc.assert(
+        fc.property(script, (s) => {
+          const states = replay(L, s).prob;
+          states.forEach((x, i) => assertDecodedOwnsItsBytes(L, x, states[(i + 1) % states.length]!));
         }),
         { numRuns: 60 },
       ));

@@ -17,6 +17,7 @@ import { FilterFullError, type Random, seededRandom } from "../../services/crdt/
 import { dotKey, makeDot } from "../../services/crdt/dot.ts";
 import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, seriesParams } from "../../services/crdt/scalable-filter.ts";
 import { FilterSiblings } from "../../services/crdt/filter-siblings.ts";
+import { assertDecodedOwnsItsBytes } from "./owned-bytes.ts";
 import { type ClientOperations, type CreateParams, ObjectType, latticeFor, operationsFor } from "../../services/crdt/index.ts";
 
 const RUNS = Number(process.env.FC_RUNS ?? 150);
@@ -222,6 +223,9 @@ for (const d of drivers) {
         assert.ok(eq(back, a));
         assert.deepEqual(Buffer.from(L.encode(back)), Buffer.from(bytes));
       }));
+
+    it("a state decoded from a Buffer owns its memory (the input overwritten, or a sibling decode joined into, leaves it as it was)", () =>
+      check((a, b) => assertDecodedOwnsItsBytes(L, a, b)));
 
     it("every update is an inflation, and an add makes the element contained (seed 001 Thm 4.2/4.5)", () =>
       fc.assert(

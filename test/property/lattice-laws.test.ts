@@ -3,9 +3,10 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { AWSet, AWSetLattice, CounterLattice, type Lattice } from "../../services/crdt/index.js";
+import { AWSet, AWSetLattice, CounterLattice, type Lattice, retryFilterParams } from "../../services/crdt/index.js";
 import { RUNS, awUniverse, counterUniverse, pickFrom, withPicks, type Universe } from "./universe.js";
 import { awsetProblems, counterProblems } from "./invariants.js";
+import { assertDecodedOwnsItsBytes } from "./owned-bytes.ts";
 
 function laws<S>(L: Lattice<S>, universe: fc.Arbitrary<Universe<S>>, problems: (s: S) => string[]): void {
   const eq = (a: S, b: S) => L.equals(a, b);
@@ -54,6 +55,13 @@ function laws<S>(L: Lattice<S>, universe: fc.Arbitrary<Universe<S>>, problems: (
           assert.deepEqual(problems(target), []);
           assert.deepEqual(Buffer.from(L.encode(b)), Buffer.from(bBytes));
           assert.ok(eq(a, L.decode(L.encode(a))), "clone must not share mutable state with the original");
+        }),
+      ));
+
+    it("a state decoded from a Buffer owns its memory (the input overwritten, or a sibling decode joined into, leaves it as it was)", () =>
+      run(
+        fc.property(three, ([u, [i, j]]) => {
+          assertDecodedOwnsItsBytes(L, pickFrom(u, i!), pickFrom(u, j!));
         }),
       ));
 
@@ -137,4 +145,17 @@ describe("AWSET optimized join", () => {
       }),
       { numRuns: RUNS },
     ));
+});
+
+describe("COUNTER with a retry filter dense enough to be encoded as bitmaps", () => {
+  it("owns its memory when decoded from a Buffer (the join that made a store's cached counter change a delta it had handed out)", () => {
+    const params = retryFilterParams({ idsPerPeriod: 8, falsePositiveRate: 0.05, periodMs: 1000, pastEpochs: 2 });
+    const grow = (s: ReturnType<typeof CounterLattice.bottom>, replica: string, ids: string[]) => {
+      for (const id of ids) CounterLattice.joinInPlace(s, s.retryIncrementDelta(replica, 1n, id, 10_000, params, false).delta!);
+      return s;
+    };
+    const a = grow(CounterLattice.bottom(), "c1~1", ["id-1", "id-2", "id-3", "id-4"]);
+    const b = grow(CounterLattice.clone(a), "c0~1", ["id-0", "id-5"]);
+    assertDecodedOwnsItsBytes(CounterLattice, a, b);
+  });
 });
