@@ -134,16 +134,20 @@ export async function watchCommand(args: string[]): Promise<void> {
   const json = values.json === true;
   const show = elementShower(values.hex === true);
   let catchUpCtx: import("../crdt/index.js").CausalContext | undefined;
+  let catchUpNext: KeyEvent["context"];
   const stream = client.watch({ key, prefix: prefix ?? "", since }, conn.metadata());
   await new Promise<void>((resolve, reject) => {
     stream.on("data", (e: KeyEvent) => {
       if (e.catchUp?.context !== undefined) catchUpCtx = contextFromProto(e.catchUp.context);
+      // The catch-up's next_since comes on its first chunk, and is where to resume only once its
+      // last chunk is in (the node sends it as the last chunk's context too).
+      if (e.catchUp?.nextSince !== undefined) catchUpNext = e.catchUp.nextSince;
       const line = describeEvent(e, catchUpCtx, show);
       // A catch-up's removed adds are those the saved context covers that are not live now: the
       // context says what was seen, not what was live, so some may have gone before it was saved.
       const gone = line.kind === "catch-up" ? "add(s) seen before are gone" : "add(s) removed";
       process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} ${gone})` : ""}\n`);
-      const resume = e.catchUp?.last ? e.catchUp.nextSince : e.delta !== undefined ? e.context : undefined;
+      const resume = e.catchUp?.last ? (e.context ?? catchUpNext) : e.delta !== undefined ? e.context : undefined;
       if (sinceFile !== undefined && resume !== undefined) writeFileSync(sinceFile, JSON.stringify(CausalContext.toJSON(resume)) + "\n");
     });
     stream.on("error", reject);

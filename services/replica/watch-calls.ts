@@ -8,6 +8,7 @@
 import { type ServerWritableStream, status } from "@grpc/grpc-js";
 import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
 import type { KeyEvent, WatchKeysRequest } from "../gen/deltaset/v1/replica.js";
+import type { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
 import type { Logger } from "../common/logger.js";
 import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError, tooLarge } from "./errors.js";
@@ -101,9 +102,14 @@ export function watchCall(deps: WatchDeps) {
         else send(key, type, delta, ctx);
       });
       if (byKey && (await store.typeOf(req.key)) !== undefined) {
+        // The context to resume from is the export's next_since (its first chunk's), and only once
+        // the last chunk is applied: a client resuming from it after an earlier chunk would skip
+        // the chunks it never got. Earlier catch-up events carry none.
+        let resumeFrom: CausalContextMsg | undefined;
         for await (const chunk of exportChunks(store, req.key, { maxEntries: limits.defaultExportChunk, maxBytes: limits.maxExportChunkBytes, since })) {
           if (ended) return;
-          push({ key: req.key, type: chunk.type, catchUp: chunk, delta: undefined, context: chunk.nextSince });
+          resumeFrom ??= chunk.nextSince;
+          push({ key: req.key, type: chunk.type, catchUp: chunk, delta: undefined, context: chunk.last ? resumeFrom : undefined });
         }
       }
       catchingUp = false;

@@ -14,6 +14,7 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { contextToProto } from "../../services/crdt/index.ts";
 import type { KeyEvent, WatchKeysRequest } from "../../services/gen/deltaset/v1/replica.ts";
+import { CausalContext as CausalContextJson } from "../../services/gen/deltaset/v1/types.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { WatchedSet } from "../../services/client/watch.ts";
 import { BIN, REPO } from "../helpers/node-process.ts";
@@ -93,6 +94,43 @@ describe("Watch", () => {
     assert.deepEqual(copy.elements(), ["c", "d", "e"]);
     assert.deepEqual(await c.read(0, "w"), ["c", "d", "e"]);
     w2.close();
+  });
+
+  it("a catch-up of several chunks carries its context on the last chunk only, so a watch cut during it resumes without a gap; the CLI's since file is written after it", { timeout: 60_000 }, async () => {
+    const all = Array.from({ length: 2500 }, (_, i) => `big-${i}`);
+    for (let i = 0; i < all.length; i += 500) await c.add(0, "big", all.slice(i, i + 500));
+    const keyCtx = await c.context(0, "big");
+    const w = watch(c.addresses[0]!, { key: "big" });
+    await eventually("the whole catch-up", async () => w.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
+    w.close();
+    const catchUp = w.events.filter((e) => e.catchUp !== undefined);
+    assert.ok(catchUp.length >= 3, `${catchUp.length} catch-up chunks`);
+    // A client that resumes from the last context it saw, cut after any chunk but the last, has
+    // none from this catch-up and so resumes from where it started: nothing is skipped.
+    assert.deepEqual(catchUp.slice(0, -1).map((e) => e.context), catchUp.slice(0, -1).map(() => undefined));
+    assert.deepEqual(catchUp.at(-1)!.context, catchUp[0]!.catchUp!.nextSince);
+    assert.deepEqual(catchUp.at(-1)!.context, keyCtx);
+    // Resumed from the last chunk's context: nothing left to send.
+    const resumed = watch(c.addresses[0]!, { key: "big", since: catchUp.at(-1)!.context });
+    await eventually("the resumed catch-up", async () => resumed.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
+    resumed.close();
+    const copy = new WatchedSet();
+    for (const e of resumed.events) copy.apply(e);
+    assert.deepEqual(copy.elements(), []);
+
+    // The CLI writes its since file once the catch-up is in, though no change followed it.
+    const sinceFile = join(dir, "big.since");
+    const child = spawn(process.execPath, [BIN, "watch", "big", "--since-file", sinceFile, "--addr", c.addresses[0]!, "--json"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    try {
+      await eventually("the catch-up printed", async () => out.split("\n").filter((l) => l.includes('"kind":"catch-up"')).length, (n) => n === catchUp.length, 15_000);
+      const since = await eventually("the since file", async () => { try { return JSON.parse(readFileSync(sinceFile, "utf8")); } catch { return undefined; } }, (x) => x !== undefined, 5000);
+      assert.deepEqual(since, JSON.parse(JSON.stringify(CausalContextJson.toJSON(keyCtx!))));
+    } finally {
+      child.kill("SIGINT");
+      await once(child, "exit");
+    }
   });
 
   it("a prefix watch sees changes of its keys only", { timeout: 30_000 }, async () => {

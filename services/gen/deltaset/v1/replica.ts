@@ -89,7 +89,11 @@ export interface KeyEvent {
   delta?:
     | EncodedState
     | undefined;
-  /** AWSET keys: the key's causal context after this event; pass it as since to resume. */
+  /**
+   * AWSET keys: the key's causal context after this event; pass it as since to resume. A
+   * catch-up carries it on its last chunk only (the export's next_since): a watch cut before the
+   * last chunk resumes from the context held before the catch-up began (or from none).
+   */
   context?: CausalContext | undefined;
 }
 
