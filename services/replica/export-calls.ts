@@ -19,6 +19,8 @@ export interface ExportCallsDeps {
   log: Logger;
   notify: (key: string, type: ObjectType, delta: unknown) => void;
   onCall?: (method: string, code: number, ms: number) => void;
+  /** B: how far another node's clock may be ahead of this one's (--max-clock-skew-ms). */
+  clockSkewBoundMs: number;
 }
 
 export function exportCalls(deps: ExportCallsDeps) {
@@ -66,7 +68,7 @@ export function exportCalls(deps: ExportCallsDeps) {
 
     import(call: ServerReadableStream<ExportChunk, ImportResponse>, callback: sendUnaryData<ImportResponse>) {
       const started = performance.now();
-      applyImport({ store, limits, notify: deps.notify }, call).then(
+      applyImport({ store, limits, notify: deps.notify, clockSkewBoundMs: deps.clockSkewBoundMs }, call).then(
         (res) => {
           deps.onCall?.("Import", 0, performance.now() - started);
           callback(null, res);

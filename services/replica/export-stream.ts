@@ -46,16 +46,18 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
           delta: false,
           nextSince: first ? ctx : undefined,
           continued: !last,
+          exportedAtMs: BigInt(store.now()),
         };
       }
       return;
     }
-    yield encode(key, c, opts.since !== undefined);
+    // Read after the chunk's payload: a later time only makes an Import count less of the wait.
+    yield encode(key, c, opts.since !== undefined, store.now());
   }
 }
 
 /** One AWSET chunk as a message: the contexts on the first, the removes of a delta on the last. */
-function encode(key: string, c: SetChunk, since: boolean): ExportChunk {
+function encode(key: string, c: SetChunk, since: boolean, now: number): ExportChunk {
   return {
     key,
     type: ObjectType.AWSET,
@@ -69,5 +71,6 @@ function encode(key: string, c: SetChunk, since: boolean): ExportChunk {
     delta: c.keyCtx !== undefined && since,
     nextSince: c.keyCtx === undefined ? undefined : contextToProto(c.keyCtx),
     continued: false,
+    exportedAtMs: BigInt(now),
   };
 }

@@ -33,6 +33,8 @@ export interface ImportDeps {
   store: Store;
   limits: Limits;
   notify: (key: string, type: ObjectType, delta: unknown) => void;
+  /** How far the exporting node's clock may be ahead of this one's (ms): that much of a wait is not counted. */
+  clockSkewBoundMs: number;
 }
 
 /** One chunk, checked and decoded: nothing of it has been applied yet. */
@@ -140,7 +142,7 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
       removed = contextFromProto(c.removed);
     }
     const senderCtx = order.accept({ ...range, context, keyDone: c.last });
-    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, deps.store.now(), decodeBoundOf(deps.limits));
+    const slice = decodeSlice(type, c.slice.payload, senderCtx, range, ttlClock(deps, c), decodeBoundOf(deps.limits));
     if (type === ObjectType.AWSET) {
       for (const k of (slice as AWSet).entries.keys()) {
         if (k.length > deps.limits.maxElementBytes) throw tooLarge(`chunk ${i}: an element has ${k.length} bytes; the limit is ${deps.limits.maxElementBytes}`);
@@ -153,4 +155,16 @@ function check(deps: ImportDeps, order: KeyChunkSequence, c: ExportChunk, type: 
     if (err instanceof StateLimitError) throw tooLarge(`chunk ${i}: ${err.message}; nothing of it was applied`);
     throw err;
   }
+}
+
+/**
+ * The time the chunk's remaining times to live count from: now, less how long the export waited
+ * since the exporting node read them (exported_at_ms), less the clock skew bound. An expiry then
+ * falls at most that bound after the original's, never before it while clocks agree within it.
+ */
+function ttlClock(deps: ImportDeps, c: ExportChunk): number {
+  const now = deps.store.now();
+  if (c.exportedAtMs === 0n) return now;
+  if (c.exportedAtMs > BigInt(Number.MAX_SAFE_INTEGER)) throw new DecodeError(`exported_at_ms ${c.exportedAtMs} is not a time in ms`);
+  return now - Math.max(0, now - Number(c.exportedAtMs) - deps.clockSkewBoundMs);
 }

@@ -103,7 +103,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   const retryParams = (p: RetryFilterParams | undefined) => retryParamsFor(p, skewBound, limits);
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
   const keyOps = keyCalls({ store, limits, notify, clearWhole: (key, type, name) => whole.clear(key, type, name) });
-  const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall });
+  const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall, clockSkewBoundMs: skewBound });
 
   /**
    * The type an Add writes: the one asked for, else the key's, else AWSET. A key of another type

@@ -151,6 +151,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       delta: r() < 0.5,
       nextSince: undefined,
       continued: r() < 0.2,
+      exportedAtMs: open ? 1_700_000_000_000n : 0n,
     });
   };
   return [

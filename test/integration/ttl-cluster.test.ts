@@ -84,6 +84,38 @@ describe("adds with a time to live on a cluster", () => {
     await c.converged("cache-copy", [0, 1, 2], [], 10_000);
   });
 
+  it("an Import counts how long its export waited (less the clock skew bound): a kept export's adds do not outlive the originals", async () => {
+    const exportOf = (key: string) =>
+      c.replica(1, async (r) => {
+        const out: ExportChunk[] = [];
+        for await (const ch of r.export({ key, maxEntries: 0, maxBytes: 0 }, new grpc.Metadata(), { deadline: Date.now() + 10_000 }) as AsyncIterable<ExportChunk>) out.push(ch);
+        return out;
+      });
+    const importAs = (key: string, chunks: ExportChunk[]) =>
+      c.replica(2, (r) =>
+        new Promise<void>((resolve, reject) => {
+          const s = r.import(new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (err) => (err ? reject(err) : resolve()));
+          void (async () => {
+            for (const [i, ch] of chunks.entries()) if (!s.write({ ...ch, key: i === 0 ? key : "" })) await once(s, "drain");
+            s.end();
+          })();
+        }),
+      );
+    await addTtl(1, "kept", ["k1"], 6_000);
+    await addTtl(1, "kept-long", ["k2"], 1_000);
+    const [kept, keptLong] = [await exportOf("kept"), await exportOf("kept-long")];
+    assert.ok(kept[0]!.exportedAtMs > 0n, "each chunk says when its times were read");
+    await new Promise((r) => setTimeout(r, 3_500));
+    await importAs("kept-copy", kept);
+    // 3.5 s waited, 2 s of it (the skew bound) not counted: about 4.5 s left, not 6.
+    const ttl = Number((await query(2, "kept-copy", ["k1"])).presence[0]!.dots[0]!.ttlMs);
+    assert.ok(ttl > 3_000 && ttl <= 4_600, `${ttl} ms left`);
+    // Kept past its time to live and the bound: imported as expired, never read.
+    await importAs("kept-long-copy", keptLong);
+    assert.equal((await query(2, "kept-long-copy", ["k2"])).presence[0]!.present, false);
+    assert.deepEqual(await c.read(2, "kept-long-copy"), []);
+  });
+
   it("refuses a TTL on other types and beyond 100 years, and changes nothing", async () => {
     await expectRefused(
       c.replica(0, (r) => call(r, r.add, { key: "prob-ttl", elements: [b("x")], texts: [], type: ObjectType.AWSET_PROB, ttlMs: 1000n })),

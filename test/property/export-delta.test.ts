@@ -139,7 +139,7 @@ async function* streamOf(chunks: ExportChunk[]) {
   yield* chunks;
 }
 
-const importInto = (to: Store, chunks: ExportChunk[]) => applyImport({ store: to, limits: LIMITS, notify: () => {} }, streamOf(chunks));
+const importInto = (to: Store, chunks: ExportChunk[]) => applyImport({ store: to, limits: LIMITS, notify: () => {}, clockSkewBoundMs: 2000 }, streamOf(chunks));
 
 describe("export and import between stores", () => {
   it("a delta since any context, imported chunk by chunk, equals joining deltaSince whole", async () => {

@@ -48,7 +48,7 @@ describe("applyImport", () => {
     const { chunks } = await sender();
     assert.equal(chunks.length, 3);
     const to = await open();
-    const deps = { store: to, limits: LIMITS, notify: () => {} };
+    const deps = { store: to, limits: LIMITS, notify: () => {}, clockSkewBoundMs: 2000 };
     await refused(applyImport(deps, streamOf([...chunks, chunks[2]!])), /a chunk after the last one/);
     assert.deepEqual(await members(to, "k"), ["a", "b", "c", "d", "e", "f"]);
     await refused(applyImport(deps, streamOf([{ ...chunks[0]!, key: "j" }, { ...chunks[1]!, key: "other" }])), /chunk 1 names key "other"/);
@@ -60,7 +60,7 @@ describe("applyImport", () => {
   it("refuses removes on a chunk other than the last, and an element over the limit, applying nothing of the chunk", async () => {
     const { chunks } = await sender();
     const to = await open();
-    const deps = { store: to, limits: LIMITS, notify: () => {} };
+    const deps = { store: to, limits: LIMITS, notify: () => {}, clockSkewBoundMs: 2000 };
     const removed = contextToProto(CausalContext.of([{ replica: "x", counter: 1 }]));
     await refused(applyImport(deps, streamOf([{ ...chunks[0]!, removed }])), /chunk 0 is malformed: removed is carried by the last chunk/);
     assert.equal(await to.typeOf("k"), undefined);
@@ -74,21 +74,21 @@ describe("applyImport", () => {
     const { chunks } = await sender();
     const to = await open();
     await to.increment("k", 3n);
-    await assert.rejects(applyImport({ store: to, limits: LIMITS, notify: () => {} }, streamOf(chunks)), TypeMismatchError);
+    await assert.rejects(applyImport({ store: to, limits: LIMITS, notify: () => {}, clockSkewBoundMs: 2000 }, streamOf(chunks)), TypeMismatchError);
     assert.equal((await to.counter("k"))!.value(), 3n);
   });
 
   it("joins a delta's removes after its last chunk and hands every change to notify", async () => {
     const { s, chunks } = await sender();
     const to = await open();
-    await applyImport({ store: to, limits: LIMITS, notify: () => {} }, streamOf(chunks));
+    await applyImport({ store: to, limits: LIMITS, notify: () => {}, clockSkewBoundMs: 2000 }, streamOf(chunks));
     await s.remove("k", [Buffer.from("b"), Buffer.from("e")]);
     await s.add("k", [Buffer.from("g")]);
     const delta = await exportOf(s, "k", 2, (await to.describe("k"))!.ctx);
     assert.equal(delta.length, 1);
     assert.ok(delta[0]!.removed !== undefined);
     const notified: ObjectType[] = [];
-    const r = await applyImport({ store: to, limits: LIMITS, notify: (_k, t) => notified.push(t) }, streamOf(delta));
+    const r = await applyImport({ store: to, limits: LIMITS, notify: (_k, t) => notified.push(t), clockSkewBoundMs: 2000 }, streamOf(delta));
     assert.equal(r.changed, true);
     assert.deepEqual(await members(to, "k"), ["a", "c", "d", "f", "g"]);
     assert.ok(notified.length >= 2 && notified.every((t) => t === ObjectType.AWSET), `notified ${notified}`);

@@ -554,6 +554,14 @@ export interface ExportChunk {
    * piece carries the other fields. Import takes the pieces as they come.
    */
   continued: boolean;
+  /**
+   * The exporting node's clock (Unix ms) when this chunk's remaining times to live were read. An
+   * Import counts the time since then, less the importing node's --max-clock-skew-ms, against
+   * them, so an export kept before it is imported does not make its adds outlive the originals
+   * (clocks that differ by up to that bound never make a copy expire early). 0: not counted, as
+   * for a copy in flight.
+   */
+  exportedAtMs: bigint;
 }
 
 /** The outcome of an Import. */
@@ -4161,6 +4169,7 @@ function createBaseExportChunk(): ExportChunk {
     delta: false,
     nextSince: undefined,
     continued: false,
+    exportedAtMs: 0n,
   };
 }
 
@@ -4201,6 +4210,12 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     }
     if (message.continued !== false) {
       writer.uint32(96).bool(message.continued);
+    }
+    if (message.exportedAtMs !== 0n) {
+      if (BigInt.asUintN(64, message.exportedAtMs) !== message.exportedAtMs) {
+        throw new globalThis.Error("value provided for field message.exportedAtMs of type uint64 too large");
+      }
+      writer.uint32(104).uint64(message.exportedAtMs);
     }
     return writer;
   },
@@ -4314,6 +4329,14 @@ export const ExportChunk: MessageFns<ExportChunk> = {
             message.continued = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.exportedAtMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4356,6 +4379,11 @@ export const ExportChunk: MessageFns<ExportChunk> = {
         ? CausalContext.fromJSON(object.next_since)
         : undefined,
       continued: isSet(object.continued) ? globalThis.Boolean(object.continued) : false,
+      exportedAtMs: isSet(object.exportedAtMs)
+        ? BigInt(object.exportedAtMs)
+        : isSet(object.exported_at_ms)
+        ? BigInt(object.exported_at_ms)
+        : 0n,
     };
   },
 
@@ -4397,6 +4425,9 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     if (message.continued !== false) {
       obj.continued = message.continued;
     }
+    if (message.exportedAtMs !== 0n) {
+      obj.exportedAtMs = message.exportedAtMs.toString();
+    }
     return obj;
   },
 
@@ -4425,6 +4456,9 @@ export const ExportChunk: MessageFns<ExportChunk> = {
       ? CausalContext.fromPartial(object.nextSince)
       : undefined;
     message.continued = object.continued ?? false;
+    message.exportedAtMs = (object.exportedAtMs !== undefined && object.exportedAtMs !== null)
+      ? BigInt(object.exportedAtMs)
+      : 0n;
     return message;
   },
 };
