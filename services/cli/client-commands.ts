@@ -220,23 +220,30 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   const hex = values.hex as boolean;
   /** The stdin line number each batch sent ends on, in order: batch b's is batchEnds[b - 1]. */
   const batchEnds: number[] = [];
+  /** The stdin line of each element of the batches not yet acknowledged (a refusal names one). */
+  const batchLines: Array<number[] | undefined> = [];
   let acked = { batches: 0, elements: 0 };
   async function* batches(): AsyncGenerator<Buffer[]> {
     let batch: Buffer[] = [];
+    let lines: number[] = [];
     let lineNo = 0;
     for await (const line of byteLines(process.stdin)) {
       lineNo++;
       if (line.length === 0) continue;
       // Without --hex a line is the element's exact bytes, UTF-8 or not.
       batch.push(hex ? elementsFrom([line.toString("latin1")], true)[0]! : Buffer.from(line));
+      lines.push(lineNo);
       if (batch.length >= batchSize) {
         batchEnds.push(lineNo);
+        batchLines.push(lines);
         yield batch;
         batch = [];
+        lines = [];
       }
     }
     if (batch.length > 0) {
       batchEnds.push(lineNo);
+      batchLines.push(lines);
       yield batch;
     }
   }
@@ -246,8 +253,10 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   try {
     const res = await addStream(client, key, batches(), {
       metadata: conn.metadata(),
+      stallMs: Number(values.timeout),
       ttlMs: ttlFlag(values.ttl as string | undefined),
       onAck: (a) => {
+        for (let b = acked.batches; b < a.batches; b++) batchLines[b] = undefined;
         acked = a;
         if (!tty) return;
         const rate = a.elements / ((performance.now() - started) / 1000);
@@ -269,6 +278,11 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
         ? `deltaset add: no element of stdin was acknowledged; resend it all\n`
         : `deltaset add: ${acked.elements} element(s) acknowledged durable, stdin lines 1-${through}; resend from line ${through + 1}\n`,
     );
+    // The node names a refused element by batch and index: say which stdin line that is.
+    const e = err as { details?: unknown };
+    const at = typeof e.details === "string" ? /^batch seq (\d+): element (\d+)\b/.exec(e.details) : null;
+    const line = at === null ? undefined : batchLines[Number(at[1]) - 1]?.[Number(at[2])];
+    if (line !== undefined) e.details = `${e.details as string} (stdin line ${line})`;
     throw err;
   } finally {
     client.close();

@@ -7,7 +7,7 @@ const OPTION_TEXT: Record<string, string> = {
   addr: "the node to call, HOST:PORT ($DELTASET_ADDR)",
   json: "print JSON instead of text",
   hex: "elements given on the command line are hex bytes, and every element shown is hex (the exact bytes)",
-  timeout: "deadline of each call, in ms",
+  timeout: "deadline of each call, in ms (add --stdin: the longest wait for an acknowledgement)",
   "tls-ca": "trust this CA for the node's certificate ($DELTASET_TLS_CA)",
   token: "bearer token (visible in the process list: prefer --token-file or $DELTASET_TOKEN)",
   "token-file": "read the bearer token from this file ($DELTASET_TOKEN_FILE)",

@@ -1,7 +1,8 @@
 // The client side of AddStream: send batches of elements for one key, at most `window` batches
 // unacknowledged at a time (and never faster than the transport drains), and collect the node's
 // in-order acks. Resolves when the node has acknowledged the last batch; rejects with the node's
-// error (naming the failed batch's seq) or the transport's.
+// error (naming the failed batch's seq) or the transport's, or (with stallMs) when batches wait
+// that long with no acknowledgement: a stream has no deadline, and must not hang its caller.
 import type * as grpc from "@grpc/grpc-js";
 import type { AddStreamAck, ReplicaClient } from "../gen/deltaset/v1/replica.js";
 
@@ -15,7 +16,14 @@ export async function addStream(
   client: ReplicaClient,
   key: string,
   batches: AsyncIterable<Buffer[]> | Iterable<Buffer[]>,
-  opts: { window?: number; metadata?: grpc.Metadata; onAck?: (acked: AddStreamResult) => void; ttlMs?: number } = {},
+  opts: {
+    window?: number;
+    metadata?: grpc.Metadata;
+    onAck?: (acked: AddStreamResult) => void;
+    ttlMs?: number;
+    /** Cancel the stream, and reject, when batches wait this long (ms) with no acknowledgement. */
+    stallMs?: number;
+  } = {},
 ): Promise<AddStreamResult> {
   const window = opts.window ?? 64;
   const call = opts.metadata ? client.addStream(opts.metadata) : client.addStream();
@@ -25,8 +33,21 @@ export async function addStream(
   let wake: (() => void) | undefined;
   /** The call is over (ended or failed): nothing more can be sent on it. */
   let over = false;
+  /** When the stream last moved: an ack, or a batch sent with none outstanding before it. */
+  let movedAt = performance.now();
+  let stalled: Error | undefined;
+  const stallMs = opts.stallMs;
+  const watchdog =
+    stallMs === undefined
+      ? undefined
+      : setInterval(() => {
+          if (over || sentSeq === ackedSeq || performance.now() - movedAt < stallMs) return;
+          stalled = new Error(`no acknowledgement for ${stallMs} ms with ${sentSeq - ackedSeq} batch(es) outstanding (after batch ${ackedSeq}): the stream was cancelled`);
+          call.cancel();
+        }, Math.max(10, Math.min(1000, stallMs / 4)));
   const done = new Promise<void>((resolve, reject) => {
     call.on("data", (ack: AddStreamAck) => {
+      movedAt = performance.now();
       ackedSeq = ack.seq;
       acked.batches += ack.batches;
       acked.elements += Number(ack.elements);
@@ -37,7 +58,7 @@ export async function addStream(
     call.on("error", (err) => {
       over = true;
       wake?.();
-      reject(err);
+      reject(stalled ?? err);
     });
     call.on("end", () => {
       over = true;
@@ -72,13 +93,18 @@ export async function addStream(
       if (elements.length === 0) continue;
       await waitFor(() => sentSeq - ackedSeq < BigInt(window));
       if (over) break;
+      if (sentSeq === ackedSeq) movedAt = performance.now();
       sentSeq++;
       if (!call.write({ key, elements, texts: [], seq: sentSeq, ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs) })) await drained();
     }
   } finally {
     call.end();
   }
-  await done;
+  try {
+    await done;
+  } finally {
+    clearInterval(watchdog);
+  }
   if (ackedSeq !== sentSeq) throw new Error(`the stream ended after batch ${ackedSeq} of ${sentSeq} was acknowledged`);
   return acked;
 }

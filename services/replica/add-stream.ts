@@ -84,7 +84,10 @@ export function addStreamCall(deps: AddStreamDeps) {
     let runningAtOwners = 0;
     let lastSeq = -1n;
     let inputEnded = false;
+    /** A batch was refused or failed: nothing received after it is taken. */
     let refused = false;
+    /** An add failed: nothing waiting is started (all of it came after the failed batch). */
+    let failed = false;
     let finished = false;
 
     const finish = (err?: unknown) => {
@@ -129,7 +132,9 @@ export function addStreamCall(deps: AddStreamDeps) {
 
     /** Start adds in order while their kind (here, at an owner) has room, each taking the waiting batches of one key. */
     const pump = () => {
-      while (waiting.length > 0 && !refused) {
+      // A batch refused on arrival does not stop this: the batches waiting came before it, and are
+      // added and acknowledged before the stream ends with its refusal.
+      while (waiting.length > 0 && !failed) {
         const remote = route?.(waiting[0]!.key);
         if (remote === undefined ? running >= RUNNING_ADDS : runningAtOwners >= limits.streamForwardedAdds) return;
         const first = waiting.shift()!;
@@ -157,6 +162,7 @@ export function addStreamCall(deps: AddStreamDeps) {
           },
           (err: unknown) => {
             refused = true;
+            failed = true;
             for (const g of group) {
               g.batch.error = err;
               g.batch.done = true;

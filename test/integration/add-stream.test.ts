@@ -160,6 +160,8 @@ describe("AddStream", () => {
       assert.deepEqual([acked, through, from], acked === 2 ? [2, 2, 3] : [4, 5, 6]);
       assert.ok(size >= acked, "every element named durable is there");
     }
+    // The refusal names the element's stdin line, not only its batch and index.
+    assert.match(errText, /batch seq 3: element 0 has 70000 bytes.*\(stdin line 6\)/, errText);
   });
 
   it("keeps each stdin line's exact bytes, UTF-8 or not (CRLF lines too)", { timeout: 60_000 }, async () => {

@@ -49,3 +49,56 @@ describe("addStream (client)", () => {
     assert.match(String(outcome), /ended after batch 0 of/);
   });
 });
+
+/** A call that takes every batch and never acknowledges one (a node that stopped answering the stream). */
+class SilentCall extends EventEmitter {
+  writes = 0;
+  cancelled = false;
+  write(): boolean {
+    this.writes++;
+    return true;
+  }
+  end(): void {}
+  cancel(): void {
+    this.cancelled = true;
+    this.emit("error", Object.assign(new Error("1 CANCELLED: Cancelled on client"), { code: 1 }));
+  }
+}
+
+describe("addStream (client) with stallMs", () => {
+  it("cancels a stream whose batches wait that long with no acknowledgement, and rejects saying so", async () => {
+    const call = new SilentCall();
+    const clientOfSilent = { addStream: () => call } as unknown as ReplicaClient;
+    const started = performance.now();
+    const outcome = await Promise.race([
+      addStream(clientOfSilent, "k", batches(), { stallMs: 200 }).then(() => "resolved", (e: Error) => e.message),
+      new Promise((r) => setTimeout(() => r("still waiting"), 3000)),
+    ]);
+    assert.match(String(outcome), /no acknowledgement for 200 ms with 10 batch\(es\) outstanding \(after batch 0\)/);
+    assert.equal(call.cancelled, true);
+    assert.ok(performance.now() - started >= 200);
+  });
+
+  it("does not cancel while acknowledgements keep coming, however long the stream runs", async () => {
+    const call = new SilentCall();
+    let seq = 0n;
+    call.write = function (this: SilentCall) {
+      this.writes++;
+      const s = ++seq;
+      setTimeout(() => this.emit("data", { seq: s, batches: 1, elements: 1n, added: 1n }), 60);
+      return true;
+    };
+    call.end = function (this: SilentCall) {
+      setTimeout(() => this.emit("end"), 100);
+    };
+    const slow = async function* () {
+      for (let i = 0; i < 6; i++) {
+        await new Promise((r) => setTimeout(r, 80));
+        yield [Buffer.from(`e${i}`)];
+      }
+    };
+    const r = await addStream({ addStream: () => call } as unknown as ReplicaClient, "k", slow(), { stallMs: 150 });
+    assert.equal(r.batches, 6);
+    assert.equal(call.cancelled, false);
+  });
+});

@@ -105,3 +105,25 @@ describe("AddStream window", () => {
     await store.close();
   });
 });
+
+describe("AddStream refusal behind waiting batches", () => {
+  it("adds and acknowledges the batches received before a refused one, then ends with the refusal, though they were still waiting to start", async () => {
+    const { store, release } = await heldStore();
+    const call = start(store, {});
+    let ended: { code?: number; details?: string } | undefined;
+    call.on("error", (e: { code?: number; details?: string }) => (ended = e));
+    // Six keys: six adds, of which four run at once and two wait for a free slot.
+    const toKey = (s: number, e: Buffer) => ({ key: `k${s}`, elements: [e], texts: [], seq: BigInt(s), ttlMs: undefined }) as AddStreamRequest;
+    for (let s = 1; s <= 6; s++) call.emit("data", toKey(s, Buffer.from(`e${s}`)));
+    // Refused on arrival (an element over --max-element-bytes) while two batches still wait.
+    call.emit("data", toKey(7, Buffer.alloc(2000, 7)));
+    call.emit("data", toKey(8, Buffer.from("after")));
+    await releaseUntil(call, release, 6n);
+    await settled();
+    assert.ok(ended !== undefined, "the stream ended with the refusal");
+    assert.match(ended.details ?? "", /^batch seq 7: /);
+    for (let s = 1; s <= 6; s++) assert.equal((await store.describe(`k${s}`))?.size, 1, `batch ${s} added`);
+    assert.equal(await store.describe("k8"), undefined, "nothing after the refusal");
+    await store.close();
+  });
+});
