@@ -92,7 +92,10 @@ export interface KeyEvent {
   /**
    * AWSET keys: the key's causal context after this event; pass it as since to resume. A
    * catch-up carries it on its last chunk only (the export's next_since): a watch cut before the
-   * last chunk resumes from the context held before the catch-up began (or from none).
+   * last chunk resumes from the context held before the catch-up began (or from none). A prefix
+   * watch has no catch-up, so its events' contexts also cover what the key held before the watch
+   * began: to follow such a key with a key watch, pass the context of the copy you joined, not
+   * an event's.
    */
   context?: CausalContext | undefined;
 }
