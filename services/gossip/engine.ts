@@ -161,6 +161,8 @@ export class AntiEntropyEngine<P> {
   /** Per Algorithm 2 partition, when its seqs were handed out (with a clock only). */
   private readonly marks: SeqMarks[] = [];
   private readonly clock: (() => number) | undefined;
+  /** Partitions holding changes from before this process that no neighbour has acknowledged yet. */
+  private readonly restoredUnshipped = new Set<number>();
   private peers: string[] = [];
   private peerSet = new Set<string>();
   /** Per partition, the peers it is exchanged with (placement); undefined: every neighbour. */
@@ -195,8 +197,11 @@ export class AntiEntropyEngine<P> {
       }
       for (let p = 0; p < this.partitionCount; p++) this.alg2.push(new Alg2Partition(this.ops, p, seqs[p] ?? 0));
       if (opts.clock !== undefined) {
-        const start = opts.clock();
-        for (let p = 0; p < this.partitionCount; p++) this.marks.push(new SeqMarks(start));
+        for (let p = 0; p < this.partitionCount; p++) {
+          this.marks.push(new SeqMarks());
+          // Changes from before this process: no neighbour of this one has acknowledged them yet.
+          if ((seqs[p] ?? 0) > 0) this.restoredUnshipped.add(p);
+        }
       }
     }
     this.clock = this.sync.algorithm === 2 ? opts.clock : undefined;
@@ -525,7 +530,9 @@ export class AntiEntropyEngine<P> {
     for (const part of this.alg2) {
       const peers = this.peersOf(part.partition);
       this.counters.deltasCollected += part.gc(peers);
-      this.marks[part.partition]?.prune(this.minAckOf(part, peers));
+      const minAck = this.minAckOf(part, peers);
+      this.marks[part.partition]?.prune(minAck);
+      if (peers.length > 0 && minAck === part.seq) this.restoredUnshipped.delete(part.partition);
     }
   }
 
@@ -611,7 +618,12 @@ export class AntiEntropyEngine<P> {
     const lag = part.seq - this.minAckOf(part, this.peersOf(partition));
     const stats: PartitionStats = { partition, seq: part.seq, bufferEntries: part.bufferEntries.length, bufferBytes: part.bufferBytes, lag };
     const marks = this.marks[partition];
-    if (marks !== undefined) stats.unackedAgeMs = lag > 0 ? marks.ageOf(part.seq - lag, this.clock!()) : 0;
+    if (marks !== undefined) {
+      // Before it has any neighbour, a restarted node cannot tell whether its last changes ever
+      // left it (a partition without peers while it has neighbours has nobody to wait for).
+      const unknown = this.peers.length === 0 && this.restoredUnshipped.has(partition);
+      stats.unackedAgeMs = unknown ? Infinity : lag > 0 ? marks.ageOf(part.seq - lag, this.clock!()) : 0;
+    }
     return stats;
   }
 

@@ -234,7 +234,10 @@ export class GossipExchange {
   private readonly decodeBound: DecodeBound | undefined;
   /** Warnings about keys left out (conflicts, oversized states), which recur at every exchange. */
   private readonly skipLog = logThrottle(60_000);
-  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>((c) => this.engine.local(c.partition, c.payload));
+  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>(
+    (c) => this.engine.local(c.partition, c.payload),
+    () => this.ageClock(),
+  );
   private readonly settle: SettleAnnouncer<ObjectType> | undefined;
   private readonly rr: boolean;
   private readonly self: string;
@@ -267,7 +270,7 @@ export class GossipExchange {
       random: o.random,
       partitions: o.partitions,
       sync: o.sync.algorithm === 2 ? { ...o.sync, initialSeqs } : o.sync,
-      clock: o.clock ?? Date.now,
+      clock: () => this.ageClock(),
     });
     this.receiveHost = {
       o,
@@ -301,6 +304,24 @@ export class GossipExchange {
 
   get boot(): bigint {
     return this.o.boot;
+  }
+
+  /** What unacknowledged changes are dated by: monotonic, since a wall clock stepped back would make ages read low. */
+  private ageClock(): number {
+    return this.o.clock !== undefined ? this.o.clock() : performance.now();
+  }
+
+  /**
+   * How long ago the oldest change here that some neighbour has not acknowledged was taken, at most
+   * (ms; Infinity when unknown): the engine's partitions, and the local changes the gate holds
+   * back, which have no seq yet. Undefined under Algorithm 1, which has no acknowledgements.
+   */
+  oldestUnackedMs(): number | undefined {
+    if (this.engine.algorithm !== 2) return undefined;
+    let oldest = 0;
+    for (let p = 0; p < this.engine.partitionCount; p++) oldest = Math.max(oldest, this.engine.partitionStats(p).unackedAgeMs ?? 0);
+    const held = this.gate.oldestHeldAt();
+    return held === undefined ? oldest : Math.max(oldest, this.ageClock() - held);
   }
 
   /** A durable local change of key (behind the new parts of frames being joined: local-gate.ts). */

@@ -11,10 +11,13 @@ export class LocalGate<T> {
   private nextGate = 0;
   /** Open gates: id → partition. */
   private readonly open = new Map<number, number>();
-  /** Held changes per partition, each with the gates of its partition open when it arrived. */
-  private readonly held = new Map<number, Array<{ item: T; waitsFor: number[] }>>();
+  /** Held changes per partition, each with the gates of its partition open when it arrived, and when. */
+  private readonly held = new Map<number, Array<{ item: T; waitsFor: number[]; at: number }>>();
 
-  constructor(private readonly release: (item: T) => void) {}
+  constructor(
+    private readonly release: (item: T) => void,
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
 
   /** Received payloads of partition p start joining: returns the gate, to close once their new parts are in the buffer. */
   openGate(partition: number): number {
@@ -43,8 +46,16 @@ export class LocalGate<T> {
       this.release(item);
       return;
     }
-    if (queue === undefined) this.held.set(partition, [{ item, waitsFor }]);
-    else queue.push({ item, waitsFor });
+    const at = this.clock();
+    if (queue === undefined) this.held.set(partition, [{ item, waitsFor, at }]);
+    else queue.push({ item, waitsFor, at });
+  }
+
+  /** When the oldest change waiting here arrived (undefined: none waits): it has no seq yet. */
+  oldestHeldAt(): number | undefined {
+    let oldest: number | undefined;
+    for (const q of this.held.values()) if (q.length > 0 && (oldest === undefined || q[0]!.at < oldest)) oldest = q[0]!.at;
+    return oldest;
   }
 
   /** Local changes waiting. */

@@ -258,6 +258,11 @@ export class NodeGossip {
     return this.x.engine;
   }
 
+  /** Exchange.oldestUnackedMs: the age of the oldest change a neighbour has not acknowledged. */
+  oldestUnackedMs(): number | undefined {
+    return this.x.oldestUnackedMs();
+  }
+
   get counters(): TransportCounters {
     return this.x.counters;
   }

@@ -4,8 +4,9 @@
 //
 // One mark per resolution step, kept only back to the slowest neighbour's ack, and at most
 // maxMarks (the oldest intervals are merged first). Every approximation reads an age too high,
-// never too low: a seq is dated by the mark at or before it, and a seq older than every mark by
-// the time marks began.
+// never too low: a seq is dated by the mark at or before it, and a seq older than every mark (one
+// handed out before this process started, restored from disk, or while the partition had no
+// neighbour) has no known age: Infinity.
 
 export const DEFAULT_MARK_RESOLUTION_MS = 50;
 export const DEFAULT_MAX_MARKS = 256;
@@ -15,8 +16,6 @@ export class SeqMarks {
   private readonly times: number[] = [];
 
   constructor(
-    /** The earliest time any seq may date from (the engine's start): the age of an undated seq. */
-    private readonly floorTime: number,
     private readonly resolutionMs = DEFAULT_MARK_RESOLUTION_MS,
     private readonly maxMarks = DEFAULT_MAX_MARKS,
   ) {
@@ -51,7 +50,7 @@ export class SeqMarks {
     }
   }
 
-  /** How long ago seq was handed out, at most (ms). */
+  /** How long ago seq was handed out, at most (ms); Infinity when it is older than every mark. */
   ageOf(seq: number, now: number): number {
     let lo = 0;
     let hi = this.seqs.length - 1;
@@ -65,6 +64,6 @@ export class SeqMarks {
         hi = mid - 1;
       }
     }
-    return Math.max(0, now - (at < 0 ? this.floorTime : this.times[at]!));
+    return at < 0 ? Infinity : Math.max(0, now - this.times[at]!);
   }
 }

@@ -215,7 +215,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
   const lagging = gauge("deltaset_gossip_lagging_partitions", "Partitions some neighbour has not fully acked");
   const unackedAge = gauge(
     "deltaset_gossip_oldest_unacked_seconds",
-    "How long ago the oldest change some neighbour has not acknowledged was taken here (at most; 0 when all is acked): every older change is on every live neighbour that exchanges its partition",
+    "How long ago the oldest change some neighbour has not acknowledged was taken here (at most; 0 when all is acked; +Inf when unknown: changes from before a restart not yet acknowledged, or held while the node has no neighbour): every older change is on every live neighbour that exchanges its partition. Absent under Algorithm 1",
     "s",
   );
   const neighbours = gauge("deltaset_gossip_neighbours", "Anti-entropy neighbours (live members)");
@@ -265,9 +265,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     let maxLag = 0;
     let sumLag = 0;
     let behind = 0;
-    let oldestMs = 0;
     for (const p of snap.partitions) {
-      oldestMs = Math.max(oldestMs, p.unackedAgeMs ?? 0);
       bytes += p.bufferBytes;
       maxBytes = Math.max(maxBytes, p.bufferBytes);
       entries += p.bufferEntries;
@@ -281,7 +279,9 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     r.observe(lagMax, maxLag);
     r.observe(lagSum, sumLag);
     r.observe(lagging, behind);
-    r.observe(unackedAge, oldestMs / 1000);
+    // Not under Algorithm 1, which has no acknowledgements: a 0 would read as "all shipped".
+    const oldestMs = src.gossip.oldestUnackedMs();
+    if (oldestMs !== undefined) r.observe(unackedAge, oldestMs / 1000);
     r.observe(neighbours, snap.neighbours.length);
     const byState = new Map<string, number>(MEMBER_STATES.slice(1).map((s) => [s, 0]));
     for (const m of src.membership.members({ includeDeparted: true })) {

@@ -29,7 +29,7 @@ async function gossipTotals(): Promise<{ sent: number; received: number; lagging
     out.alive += value(/^deltaset_members\{state="alive"\} (\S+)$/m);
     const age = /^deltaset_gossip_oldest_unacked_seconds (\S+)$/m.exec(text)?.[1];
     assert.ok(age !== undefined, `no deltaset_gossip_oldest_unacked_seconds on ${m}`);
-    out.oldestAge = Math.max(out.oldestAge, Number(age));
+    out.oldestAge = Math.max(out.oldestAge, age === "+Inf" ? Infinity : Number(age));
   }
   return out;
 }

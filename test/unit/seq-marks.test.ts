@@ -5,6 +5,7 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import { AntiEntropyEngine, seededRandom } from "../../services/gossip/index.js";
 import { SeqMarks } from "../../services/gossip/seq-marks.js";
+import { LocalGate } from "../../services/gossip/local-gate.js";
 import { S, gsetOps, type GSet } from "./gossip-helpers.js";
 
 describe("SeqMarks", () => {
@@ -17,7 +18,7 @@ describe("SeqMarks", () => {
         fc.nat(),
         (steps, resolution, maxMarks, pruneSeed) => {
           const start = 1000;
-          const marks = new SeqMarks(start, resolution, maxMarks);
+          const marks = new SeqMarks(resolution, maxMarks);
           const handedAt: number[] = [];
           let now = start;
           let seq = 0;
@@ -47,16 +48,16 @@ describe("SeqMarks", () => {
     );
   });
 
-  it("dates a seq older than every mark from the floor time", () => {
-    const marks = new SeqMarks(100, 10);
+  it("has no age for a seq older than every mark (handed out before this process, or pruned)", () => {
+    const marks = new SeqMarks(10);
     marks.note(5, 400);
-    assert.equal(marks.ageOf(3, 500), 400);
+    assert.equal(marks.ageOf(3, 500), Infinity);
     assert.equal(marks.ageOf(5, 500), 100);
     assert.equal(marks.ageOf(9, 500), 100);
   });
 
   it("keeps one mark per resolution step and drops the marks every neighbour has passed", () => {
-    const marks = new SeqMarks(0, 50);
+    const marks = new SeqMarks(50);
     for (let s = 0; s < 100; s++) marks.note(s, 10 * s);
     assert.equal(marks.size, 20); // one every 5 seqs (50 ms)
     marks.prune(52);
@@ -110,7 +111,7 @@ describe("Algorithm 2: age of the oldest unacknowledged change", () => {
     }
   });
 
-  it("a neighbour that appears later lacks everything: dated from the engine's start until it acks", () => {
+  it("a neighbour that appears later lacks everything: no known age until it acks", () => {
     let now = 5000;
     const e = engine(() => now);
     for (let i = 0; i < 10; i++) {
@@ -122,14 +123,53 @@ describe("Algorithm 2: age of the oldest unacknowledged change", () => {
     e.tick(now); // prunes marks both neighbours passed
     e.setNeighbours(["b", "c", "d"]);
     now += 1000;
-    assert.equal(e.partitionStats(1).unackedAgeMs, 2000, "since the engine started at 5000");
+    assert.equal(e.partitionStats(1).unackedAgeMs, Infinity, "its marks were pruned: older than any");
     e.onAcks("d", [{ partition: 1, seq: 10 }]);
     assert.equal(e.partitionStats(1).unackedAgeMs, 0);
+  });
+
+  it("a restarted engine's changes from before it have no known age, with or without neighbours, until every neighbour acked them", () => {
+    let now = 1_000;
+    const restarted = (neighbours: string[]) =>
+      new AntiEntropyEngine<GSet>({ self: "a", ops: gsetOps, random: seededRandom(1), sync: { algorithm: 2, bp: true, rr: false, initialSeqs: [7, 0] }, partitions: 2, neighbours, clock: () => now });
+    const alone = restarted([]);
+    assert.equal(alone.partitionStats(0).unackedAgeMs, Infinity, "no neighbour yet: seqs 0..6 may be on this disk alone");
+    assert.equal(alone.partitionStats(1).unackedAgeMs, 0, "nothing from before the restart");
+    const e = restarted(["b"]);
+    assert.equal(e.partitionStats(0).unackedAgeMs, Infinity);
+    now += 500;
+    e.local(0, S("fresh"));
+    e.onAcks("b", [{ partition: 0, seq: 7 }]);
+    e.gc();
+    now += 300;
+    assert.equal(e.partitionStats(0).unackedAgeMs, 300, "b holds the restored seqs; the fresh change was taken 300 ms ago");
+    e.onAcks("b", [{ partition: 0, seq: 8 }]);
+    e.gc();
+    e.setNeighbours([]);
+    assert.equal(e.partitionStats(0).unackedAgeMs, 0, "acknowledged once: losing the neighbours later does not make it unknown");
   });
 
   it("keeps no ages without a clock", () => {
     const e = new AntiEntropyEngine<GSet>({ self: "a", ops: gsetOps, random: seededRandom(1), sync: { algorithm: 2, bp: false, rr: false }, partitions: 1, neighbours: ["b"] });
     e.local(0, S("x"));
     assert.equal(e.partitionStats(0).unackedAgeMs, undefined);
+  });
+});
+
+describe("LocalGate: local changes held back have no seq yet, but an age", () => {
+  it("reports when the oldest held change arrived, until it is released", () => {
+    let now = 100;
+    const released: string[] = [];
+    const gate = new LocalGate<string>((x) => released.push(x), () => now);
+    assert.equal(gate.oldestHeldAt(), undefined);
+    const g = gate.openGate(3);
+    gate.offer(3, "a");
+    now = 250;
+    gate.offer(3, "b");
+    gate.offer(4, "other partition: not held");
+    assert.equal(gate.oldestHeldAt(), 100);
+    gate.closeGate(g);
+    assert.deepEqual(released, ["other partition: not held", "a", "b"]);
+    assert.equal(gate.oldestHeldAt(), undefined);
   });
 });
