@@ -28,6 +28,9 @@ export class WatchedSet {
     if (e.type !== ObjectType.AWSET) throw new Error(`WatchedSet follows AWSET keys, not ${ObjectType[e.type]}`);
     if (e.catchUp !== undefined) {
       const c = e.catchUp;
+      // A catch-up's first chunk (it carries next_since) starts a new one: what a cut watch left
+      // pending belongs to a state that may since have lost elements, and is not joined.
+      if (c.nextSince !== undefined) this.resetPending();
       if (c.context !== undefined) this.pendingCtx = contextFromProto(c.context);
       if (c.nextSince !== undefined) this.pendingNext = contextFromProto(c.nextSince);
       const slice = c.slice === undefined ? AWSet.bottom() : catchUpSlice(c, this.pendingCtx ?? new Ctx(), this.clock());
@@ -36,14 +39,19 @@ export class WatchedSet {
         const ctx = this.pendingCtx ?? this.pendingEntries.ctx;
         this.state = AWSetLattice.join(this.state, AWSet.fromParts(this.pendingEntries.entries, mergeCtx(ctx, this.pendingEntries.ctx)));
         if (c.removed !== undefined) this.state = AWSetLattice.join(this.state, AWSet.fromParts(new Map(), contextFromProto(c.removed)));
-        this.pendingCtx = undefined;
-        this.pendingEntries = AWSet.bottom();
         if (this.pendingNext !== undefined) this.resumeFrom = this.pendingNext;
+        this.resetPending();
       }
       return;
     }
     if (e.delta !== undefined) this.state = AWSetLattice.join(this.state, latticeFor(ObjectType.AWSET).decode(e.delta.payload, this.clock()) as AWSet);
     if (e.context !== undefined) this.resumeFrom = contextFromProto(e.context);
+  }
+
+  private resetPending(): void {
+    this.pendingCtx = undefined;
+    this.pendingEntries = AWSet.bottom();
+    this.pendingNext = undefined;
   }
 
   /** The members now (adds whose time to live ran out are dropped first). */

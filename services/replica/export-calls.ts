@@ -19,7 +19,7 @@ export interface ExportCallsDeps {
   log: Logger;
   notify: (key: string, type: ObjectType, delta: unknown) => void;
   onCall?: (method: string, code: number, ms: number) => void;
-  /** B: how far another node's clock may be ahead of this one's (--max-clock-skew-ms). */
+  /** B: how far an exporting node's clock may be behind this one's (--max-clock-skew-ms); Import does not count that much of an export's wait. */
   clockSkewBoundMs: number;
 }
 

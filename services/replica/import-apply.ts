@@ -33,7 +33,7 @@ export interface ImportDeps {
   store: Store;
   limits: Limits;
   notify: (key: string, type: ObjectType, delta: unknown) => void;
-  /** How far the exporting node's clock may be ahead of this one's (ms): that much of a wait is not counted. */
+  /** How far the exporting node's clock may be behind this one's (ms): that much of a wait is not counted. */
   clockSkewBoundMs: number;
 }
 

@@ -133,6 +133,25 @@ describe("Watch", () => {
     }
   });
 
+  it("a copy cut during a catch-up and watched again drops what the cut catch-up left pending (an element removed meanwhile stays removed)", { timeout: 60_000 }, async () => {
+    const all = Array.from({ length: 2500 }, (_, i) => `cut-${String(i).padStart(4, "0")}`);
+    for (let i = 0; i < all.length; i += 500) await c.add(0, "cut", all.slice(i, i + 500));
+    const copy = new WatchedSet();
+    const first = watch(c.addresses[0]!, { key: "cut" });
+    await eventually("the first catch-up chunk", async () => first.events.find((e) => e.catchUp !== undefined), (e) => e !== undefined, 15_000);
+    first.close();
+    copy.apply(first.events.find((e) => e.catchUp !== undefined)!);
+    // Removed while the copy is cut off, and held in the chunk it has pending.
+    await c.remove(0, "cut", ["cut-0000"], await c.context(0, "cut"));
+    const again = watch(c.addresses[0]!, { key: "cut", since: copy.resumeFrom === undefined ? undefined : contextToProto(copy.resumeFrom) });
+    await eventually("the whole catch-up", async () => again.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
+    again.close();
+    for (const e of again.events) copy.apply(e);
+    const elements = copy.elements();
+    assert.equal(elements.length, 2499);
+    assert.ok(!elements.includes("cut-0000"), "the removed element is not brought back by the cut catch-up's chunk");
+  });
+
   it("a prefix watch sees changes of its keys only", { timeout: 30_000 }, async () => {
     const w = watch(c.addresses[1]!, { prefix: "pre/" });
     await new Promise((r) => setTimeout(r, 300));

@@ -561,8 +561,8 @@ export interface ExportChunk {
    * The exporting node's clock (Unix ms) when this chunk's remaining times to live were read. An
    * Import counts the time since then, less the importing node's --max-clock-skew-ms, against
    * them, so an export kept before it is imported does not make its adds outlive the originals
-   * (clocks that differ by up to that bound never make a copy expire early). 0: not counted, as
-   * for a copy in flight.
+   * (an exporting clock behind by up to that bound never makes a copy expire early; one ahead
+   * makes it expire that much later). 0: not counted, as for a copy in flight.
    */
   exportedAtMs: bigint;
 }
