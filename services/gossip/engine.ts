@@ -560,6 +560,11 @@ export class AntiEntropyEngine<P> {
     this.counters.bytesSent.state += bytes;
   }
 
+  /** The caller received this many bytes of a full state (its STATE items carry none). */
+  recordStateBytesReceived(bytes: number): void {
+    this.counters.bytesReceived.state += bytes;
+  }
+
   // ------------------------------------------------------------------ durable seq
 
   /** Algorithm 2: c of a partition (0 under Algorithm 1). */

@@ -283,6 +283,7 @@ export class GossipExchange {
       refuse: (code, details, from) => this.refuse(code, details, from),
       ownDrops: (p) => this.ownDrops(p),
       onFrame: (from, items) => this.engine.onFrame(from, items),
+      recordStateBytesReceived: (bytes) => this.engine.recordStateBytesReceived(bytes),
       spreadSettled: (key, settled) => this.spreadSettled(key, settled),
       changedHere: (key, type) => this.changedHere(key, type),
       dropped: () => this.dropped(),

@@ -54,6 +54,8 @@ export interface StateReceiveHost {
   ownDrops(p: number): number;
   /** The engine's onFrame: the acks owed for these items. */
   onFrame(from: string, items: ReceivedItem<KeyedStates>[]): Ack[];
+  /** A state chunk's payload of this many bytes arrived (the engine's bytesReceived.state). */
+  recordStateBytesReceived(bytes: number): void;
   spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void;
   changedHere(key: string, type: ObjectType): void;
   dropped(): PartitionDrop[];
@@ -156,6 +158,8 @@ export async function receiveStateStream(
         if (whole === undefined) continue;
         c = whole;
         payload = whole.slice!.payload;
+        // Counted as it arrives, as the sender counts it as it goes out.
+        h.recordStateBytesReceived(payload.length);
       } catch (err) {
         if (err instanceof PieceError) return rejectChunk(err.message);
         throw err;

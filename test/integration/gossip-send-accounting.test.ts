@@ -76,6 +76,23 @@ describe("gossip sends are counted only when sent (3 real nodes under batch load
       assert.equal(t.sent, t.received, JSON.stringify({ settled, t }));
       assert.ok(t.sent > 0);
       for (let k = 0; k < 8; k++) await c.converged(`s${k}`, [0, 1, 2], undefined, 30_000);
+
+      // Full-state bytes, counted on both sides: a node that lost its data gets every partition
+      // back by state streams, and what the others count as sent it counts as received.
+      const stateBytes = async (i: number, dir: "sent" | "received") =>
+        Number(new RegExp(`^deltaset_gossip_${dir}_bytes_total\\{kind="state"\\} (\\S+)$`, "m").exec(await (await fetch(`http://${METRICS[i]}/metrics`)).text())?.[1] ?? 0);
+      const sentBefore = (await stateBytes(0, "sent")) + (await stateBytes(1, "sent"));
+      await c.kill(2);
+      rmSync(c.dataDir(2), { recursive: true, force: true });
+      await c.start(2, ["--metrics-listen", METRICS[2]!]);
+      for (let k = 0; k < 8; k++) await c.converged(`s${k}`, [0, 1, 2], undefined, 30_000);
+      const state = await eventually(
+        "state bytes received = sent",
+        async () => ({ sent: (await stateBytes(0, "sent")) + (await stateBytes(1, "sent")) - sentBefore, received: await stateBytes(2, "received") }),
+        (x) => x.received > 0 && x.received === x.sent,
+        20_000,
+      );
+      assert.ok(state.received > 0, JSON.stringify(state));
     } finally {
       await c.close();
     }
