@@ -331,7 +331,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       }
       const idBytes = Buffer.byteLength(req.requestId, "utf8");
       if (idBytes > limits.maxRequestIdBytes) {
-        throw invalid(`request_id has ${idBytes} bytes; the limit is ${limits.maxRequestIdBytes} (--max-request-id-bytes): use a shorter id, such as a client id and a sequence number`);
+        throw tooLarge(`request_id has ${idBytes} bytes; the limit is ${limits.maxRequestIdBytes} (--max-request-id-bytes): use a shorter id, such as a client id and a sequence number`);
       }
       const params = retryParams(req.retryFilter);
       const r = await store.incrementOnce(req.key, req.amount, { id: req.requestId, now: now(), params, explicit: req.retryFilter !== undefined });

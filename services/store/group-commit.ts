@@ -153,7 +153,6 @@ export class GroupCommit {
         const group = this.queue.splice(0, this.opts.maxBatch);
         for (const p of group) this.queuedRecords -= p.ops.length;
         const ops = lastWritePerKey(group);
-        this.superseded += group.reduce((n, p) => n + p.ops.length, 0) - ops.length;
         try {
           await writeBatch(this.db, ops, { sync: this.opts.sync });
         } catch (err) {
@@ -167,6 +166,7 @@ export class GroupCommit {
           return;
         }
         this.batches++;
+        this.superseded += group.reduce((n, p) => n + p.ops.length, 0) - ops.length;
         for (const p of group) if (p.ops.length > 0) this.writes++;
         // Drop overlay entries this group wrote, unless a later write replaced them.
         for (const p of group) {

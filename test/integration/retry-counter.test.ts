@@ -65,7 +65,7 @@ describe("retry-safe counters on a 2-node cluster", () => {
   });
 
   it("refuses a too long request id, bad filter parameters and parameters other than the key's", async () => {
-    await expectRefused(incr(0, "bad", 1n, "x".repeat(129)), grpc.status.INVALID_ARGUMENT, /request_id has 129 bytes; the limit is 128/);
+    await expectRefused(incr(0, "bad", 1n, "x".repeat(129)), grpc.status.RESOURCE_EXHAUSTED, /request_id has 129 bytes; the limit is 128/);
     const p = { idsPerPeriod: 0n, falsePositiveRate: 0, periodMs: 0n, pastEpochs: 0 };
     await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, falsePositiveRate: 0.7 } }), grpc.status.INVALID_ARGUMENT, /false_positive_rate/);
     await expectRefused(incr(0, "bad", 1n, "a", { retryFilter: { ...p, periodMs: 1000n } }), grpc.status.INVALID_ARGUMENT, /clock-skew bound/);
