@@ -3,6 +3,7 @@
 // every join, after they are durable). Each change goes out as the delta a copy joins, with the
 // key's context after it. Writes never wait: a watcher whose stream does not drain has its events
 // queued up to the node's watch buffer, and past it the stream is ended with RESOURCE_EXHAUSTED.
+// The catch-up is read at the pace the watcher takes it.
 // A node that stops ends its watches at once with UNAVAILABLE: a watch never ends by itself, so
 // left open it would hold the node's drain to its timeout and then be cut as CANCELLED.
 import { type ServerWritableStream, status } from "@grpc/grpc-js";
@@ -35,10 +36,13 @@ export function watchCall(deps: WatchDeps) {
     let unsubscribe: (() => void) | undefined;
     let ended = false;
     let counted = false;
+    /** Wakes what waits for the stream to drain (a paced catch-up) when the watch ends. */
+    const endWaiters: Array<() => void> = [];
     const onStop = () => end(new RpcError(status.UNAVAILABLE, "the node is stopping: watch again on another node, or on this one once it is back, with since = the context of the last event received"));
     const end = (err?: unknown) => {
       if (ended) return;
       ended = true;
+      for (const wake of endWaiters.splice(0)) wake();
       deps.stopping?.removeEventListener("abort", onStop);
       unsubscribe?.();
       if (counted) watchers--;
@@ -90,16 +94,32 @@ export function watchCall(deps: WatchDeps) {
         queue.push(e);
         if (!draining) flush();
       };
+      /** Resolves once the transport took what was written (or the watch ended). */
+      const drained = () =>
+        new Promise<void>((resolve) => {
+          if (!draining || ended) return resolve();
+          endWaiters.push(resolve);
+          call.once("drain", () => {
+            endWaiters.splice(endWaiters.indexOf(resolve), 1);
+            resolve();
+          });
+        });
       // Subscribed before the catch-up is read: a change made meanwhile is sent after it (perhaps
-      // twice; joins are idempotent), never lost.
+      // twice; joins are idempotent), never lost. The catch-up is read at the pace the watcher
+      // takes it, so it never overflows the watch buffer however large the key; the changes made
+      // meanwhile wait, and past --watch-buffer of them the watcher has fallen behind.
       let catchingUp = byKey;
       const held: Array<[string, ObjectType, unknown, CausalContext]> = [];
       const send = (key: string, type: ObjectType, delta: unknown, ctx: CausalContext) =>
         push({ key, type, catchUp: undefined, delta: { type, payload: Buffer.from(latticeFor(type).encode(delta, store.now())) }, context: type === ObjectType.AWSET ? contextToProto(ctx) : undefined });
       unsubscribe = store.onChange((key, type, delta, ctx) => {
         if (byKey ? key !== req.key : !key.startsWith(req.prefix)) return;
-        if (catchingUp) held.push([key, type, delta, ctx]);
-        else send(key, type, delta, ctx);
+        if (!catchingUp) return send(key, type, delta, ctx);
+        if (held.length >= limits.watchBuffer) {
+          end(new RpcError(status.RESOURCE_EXHAUSTED, `the watcher fell ${held.length} changes behind during its catch-up (--watch-buffer): resume from the last event's context`));
+          return;
+        }
+        held.push([key, type, delta, ctx]);
       });
       if (byKey && (await store.typeOf(req.key)) !== undefined) {
         // The context to resume from is the export's next_since (its first chunk's), and only once
@@ -110,6 +130,7 @@ export function watchCall(deps: WatchDeps) {
           if (ended) return;
           resumeFrom ??= chunk.nextSince;
           push({ key: req.key, type: chunk.type, catchUp: chunk, delta: undefined, context: chunk.last ? resumeFrom : undefined });
+          while (draining && !ended) await drained();
         }
       }
       catchingUp = false;
