@@ -214,4 +214,3 @@ export function decoding<T>(what: string, f: () => T): T {
     throw e;
   }
 }
-

@@ -343,7 +343,7 @@ export function decodeGbf(bytes: Uint8Array, maxFilterBytes?: number): Gbf {
         throw new DecodeError(`GBF padding bit set beyond m = ${p.bits}`);
       }
       r.end("GBF");
-      return Gbf.fromDense(p, d.slice());
+      return Gbf.fromDense(p, d); // r.bytes hands out a copy this state owns
     }
     const idx: number[] = [];
     if (form === 0) {

@@ -209,11 +209,6 @@ export class Alg2Partition<P> {
     return this.tails.get(peer)?.size ?? 0;
   }
 
-  /** c - A(j): how many deltas the neighbour has not acknowledged. */
-  lagOf(peer: string): number {
-    return this.c - this.ackOf(peer);
-  }
-
   /** What to ship to j this period (lines 22-28). Mutates A(j) only in the BP "advanced" case. */
   plan(peer: string, bp: boolean): Alg2Plan<P> {
     const a = this.ackOf(peer);

@@ -152,7 +152,7 @@ export class GroupCommit {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, this.opts.maxBatch);
         for (const p of group) this.queuedRecords -= p.ops.length;
-        const ops = lastWritePerKey(group);
+        const { ops, superseded } = lastWritePerKey(group);
         try {
           await writeBatch(this.db, ops, { sync: this.opts.sync });
         } catch (err) {
@@ -166,7 +166,7 @@ export class GroupCommit {
           return;
         }
         this.batches++;
-        this.superseded += group.reduce((n, p) => n + p.ops.length, 0) - ops.length;
+        this.superseded += superseded;
         for (const p of group) if (p.ops.length > 0) this.writes++;
         // Drop overlay entries this group wrote, unless a later write replaced them.
         for (const p of group) {
@@ -184,16 +184,17 @@ export class GroupCommit {
  * The group's records in order, without those a later operation of the same group overwrites (a
  * set's header, or a dot-index bucket, written by each of several adds to one set): a batch is
  * atomic, so only each key's last value is ever seen, and LevelDB is spared the others' bytes.
+ * Also how many records were left out.
  */
-function lastWritePerKey(group: readonly Pending[]): BatchOp[] {
+function lastWritePerKey(group: readonly Pending[]): { ops: BatchOp[]; superseded: number } {
   const last = new Map<string, BatchOp>();
   let total = 0;
   for (const p of group) {
     total += p.ops.length;
     for (let i = 0; i < p.keys.length; i++) last.set(p.keys[i]!, p.ops[i]!);
   }
-  if (last.size === total) return group.flatMap((p) => p.ops);
-  const out: BatchOp[] = [];
-  for (const p of group) for (let i = 0; i < p.keys.length; i++) if (last.get(p.keys[i]!) === p.ops[i]) out.push(p.ops[i]!);
-  return out;
+  if (last.size === total) return { ops: group.flatMap((p) => p.ops), superseded: 0 };
+  const ops: BatchOp[] = [];
+  for (const p of group) for (let i = 0; i < p.keys.length; i++) if (last.get(p.keys[i]!) === p.ops[i]) ops.push(p.ops[i]!);
+  return { ops, superseded: total - ops.length };
 }
