@@ -13,10 +13,14 @@
 // are known from the store, so the filter sees fewer, later insertions and forgets the oldest
 // removals, a blind garbage collection of tombstones.
 //
-// Join (the seed's tombstone method, digest 5.4, with two changes marked *):
+// Join (the seed's tombstone method, digest 5.4, with three changes marked *):
 //   (a) a local dot the remote does not hold* and the remote's tombstones report is removed, and
 //       inserted into the local tombstones on its own (the filter union is lossy);
 //   (b) a remote dot the local store lacks is added unless the local tombstones report it;
+//   * a delta lists the dots its removes took (`removed`), and "reports" is then asked of the list
+//     instead of its filter, on either side: a delta that removed more than a generation has a
+//     filter that reports other dots too, and every such delta would be a new chance for each
+//     live element of the receiver to be dropped;
 //   (c) local tombstones ⊔= remote tombstones, by the filters' union strategy.
 //   * a dot both stores hold is kept even if a filter reports it (the DotSet rule; without it a
 //     false positive on a replica's own live dot would make x ⊔ x differ from x);
@@ -89,6 +93,16 @@ export class AWSetProb {
   readonly entries: Map<ElementKey, Set<ProbDot>>;
   /** The removed dots (replaced only when a join adopts a filter of a greater shape). */
   tombstones: Apbf;
+  /**
+   * A delta's removed dots, listed: what its removes took, exactly (each one also went into its
+   * filter, which may have forgotten it since, in a long delta-group). Undefined on a state,
+   * whose removes are known from its filter only. A join of a delta that lists them asks the
+   * list, not the filter, whether a dot was removed: the filter of a delta that removed a
+   * generation's worth of dots reports other dots at about its false-positive rate, and each such
+   * delta would otherwise be a fresh chance for every live element of the receiving set to be
+   * dropped.
+   */
+  removed: Set<ProbDot> | undefined;
   /** dot → element key for every live dot; built on first use. */
   private ownerIndex: Map<ProbDot, ElementKey> | undefined;
   /** Dots taken in or dropped by this object so far: what reads return changed when this moved. */
@@ -111,24 +125,28 @@ export class AWSetProb {
     return steps;
   }
 
-  private constructor(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf) {
+  private constructor(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf, removed?: Set<ProbDot>) {
     this.entries = entries;
     this.tombstones = tombstones;
+    this.removed = removed;
   }
 
   static bottom(params: ApbfParams): AWSetProb {
     return new AWSetProb(new Map(), Apbf.create(params));
   }
 
-  /** Build from parts (the caller guarantees: non-empty dot sets, no dot under two elements). */
-  static fromParts(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf): AWSetProb {
-    return new AWSetProb(entries, tombstones);
+  /**
+   * Build from parts (the caller guarantees: non-empty dot sets, no dot under two elements, no
+   * listed removed dot live).
+   */
+  static fromParts(entries: Map<ElementKey, Set<ProbDot>>, tombstones: Apbf, removed?: Set<ProbDot>): AWSetProb {
+    return new AWSetProb(entries, tombstones, removed);
   }
 
   clone(): AWSetProb {
     const entries = new Map<ElementKey, Set<ProbDot>>();
     for (const [k, dots] of this.entries) entries.set(k, new Set(dots));
-    return new AWSetProb(entries, this.tombstones.clone());
+    return new AWSetProb(entries, this.tombstones.clone(), this.removed === undefined ? undefined : new Set(this.removed));
   }
 
   get params(): ApbfParams {
@@ -218,11 +236,12 @@ export class AWSetProb {
     return refused.length === 0 ? undefined : this.tombstoneDelta(refused);
   }
 
-  /** A delta with no entries whose filter (same shape as ours) holds the given dots. */
+  /** A delta with no entries whose filter (same shape as ours) and list hold the given dots. */
   private tombstoneDelta(dots: Iterable<ProbDot>): AWSetProb {
     const filter = Apbf.create(this.params);
-    for (const d of sortedDots(dots)) filter.insert(dotBytes(d));
-    return new AWSetProb(new Map(), filter);
+    const sorted = sortedDots(dots);
+    for (const d of sorted) filter.insert(dotBytes(d));
+    return new AWSetProb(new Map(), filter, new Set(sorted));
   }
 
   // ------------------------------------------------------------ join
@@ -234,12 +253,14 @@ export class AWSetProb {
   }
 
   /**
-   * Join other into this state (same shape) and say what of it was new here: the dots adopted, and
-   * other's filter when it dropped a dot or set a bit. This state before, joined with that part,
-   * gives the same state, provided other's filter reports none of other's own live dots (the
-   * lattice's difference covers that case and other shapes).
+   * Join other into this state (same shape) and say what of it was new here: the dots adopted, the
+   * dots dropped, and other's filter when it dropped a dot or set a bit. This state before, joined
+   * with that part listing the dots dropped, gives the same state, provided other's filter
+   * reports none of other's own live dots (the lattice's difference covers that case and other
+   * shapes). Listed, not left to the filter: a whole state's filter reports dots nobody removed
+   * (false positives) that this join kept because other holds them too.
    */
-  joinSameShape(other: AWSetProb): { changed: boolean; adopted: [ProbDot, ElementKey][]; filterNew: boolean } {
+  joinSameShape(other: AWSetProb): { changed: boolean; adopted: [ProbDot, ElementKey][]; dropped: ProbDot[]; filterNew: boolean } {
     checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
     const drop = this.droppedBy(other);
     const { adopt } = this.sortUnheld(other);
@@ -264,23 +285,40 @@ export class AWSetProb {
     return this.apply(later, drop, adopt).changed;
   }
 
-  /** Steps (a)-(c) with the answers taken: drop, adopt, then union the filters. */
-  private apply(other: AWSetProb, drop: ProbDot[], adopt: [ProbDot, ElementKey][]): { changed: boolean; adopted: [ProbDot, ElementKey][]; filterNew: boolean } {
+  /**
+   * Steps (a)-(c) with the answers taken: drop, adopt, then union the filters. The filter takes
+   * what it took before deltas were listed (the dots dropped, then the union), so that it fills
+   * and forgets as the seed's does. A list here (this is a delta) takes other's, or is lost when
+   * other has none.
+   */
+  private apply(other: AWSetProb, drop: ProbDot[], adopt: [ProbDot, ElementKey][]): { changed: boolean; adopted: [ProbDot, ElementKey][]; dropped: ProbDot[]; filterNew: boolean } {
     for (const d of drop) {
       this.deleteDot(d);
       this.tombstones.insert(dotBytes(d));
+      this.removed?.add(d);
     }
-    for (const [d, k] of adopt) this.addDot(k, d);
+    for (const [d, k] of adopt) {
+      this.addDot(k, d);
+      this.removed?.delete(d);
+    }
     const filterChanged = unionInPlace(this.tombstones, other.tombstones).changed;
-    return { changed: drop.length > 0 || adopt.length > 0 || filterChanged, adopted: adopt, filterNew: drop.length > 0 || filterChanged };
+    if (this.removed !== undefined) {
+      if (other.removed === undefined) this.removed = undefined;
+      else for (const d of other.removed) if (!this.owner.has(d)) this.removed.add(d);
+    }
+    return { changed: drop.length > 0 || adopt.length > 0 || filterChanged, adopted: adopt, dropped: drop, filterNew: drop.length > 0 || filterChanged };
   }
 
   /**
-   * Step (a) of the join: our live dots the other side does not hold and its filter reports,
-   * sorted (insertion order decides where a generation ends).
+   * Step (a) of the join: our live dots the other side does not hold and reports removed (its
+   * list, else its filter), sorted (insertion order decides where a generation ends).
    */
   private droppedBy(other: AWSetProb): ProbDot[] {
     const drop: ProbDot[] = [];
+    if (other.removed !== undefined) {
+      for (const d of other.removed) if (this.owner.has(d) && !other.owner.has(d)) drop.push(d);
+      return drop.sort(compareDots);
+    }
     // A filter with no bit set reports no dot: the delta of an add of a new element has one, and
     // walking every live dot here for it made each Add cost the size of the set (26 ms at 20k).
     if (other.tombstones.isEmpty()) return drop;
@@ -293,19 +331,23 @@ export class AWSetProb {
   }
 
   /**
-   * Step (b) of the join: the live dots of other this store lacks, adopted unless the local
-   * tombstones report them, refused otherwise (what refusalOf answers).
+   * Step (b) of the join: the live dots of other this store lacks, adopted unless this side
+   * reports them removed (its list when it is a delta that has one, else its filter), refused
+   * otherwise (what refusalOf answers). Asking a delta's list on this side and other's list in
+   * step (a) keeps the joined store the same both ways.
    */
   private sortUnheld(other: AWSetProb): { adopt: [ProbDot, ElementKey][]; refused: ProbDot[] } {
     const adopt: [ProbDot, ElementKey][] = [];
     const refused: ProbDot[] = [];
     if (other.entries.size === 0) return { adopt, refused };
-    const tombstoned = this.tombstones.querier();
+    // A delta answers from its list, a state from its filter.
+    const list = this.removed;
+    const reports = list === undefined ? this.tombstones.querier() : undefined;
     const dot = new DotBuffer();
     for (const [k, dots] of other.entries) {
       for (const d of dots) {
         if (this.owner.has(d)) continue;
-        if (tombstoned(dot.of(d))) refused.push(d);
+        if (list !== undefined ? list.has(d) : reports!(dot.of(d))) refused.push(d);
         else adopt.push([d, k]);
       }
     }
@@ -318,6 +360,7 @@ export class AWSetProb {
     if (this.isBottom()) {
       for (const [k, dots] of other.entries) for (const d of dots) this.addDot(k, d);
       this.tombstones = other.tombstones.clone();
+      if (this.removed !== undefined) this.removed = other.removed === undefined ? undefined : new Set(other.removed);
       return true;
     }
     const drop = this.droppedBy(other);
@@ -329,13 +372,21 @@ export class AWSetProb {
     }
     for (const [d, k] of adopt) this.addDot(k, d);
     if (theirs) this.tombstones = other.tombstones.clone();
+    // A list, kept only when both sides are listed deltas (then it lists every remove of both).
+    if (this.removed !== undefined && other.removed !== undefined) {
+      for (const d of drop) this.removed.add(d);
+      for (const [d] of adopt) this.removed.delete(d);
+      for (const d of other.removed) if (!this.owner.has(d)) this.removed.add(d);
+    } else this.removed = undefined;
     return theirs || drop.length > 0 || adopt.length > 0;
   }
 
-  /** Same store and the same filter state. */
+  /** Same store, the same filter state, and the same list of removed dots (or none on either). */
   equals(o: AWSetProb): boolean {
     if (this.isBottom() && o.isBottom()) return true;
     if (this.entries.size !== o.entries.size || !this.tombstones.equals(o.tombstones)) return false;
+    if ((this.removed === undefined) !== (o.removed === undefined)) return false;
+    if (this.removed !== undefined && (this.removed.size !== o.removed!.size || [...this.removed].some((d) => !o.removed!.has(d)))) return false;
     for (const [k, dots] of this.entries) {
       const theirs = o.entries.get(k);
       if (theirs === undefined || theirs.size !== dots.size) return false;

@@ -89,6 +89,19 @@ async function apply(store: Store, op: Op, strategy: UnionStrategy, world: Retur
   }
 }
 
+/** n removes of another replica's elements, each a delta whose filter holds its dots but that lists none. */
+function unlistedRemoves(n: number): AWSetProb[] {
+  const rng = new SplitMix64(11);
+  const s = ops.create(params(UnionStrategy.CurrentGeneration)) as AWSetProb;
+  const env = { replica: "other", random: () => 0.5, randomId: () => rng.next() };
+  ops.add(s, Array.from({ length: n }, (_, i) => el(5000 + i)), env);
+  return Array.from({ length: n }, (_, i) => {
+    const d = AWSetProbLattice.clone(ops.remove!(s, [el(5000 + i)], env) as AWSetProb);
+    d.removed = undefined;
+    return d;
+  });
+}
+
 const bytes = (s: unknown) => Buffer.from(AWSetProbLattice.encode(s as AWSetProb));
 async function served(store: Store): Promise<AWSetProb | undefined> {
   return (await store.wholeState(KEY))?.state as AWSetProb | undefined;
@@ -97,7 +110,7 @@ async function served(store: Store): Promise<AWSetProb | undefined> {
 const counts = { appends: 0, compactions: 0 };
 
 describe("AWSET_PROB in a state log", () => {
-  it("logs adds of new elements, and removes up to a few (each costs a walk of every dot to replay), then folds", async () => {
+  it("logs adds and removes (each lists its dots), and up to a few unlisted deltas with tombstones (each costs a walk of every dot to replay), then folds", async () => {
     const { logged, plain, replayed } = await stateLogStores(join(root, `d${dirs++}`));
     try {
       const world = remote(UnionStrategy.CurrentGeneration);
@@ -105,12 +118,16 @@ describe("AWSET_PROB in a state log", () => {
       const before = { ...logged.stats().stateLog };
       await apply(logged, { kind: "add", elements: [1, 2, 3] }, UnionStrategy.CurrentGeneration, world, 1);
       assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 1, compactions: before.compactions }, "an add of new elements is appended");
-      for (let i = 0; i < 8; i++) await apply(logged, { kind: "remove", elements: [1000 + i] }, UnionStrategy.CurrentGeneration, world, 2 + i);
-      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 9, compactions: before.compactions }, "eight removes are appended");
-      await apply(logged, { kind: "remove", elements: [1100] }, UnionStrategy.CurrentGeneration, world, 20);
-      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 9, compactions: before.compactions + 1 }, "the ninth folds the log");
+      for (let i = 0; i < 12; i++) await apply(logged, { kind: "remove", elements: [1000 + i] }, UnionStrategy.CurrentGeneration, world, 2 + i);
+      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 13, compactions: before.compactions }, "twelve removes are appended");
+      // Another replica's removes without their list (as the new part of a whole state it sent).
+      const unlisted = unlistedRemoves(9);
+      for (let i = 0; i < 8; i++) await logged.merge(KEY, ObjectType.AWSET_PROB, unlisted[i]!);
+      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 21, compactions: before.compactions }, "eight unlisted deltas are appended");
+      await logged.merge(KEY, ObjectType.AWSET_PROB, unlisted[8]!);
+      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 21, compactions: before.compactions + 1 }, "the ninth folds the log");
       await apply(logged, { kind: "remove", elements: [1101] }, UnionStrategy.CurrentGeneration, world, 21);
-      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 10, compactions: before.compactions + 1 }, "a fresh log takes removes again");
+      assert.deepEqual(logged.stats().stateLog, { appends: before.appends + 22, compactions: before.compactions + 1 }, "a fresh log takes removes again");
     } finally {
       await closeStateLogStores({ logged, plain, replayed });
     }
