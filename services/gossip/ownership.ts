@@ -17,8 +17,12 @@ export class Ownership {
   private leavingNow = false;
   /** Per partition: when (the caller's clock, setLive) its owners last changed; -Infinity: never. */
   private readonly movedAt: number[];
-  /** Per partition: its owners before they last changed. */
-  private readonly movedFrom: string[][];
+  /**
+   * Per partition: the nodes that stopped owning it, each with when it last did (setLive's
+   * clock). Not only the last change's: a partition that moves twice within a read window (two
+   * joins in a row) is still held by its first owner, whose hand-off each change delays.
+   */
+  private readonly formerOwners: Array<Map<string, number>>;
   /** No view with a peer yet (the table is this node's alone). */
   private alone = true;
 
@@ -31,7 +35,7 @@ export class Ownership {
     this.members.set(self, selfAddress);
     this.table = placement(this.members.keys(), partitions, factor);
     this.movedAt = new Array<number>(partitions).fill(Number.NEGATIVE_INFINITY);
-    this.movedFrom = Array.from({ length: partitions }, () => []);
+    this.formerOwners = Array.from({ length: partitions }, () => new Map<string, number>());
   }
 
   /** Every node owns every partition ("all"): nothing is forwarded or handed off. */
@@ -60,7 +64,7 @@ export class Ownership {
       if (owners.join("\n") === this.table[p]!.join("\n")) return;
       moved = true;
       this.movedAt[p] = now;
-      this.movedFrom[p] = this.table[p]!;
+      this.noteFormer(p, this.table[p]!, owners, now);
     });
     if (this.alone && next.size > 1) {
       // The first view with peers: this node (just started) knows no earlier placement but its own
@@ -69,7 +73,8 @@ export class Ownership {
       const others = this.tableWithout(this.self);
       for (let p = 0; p < this.partitions; p++) {
         this.movedAt[p] = now;
-        this.movedFrom[p] = others[p]!;
+        this.formerOwners[p]!.clear(); // its table alone held nothing
+        this.noteFormer(p, others[p]!, table[p]!, now);
       }
     }
     this.table = table;
@@ -77,14 +82,25 @@ export class Ownership {
     return moved;
   }
 
+  /** Record the owners of p that the change from `before` to `after` left, and forget those no longer members. */
+  private noteFormer(p: number, before: readonly string[], after: readonly string[], now: number): void {
+    const former = this.formerOwners[p]!;
+    for (const id of former.keys()) if (!this.members.has(id) || after.includes(id)) former.delete(id);
+    for (const id of before) if (!after.includes(id)) former.set(id, now);
+  }
+
   /**
-   * Where a read of a partition whose owners just changed may find it: its owners, then those it
-   * had before the change that are still live members (with R = 1 a join leaves the data with an
-   * owner that is no longer one until it hands the partition over).
+   * Where a read of a partition whose owners just changed may find it: its owners, then the live
+   * members that stopped owning it at or after sinceMs (setLive's clock), the latest first (with
+   * R = 1 a join leaves the data with an owner that is no longer one until it hands the
+   * partition over, and a second change before then leaves it there still).
    */
-  readAddresses(partition: number): Array<{ nodeId: string; address: string }> {
+  readAddresses(partition: number, sinceMs = Number.NEGATIVE_INFINITY): Array<{ nodeId: string; address: string }> {
     const now = this.table[partition]!;
-    const before = this.movedFrom[partition]!.filter((id) => !now.includes(id) && this.members.has(id));
+    const before = [...this.formerOwners[partition]!]
+      .filter(([id, at]) => at >= sinceMs && !now.includes(id) && this.members.has(id))
+      .sort((a, b) => b[1] - a[1])
+      .map(([id]) => id);
     return [...now, ...before].map((nodeId) => ({ nodeId, address: this.members.get(nodeId) ?? "" }));
   }
 

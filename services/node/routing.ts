@@ -89,8 +89,9 @@ export class Router {
     const window = this.d.readAfterMoveMs ?? 0;
     if (window <= 0 || !this.routes(metadata) || typeof key !== "string" || key === "") return undefined;
     const p = o.partitionOf(key);
-    if (!o.movedSince(p, Date.now() - window)) return undefined;
-    const all = o.readAddresses(p).filter((t) => t.nodeId === o.self || t.address !== "");
+    const since = Date.now() - window;
+    if (!o.movedSince(p, since)) return undefined;
+    const all = o.readAddresses(p, since).filter((t) => t.nodeId === o.self || t.address !== "");
     // An owner first asks itself, as outside the window (a new owner ranked above it may hold only
     // part of the key yet); a former owner keeps its place after the owners (its copy is stale).
     if (!o.owns(p)) return all;

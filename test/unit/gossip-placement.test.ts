@@ -113,3 +113,40 @@ describe("Ownership of a leaving node", () => {
     }
   });
 });
+
+describe("Ownership: where a read finds a partition that moved", () => {
+  /** A partition that {x, n1, n2, c} rank n2, n1, x (with R = 1, each join takes it from the last). */
+  function rankedPartition(): number {
+    const probe = new Ownership("c", "c:1", 64, 1);
+    probe.setLive(new Map(["x", "n1", "n2"].map((id) => [id, `${id}:1`])));
+    const drop = (id: string) => {
+      const o = new Ownership("c", "c:1", 64, 1);
+      o.setLive(new Map(["x", "n1", "n2"].filter((m) => m !== id).map((m) => [m, `${m}:1`])));
+      return o;
+    };
+    for (let p = 0; p < 64; p++) {
+      if (probe.ownersOf(p)[0] === "n2" && drop("n2").ownersOf(p)[0] === "n1") {
+        const without = new Ownership("c", "c:1", 64, 1);
+        without.setLive(new Map([["x", "x:1"]]));
+        if (without.ownersOf(p)[0] === "x") return p;
+      }
+    }
+    throw new Error("no such partition");
+  }
+
+  it("names every owner it had within the window, not only the last change's, latest first", () => {
+    const p = rankedPartition();
+    const o = new Ownership("c", "c:1", 64, 1);
+    o.setLive(new Map([["x", "x:1"]]), "c:1", 1_000);
+    assert.deepEqual(o.ownersOf(p), ["x"]);
+    o.setLive(new Map([["x", "x:1"], ["n1", "n1:1"]]), "c:1", 60_000); // n1 joins: p moves x → n1
+    o.setLive(new Map([["x", "x:1"], ["n1", "n1:1"], ["n2", "n2:1"]]), "c:1", 61_000); // n2 joins: n1 → n2
+    // x still holds p: each change delays its hand-off.
+    assert.deepEqual(o.readAddresses(p, 61_000 - 30_000).map((t) => t.nodeId), ["n2", "n1", "x"]);
+    // Outside the window only what moved since.
+    assert.deepEqual(o.readAddresses(p, 60_500).map((t) => t.nodeId), ["n2", "n1"]);
+    // A former owner that left the members is not named.
+    o.setLive(new Map([["n1", "n1:1"], ["n2", "n2:1"]]), "c:1", 62_000);
+    assert.deepEqual(o.readAddresses(p, 0).map((t) => t.nodeId), ["n2", "n1"]);
+  });
+});
