@@ -4,7 +4,7 @@
 // durable. Until then, the queued values are visible to later reads through an overlay, so an
 // operation on a key sees the effects of the operations queued before it.
 import { type BatchOp, type StoreDb, writeBatch } from "./db.js";
-import { StoreWriteError } from "./errors.js";
+import { StoreClosedError, StoreWriteError } from "./errors.js";
 
 export type { BatchOp };
 
@@ -37,6 +37,8 @@ export class GroupCommit {
   /** latin1(key) → the latest queued op of that key (the op object itself: no wrapper per record). */
   private readonly overlay = new Map<string, BatchOp>();
   private failed: StoreWriteError | undefined;
+  /** The database is closing (close): later writes are refused as the store's, not as a failed disk. */
+  private closed = false;
   /** A flush is scheduled for the end of this turn (schedule). */
   private due = false;
   /** Records in the queue. */
@@ -54,6 +56,7 @@ export class GroupCommit {
   /** Queue ops; resolves once they are durable. */
   write(ops: BatchOp[]): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
+    if (this.closed) return Promise.reject(new StoreClosedError());
     if (ops.length === 0) return Promise.resolve();
     const keys = ops.map((op) => op.key.toString("latin1"));
     for (let i = 0; i < ops.length; i++) this.overlay.set(keys[i]!, ops[i]!);
@@ -125,6 +128,16 @@ export class GroupCommit {
   /** Resolves when everything queued so far is written. */
   async drain(): Promise<void> {
     while (this.flushing || this.queue.length > 0) await new Promise((r) => setImmediate(r));
+  }
+
+  /**
+   * Refuse every later write (StoreClosedError), once drain() found the queue empty and before the
+   * database closes: an operation that started before the store closed and writes after (a state
+   * stream still arriving from a peer) would otherwise fail on the closed database as a storage
+   * failure, which stops the node with exit 1 on a clean shutdown.
+   */
+  close(): void {
+    this.closed = true;
   }
 
   /**

@@ -93,6 +93,7 @@ export abstract class StoreCore {
     if (this.closed) return;
     this.closed = true;
     await this.commit.drain();
+    this.commit.close(); // no await since drain: nothing was queued in between
     await this.db.close();
   }
 

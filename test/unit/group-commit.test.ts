@@ -10,7 +10,7 @@ import { after, describe, it } from "node:test";
 import { Store } from "../../services/store/store.ts";
 import { GroupCommit } from "../../services/store/group-commit.ts";
 import { memoryDb } from "../../services/store/db.ts";
-import { StoreWriteError } from "../../services/store/errors.ts";
+import { StoreClosedError, StoreWriteError } from "../../services/store/errors.ts";
 import { AWSet, CausalContext, ObjectType, retryFilterParams } from "../../services/crdt/index.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-group-commit-"));
@@ -20,6 +20,17 @@ const open = () => Store.open({ dir: join(root, `db${dirs++}`), partitions: 4, p
 const el = (s: string) => Buffer.from(s);
 
 describe("group commit", () => {
+  it("a write after the store closed is refused as closed, not as a storage failure that stops the node", async () => {
+    const failures: Error[] = [];
+    const store = await Store.open({ dir: join(root, `db${dirs++}`), partitions: 4, partitionOf: (k, p) => k.length % p, sync: "fsync", onWriteFailure: (e) => failures.push(e) });
+    await store.add("k", [el("1")]);
+    await store.close();
+    // What gossip's durable sequence numbers write, with no check of their own (a shutdown that
+    // lands while a peer's stream is being joined writes so too).
+    await assert.rejects(store.persistSeqs(new Map([[0, 5]])), StoreClosedError);
+    assert.deepEqual(failures, []);
+  });
+
   it("adds started in one turn share one batch", async () => {
     const store = await open();
     const { batches } = store.stats();
