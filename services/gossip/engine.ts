@@ -591,15 +591,19 @@ export class AntiEntropyEngine<P> {
   /**
    * Algorithm 2: partitions no neighbour has acknowledged up to their seq yet (what changed there
    * lives on this node alone, or on nodes it learnt it from). Partitions without a neighbour are
-   * left out: nothing can take them. Algorithm 1 has no acknowledgements: none.
+   * left out: nothing can take them. Algorithm 1 has no acknowledgements: none. judge narrows the
+   * neighbours (isPeer: which count as the partition's neighbours at all) and whose
+   * acknowledgements count (counts).
    */
-  unshipped(): number[] {
+  unshipped(judge: { isPeer?: (id: string) => boolean; counts?: (id: string) => boolean } = {}): number[] {
     if (this.sync.algorithm !== 2) return [];
+    const isPeer = judge.isPeer ?? (() => true);
+    const counts = judge.counts ?? (() => true);
     const out: number[] = [];
     for (const part of this.alg2) {
       if (part.seq === 0) continue;
-      const peers = this.peersOf(part.partition);
-      if (peers.length > 0 && !peers.some((j) => part.ackOf(j) >= part.seq)) out.push(part.partition);
+      const peers = this.peersOf(part.partition).filter(isPeer);
+      if (peers.length > 0 && !peers.some((j) => counts(j) && part.ackOf(j) >= part.seq)) out.push(part.partition);
     }
     return out;
   }

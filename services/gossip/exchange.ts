@@ -86,6 +86,10 @@ export interface ExchangeOptions {
   maxBufferedStateElements?: number;
   /** This process's boot id (drawn at each start). */
   boot: bigint;
+  /** Whether this node is leaving the cluster (GossipFrame.leaving, GossipReply.leaving); default never. */
+  leaving?: () => boolean;
+  /** Told of every frame and reply a peer sends, with whether it says it is leaving. */
+  onPeerHeard?: (peer: string, leaving: boolean) => void;
   random: () => number;
   /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
   ops?: PayloadOps<KeyedStates>;
@@ -440,6 +444,15 @@ export class GossipExchange {
     this.contestedUntil = Math.max(this.contestedUntil, untilMs);
   }
 
+  /** Greet every neighbour each period until untilMs (a leaving node hears from each whether it leaves too). */
+  greetEveryNeighbourUntil(untilMs: number): void {
+    this.contestedUntil = Math.max(this.contestedUntil, untilMs);
+  }
+
+  private leaving(): boolean {
+    return this.o.leaving?.() ?? false;
+  }
+
   /**
    * A tail push (tick with tail) that did not reach its peer: the next push sends its deltas
    * again. Its full states need nothing: Algorithm 2 plans them again while the peer's ack stays behind.
@@ -466,7 +479,7 @@ export class GossipExchange {
 
   /** A frame of this node's with these payloads (its boot id and dropped partitions on it). */
   private frame(payloads: GossipFrame["payloads"]): GossipFrame {
-    return { cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), mac: NO_MAC };
+    return { cluster: this.o.cluster, from: this.self, frameId: ++this.frameId, payloads, acks: [], partitions: this.o.partitions, boot: this.o.boot, dropped: this.dropped(), leaving: this.leaving(), mac: NO_MAC };
   }
 
   /** The chunks of a full-state stream of these partitions (state-stream.ts); returns how many it covered. */
@@ -524,8 +537,10 @@ export class GossipExchange {
    * acked: its acks go back to 0 (full state next) and the acks of this reply, which promise only
    * what this frame carried, are ignored.
    */
-  onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>, dropped: readonly PartitionDrop[] = [], resetsAtSend?: number): void {
+  onReply(from: string, boot: bigint, acks: ReadonlyArray<{ partition: number; seq: bigint }>, dropped: readonly PartitionDrop[] = [], resetsAtSend?: number, leaving?: boolean): void {
     this.greeted.add(from);
+    // A GossipReply says whether the peer leaves; a StateReply does not (undefined).
+    if (leaving !== undefined) this.o.onPeerHeard?.(from, leaving);
     if (this.noticeBoot(from, boot)) return;
     // Acks answer what was sent: if the peer's acks were reset since (a restart or a drop it told
     // of meanwhile), that send was planned on acks that no longer hold, and its acks prove nothing.
@@ -633,6 +648,8 @@ export class GossipExchange {
   async receiveFrame(f: GossipFrame): Promise<Answer<GossipReply>> {
     const bad = this.checkPeer(f.cluster, f.from, f.partitions);
     if (bad) return bad;
+    // Before the payloads: a leaving sender's partitions are taken (and held) as its successor's.
+    this.o.onPeerHeard?.(f.from, f.leaving);
     this.noticeBoot(f.from, f.boot);
     const reset = this.noticeDrops(f.from, f.dropped);
     const decoded: Array<{ partition: number; kind: PayloadKind; seq: number; keys: KeyedStates; bytes: number }> = [];
@@ -689,7 +706,7 @@ export class GossipExchange {
       for (const g of gates) this.gate.closeGate(g);
     }
     this.takeAcks(f.from, f.acks, reset);
-    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, mac: NO_MAC } };
+    return { reply: { from: this.self, acks: acks.map(ackToProto), boot: this.o.boot, dropped: this.dropped(), frameId: f.frameId, leaving: this.leaving(), mac: NO_MAC } };
   }
 
   /**

@@ -67,8 +67,8 @@ export class HandOff {
   private seenVersion: number;
   private stableSince: number;
   private running = false;
-  /** Partition → until when it is kept here although not owned (takenAsSuccessor). */
-  private readonly successorHolds = new Map<number, number>();
+  /** Partition → the owner it was taken from, and until when it is kept here although not owned (takenAsSuccessor). */
+  private readonly successorHolds = new Map<number, { from: string; until: number }>();
   /** A failure that recurs every run (no owner reachable) is warned about once a minute. */
   private readonly failureLog = logThrottle(60_000);
 
@@ -84,19 +84,23 @@ export class HandOff {
    * that owner is gone: the owner is leaving and ships what only it may hold (with R = 1,
    * everything). In this node's view the owner is still there and has acknowledged it all, so
    * without a hold the copy would be dropped as handed back, and the owner would then leave with
-   * the only other copy. Kept from a drop for successorHoldMs after the last such receipt; by then
-   * the owner has left and the partition is owned here, or, when views only differed, it is
-   * dropped as usual.
+   * the only other copy. Kept from a drop while that owner, having said it leaves
+   * (GossipFrame.leaving), is still in this node's view, however long its leave takes to arrive
+   * (a lost leave is only found by failure detection); once it is gone the partition is owned
+   * here. From an owner that did not say it leaves (views that only differed, or an earlier
+   * version), kept for successorHoldMs after the last such receipt, then dropped as usual.
    */
-  takenAsSuccessor(partition: number): void {
+  takenAsSuccessor(partition: number, from: string): void {
     this.mayHold.add(partition);
-    this.successorHolds.set(partition, this.o.now() + (this.o.successorHoldMs ?? SUCCESSOR_HOLD_MS));
+    this.successorHolds.set(partition, { from, until: this.o.now() + (this.o.successorHoldMs ?? SUCCESSOR_HOLD_MS) });
   }
 
   private held(partition: number): boolean {
-    const until = this.successorHolds.get(partition);
-    if (until === undefined) return false;
-    if (this.o.now() < until) return true;
+    const hold = this.successorHolds.get(partition);
+    if (hold === undefined) return false;
+    const own = this.o.ownership;
+    if (own.isLeaving(hold.from) && own.addressOf(hold.from) !== undefined) return true;
+    if (this.o.now() < hold.until) return true;
     this.successorHolds.delete(partition);
     return false;
   }

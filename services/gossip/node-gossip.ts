@@ -168,6 +168,14 @@ export class NodeGossip {
   /** Every live member (frames are accepted from them); peers holds the overlay's choice. */
   private live = new Set<string>();
   private stopped = false;
+  /**
+   * While shipping (ship): each neighbour heard from since, with whether it said it is leaving
+   * too. Only those heard from, and not leaving, are counted as holding what they acknowledged:
+   * a neighbour that stops at the same time would leave with it.
+   */
+  private shipHeard: Map<string, boolean> | undefined;
+  /** Neighbours whose last frame or reply said they are leaving. */
+  private readonly peersLeaving = new Set<string>();
   /** Neighbours that do not serve Gossip/Contexts (an older version): they get full state. */
   private readonly noContexts = new Set<string>();
   private ticking = false;
@@ -231,6 +239,8 @@ export class NodeGossip {
         maxBufferedStateElements: o.maxBufferedStateElements,
         boot: randomBytes(8).readBigUInt64BE(0) | 1n,
         random: o.random ?? Math.random,
+        leaving: () => self?.shipHeard !== undefined,
+        onPeerHeard: (peer, leaving) => self?.peerHeard(peer, leaving),
         accepts:
           o.ownership === undefined || o.ownership.full
             ? undefined
@@ -238,7 +248,7 @@ export class NodeGossip {
                 if (o.ownership!.owns(p)) return true;
                 if (!o.ownership!.ownsOnceGone(p, from)) return false;
                 // Taken from its owner as its successor: not to be dropped as handed back (hand-off.ts).
-                self?.handOff?.takenAsSuccessor(p);
+                self?.handOff?.takenAsSuccessor(p, from);
                 return true;
               },
         settleMs: o.settleMs,
@@ -357,22 +367,44 @@ export class NodeGossip {
     }
     const own = this.o.ownership;
     const placed = own !== undefined && !own.full;
+    // From now on this node's frames and replies say it leaves; each neighbour is greeted every
+    // period, so that its answer says whether it leaves too.
+    const heard = new Map<string, boolean>();
+    this.shipHeard = heard;
+    this.x.greetEveryNeighbourUntil(until);
     if (placed) {
       own.startLeaving();
       this.x.engine.setPartitionPeers((p) => own.peersOf(p));
       this.schedulePush();
     }
+    const judge = { isPeer: (id: string) => !this.peersLeaving.has(id), counts: (id: string) => heard.get(id) === false };
     // Deferred removes wait on this node alone: while leaving, every one goes to an owner (hand-off).
-    const unshipped = () => this.x.engine.unshipped().length + (placed && this.handOff !== undefined ? this.o.store.keysWithPendingRemoves().length : 0);
+    const unshipped = () => this.x.engine.unshipped(judge).length + (placed && this.handOff !== undefined ? this.o.store.keysWithPendingRemoves().length : 0);
     let left = unshipped();
+    // Every period at least: a greeting out and its answer back.
+    if (left > 0) void this.tick();
     while (left > 0 && Date.now() < until && !this.stopped) {
       // Periods without waiting for the timer (each exchanges with a neighbour not busy): a
       // partition that must go whole to its next owners should not wait a gossip interval per peer.
-      if (placed) void this.tick();
+      void this.tick();
       await new Promise((r) => setTimeout(r, Math.min(25, this.o.intervalMs)));
       left = unshipped();
     }
     return { unshipped: left, waitedMs: Date.now() - started };
+  }
+
+  /**
+   * A neighbour's frame or reply said whether it is leaving. A node that leaves does not count
+   * one that leaves too among those its partitions go to (ship), and takes nothing over from one
+   * (Ownership.ownsOnceGone); one that stays keeps what a leaving owner sent it (hand-off.ts).
+   */
+  private peerHeard(peer: string, leaving: boolean): void {
+    this.shipHeard?.set(peer, leaving);
+    if (leaving) this.peersLeaving.add(peer);
+    else this.peersLeaving.delete(peer);
+    const own = this.o.ownership;
+    if (own === undefined || own.full || !own.peerLeaving(peer, leaving)) return;
+    if (own.leaving) this.x.engine.setPartitionPeers((p) => own.peersOf(p));
   }
 
   async stop(): Promise<void> {
@@ -571,7 +603,7 @@ export class NodeGossip {
     const frames = out.frames.length === 0 ? Promise.resolve() : guarded(async (c) => {
       for (const frame of out.frames) {
         const reply = await this.exchange(out.to, c, frame);
-        this.x.onReply(out.to, reply.boot, reply.acks, reply.dropped, resets);
+        this.x.onReply(out.to, reply.boot, reply.acks, reply.dropped, resets, reply.leaving);
       }
       const link = this.peers.get(out.to);
       if (push && link !== undefined) link.pushFailures = 0;

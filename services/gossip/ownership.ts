@@ -11,10 +11,12 @@ export class Ownership {
   private members = new Map<string, string>();
   private table: string[][];
   private changes = 0;
-  /** Placements over the live members without one of them, by that member (cleared on a view change). */
+  /** Placements over the live members without some of them, by those members (cleared on a view change). */
   private readonly without = new Map<string, string[][]>();
   /** This node is leaving: it owns nothing, and a partition's peers are its owners once it is gone. */
   private leavingNow = false;
+  /** Members that said they are leaving (GossipFrame.leaving): not counted among the owners a leaving node ships to. */
+  private readonly leavingPeers = new Set<string>();
   /** Per partition: when (the caller's clock, setLive) its owners last changed; -Infinity: never. */
   private readonly movedAt: number[];
   /**
@@ -58,6 +60,7 @@ export class Ownership {
     for (const [id, address] of live) if (id !== this.self) next.set(id, address);
     this.members = next;
     this.without.clear();
+    for (const id of this.leavingPeers) if (!next.has(id)) this.leavingPeers.delete(id);
     const table = placement(next.keys(), this.partitions, this.factor);
     let moved = false;
     table.forEach((owners, p) => {
@@ -124,17 +127,43 @@ export class Ownership {
   }
 
   /**
-   * Whether this node owns the partition, or would once `absent` is gone: a leaving owner ships
+   * Whether this node owns the partition, or would once `absent` (and the members that said they
+   * leave) are gone: a leaving owner ships
    * its partitions to those who take them over before it goes (startLeaving), and they take them.
    */
   ownsOnceGone(partition: number, absent: string): boolean {
-    return this.owns(partition) || this.tableWithout(absent)[partition]!.includes(this.self);
+    // A leaving node takes nothing over: what it took would leave with it.
+    if (this.leavingNow) return false;
+    // Members that said they leave are gone too by then.
+    return this.owns(partition) || this.tableWithout(absent, ...this.leavingPeers)[partition]!.includes(this.self);
   }
 
-  /** The other owners of a partition: those this node exchanges it with (while leaving: its owners once this node is gone). */
+  /**
+   * The other owners of a partition: those this node exchanges it with (while leaving: its owners
+   * once this node and the members that said they leave too are gone).
+   */
   peersOf(partition: number): string[] {
-    const table = this.leavingNow ? this.tableWithout(this.self) : this.table;
+    const table = this.leavingNow ? this.tableWithout(this.self, ...this.leavingPeers) : this.table;
     return table[partition]!.filter((id) => id !== this.self);
+  }
+
+  /** This node is leaving (startLeaving). */
+  get leaving(): boolean {
+    return this.leavingNow;
+  }
+
+  /** A member said whether it is leaving (its gossip frames and replies). Returns true when that changed. */
+  peerLeaving(id: string, leaving: boolean): boolean {
+    if (id === this.self || leaving === this.leavingPeers.has(id)) return false;
+    if (leaving && !this.members.has(id)) return false;
+    if (leaving) this.leavingPeers.add(id);
+    else this.leavingPeers.delete(id);
+    return true;
+  }
+
+  /** Whether a member said it is leaving. */
+  isLeaving(id: string): boolean {
+    return this.leavingPeers.has(id);
   }
 
   /**
@@ -149,11 +178,12 @@ export class Ownership {
     this.changes++;
   }
 
-  private tableWithout(absent: string): string[][] {
-    let t = this.without.get(absent);
+  private tableWithout(...absent: string[]): string[][] {
+    const key = [...new Set(absent)].sort().join("\n");
+    let t = this.without.get(key);
     if (t === undefined) {
-      t = placement([...this.members.keys()].filter((id) => id !== absent), this.partitions, this.factor);
-      this.without.set(absent, t);
+      t = placement([...this.members.keys()].filter((id) => !absent.includes(id)), this.partitions, this.factor);
+      this.without.set(key, t);
     }
     return t;
   }

@@ -389,7 +389,7 @@ export class GossipSimulation {
       }
       case "reply": {
         const r = this.decode(() => GossipReply.decode(msg.bytes));
-        if (r !== undefined) n.x.onReply(from, r.boot, r.acks, r.dropped, msg.resets);
+        if (r !== undefined) n.x.onReply(from, r.boot, r.acks, r.dropped, msg.resets, r.leaving);
         return;
       }
       case "state-reply": {

@@ -41,7 +41,7 @@ export async function startFakePeer(host: string, nodeId: string, keys?: Cluster
   const gossip: GossipServer = {
     exchange: (c, cb) => {
       count("exchange");
-      cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT, dropped: [], frameId: c.request.frameId, mac: Buffer.alloc(0) });
+      cb(null, { from: nodeId, acks: c.request.payloads.map((p) => ({ partition: p.partition, seq: p.seq })), boot: FAKE_BOOT, dropped: [], frameId: c.request.frameId, leaving: false, mac: Buffer.alloc(0) });
     },
     // Not served: the node falls back to Exchange calls for this peer (as for an older version).
     exchangeStream: (c) => {

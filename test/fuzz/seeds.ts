@@ -102,6 +102,7 @@ export function seedFrames(ctx: SeedContext): MethodSeeds[] {
       acks: random() ? [{ partition: randomInt(r, ctx.partitions), seq: BigInt(randomInt(r, 5)) }] : [],
       boot: 42n,
       dropped: random() ? [{ partition: randomInt(r, ctx.partitions), count: BigInt(randomInt(r, 3)) }] : [],
+      leaving: random(),
       mac: Buffer.alloc(0),
     });
     function random() {

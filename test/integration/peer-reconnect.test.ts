@@ -33,7 +33,7 @@ async function attempts(options: grpc.ChannelOptions, ms: number): Promise<numbe
     const until = Date.now() + ms;
     while (Date.now() < until) {
       const err = await new Promise<grpc.ServiceError | null>((resolve) =>
-        client.exchange({ cluster: "", from: "", frameId: 0n, payloads: [], acks: [], partitions: 0, boot: 0n, dropped: [], mac: Buffer.alloc(0) }, new grpc.Metadata(), { deadline: Date.now() + 1000 }, (e) => resolve(e)),
+        client.exchange({ cluster: "", from: "", frameId: 0n, payloads: [], acks: [], partitions: 0, boot: 0n, dropped: [], leaving: false, mac: Buffer.alloc(0) }, new grpc.Metadata(), { deadline: Date.now() + 1000 }, (e) => resolve(e)),
       );
       assert.ok(err !== null && err.code === grpc.status.UNAVAILABLE, `a call to a peer that resets every connection fails UNAVAILABLE: ${err?.code}`);
       await new Promise((r) => setTimeout(r, 20));

@@ -60,7 +60,7 @@ async function scrape(n: NodeProcess): Promise<string> {
   return (await fetch(endpoint)).text();
 }
 
-const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n, dropped: [], mac: Buffer.alloc(0) });
+const exchangeFrame = (from: string) => ({ cluster: "deltaset", from, frameId: 1n, payloads: [], acks: [], partitions: 64, boot: 0n, dropped: [], leaving: false, mac: Buffer.alloc(0) });
 
 before(async () => {
   clusterCa = makeCa(dir, "cluster-ca");

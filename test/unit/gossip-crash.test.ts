@@ -323,6 +323,7 @@ describe("the simulator runs the node's receive path", () => {
         partitions: 2,
         boot: 1n,
         dropped: [],
+        leaving: false,
         mac: Buffer.alloc(0),
       }).finish(),
       resets: 0,

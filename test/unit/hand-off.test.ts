@@ -95,7 +95,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const p = partitionOf(taken, P);
     const r = await store.add(taken, [b("x")]);
     e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
-    h.takenAsSuccessor(p);
+    h.takenAsSuccessor(p, "b");
     // b holds it all and says so: without the hold this is a drop, and b would leave with the only other copy.
     e.onAcks("b", [{ partition: p, seq: e.seq(p) }]);
     assert.deepEqual(h.ready().map((x) => x.partition), [], "held after the successor's receipt");
@@ -108,6 +108,33 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     assert.deepEqual(h.ready().map((x) => x.partition), [p]);
     await h.run();
     assert.equal(await held(store, taken), false);
+    await store.close();
+  });
+
+  it("a partition taken from an owner that said it leaves is kept while that owner is in the view, however long", async () => {
+    const { store, own, engine } = await setup("successor-leaving");
+    const e = engine();
+    let now = 5000;
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => now, successorHoldMs: 10_000 });
+    const taken = keyWhere((p) => !own.owns(p) && own.peersOf(p)[0] === "b" && own.ownsOnceGone(p, "b"), "taken-leaving", P);
+    const p = partitionOf(taken, P);
+    const r = await store.add(taken, [b("x")]);
+    e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
+    assert.equal(own.peerLeaving("b", true), true);
+    h.takenAsSuccessor(p, "b");
+    e.onAcks("b", [{ partition: p, seq: e.seq(p) }]);
+    // b's leave has not arrived (lost, or b stalled before sending it): a time-based hold ran out
+    // here and dropped the copy b then left without.
+    now += 60_000;
+    assert.deepEqual(h.ready().map((x) => x.partition), [], "held while b, leaving, is in the view");
+    await h.run();
+    assert.equal(await held(store, taken), true);
+    // b is gone: the partition is this node's.
+    own.setLive(new Map([["c", "127.0.0.1:3"]]));
+    assert.ok(own.owns(p));
+    now += 60_000;
+    await h.run();
+    assert.equal(await held(store, taken), true);
     await store.close();
   });
 

@@ -92,7 +92,7 @@ describe("GossipExchange: a local change during a frame's joins", () => {
       const p = partitionOf(key, P);
       const received = AWSet.bottom().add("z", [Buffer.from("from-b")]);
       const frame: GossipFrame = {
-        cluster: "t", from: "b", partitions: P, boot: 3n, frameId: 1n, acks: [], dropped: [], mac: Buffer.alloc(0),
+        cluster: "t", from: "b", partitions: P, boot: 3n, frameId: 1n, acks: [], dropped: [], leaving: false, mac: Buffer.alloc(0),
         payloads: [{ partition: p, kind: PayloadKind.DELTA, seq: 1n, keys: keyedToProto(new Map([[key, { type: ObjectType.AWSET, state: received }]]), Date.now()) }],
       };
       const answering = x.receiveFrame(frame); // joins the key: awaits the store

@@ -42,7 +42,7 @@ describe("receiving a frame of many keys", () => {
       byPartition.get(p)!.set(key, { type: ObjectType.AWSET, state: AWSet.bottom().add("z", [Buffer.from(`${key}-e`)]) });
     }
     const frame: GossipFrame = {
-      cluster: "t", from: "b", partitions: P, boot: 3n, frameId: 1n, acks: [], dropped: [], mac: Buffer.alloc(0),
+      cluster: "t", from: "b", partitions: P, boot: 3n, frameId: 1n, acks: [], dropped: [], leaving: false, mac: Buffer.alloc(0),
       payloads: [...byPartition].map(([partition, states]) => ({ partition, kind: PayloadKind.DELTA, seq: 5n, keys: keyedToProto(states, Date.now()) })),
     };
     const before = store.stats().batches;

@@ -99,7 +99,7 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
   const P = 4;
   const key = "prob";
   const frameOf = (state: AWSetProb, id: bigint): GossipFrame => ({
-    cluster: "t", from: "b", partitions: P, boot: 3n, frameId: id, acks: [], dropped: [], mac: Buffer.alloc(0),
+    cluster: "t", from: "b", partitions: P, boot: 3n, frameId: id, acks: [], dropped: [], leaving: false, mac: Buffer.alloc(0),
     payloads: [{ partition: partitionOf(key, P), kind: PayloadKind.DELTA, seq: id, keys: keyedToProto(new Map([[key, { type: ObjectType.AWSET_PROB, state }]]), Date.now()) }],
   });
   async function exchange(settleMaxBytes?: number, settleBytesPerPeriod?: number, more: { settleMaxWaitMs?: number; clock?: () => number } = {}) {
@@ -150,7 +150,7 @@ describe("GossipExchange: settle announcements of a probabilistic set", () => {
         const remote = AWSetProb.bottom(DEFAULT_AWSET_PROB_PARAMS);
         remote.joinInPlace(remote.addDelta(Buffer.from("e"), BigInt(100 + i)));
         const frame: GossipFrame = {
-          cluster: "t", from: "b", partitions: P, boot: 3n, frameId: BigInt(i + 1), acks: [], dropped: [], mac: Buffer.alloc(0),
+          cluster: "t", from: "b", partitions: P, boot: 3n, frameId: BigInt(i + 1), acks: [], dropped: [], leaving: false, mac: Buffer.alloc(0),
           payloads: [{ partition: partitionOf(k, P), kind: PayloadKind.DELTA, seq: BigInt(i + 1), keys: keyedToProto(new Map([[k, { type: ObjectType.AWSET_PROB, state: remote }]]), Date.now()) }],
         };
         assert.ok("reply" in (await x.receiveFrame(frame)));

@@ -49,7 +49,7 @@ async function members(store: Store, key: string): Promise<string[]> {
 }
 
 function frame(payloads: GossipFrame["payloads"]): GossipFrame {
-  return { cluster: "t", from: "b", partitions: P, boot: 3n, frameId: 1n, acks: [], dropped: [], mac: Buffer.alloc(0), payloads };
+  return { cluster: "t", from: "b", partitions: P, boot: 3n, frameId: 1n, acks: [], dropped: [], leaving: false, mac: Buffer.alloc(0), payloads };
 }
 
 function wholeKeyChunk(first: boolean, key: string, type: ObjectType, payload: Buffer, ctx: AWSet["ctx"]): StateChunk {

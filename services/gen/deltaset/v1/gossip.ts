@@ -136,6 +136,13 @@ export interface GossipFrame {
   /** The partitions the sender dropped (see PartitionDrop). */
   dropped: PartitionDrop[];
   /**
+   * The sender is leaving the cluster and ships what it holds to the owners it leaves its
+   * partitions to: a receiver that is leaving too refuses them and is not counted among those
+   * owners, and one that takes a partition from it as its successor keeps it until the sender has
+   * left its view. Declared before mac, which stays the last field written.
+   */
+  leaving: boolean;
+  /**
    * ExchangeStream with a cluster key: HMAC-SHA256 under the sender's signing key over
    * "deltaset-peer-stream/v1", "frame", the method path, the stream's proof nonce, the frame's
    * index on the stream (0, 1, ...) and the SHA-256 (hex) of the frame's bytes without this field,
@@ -161,6 +168,11 @@ export interface GossipReply {
   dropped: PartitionDrop[];
   /** The frame_id of the frame answered (on ExchangeStream, replies also come in frame order). */
   frameId: bigint;
+  /**
+   * The receiver is leaving the cluster: its acknowledgements do not make a leaving sender's
+   * partitions shipped (see GossipFrame.leaving). Declared before mac.
+   */
+  leaving: boolean;
   /**
    * ExchangeStream with a cluster key: as GossipFrame.mac, with "reply" and the reply's index on
    * the stream, under the receiver's signing key. Declared last: it must stay the last field written.
@@ -746,6 +758,7 @@ function createBaseGossipFrame(): GossipFrame {
     partitions: 0,
     boot: 0n,
     dropped: [],
+    leaving: false,
     mac: Buffer.alloc(0),
   };
 }
@@ -781,6 +794,9 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     }
     for (const v of message.dropped) {
       PartitionDrop.encode(v!, writer.uint32(66).fork()).join();
+    }
+    if (message.leaving !== false) {
+      writer.uint32(80).bool(message.leaving);
     }
     if (message.mac.length !== 0) {
       writer.uint32(74).bytes(message.mac);
@@ -865,6 +881,14 @@ export const GossipFrame: MessageFns<GossipFrame> = {
             message.dropped.push(PartitionDrop.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.leaving = reader.bool();
+            continue;
+          }
           case 9: {
             if (tag !== 74) {
               break;
@@ -899,6 +923,7 @@ export const GossipFrame: MessageFns<GossipFrame> = {
       dropped: globalThis.Array.isArray(object?.dropped)
         ? object.dropped.map((e: any) => PartitionDrop.fromJSON(e))
         : [],
+      leaving: isSet(object.leaving) ? globalThis.Boolean(object.leaving) : false,
       mac: isSet(object.mac) ? Buffer.from(bytesFromBase64(object.mac)) : Buffer.alloc(0),
     };
   },
@@ -929,6 +954,9 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     if (message.dropped?.length) {
       obj.dropped = message.dropped.map((e) => PartitionDrop.toJSON(e));
     }
+    if (message.leaving !== false) {
+      obj.leaving = message.leaving;
+    }
     if (message.mac.length !== 0) {
       obj.mac = base64FromBytes(message.mac);
     }
@@ -948,13 +976,14 @@ export const GossipFrame: MessageFns<GossipFrame> = {
     message.partitions = object.partitions ?? 0;
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     message.dropped = object.dropped?.map((e) => PartitionDrop.fromPartial(e)) || [];
+    message.leaving = object.leaving ?? false;
     message.mac = object.mac ?? Buffer.alloc(0);
     return message;
   },
 };
 
 function createBaseGossipReply(): GossipReply {
-  return { from: "", acks: [], boot: 0n, dropped: [], frameId: 0n, mac: Buffer.alloc(0) };
+  return { from: "", acks: [], boot: 0n, dropped: [], frameId: 0n, leaving: false, mac: Buffer.alloc(0) };
 }
 
 export const GossipReply: MessageFns<GossipReply> = {
@@ -979,6 +1008,9 @@ export const GossipReply: MessageFns<GossipReply> = {
         throw new globalThis.Error("value provided for field message.frameId of type uint64 too large");
       }
       writer.uint32(40).uint64(message.frameId);
+    }
+    if (message.leaving !== false) {
+      writer.uint32(56).bool(message.leaving);
     }
     if (message.mac.length !== 0) {
       writer.uint32(50).bytes(message.mac);
@@ -1039,6 +1071,14 @@ export const GossipReply: MessageFns<GossipReply> = {
             message.frameId = reader.uint64() as bigint;
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.leaving = reader.bool();
+            continue;
+          }
           case 6: {
             if (tag !== 50) {
               break;
@@ -1068,6 +1108,7 @@ export const GossipReply: MessageFns<GossipReply> = {
         ? object.dropped.map((e: any) => PartitionDrop.fromJSON(e))
         : [],
       frameId: isSet(object.frameId) ? BigInt(object.frameId) : isSet(object.frame_id) ? BigInt(object.frame_id) : 0n,
+      leaving: isSet(object.leaving) ? globalThis.Boolean(object.leaving) : false,
       mac: isSet(object.mac) ? Buffer.from(bytesFromBase64(object.mac)) : Buffer.alloc(0),
     };
   },
@@ -1089,6 +1130,9 @@ export const GossipReply: MessageFns<GossipReply> = {
     if (message.frameId !== 0n) {
       obj.frameId = message.frameId.toString();
     }
+    if (message.leaving !== false) {
+      obj.leaving = message.leaving;
+    }
     if (message.mac.length !== 0) {
       obj.mac = base64FromBytes(message.mac);
     }
@@ -1105,6 +1149,7 @@ export const GossipReply: MessageFns<GossipReply> = {
     message.boot = (object.boot !== undefined && object.boot !== null) ? BigInt(object.boot) : 0n;
     message.dropped = object.dropped?.map((e) => PartitionDrop.fromPartial(e)) || [];
     message.frameId = (object.frameId !== undefined && object.frameId !== null) ? BigInt(object.frameId) : 0n;
+    message.leaving = object.leaving ?? false;
     message.mac = object.mac ?? Buffer.alloc(0);
     return message;
   },
