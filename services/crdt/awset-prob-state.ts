@@ -34,7 +34,8 @@
 //   - x ⊔ x = x;
 //   - the store of a ⊔ b equals the store of b ⊔ a (the filters in general differ: apbf-union.ts);
 //   - a dot held by both sides survives; a dot is dropped only on a positive answer of the other
-//     side's filter, so an add concurrent with everything is lost only by a false positive;
+//     side's list, else its filter, so an add concurrent with everything is lost only by a false
+//     positive;
 //   - a remove is not undone by a stale replica while the remover's filter still holds the dot
 //     (no false negatives inside the window: fewer than l+1 shifts since the remove).
 // What is probabilistic: lost adds (false positives, rate ≈ the filter's estimatedFp) and

@@ -311,6 +311,8 @@ export class NodeGossip {
   /** The live peers (node id → advertised address); the overlay picks the neighbours among them. */
   setPeers(live: ReadonlyMap<string, string>): void {
     this.live = new Set(live.keys());
+    // A member that left the view and comes back under its id is not leaving until it says so.
+    for (const id of this.peersLeaving) if (!this.live.has(id)) this.peersLeaving.delete(id);
     const placed = this.o.ownership !== undefined && !this.o.ownership.full;
     // With placement a partition's peers are its owners, whoever they are: every live member is a neighbour.
     const chosen = new Set(placed ? live.keys() : overlayNeighbours(this.o.overlay ?? "all", this.o.store.nodeId, live.keys()));

@@ -131,10 +131,10 @@ export class GroupCommit {
   }
 
   /**
-   * Refuse every later write (StoreClosedError), once drain() found the queue empty and before the
-   * database closes: an operation that started before the store closed and writes after (a state
-   * stream still arriving from a peer) would otherwise fail on the closed database as a storage
-   * failure, which stops the node with exit 1 on a clean shutdown.
+   * Refuse every later write (StoreClosedError); what is queued is still written (drain). Called
+   * before the database closes: an operation that started before the store closed and writes after
+   * (a state stream still arriving from a peer) would otherwise fail on the closed database as a
+   * storage failure, which stops the node with exit 1 on a clean shutdown.
    */
   close(): void {
     this.closed = true;

@@ -36,10 +36,10 @@ const BLOOM = new Set<ObjectType>([ObjectType.GBF, ObjectType.SCGBF]);
 for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 36 }));
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record while small,
 // then a base and a log. Its join is not associative, so the log records each join an operation
-// made (a batch's steps), never a join of them, and replaying them in order gives the state. A delta
-// with tombstones that does not list them (the new part of a whole state taken in) is costly to
-// replay: its join asks its filter about every live dot, so a log holds only a few of them; an
-// operation's own deltas list their removed dots and replay in the time of the list. A join answers the dots the filter refuses with a
+// made (a batch's steps), never a join of them, and replaying them in order gives the state. A
+// received state with tombstones that does not list them (a whole state, or a delta of an earlier
+// version) is costly to replay: its join asks its filter about every live dot, so a log holds only
+// a few of them; deltas that list their removed dots replay in the time of the list. A join answers the dots the filter refuses with a
 // remove of this node's own (AWSetProb.refusalOf), so that a false positive does not keep replicas apart.
 registerLayout(
   ObjectType.AWSET_PROB,

@@ -92,8 +92,10 @@ export abstract class StoreCore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Refused from now on, before the drain: a write queued in a microtask between the drain's
+    // end and the close would otherwise reach the closed database.
+    this.commit.close();
     await this.commit.drain();
-    this.commit.close(); // no await since drain: nothing was queued in between
     await this.db.close();
   }
 

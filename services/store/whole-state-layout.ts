@@ -57,8 +57,9 @@ export interface WholeStateOptions<S> {
 /** The deltas are folded into a new base when they outgrow base / COMPACT_SHARE. */
 const COMPACT_SHARE = 8;
 /**
- * At most this many costly deltas (WholeStateOptions.costly) in a log. An AWSET_PROB remove's
- * replay walks every live dot (about 5 ms at 50k elements), the base decodes in 50 ms.
+ * At most this many costly deltas (WholeStateOptions.costly) in a log. An AWSET_PROB join of an
+ * unlisted state with tombstones walks every live dot on replay (about 5 ms at 50k elements), the
+ * base decodes in 50 ms.
  */
 const COSTLY_DELTAS = 8;
 
