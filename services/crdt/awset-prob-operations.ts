@@ -9,6 +9,7 @@ import { AWSetProb, AWSetProbLattice } from "./awset-prob.js";
 import { apbfByteSize, strategyName } from "./apbf-params.js";
 import { probSetParams } from "./awset-prob-params.js";
 import { ObjectType, registerLattice } from "./lattice.js";
+import { TombstonesSaturatedError } from "./errors.js";
 import { type ClientOperations, type MutatorEnv, registerOperations } from "./operations.js";
 
 /** A dot no replica is using and the filter does not report (bounded: a full filter reports everything). */
@@ -17,7 +18,7 @@ function freshDot(s: AWSetProb, env: MutatorEnv): bigint {
     const d = env.randomId();
     if (s.isFreshDot(d)) return d;
   }
-  throw new RangeError("no fresh dot after 64 draws: the tombstone filter reports almost every id");
+  throw new TombstonesSaturatedError(64, s.tombstones.estimatedFp());
 }
 
 /**

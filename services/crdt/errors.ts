@@ -33,6 +33,20 @@ export class UnknownTypeError extends Error {
  * sizes, hash families). Nothing was changed. Gossip skips such a key (and counts it) instead of
  * refusing the whole frame; Merge answers FAILED_PRECONDITION.
  */
+/**
+ * An AWSET_PROB Add found no fresh dot: its tombstone filter reports almost every id (a
+ * whole-filter key's unions overfill its older slices as removes come). Nothing was added.
+ */
+export class TombstonesSaturatedError extends Error {
+  override readonly name = "TombstonesSaturatedError";
+  constructor(draws: number, estimatedFp: number) {
+    super(
+      `no fresh dot after ${draws} draws: this AWSET_PROB key's tombstone filter reports almost every id (estimated false-positive rate ${estimatedFp.toFixed(3)}); nothing was added. ` +
+        "Its filter fills as removes come (a whole-filter key's unions overfill its older slices): use a key with a larger capacity or another union strategy",
+    );
+  }
+}
+
 export class JoinConflictError extends Error {
   override readonly name: string = "JoinConflictError";
 }

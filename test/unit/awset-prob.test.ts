@@ -15,7 +15,7 @@ import {
   makeAWSetProbLattice,
   toDot,
 } from "../../services/crdt/awset-prob.js";
-import { DecodeError } from "../../services/crdt/errors.js";
+import { DecodeError, TombstonesSaturatedError } from "../../services/crdt/errors.js";
 import { ObjectType } from "../../services/crdt/lattice.js";
 import { SplitMix64 } from "../helpers/splitmix64.js";
 
@@ -252,6 +252,27 @@ describe("AWSET_PROB batch deltas", () => {
     assert.equal(steps.length, 3);
     assert.deepEqual(removed.takeSteps(), [removed], "handed over once");
     assert.equal(s.size, 0);
+  });
+
+  it("an Add that finds no fresh dot is refused RESOURCE_EXHAUSTED with what to do, and changes nothing", async () => {
+    const { operationsFor } = await import("../../services/crdt/index.js");
+    const { toServiceError } = await import("../../services/replica/errors.js");
+    const ops = operationsFor(ObjectType.AWSET_PROB)!;
+    const s = ops.create({ capacity: 4096 }) as AWSetProb;
+    ops.add(s, [Buffer.from("a")], { replica: "r", random: () => 0.5, randomId: () => 7n });
+    // Every draw is a dot the set holds (as every draw is one its filter reports, once saturated).
+    const err = (() => {
+      try {
+        ops.add(s, [Buffer.from("b")], { replica: "r", random: () => 0.5, randomId: () => 7n });
+      } catch (e) {
+        return e;
+      }
+    })();
+    assert.ok(err instanceof TombstonesSaturatedError);
+    const e = toServiceError(err, () => assert.fail("not unexpected"));
+    assert.equal(e.code, 8); // RESOURCE_EXHAUSTED
+    assert.match(e.details!, /no fresh dot after 64 draws.*nothing was added.*larger capacity or another union strategy/);
+    assert.deepEqual(s.elements().map(String), ["a"]);
   });
 });
 
