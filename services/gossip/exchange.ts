@@ -329,6 +329,11 @@ export class GossipExchange {
     return held === undefined ? oldest : Math.max(oldest, this.ageClock() - held);
   }
 
+  /** Whether durable local changes of partition p wait behind received payloads (local-gate.ts): not in the buffer, no seq yet. */
+  localChangesWaiting(partition: number): boolean {
+    return this.gate.holds(partition);
+  }
+
   /** A durable local change of key (behind the new parts of frames being joined: local-gate.ts). */
   local(key: string, type: ObjectType, delta: unknown): void {
     this.changedHere(key, type);

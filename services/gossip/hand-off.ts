@@ -41,6 +41,12 @@ export interface HandOffOptions {
   log: Logger;
   /** No drop until the placement has not changed for this long (ms): views settle first. */
   graceMs: number;
+  /**
+   * Whether durable local changes of a partition wait outside the engine's buffer (the gossip's
+   * local gate, behind a received stream being joined): they have no seq yet, so the owners'
+   * acks cannot cover them, and the partition is not dropped meanwhile. Default: none wait.
+   */
+  localChangesWaiting?: (partition: number) => boolean;
   now: () => number;
   /**
    * Give a deferred remove of a key to one of its owners (the element and the dots it waits for,
@@ -125,7 +131,7 @@ export class HandOff {
     if (now() - this.stableSince < this.o.graceMs) return [];
     const out: Array<{ partition: number; seq: number; version: number }> = [];
     for (const p of this.mayHold) {
-      if (own.owns(p) || this.held(p)) continue;
+      if (own.owns(p) || this.held(p) || this.o.localChangesWaiting?.(p) === true) continue;
       const seq = engine.seq(p);
       if (seq !== 0 && this.acked(p, seq)) out.push({ partition: p, seq, version: own.version });
     }
@@ -145,7 +151,14 @@ export class HandOff {
    */
   private stillReady(r: { partition: number; seq: number; version: number }): boolean {
     const { engine, ownership } = this.o;
-    return engine.seq(r.partition) === r.seq && ownership.version === r.version && !ownership.owns(r.partition) && !this.held(r.partition) && this.acked(r.partition, r.seq);
+    return (
+      engine.seq(r.partition) === r.seq &&
+      ownership.version === r.version &&
+      !ownership.owns(r.partition) &&
+      !this.held(r.partition) &&
+      this.o.localChangesWaiting?.(r.partition) !== true &&
+      this.acked(r.partition, r.seq)
+    );
   }
 
   /** Hand over deferred removes of keys not owned here, then drop what is ready; one run at a time. */

@@ -51,6 +51,11 @@ export class LocalGate<T> {
     else queue.push({ item, waitsFor, at });
   }
 
+  /** Whether local changes of partition p wait here (they have no seq yet). */
+  holds(partition: number): boolean {
+    return (this.held.get(partition)?.length ?? 0) > 0;
+  }
+
   /** When the oldest change waiting here arrived (undefined: none waits): it has no seq yet. */
   oldestHeldAt(): number | undefined {
     let oldest: number | undefined;

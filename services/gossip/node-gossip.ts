@@ -207,6 +207,7 @@ export class NodeGossip {
         // five graces cover both and delay a drop after a brief view difference by as much.
         successorHoldMs: 5 * graceMs,
         now: Date.now,
+        localChangesWaiting: (p) => x.localChangesWaiting(p),
         handOverRemove: (key, element, unseen) => this.handOverRemove(key, element, unseen),
       });
     }

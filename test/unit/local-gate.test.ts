@@ -31,12 +31,15 @@ describe("LocalGate", () => {
     const f2 = g.openGate(0);
     g.offer(0, "b"); // waits for f1 and f2
     assert.deepEqual(out, []);
+    assert.equal(g.holds(0), true, "partition 0 has changes waiting (hand-off does not drop it)");
+    assert.equal(g.holds(1), false);
     g.closeGate(f1);
     assert.deepEqual(out, ["a"], "a waited for f1 only");
     g.offer(0, "c"); // f2 still open: behind b
     g.closeGate(f2);
     assert.deepEqual(out, ["a", "b", "c"]);
     assert.equal(g.waiting, 0);
+    assert.equal(g.holds(0), false);
   });
 
   it("keeps a partition's order: a change behind a held one waits even when its own gates are closed", () => {
