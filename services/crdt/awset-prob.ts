@@ -94,15 +94,16 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
         const newPart = L.difference(other, target);
         return { changed: target.joinInPlace(other), newPart };
       }
-      const { changed, adopted, dropped, filterNew } = target.joinSameShape(other);
+      const { changed, adopted, dropped, filterNew, listedNew } = target.joinSameShape(other);
       const entries = new Map<ElementKey, Set<ProbDot>>();
       for (const [d, k] of adopted) {
         const dots = entries.get(k);
         if (dots === undefined) entries.set(k, new Set([d]));
         else dots.add(d);
       }
-      // Listed (joinSameShape): a delta's own list, or the dots this join dropped.
-      const removed = !filterNew ? new Set<ProbDot>() : other.removed !== undefined ? new Set(other.removed) : new Set(dropped);
+      // Listed (joinSameShape): the removes of a listed delta that were new here, or the dots a
+      // whole state's join dropped.
+      const removed = !filterNew ? new Set<ProbDot>() : other.removed !== undefined ? new Set(listedNew) : new Set(dropped);
       return { changed, newPart: AWSetProb.fromParts(entries, filterNew ? other.tombstones.clone() : Apbf.create(other.params), removed) };
     },
     context: () => new CausalContext(),
