@@ -261,20 +261,25 @@ export class AWSetProb {
    * shapes). Listed, not left to the filter: a whole state's filter reports dots nobody removed
    * (false positives) that this join kept because other holds them too.
    */
-  joinSameShape(other: AWSetProb): { changed: boolean; adopted: [ProbDot, ElementKey][]; dropped: ProbDot[]; filterNew: boolean; listedNew: ProbDot[] } {
+  joinSameShape(other: AWSetProb): { changed: boolean; adopted: [ProbDot, ElementKey][]; dropped: ProbDot[]; filterNew: boolean } {
     checkCompatible(this.tombstones, other.tombstones); // refuse before changing anything
     const drop = this.droppedBy(other);
     const { adopt } = this.sortUnheld(other);
-    // Of other's listed removes, those this state did not know of (its filter did not report
-    // them): what a neighbour learns from this join that this node's earlier new parts did not
-    // carry. A group lists every remove of its interval, most of them known here already.
-    const listedNew: ProbDot[] = [];
-    if (other.removed !== undefined) {
-      const reported = this.tombstones.querier();
-      const dot = new DotBuffer();
-      for (const d of other.removed) if (this.owner.has(d) || !reported(dot.of(d))) listedNew.push(d);
-    }
-    return { ...this.apply(other, drop, adopt), listedNew };
+    return this.apply(other, drop, adopt);
+  }
+
+  /**
+   * Of a listed delta's removes, those this state does not know of yet: live here, or not
+   * reported by its filter. Asked before a join whose new part is passed on: a group lists every
+   * remove of its interval, most of them known here already.
+   */
+  unknownRemoves(delta: AWSetProb): ProbDot[] {
+    const out: ProbDot[] = [];
+    if (delta.removed === undefined) return out;
+    const reported = this.tombstones.querier();
+    const dot = new DotBuffer();
+    for (const d of delta.removed) if (this.owner.has(d) || !reported(dot.of(d))) out.push(d);
+    return out;
   }
 
   /**

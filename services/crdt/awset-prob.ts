@@ -94,15 +94,17 @@ export function makeAWSetProbLattice(params: ApbfParams): Lattice<AWSetProb> {
         const newPart = L.difference(other, target);
         return { changed: target.joinInPlace(other), newPart };
       }
-      const { changed, adopted, dropped, filterNew, listedNew } = target.joinSameShape(other);
+      // Only this join's callers pass the new part on: the others do not pay for this walk.
+      const listedNew = target.unknownRemoves(other);
+      const { changed, adopted, dropped, filterNew } = target.joinSameShape(other);
       const entries = new Map<ElementKey, Set<ProbDot>>();
       for (const [d, k] of adopted) {
         const dots = entries.get(k);
         if (dots === undefined) entries.set(k, new Set([d]));
         else dots.add(d);
       }
-      // Listed (joinSameShape): the removes of a listed delta that were new here, or the dots a
-      // whole state's join dropped.
+      // Listed: the removes of a listed delta that were new here, or the dots a whole state's
+      // join dropped (joinSameShape).
       const removed = !filterNew ? new Set<ProbDot>() : other.removed !== undefined ? new Set(listedNew) : new Set(dropped);
       return { changed, newPart: AWSetProb.fromParts(entries, filterNew ? other.tombstones.clone() : Apbf.create(other.params), removed) };
     },

@@ -253,8 +253,8 @@ export class GossipExchange {
   private readonly receiveHost: StateReceiveHost;
   /** Neighbours that answered a frame or stream of this process: they know its boot id. */
   private readonly greeted = new Set<string>();
-  /** Until when every neighbour is greeted each period (identityContested). */
-  private contestedUntil = Number.NEGATIVE_INFINITY;
+  /** Until when every neighbour is greeted each period (identityContested, greetEveryNeighbourUntil). */
+  private greetAllUntil = Number.NEGATIVE_INFINITY;
 
   private constructor(
     private readonly o: ExchangeOptions,
@@ -446,12 +446,12 @@ export class GossipExchange {
    * resets the neighbour's acks for the id whenever the other spoke last, and it sends full state.
    */
   identityContested(untilMs: number): void {
-    this.contestedUntil = Math.max(this.contestedUntil, untilMs);
+    this.greetEveryNeighbourUntil(untilMs);
   }
 
   /** Greet every neighbour each period until untilMs (a leaving node hears from each whether it leaves too). */
   greetEveryNeighbourUntil(untilMs: number): void {
-    this.contestedUntil = Math.max(this.contestedUntil, untilMs);
+    this.greetAllUntil = Math.max(this.greetAllUntil, untilMs);
   }
 
   private leaving(): boolean {
@@ -475,9 +475,9 @@ export class GossipExchange {
    * to every neighbour while another process contests this node's id (identityContested).
    */
   private greet(out: Outgoing[], now: number): void {
-    const contested = now < this.contestedUntil;
+    const greetAll = now < this.greetAllUntil;
     for (const to of this.engine.neighbours()) {
-      if ((this.greeted.has(to) && !contested) || out.some((o) => o.to === to)) continue;
+      if ((this.greeted.has(to) && !greetAll) || out.some((o) => o.to === to)) continue;
       out.push({ to, frames: [this.frame([])], states: [], resets: this.engine.resetsOf(to) });
     }
   }

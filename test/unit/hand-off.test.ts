@@ -36,6 +36,22 @@ async function setup(name: string) {
   return { store, own, engine };
 }
 
+/**
+ * A hand-off at a whose clock the test moves (clock.now), and a key of a partition b owns, which
+ * a owns once b is gone, written here and buffered: b, leaving, ships it here.
+ */
+async function takenFromB(name: string) {
+  const { store, own, engine } = await setup(name);
+  const e = engine();
+  const clock = { now: 5000 };
+  const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => clock.now, successorHoldMs: 10_000 });
+  const taken = keyWhere((p) => !own.owns(p) && own.peersOf(p)[0] === "b" && own.ownsOnceGone(p, "b"), name, P);
+  const p = partitionOf(taken, P);
+  const r = await store.add(taken, [b("x")]);
+  e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
+  return { store, own, e, h, clock, taken, p };
+}
+
 async function held(store: Store, key: string): Promise<boolean> {
   return (await store.readState(key)) !== undefined;
 }
@@ -86,25 +102,17 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
   });
 
   it("a partition taken from a leaving owner as its successor is kept, though the owner acked it, until the hold runs out", async () => {
-    const { store, own, engine } = await setup("successor");
-    const e = engine();
-    let now = 5000;
-    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => now, successorHoldMs: 10_000 });
-    // A partition b owns, which a owns once b is gone: b, leaving, ships it here.
-    const taken = keyWhere((p) => !own.owns(p) && own.peersOf(p)[0] === "b" && own.ownsOnceGone(p, "b"), "taken", P);
-    const p = partitionOf(taken, P);
-    const r = await store.add(taken, [b("x")]);
-    e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
+    const { store, e, h, clock, taken, p } = await takenFromB("successor");
     h.takenAsSuccessor(p, "b");
     // b holds it all and says so: without the hold this is a drop, and b would leave with the only other copy.
     e.onAcks("b", [{ partition: p, seq: e.seq(p) }]);
     assert.deepEqual(h.ready().map((x) => x.partition), [], "held after the successor's receipt");
     await h.run();
     assert.equal(await held(store, taken), true);
-    now += 9_999;
+    clock.now += 9_999;
     assert.deepEqual(h.ready().map((x) => x.partition), []);
     // b never left (views only differed): once the hold ran out, the usual drop.
-    now += 1;
+    clock.now += 1;
     assert.deepEqual(h.ready().map((x) => x.partition), [p]);
     await h.run();
     assert.equal(await held(store, taken), false);
@@ -112,27 +120,20 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
   });
 
   it("a partition taken from an owner that said it leaves is kept while that owner is in the view, however long", async () => {
-    const { store, own, engine } = await setup("successor-leaving");
-    const e = engine();
-    let now = 5000;
-    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => now, successorHoldMs: 10_000 });
-    const taken = keyWhere((p) => !own.owns(p) && own.peersOf(p)[0] === "b" && own.ownsOnceGone(p, "b"), "taken-leaving", P);
-    const p = partitionOf(taken, P);
-    const r = await store.add(taken, [b("x")]);
-    e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
+    const { store, own, e, h, clock, taken, p } = await takenFromB("successor-leaving");
     assert.equal(own.peerLeaving("b", true), true);
     h.takenAsSuccessor(p, "b");
     e.onAcks("b", [{ partition: p, seq: e.seq(p) }]);
     // b's leave has not arrived (lost, or b stalled before sending it): a time-based hold ran out
     // here and dropped the copy b then left without.
-    now += 60_000;
+    clock.now += 60_000;
     assert.deepEqual(h.ready().map((x) => x.partition), [], "held while b, leaving, is in the view");
     await h.run();
     assert.equal(await held(store, taken), true);
     // b is gone: the partition is this node's.
     own.setLive(new Map([["c", "127.0.0.1:3"]]));
     assert.ok(own.owns(p));
-    now += 60_000;
+    clock.now += 60_000;
     await h.run();
     assert.equal(await held(store, taken), true);
     await store.close();
