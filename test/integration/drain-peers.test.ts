@@ -16,8 +16,13 @@ import { TestCluster } from "../helpers/test-cluster.ts";
 import { eventually } from "../helpers/eventually.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-drain-peers-"));
-// Probe timeouts loose enough that a loaded machine does not suspect a node that answers.
-const FAST = ["--probe-interval-ms", "500", "--probe-timeout-ms", "400", "--gossip-interval-ms", "100", "--drain-timeout-ms", "4000"];
+// Probe timeouts loose enough that a loaded machine does not suspect a node that answers (a 400 ms
+// timeout once expired under CI's load), yet a node that answers nothing is suspected within
+// interval + timeout + indirect timeout = 2.2 s, well inside the 3.5 s watched below.
+const FAST = [
+  "--probe-interval-ms", "1000", "--probe-timeout-ms", "900", "--indirect-timeout-ms", "300",
+  "--gossip-interval-ms", "100", "--drain-timeout-ms", "6000",
+];
 const c = new TestCluster(dir, ["127.0.2.71:7971", "127.0.2.72:7972"], FAST, "dp");
 
 after(async () => {
@@ -60,7 +65,7 @@ describe("draining on SIGTERM", () => {
     // During the drain: new client calls are refused, and the other node keeps seeing it alive.
     const states = new Set<string>();
     let refused: grpc.ServiceError | undefined;
-    const until = Date.now() + 2000;
+    const until = Date.now() + 3500;
     while (Date.now() < until) {
       states.add(await seenByOther());
       if (refused === undefined) {
