@@ -27,6 +27,14 @@ export class Ownership {
   private readonly formerOwners: Array<Map<string, number>>;
   /** No view with a peer yet (the table is this node's alone). */
   private alone = true;
+  /**
+   * Per partition this node came to own: when (setLive's clock; -Infinity: not gained, or owned
+   * from the start) and the members that held it before, less those that have since sent it
+   * whole (receivedWhole). A read of such a partition first fetches the key from them
+   * (node/read-pull.ts): the copy here may hold only part of it until they have.
+   */
+  private readonly gainTimes: number[];
+  private readonly priorHolders: Array<Set<string>>;
 
   constructor(
     readonly self: string,
@@ -38,6 +46,8 @@ export class Ownership {
     this.table = placement(this.members.keys(), partitions, factor);
     this.movedAt = new Array<number>(partitions).fill(Number.NEGATIVE_INFINITY);
     this.formerOwners = Array.from({ length: partitions }, () => new Map<string, number>());
+    this.gainTimes = new Array<number>(partitions).fill(Number.NEGATIVE_INFINITY);
+    this.priorHolders = Array.from({ length: partitions }, () => new Set<string>());
   }
 
   /** Every node owns every partition ("all"): nothing is forwarded or handed off. */
@@ -68,6 +78,7 @@ export class Ownership {
       moved = true;
       this.movedAt[p] = now;
       this.noteFormer(p, this.table[p]!, owners, now);
+      this.noteGain(p, this.table[p]!, owners, now);
     });
     if (this.alone && next.size > 1) {
       // The first view with peers: this node (just started) knows no earlier placement but its own
@@ -78,6 +89,9 @@ export class Ownership {
         this.movedAt[p] = now;
         this.formerOwners[p]!.clear(); // its table alone held nothing
         this.noteFormer(p, others[p]!, table[p]!, now);
+        // What it owns, it gained from the owners the others give it (a join, a wiped restart).
+        this.gainTimes[p] = Number.NEGATIVE_INFINITY;
+        this.noteGain(p, others[p]!, table[p]!, now);
       }
     }
     this.table = table;
@@ -90,6 +104,46 @@ export class Ownership {
     const former = this.formerOwners[p]!;
     for (const id of former.keys()) if (!this.members.has(id) || after.includes(id)) former.delete(id);
     for (const id of before) if (!after.includes(id)) former.set(id, now);
+  }
+
+  /** A change from `before` to `after` owners of p: whether this node gained it, and from whom. */
+  private noteGain(p: number, before: readonly string[], after: readonly string[], now: number): void {
+    const holders = this.priorHolders[p]!;
+    if (!after.includes(this.self)) {
+      holders.clear();
+      this.gainTimes[p] = Number.NEGATIVE_INFINITY;
+      return;
+    }
+    // Owned before too: it keeps what it had, and whom it still fetches from.
+    if (before.includes(this.self)) return;
+    this.gainTimes[p] = now;
+    holders.clear();
+    for (const id of before) if (id !== this.self && this.members.has(id)) holders.add(id);
+  }
+
+  /**
+   * The members a read of partition p fetches its key from before answering here: those that held
+   * it when this node came to own it at or after sinceMs (setLive's clock), still members, that
+   * have not sent it whole since. Empty when this node owns it from longer ago, or not at all.
+   */
+  pullFrom(partition: number, sinceMs: number): Array<{ nodeId: string; address: string }> {
+    if (!this.owns(partition) || this.gainTimes[partition]! < sinceMs) return [];
+    const out: Array<{ nodeId: string; address: string }> = [];
+    for (const id of this.priorHolders[partition]!) {
+      const address = this.members.get(id);
+      if (address !== undefined && address !== "") out.push({ nodeId: id, address });
+    }
+    return out;
+  }
+
+  /** When this node came to own partition p (setLive's clock); -Infinity: owned from the start, or not owned. */
+  gainedAt(partition: number): number {
+    return this.gainTimes[partition]!;
+  }
+
+  /** A member sent partition p whole (a full-state stream's end marker): reads no longer fetch from it. */
+  receivedWhole(partition: number, from: string): void {
+    this.priorHolders[partition]?.delete(from);
   }
 
   /**

@@ -33,7 +33,7 @@ const STATE_CHUNK_PIECES: PieceShape<StateChunk> = {
 
 /** What a received stream needs of the exchange (exchange.ts) that receives it. */
 export interface StateReceiveHost {
-  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number, from: string) => boolean; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
+  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number, from: string) => boolean; onPartitionWhole?: (partition: number, from: string) => void; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
   self: string;
   counters: {
     stateStreamsReceived: number;
@@ -141,7 +141,10 @@ export async function receiveStateStream(
           tooLarge: tooLargeToBuffer(h, freshElements.get(c.partition) ?? 0),
         };
         const owed = h.onFrame(from, [item]);
-        if (!unacked.delete(c.partition)) acks.push(...owed);
+        if (!unacked.delete(c.partition)) {
+          acks.push(...owed);
+          h.o.onPartitionWhole?.(c.partition, from);
+        }
         fresh.delete(c.partition);
         freshElements.delete(c.partition);
         h.gate.closeGate(gates.get(c.partition)!);

@@ -13,6 +13,9 @@ import { accessInterceptor } from "./auth.js";
 import { ConfigError, type NodeConfig, replicationFactorOf } from "./config.js";
 import { Ownership } from "../gossip/ownership.js";
 import { Router } from "./routing.js";
+import { ReadPull } from "./read-pull.js";
+import { applyImport } from "../replica/import-apply.js";
+import { ObjectType } from "../crdt/index.js";
 import { NodeCredentials } from "./credential-reload.js";
 import type { Logger } from "../common/logger.js";
 import { logThrottle } from "../common/log-throttle.js";
@@ -165,6 +168,24 @@ export async function startNode(
     setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router, stopping: stopSignal.signal };
     const exts = extensions.map((make) => make(ctx));
+    const onLocalDelta = (key: string, type: ObjectType, delta: unknown) => {
+      for (const e of exts) e.onLocalDelta?.(key, type, delta);
+    };
+    router.usePull(
+      new ReadPull({
+        ownership,
+        windowMs: config.readAfterMoveMs,
+        timeoutMs: config.forwardTimeoutMs,
+        describe: (key) => store.describe(key),
+        exportFrom: (address, req, metadata, options) => {
+          const c = router.client(address);
+          return c.export(req, metadata, options);
+        },
+        apply: async (chunks) => (await applyImport({ store, limits: config.limits, notify: onLocalDelta, clockSkewBoundMs: config.maxClockSkewMs }, chunks)).changed,
+        log: nodeLog,
+        onPull: (outcome) => telemetry?.onForwarded?.("ReadPull", outcome),
+      }),
+    );
     const peerAuth = peerAuthInterceptor({
       self: () => store.nodeId,
       keys: () => creds.keys,
@@ -184,9 +205,7 @@ export async function startNode(
         store,
         limits: config.limits,
         log: nodeLog,
-        onLocalDelta: (key, type, delta) => {
-          for (const e of exts) e.onLocalDelta?.(key, type, delta);
-        },
+        onLocalDelta,
         onCall: telemetry?.onCall,
         now: Date.now,
         clockSkewBoundMs: config.maxClockSkewMs,

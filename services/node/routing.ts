@@ -8,6 +8,8 @@
 // Watch) are forwarded whole; Import is proxied to one owner (forward-import.ts); an AddStream's
 // adds of keys owned elsewhere go to an owner one by one as unary Adds (addRoute). Keys and prefix
 // watches are served by the node called. Every call to an owner is counted by method and outcome.
+// A read served here of a partition this node came to own lately first fetches its key from the
+// partition's former holders (read-pull.ts): the copy here may hold only part of it.
 import * as grpc from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
 import { type AddResponse, ReplicaClient, type ReplicaServer } from "../gen/deltaset/v1/replica.js";
@@ -18,6 +20,7 @@ import { RpcError } from "../replica/errors.js";
 import { channelReady } from "./channel-ready.js";
 import { forwardImport } from "./forward-import.js";
 import { connectionFailureReason } from "../common/connection-error.js";
+import { ReadPull } from "./read-pull.js";
 
 /** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
 export const FORWARDED_BY = "x-deltaset-forwarded-by";
@@ -49,8 +52,28 @@ export type Target = { nodeId: string; address: string };
 
 export class Router {
   private readonly clients = new Map<string, ReplicaClient>();
+  private pull: ReadPull | undefined;
 
   constructor(private readonly d: RoutingDeps) {}
+
+  /** Reads served here first fetch a key of a partition this node came to own lately (read-pull.ts). */
+  usePull(pull: ReadPull): void {
+    this.pull = pull;
+  }
+
+  /** A read handler served here, after the key was fetched from its former holders when it must be. */
+  private pulled<C extends { request: { key?: unknown }; metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, Rest extends unknown[]>(
+    local: (call: C, ...rest: Rest) => void,
+  ): (call: C, ...rest: Rest) => void {
+    return (call, ...rest) => {
+      const pull = this.pull;
+      const key = call.request.key;
+      if (pull === undefined || typeof key !== "string" || ReadPull.isPull(call.metadata)) return local(call, ...rest);
+      const deadline = call.getDeadline();
+      const ms = deadline instanceof Date ? deadline.getTime() : deadline;
+      void pull.before(key, call.metadata.get("authorization"), Number.isFinite(ms) ? ms : Infinity).then(() => local(call, ...rest));
+    };
+  }
 
   /**
    * Whether the owner at address can take a call now: its connection is (or becomes) READY within
@@ -65,9 +88,9 @@ export class Router {
     this.d.onForward?.(method, outcome);
   }
 
-  /** Whether calls of this caller may be forwarded at all (placement on, not forwarded already). */
+  /** Whether calls of this caller may be forwarded at all (placement on, not forwarded already, not a fetch of read-pull.ts). */
   routes(metadata: grpc.Metadata): boolean {
-    return !this.d.ownership.full && metadata.get(FORWARDED_BY).length === 0;
+    return !this.d.ownership.full && metadata.get(FORWARDED_BY).length === 0 && !ReadPull.isPull(metadata);
   }
 
   /** The owners to forward a call for key to, in order; undefined: serve it here. */
@@ -333,12 +356,12 @@ export class Router {
       ...impl,
       add: this.unary("Add", impl.add, (c) => c.add),
       remove: this.unary("Remove", impl.remove, (c) => c.remove),
-      query: this.read("Query", impl.query, (c) => c.query),
+      query: this.read("Query", this.pulled(impl.query), (c) => c.query),
       merge: this.unary("Merge", impl.merge, (c) => c.merge),
       increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
       delete: this.unary("Delete", impl.delete, (c) => c.delete),
-      scan: this.stream("Scan", impl.scan, (c) => c.scan, (first) => first.total === 0n && isEmptyContext(first.context)),
-      export: this.stream("Export", impl.export, (c) => c.export, () => false),
+      scan: this.stream("Scan", this.pulled(impl.scan), (c) => c.scan, (first) => first.total === 0n && isEmptyContext(first.context)),
+      export: this.stream("Export", this.pulled(impl.export), (c) => c.export, () => false),
       watch: this.stream("Watch", impl.watch, (c) => c.watch),
       import: forwardImport(this, impl.import),
     };

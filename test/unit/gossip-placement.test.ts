@@ -150,3 +150,72 @@ describe("Ownership: where a read finds a partition that moved", () => {
     assert.deepEqual(o.readAddresses(p, 0).map((t) => t.nodeId), ["n2", "n1"]);
   });
 });
+
+describe("Ownership: whom a read fetches from after this node came to own a partition", () => {
+  const live = (...ids: string[]) => new Map(ids.map((id) => [id, `${id}:1`]));
+  /** A partition c does not own (R = 2) among c, n1, n2, n3 and owns once n3 is gone. */
+  function gainedWhenN3Goes(): number {
+    for (let p = 0; p < 64; p++) {
+      const before = new Ownership("c", "c:1", 64, 2);
+      before.setLive(live("n1", "n2", "n3"));
+      const after = new Ownership("c", "c:1", 64, 2);
+      after.setLive(live("n1", "n2"));
+      if (!before.owns(p) && after.owns(p) && before.ownersOf(p).includes("n3")) return p;
+    }
+    throw new Error("no such partition");
+  }
+
+  it("names the owners before the change that gave it the partition that are still members, until each sent it whole, within the window", () => {
+    const p = gainedWhenN3Goes();
+    const o = new Ownership("c", "c:1", 64, 2);
+    o.setLive(live("n1", "n2", "n3"), "c:1", 1_000);
+    assert.equal(o.owns(p), false);
+    assert.deepEqual(o.pullFrom(p, 0), [], "not owned: nothing to fetch");
+    const stays = o.ownersOf(p).filter((id) => id !== "n3");
+    assert.equal(stays.length, 1);
+    o.setLive(live("n1", "n2"), "c:1", 50_000); // n3 goes: c takes its place
+    assert.equal(o.owns(p), true);
+    assert.equal(o.gainedAt(p), 50_000);
+    // The owner that stays; not n3, which is gone.
+    assert.deepEqual(o.pullFrom(p, 20_000).map((t) => t.nodeId), stays);
+    assert.deepEqual(o.pullFrom(p, 50_001), [], "outside the window: nothing");
+    // A later change that leaves it the owner (a member it outranks joins) keeps whom it fetches from.
+    const joiner = ["n4", "n5", "n6", "n7", "n8"].find((id) => {
+      const t = new Ownership("c", "c:1", 64, 2);
+      t.setLive(live("n1", "n2", id));
+      return t.owns(p);
+    })!;
+    o.setLive(live("n1", "n2", joiner), "c:1", 51_000);
+    assert.equal(o.owns(p), true);
+    assert.equal(o.gainedAt(p), 50_000);
+    assert.deepEqual(o.pullFrom(p, 20_000).map((t) => t.nodeId), stays);
+    // Partitions owned from the start are never fetched.
+    for (const q of o.owned()) if (o.gainedAt(q) === Number.NEGATIVE_INFINITY) assert.deepEqual(o.pullFrom(q, 0), []);
+  });
+
+  it("sends nothing further once the holder sent the partition whole", () => {
+    const p = gainedWhenN3Goes();
+    const o = new Ownership("c", "c:1", 64, 2);
+    o.setLive(live("n1", "n2", "n3"), "c:1", 1_000);
+    o.setLive(live("n1", "n2"), "c:1", 50_000);
+    const [holder] = o.pullFrom(p, 0);
+    o.receivedWhole(p, "n9"); // not a holder: nothing changes
+    assert.equal(o.pullFrom(p, 0).length, 1);
+    o.receivedWhole(p, holder!.nodeId);
+    assert.deepEqual(o.pullFrom(p, 0), []);
+  });
+
+  it("after its first view with peers (a join, a wiped restart), fetches what it owns from the owners the others give it", () => {
+    const o = new Ownership("c", "c:1", 64, 1);
+    assert.deepEqual(o.pullFrom(0, 0), [], "alone: nothing to fetch from");
+    o.setLive(live("n1", "n2"), "c:1", 5_000);
+    const others = new Ownership("n1", "n1:1", 64, 1);
+    others.setLive(live("n2"));
+    const owned = o.owned();
+    assert.ok(owned.length > 0);
+    for (const p of owned) assert.deepEqual(o.pullFrom(p, 0).map((t) => t.nodeId), others.ownersOf(p).filter((id) => id !== "c"));
+    // Losing a partition forgets its holders; a member that left is not named.
+    o.setLive(live("n1"), "c:1", 6_000);
+    for (let p = 0; p < 64; p++) for (const t of o.pullFrom(p, 0)) assert.equal(t.nodeId, "n1");
+  });
+});
