@@ -47,6 +47,8 @@ export class ReadPull {
   /** Keys fetched from every holder, with when: not fetched again for the same gain. */
   private readonly fetched = new Map<string, number>();
   private readonly warnings = logThrottle(10_000);
+  /** Holders whose last fetch failed, with when: passed over for --forward-timeout-ms after. */
+  private readonly failedAt = new Map<string, number>();
 
   constructor(private readonly d: ReadPullDeps) {
     this.now = d.now ?? Date.now;
@@ -67,7 +69,9 @@ export class ReadPull {
     if (o.full || this.d.windowMs <= 0 || key === "") return Promise.resolve();
     const p = o.partitionOf(key);
     const now = this.now();
-    const holders = o.pullFrom(p, now - this.d.windowMs);
+    // A holder that failed lately is passed over for a while: a member that hangs would otherwise
+    // hold every read of the partitions it held for the whole timeout.
+    const holders = o.pullFrom(p, now - this.d.windowMs).filter((h) => !(now - (this.failedAt.get(h.nodeId) ?? -Infinity) < this.d.timeoutMs));
     if (holders.length === 0) return Promise.resolve();
     const at = this.fetched.get(key);
     if (at !== undefined && at >= o.gainedAt(p)) return Promise.resolve();
@@ -98,9 +102,11 @@ export class ReadPull {
         try {
           const chunks = this.d.exportFrom(h.address, { key, maxEntries: 0, maxBytes: 0, since }, metadata, { deadline });
           const changed = await this.d.apply(chunks);
+          this.failedAt.delete(h.nodeId);
           return changed ? "joined" : "none";
         } catch (err) {
           if ((err as grpc.ServiceError).code === grpc.status.NOT_FOUND) return "none";
+          this.failedAt.set(h.nodeId, this.now());
           const admitted = this.warnings.admit(h.nodeId);
           if (admitted !== undefined) {
             this.d.log.warn("a read of a partition this node came to own lately could not fetch the key from a member that held it: answered from what this node holds, which may lack part of it", {
