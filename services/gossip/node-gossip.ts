@@ -183,6 +183,7 @@ export class NodeGossip {
   private pushAfterTick = false;
   private readonly lossRandom: () => number;
   private readonly refusalLog = logThrottle(60_000);
+  private readonly leavingRefusalLog = logThrottle(5_000);
   /** Per peer: since when it has refused this node as not a known member (reportSendFailure). */
   private readonly notMemberSince = new Map<string, number>();
   private readonly handOff: HandOff | undefined;
@@ -247,7 +248,12 @@ export class NodeGossip {
             ? undefined
             : (p, from) => {
                 if (o.ownership!.owns(p)) return true;
-                if (!o.ownership!.ownsOnceGone(p, from)) return false;
+                if (!o.ownership!.ownsOnceGone(p, from)) {
+                  // A leaving member ships to the owners it leaves its partitions to: refused here,
+                  // it waits (--leave-timeout-ms). Logged, as the two views disagree on who that is.
+                  if (o.ownership!.isLeaving(from)) self?.refusedFromLeaving(p, from);
+                  return false;
+                }
                 // Taken from its owner as its successor: not to be dropped as handed back (hand-off.ts).
                 self?.handOff?.takenAsSuccessor(p, from);
                 return true;
@@ -409,6 +415,20 @@ export class NodeGossip {
     const own = this.o.ownership;
     if (own === undefined || own.full || !own.peerLeaving(peer, leaving)) return;
     if (own.leaving) this.x.engine.setPartitionPeers((p) => own.peersOf(p));
+  }
+
+  /** A leaving member's gossip of partition p was refused: this node is not among the owners it leaves p to, in this node's view. */
+  private refusedFromLeaving(p: number, from: string): void {
+    const own = this.o.ownership!;
+    const admitted = this.leavingRefusalLog.admit(from);
+    if (admitted === undefined) return;
+    this.o.log.info("refused a partition a leaving member ships: this node would not own it once that member is gone, in its view", {
+      from,
+      partition: p,
+      owners: own.ownersOf(p),
+      leavingPeers: [...this.peersLeaving],
+      suppressedSinceLast: admitted.suppressed,
+    });
   }
 
   async stop(): Promise<void> {
