@@ -70,6 +70,8 @@ export class HandOff {
   readonly counters: HandOffCounters = { partitionsDropped: 0, keysDropped: 0, bytesDropped: 0, keysKept: 0, removesHandedOver: 0 };
   /** Partitions that may hold keys here (all of them at start: the store may hold anything). */
   private readonly mayHold = new Set<number>();
+  /** Per partition: durable changes seen (onChange). A drop forgets a partition only if none came meanwhile. */
+  private readonly changesSeen: number[];
   private seenVersion: number;
   private stableSince: number;
   private running = false;
@@ -80,9 +82,14 @@ export class HandOff {
 
   constructor(private readonly o: HandOffOptions) {
     for (let p = 0; p < o.ownership.partitions; p++) this.mayHold.add(p);
+    this.changesSeen = new Array<number>(o.ownership.partitions).fill(0);
     this.seenVersion = o.ownership.version;
     this.stableSince = o.now();
-    o.store.onChange((key) => this.mayHold.add(o.ownership.partitionOf(key)));
+    o.store.onChange((key) => {
+      const p = o.ownership.partitionOf(key);
+      this.mayHold.add(p);
+      this.changesSeen[p]!++;
+    });
   }
 
   /**
@@ -206,6 +213,7 @@ export class HandOff {
     let bytes = 0;
     let kept = 0;
     let rotated = false;
+    const changesBefore = this.changesSeen[p];
     for await (const key of store.keys(p)) {
       // Stop if the partition changed or came back here meanwhile: the check starts over.
       if (!this.stillReady(r)) return;
@@ -236,7 +244,9 @@ export class HandOff {
       this.counters.keysDropped++;
       this.counters.bytesDropped += dropped;
     }
-    if (kept === 0) {
+    // A key written here after the scan passed it (a forwarded write served whatever the view)
+    // would otherwise stay, never looked at again.
+    if (kept === 0 && this.changesSeen[p] === changesBefore) {
       this.mayHold.delete(p);
       if (keys > 0) this.counters.partitionsDropped++;
     }

@@ -266,6 +266,42 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     await store.close();
   });
 
+  it("a key written to a partition after its drop scanned past it is dropped by a later run, not left behind", async () => {
+    const { store, own, engine } = await setup("behind-scan");
+    const e = engine();
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
+    const p = partitionOf(gone, P);
+    const other = keyWhere((q) => q === p, `${gone}-late`, P);
+    const write = async (key: string) => {
+      const r = await store.add(key, [b("x")]);
+      e.local(p, new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
+    };
+    await write(gone);
+    const ackAll = () => {
+      for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: e.seq(p) }]);
+    };
+    ackAll();
+    // The write lands once the drop's scan has passed every key (a forwarded write a node serves
+    // whatever its view says): the scan ends without seeing it.
+    const keys = store.keys.bind(store);
+    let once = true;
+    store.keys = async function* (q: number) {
+      yield* keys(q);
+      if (q === p && once) {
+        once = false;
+        await write(other);
+      }
+    };
+    await h.run();
+    assert.equal(await held(store, gone), false);
+    assert.equal(await held(store, other), true, "written after the scan: not dropped in that run");
+    ackAll();
+    await h.run();
+    assert.equal(await held(store, other), false, "dropped once the owners acked it, not left behind");
+    await store.close();
+  });
+
   it("drops a partition only against the seq its owners acknowledged, though a write reached it while another partition was dropped", async () => {
     const { store, own, engine } = await setup("stale-seq");
     const e = engine();
