@@ -99,8 +99,8 @@ export interface ExchangeOptions {
    * acknowledged, so their sender keeps them. Default: all.
    */
   accepts?: (partition: number, from: string) => boolean;
-  /** A sender's full-state stream of a partition ended with its end marker: the partition arrived whole from it. */
-  onPartitionWhole?: (partition: number, from: string) => void;
+  /** A sender's full-state stream of a partition ended with its end marker, its first chunk at startedMs (Date.now), no key of it left out: the partition arrived whole from it. */
+  onPartitionWhole?: (partition: number, from: string, startedMs: number) => void;
   /**
    * Settle announcements (settle-announcer.ts): a key of a type whose deltas can lose information
    * (Lattice.settlesByState) is sent whole to the neighbours once it had no change that reads see

@@ -258,7 +258,7 @@ export class NodeGossip {
                 self?.handOff?.takenAsSuccessor(p, from);
                 return true;
               },
-        onPartitionWhole: o.ownership === undefined || o.ownership.full ? undefined : (p, from) => o.ownership!.receivedWhole(p, from),
+        onPartitionWhole: o.ownership === undefined || o.ownership.full ? undefined : (p, from, startedMs) => o.ownership!.receivedWhole(p, from, startedMs),
         settleMs: o.settleMs,
         settleMaxBytes: o.settleMaxBytes,
         settleMaxWaitMs: o.settleMaxWaitMs,

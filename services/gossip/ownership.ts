@@ -35,6 +35,10 @@ export class Ownership {
    */
   private readonly gainTimes: number[];
   private readonly priorHolders: Array<Set<string>>;
+  /** Per partition: gained at the first view with peers (not by a change this node saw). */
+  private readonly gainedAtFirstView: boolean[];
+  /** Per partition gained: the members that have sent it whole since (receivedWhole). */
+  private readonly wholeFrom: Array<Set<string>>;
 
   constructor(
     readonly self: string,
@@ -48,6 +52,8 @@ export class Ownership {
     this.formerOwners = Array.from({ length: partitions }, () => new Map<string, number>());
     this.gainTimes = new Array<number>(partitions).fill(Number.NEGATIVE_INFINITY);
     this.priorHolders = Array.from({ length: partitions }, () => new Set<string>());
+    this.wholeFrom = Array.from({ length: partitions }, () => new Set<string>());
+    this.gainedAtFirstView = new Array<boolean>(partitions).fill(false);
   }
 
   /** Every node owns every partition ("all"): nothing is forwarded or handed off. */
@@ -68,6 +74,7 @@ export class Ownership {
     this.selfAddress = selfAddress;
     const next = new Map<string, string>([[this.self, selfAddress]]);
     for (const [id, address] of live) if (id !== this.self) next.set(id, address);
+    const changedMembers = next.size !== this.members.size || [...next.keys()].some((id) => !this.members.has(id));
     this.members = next;
     this.without.clear();
     for (const id of this.leavingPeers) if (!next.has(id)) this.leavingPeers.delete(id);
@@ -92,9 +99,20 @@ export class Ownership {
         // What it owns, it gained from the owners the others give it (a join, a wiped restart).
         this.gainTimes[p] = Number.NEGATIVE_INFINITY;
         this.noteGain(p, others[p]!, table[p]!, now);
+        this.gainedAtFirstView[p] = table[p]!.includes(this.self);
       }
     }
     this.table = table;
+    // A partition gained at the first view with peers: the members that own it in a later view's
+    // placement without this node held it too (a first view that listed only some members named
+    // others; a node that knows no earlier placement cannot tell more).
+    if (!this.alone && (moved || changedMembers)) {
+      const others = this.tableWithout(this.self);
+      for (let p = 0; p < this.partitions; p++) {
+        if (!this.gainedAtFirstView[p] || !table[p]!.includes(this.self)) continue;
+        for (const id of others[p]!) if (id !== this.self && !this.wholeFrom[p]!.has(id)) this.priorHolders[p]!.add(id);
+      }
+    }
     if (moved) this.changes++;
     return moved;
   }
@@ -111,13 +129,17 @@ export class Ownership {
     const holders = this.priorHolders[p]!;
     if (!after.includes(this.self)) {
       holders.clear();
+      this.wholeFrom[p]!.clear();
       this.gainTimes[p] = Number.NEGATIVE_INFINITY;
+      this.gainedAtFirstView[p] = false;
       return;
     }
     // Owned before too: it keeps what it had, and whom it still fetches from.
     if (before.includes(this.self)) return;
     this.gainTimes[p] = now;
+    this.gainedAtFirstView[p] = false;
     holders.clear();
+    this.wholeFrom[p]!.clear();
     for (const id of before) if (id !== this.self && this.members.has(id)) holders.add(id);
   }
 
@@ -128,10 +150,11 @@ export class Ownership {
    */
   pullFrom(partition: number, sinceMs: number): Array<{ nodeId: string; address: string }> {
     if (!this.owns(partition) || this.gainTimes[partition]! < sinceMs) return [];
+    // A holder that itself came to own it lately fetches in turn (read-pull.ts): two moves in a row.
     const out: Array<{ nodeId: string; address: string }> = [];
     for (const id of this.priorHolders[partition]!) {
       const address = this.members.get(id);
-      if (address !== undefined && address !== "") out.push({ nodeId: id, address });
+      if (id !== this.self && address !== undefined && address !== "") out.push({ nodeId: id, address });
     }
     return out;
   }
@@ -141,9 +164,15 @@ export class Ownership {
     return this.gainTimes[partition]!;
   }
 
-  /** A member sent partition p whole (a full-state stream's end marker): reads no longer fetch from it. */
-  receivedWhole(partition: number, from: string): void {
+  /**
+   * A member sent partition p whole (a full-state stream's end marker, its first chunk at
+   * startedMs on setLive's clock): reads no longer fetch from it. A stream begun before this node
+   * came to own p does not count.
+   */
+  receivedWhole(partition: number, from: string, startedMs: number): void {
+    if (startedMs < this.gainTimes[partition]!) return;
     this.priorHolders[partition]?.delete(from);
+    this.wholeFrom[partition]?.add(from);
   }
 
   /**

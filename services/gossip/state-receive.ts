@@ -33,7 +33,7 @@ const STATE_CHUNK_PIECES: PieceShape<StateChunk> = {
 
 /** What a received stream needs of the exchange (exchange.ts) that receives it. */
 export interface StateReceiveHost {
-  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number, from: string) => boolean; onPartitionWhole?: (partition: number, from: string) => void; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
+  o: { partitions: number; boot: bigint; store: Store; accepts?: (partition: number, from: string) => boolean; onPartitionWhole?: (partition: number, from: string, startedMs: number) => void; maxBufferedStateElements?: number; maxFilterBytes?: number; maxStateBytes?: number };
   self: string;
   counters: {
     stateStreamsReceived: number;
@@ -89,6 +89,9 @@ export async function receiveStateStream(
   const accepted = new Map<number, boolean>();
   // Per partition: local changes made while its chunks are joined wait for its new parts (local-gate.ts).
   const gates = new Map<number, number>();
+  // Per partition: when its first chunk arrived (Date.now), and those with a key left out (not whole here).
+  const startedAt = new Map<number, number>();
+  const leftOut = new Set<number>();
   const rejectChunk = (details: string) => {
     h.counters.chunksRejected++;
     return h.refuse(status.INVALID_ARGUMENT, details, from);
@@ -106,7 +109,10 @@ export async function receiveStateStream(
     holds.delete(key);
   };
   // Pieces of a state stored whole, gathered into its one chunk (common/chunk-pieces.ts).
-  const pieces = new PieceGatherer<StateChunk>(STATE_CHUNK_PIECES, h.o.maxStateBytes ?? Number.MAX_SAFE_INTEGER, (key, why) => h.skipOversized(key, why, from));
+  const pieces = new PieceGatherer<StateChunk>(STATE_CHUNK_PIECES, h.o.maxStateBytes ?? Number.MAX_SAFE_INTEGER, (key, why) => {
+    leftOut.add(partitionOf(key, h.o.partitions));
+    h.skipOversized(key, why, from);
+  });
   try {
     for await (const piece of chunks) {
       let c = piece;
@@ -126,6 +132,7 @@ export async function receiveStateStream(
         continue;
       }
       if (!gates.has(c.partition)) {
+        startedAt.set(c.partition, Date.now());
         gates.set(c.partition, h.gate.openGate(c.partition));
         h.claims.pushing(c.partition, from);
       }
@@ -143,7 +150,7 @@ export async function receiveStateStream(
         const owed = h.onFrame(from, [item]);
         if (!unacked.delete(c.partition)) {
           acks.push(...owed);
-          h.o.onPartitionWhole?.(c.partition, from);
+          if (!leftOut.has(c.partition)) h.o.onPartitionWhole?.(c.partition, from, startedAt.get(c.partition) ?? Date.now());
         }
         fresh.delete(c.partition);
         freshElements.delete(c.partition);
@@ -207,6 +214,7 @@ export async function receiveStateStream(
       } catch (err) {
         // A type stored whole travels in one chunk: the key is left out, the stream goes on.
         if (err instanceof StateLimitError && c.keyDone) {
+          leftOut.add(c.partition);
           h.skipOversized(c.key, err.message, from);
           endKey(c.key);
           continue;
@@ -247,6 +255,7 @@ export async function receiveStateStream(
       } catch (err) {
         if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
           // The key is left out whole: its other chunks are dropped, and the stream goes on.
+          leftOut.add(c.partition);
           h.skipConflict(c.key, err.message);
           endKey(c.key);
           if (!c.keyDone) skipped.add(c.key);

@@ -176,6 +176,7 @@ export async function startNode(
         ownership,
         windowMs: config.readAfterMoveMs,
         timeoutMs: config.forwardTimeoutMs,
+        maxBytes: config.limits.maxStateBytes,
         describe: (key) => store.describe(key),
         exportFrom: (address, req, metadata, options) => {
           const c = router.client(address);

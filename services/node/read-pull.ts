@@ -5,9 +5,14 @@
 // arriving, or only the writes taken here since the move. Answered from as it is, a set read as
 // part of itself with nothing to tell the caller so. A join is safe whatever the holder's copy is
 // (a stale one adds nothing a remove here has covered), so each holder is asked for the key's
-// delta since the context here (Export with since) and it is imported as Import would.
-// A holder that does not answer in --forward-timeout-ms is passed over: the read is answered from
-// what this node has, as before.
+// delta since the context here (Export with since), and what it sends is joined as Import joins
+// it, only once all of it has arrived: a fetch cut part-way leaves nothing (a key absent here
+// stays absent, and the read moves on to the next owner, routing.ts).
+//
+// A holder may itself have come to own the partition lately (two moves in a row): asked by a
+// fetch, it first fetches from its own former holders, one hop further at most (READ_PULL carries
+// the hop). A holder that does not answer within --forward-timeout-ms is passed over for as long,
+// and the read answers from what this node holds, as it did before fetches existed.
 import * as grpc from "@grpc/grpc-js";
 import { ObjectType, contextToProto } from "../crdt/index.js";
 import type { CausalContext } from "../crdt/index.js";
@@ -16,8 +21,10 @@ import type { Ownership } from "../gossip/ownership.js";
 import type { Logger } from "../common/logger.js";
 import { logThrottle } from "../common/log-throttle.js";
 
-/** Metadata of a fetch: its receiver answers from what it holds and fetches nothing itself. */
+/** Metadata of a fetch, its value the hop (1: asked by the reading node): never forwarded. */
 export const READ_PULL = "x-deltaset-read-pull";
+/** A holder asked at this hop answers from what it holds, fetching nothing itself. */
+const LAST_HOP = 2;
 
 /** How one fetch from a holder ended: it had something of the key, had nothing, or failed. */
 export type PullOutcome = "joined" | "none" | "failed";
@@ -26,8 +33,10 @@ export interface ReadPullDeps {
   ownership: Ownership;
   /** --read-after-move-ms: reads fetch first for this long after this node came to own a partition. */
   windowMs: number;
-  /** --forward-timeout-ms: how long one holder may take. */
+  /** --forward-timeout-ms: how long one fetch may take, and how long a holder that failed is passed over. */
   timeoutMs: number;
+  /** Most bytes of one holder's answer held until it is complete (--max-state-bytes); a larger one is not joined. */
+  maxBytes: number;
   /** The key's type and context here (Store.describe); undefined when absent. */
   describe(key: string): Promise<{ type: ObjectType; ctx: CausalContext } | undefined>;
   /** Export call to a holder. */
@@ -37,9 +46,12 @@ export interface ReadPullDeps {
   log: Logger;
   onPull?: (outcome: PullOutcome) => void;
   now?: () => number;
-  /** Keys remembered as fetched (a larger set starts over); default 65,536. */
+  /** Keys remembered as fetched (the oldest forgotten first); default 65,536. */
   maxRemembered?: number;
 }
+
+/** A fetch's failure that says nothing about the holder (a refused token, a conflict here): it is not passed over for it. */
+class NotTheHolders extends Error {}
 
 export class ReadPull {
   private readonly now: () => number;
@@ -47,42 +59,55 @@ export class ReadPull {
   /** Keys fetched from every holder, with when: not fetched again for the same gain. */
   private readonly fetched = new Map<string, number>();
   private readonly warnings = logThrottle(10_000);
-  /** Holders whose last fetch failed, with when: passed over for --forward-timeout-ms after. */
+  /** Holders whose last fetch failed (unreachable, or too slow), with when: passed over for timeoutMs after. */
   private readonly failedAt = new Map<string, number>();
 
   constructor(private readonly d: ReadPullDeps) {
     this.now = d.now ?? Date.now;
   }
 
-  /** Whether a call is itself a fetch (answered from what is here). */
+  /** The hop of a call that is itself a fetch (0: not a fetch). */
+  static hopOf(metadata: grpc.Metadata): number {
+    const v = metadata.get(READ_PULL);
+    if (v.length === 0) return 0;
+    const n = Number(v[0]);
+    return Number.isInteger(n) && n >= 1 ? n : LAST_HOP;
+  }
+
+  /** Whether a call is itself a fetch (it is answered here, never forwarded). */
   static isPull(metadata: grpc.Metadata): boolean {
     return metadata.get(READ_PULL).length > 0;
   }
 
   /**
    * Resolves once key is as complete here as its former holders can make it (at once when this
-   * node did not come to own its partition lately). Never rejects: a failed fetch is logged.
-   * authorization: the caller's bearer tokens (a fetch reads on its behalf); deadlineMs: the caller's.
+   * node did not come to own its partition lately, or when the call is a fetch at the last hop).
+   * Never rejects: a failed fetch is logged and counted. authorization: the caller's bearer
+   * tokens (a fetch reads on its behalf); hop: the calling fetch's (0 for a client's read).
    */
-  before(key: string, authorization: grpc.MetadataValue[], deadlineMs = Infinity): Promise<void> {
+  before(key: string, authorization: grpc.MetadataValue[], hop = 0): Promise<void> {
     const o = this.d.ownership;
-    if (o.full || this.d.windowMs <= 0 || key === "") return Promise.resolve();
+    if (o.full || this.d.windowMs <= 0 || key === "" || hop >= LAST_HOP) return Promise.resolve();
     const p = o.partitionOf(key);
     const now = this.now();
-    // A holder that failed lately is passed over for a while: a member that hangs would otherwise
-    // hold every read of the partitions it held for the whole timeout.
-    const holders = o.pullFrom(p, now - this.d.windowMs).filter((h) => !(now - (this.failedAt.get(h.nodeId) ?? -Infinity) < this.d.timeoutMs));
-    if (holders.length === 0) return Promise.resolve();
+    const all = o.pullFrom(p, now - this.d.windowMs);
+    if (all.length === 0) return Promise.resolve();
     const at = this.fetched.get(key);
     if (at !== undefined && at >= o.gainedAt(p)) return Promise.resolve();
     const running = this.running.get(key);
     if (running !== undefined) return running;
-    const started = now;
-    const run = this.fetch(key, holders, authorization, Math.min(deadlineMs, now + this.d.timeoutMs))
-      .then((complete) => {
-        if (!complete) return;
-        if (this.fetched.size >= (this.d.maxRemembered ?? 65_536)) this.fetched.clear();
-        this.fetched.set(key, started);
+    for (const [id, t] of this.failedAt) if (now - t >= this.d.timeoutMs) this.failedAt.delete(id);
+    // A holder that failed lately is passed over for a while: a member that hangs would otherwise
+    // hold every read of the partitions it held for the whole timeout.
+    const holders = all.filter((h) => !this.failedAt.has(h.nodeId));
+    if (holders.length === 0) return Promise.resolve();
+    const run = this.fetch(key, holders, authorization, hop + 1, now + this.d.timeoutMs)
+      .then((answered) => {
+        // Remembered only when every holder answered (one passed over is asked next time).
+        if (!answered || holders.length < all.length) return;
+        this.fetched.delete(key);
+        if (this.fetched.size >= (this.d.maxRemembered ?? 65_536)) this.fetched.delete(this.fetched.keys().next().value!);
+        this.fetched.set(key, now);
       })
       .finally(() => this.running.delete(key));
     this.running.set(key, run);
@@ -90,37 +115,62 @@ export class ReadPull {
   }
 
   /** Fetch key from each holder at once; true when every one answered. */
-  private async fetch(key: string, holders: Array<{ nodeId: string; address: string }>, authorization: grpc.MetadataValue[], deadline: number): Promise<boolean> {
+  private async fetch(key: string, holders: Array<{ nodeId: string; address: string }>, authorization: grpc.MetadataValue[], hop: number, deadline: number): Promise<boolean> {
     const here = await this.d.describe(key);
     // A set's delta since what is here; the other types travel whole whatever since says.
     const since = here?.type === ObjectType.AWSET ? contextToProto(here.ctx) : undefined;
     const outcomes = await Promise.all(
-      holders.map(async (h) => {
+      holders.map(async (h): Promise<PullOutcome> => {
         const metadata = new grpc.Metadata();
         for (const v of authorization) metadata.add("authorization", v);
-        metadata.set(READ_PULL, this.d.ownership.self);
+        metadata.set(READ_PULL, String(hop));
+        let chunks: ExportChunk[];
         try {
-          const chunks = this.d.exportFrom(h.address, { key, maxEntries: 0, maxBytes: 0, since }, metadata, { deadline });
-          const changed = await this.d.apply(chunks);
-          this.failedAt.delete(h.nodeId);
-          return changed ? "joined" : "none";
+          chunks = await this.whole(this.d.exportFrom(h.address, { key, maxEntries: 0, maxBytes: 0, since }, metadata, { deadline }));
         } catch (err) {
-          if ((err as grpc.ServiceError).code === grpc.status.NOT_FOUND) return "none";
-          this.failedAt.set(h.nodeId, this.now());
-          const admitted = this.warnings.admit(h.nodeId);
-          if (admitted !== undefined) {
-            this.d.log.warn("a read of a partition this node came to own lately could not fetch the key from a member that held it: answered from what this node holds, which may lack part of it", {
-              key,
-              holder: h.nodeId,
-              err: (err as Error).message,
-              ...admitted,
-            });
-          }
+          const code = (err as grpc.ServiceError).code;
+          if (code === grpc.status.NOT_FOUND) return "none";
+          if (code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED) this.failedAt.set(h.nodeId, this.now());
+          this.warn(key, h.nodeId, err);
+          return "failed";
+        }
+        this.failedAt.delete(h.nodeId);
+        try {
+          return (await this.d.apply(iterate(chunks))) ? "joined" : "none";
+        } catch (err) {
+          this.warn(key, h.nodeId, err);
           return "failed";
         }
       }),
     );
-    for (const x of outcomes) this.d.onPull?.(x as PullOutcome);
+    for (const x of outcomes) this.d.onPull?.(x);
     return outcomes.every((x) => x !== "failed");
   }
+
+  /** A holder's answer, all of it (or a NotTheHolders error past maxBytes). */
+  private async whole(stream: AsyncIterable<ExportChunk>): Promise<ExportChunk[]> {
+    const out: ExportChunk[] = [];
+    let bytes = 0;
+    for await (const c of stream) {
+      bytes += c.slice?.payload.length ?? 0;
+      if (bytes > this.d.maxBytes) throw new NotTheHolders(`the key's answer passed ${this.d.maxBytes} bytes (--max-state-bytes): not joined`);
+      out.push(c);
+    }
+    return out;
+  }
+
+  private warn(key: string, holder: string, err: unknown): void {
+    const admitted = this.warnings.admit(holder);
+    if (admitted === undefined) return;
+    this.d.log.warn("a read of a partition this node came to own lately could not fetch the key from a member that held it: answered from what this node holds, which may lack part of it", {
+      key,
+      holder,
+      err: (err as Error).message,
+      ...admitted,
+    });
+  }
+}
+
+async function* iterate<T>(items: T[]): AsyncGenerator<T> {
+  yield* items;
 }

@@ -61,17 +61,21 @@ export class Router {
     this.pull = pull;
   }
 
-  /** A read handler served here, after the key was fetched from its former holders when it must be. */
-  private pulled<C extends { request: { key?: unknown }; metadata: grpc.Metadata; getDeadline(): grpc.Deadline }, Rest extends unknown[]>(
+  /**
+   * A read handler served here, after the key was fetched from its former holders when it must be
+   * (a fetch is itself served so, one hop further at most: read-pull.ts). A call its caller gave
+   * up on meanwhile is not served.
+   */
+  private pulled<C extends { request: { key?: unknown }; metadata: grpc.Metadata; cancelled: boolean }, Rest extends unknown[]>(
     local: (call: C, ...rest: Rest) => void,
   ): (call: C, ...rest: Rest) => void {
     return (call, ...rest) => {
       const pull = this.pull;
       const key = call.request.key;
-      if (pull === undefined || typeof key !== "string" || ReadPull.isPull(call.metadata)) return local(call, ...rest);
-      const deadline = call.getDeadline();
-      const ms = deadline instanceof Date ? deadline.getTime() : deadline;
-      void pull.before(key, call.metadata.get("authorization"), Number.isFinite(ms) ? ms : Infinity).then(() => local(call, ...rest));
+      if (pull === undefined || typeof key !== "string") return local(call, ...rest);
+      void pull.before(key, call.metadata.get("authorization"), ReadPull.hopOf(call.metadata)).then(() => {
+        if (!call.cancelled) local(call, ...rest);
+      });
     };
   }
 

@@ -1,9 +1,10 @@
 // A read of a key whose partition a node came to own lately is not answered from part of the key
 // (node/read-pull.ts). Real node processes at R = 1 with gossip so slow (every 60 s) that no
-// partition is handed over during the test: a key of 300 elements lives on its old owner; a third
-// node joins and takes the key's partition; an element added then lands on the new owner alone,
-// which now holds 1 element of 301. Query, Scan and Export, through the new owner and through the
-// other nodes (which forward to it), must find all 301. Without the fetch they found 1.
+// partition is handed over during the test: two keys of 300 elements live on their old owner; a
+// third node joins and takes their partition; an element added then lands on the new owner alone,
+// which now holds 1 element of 301. One key is read first through another node (which forwards to
+// the new owner), the other first through the new owner: Query, Scan and Export must find all 301.
+// Without the fetch they found 1.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -54,30 +55,34 @@ async function exportedChunks(i: number, key: string): Promise<number> {
 
 describe("a read of a partition a node came to own lately", () => {
   it("finds every element, not only those that reached the new owner", { timeout: 120_000 }, async () => {
-    // A key that node pm2 owns once it is there, held by pm0 or pm1 before.
+    // Two keys that node pm2 owns once it is there, held by pm0 or pm1 before: one read first
+    // through a node that forwards to pm2, the other through pm2 itself.
     const three = new Ownership("pm0", "a", PARTITIONS, 1);
     three.setLive(new Map([["pm1", "b"], ["pm2", "c"]]));
-    const key = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-key-", PARTITIONS);
+    const forwarded = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-key-", PARTITIONS);
+    const direct = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-other-", PARTITIONS);
 
     await Promise.all([c.start(0), c.start(1)]);
-    await eventually("two members", async () => Promise.all([0, 1].map((i) => ownersAt(c, i, key))), (v) => v[0]!.length === 1 && v[0]!.join() === v[1]!.join());
-    const old = Number((await ownersAt(c, 0, key))[0]!.slice(2));
-    for (let b = 0; b < 3; b++) await c.add(0, key, Array.from({ length: 100 }, (_, j) => `e${b * 100 + j}`));
-    assert.equal(await queried(0, key), 300);
-    const exportedBefore = await exportedChunks(old, key);
+    await eventually("two members", async () => Promise.all([0, 1].map((i) => ownersAt(c, i, forwarded))), (v) => v[0]!.length === 1 && v[0]!.join() === v[1]!.join());
+    for (const key of [forwarded, direct]) {
+      for (let b = 0; b < 3; b++) await c.add(0, key, Array.from({ length: 100 }, (_, j) => `e${b * 100 + j}`));
+      assert.equal(await queried(0, key), 300);
+    }
+    const exportedBefore = await exportedChunks(0, direct);
 
     await c.start(2);
-    await eventually("pm2 owns the key in every view", async () => Promise.all([0, 1, 2].map((i) => ownersAt(c, i, key))), (v) => v.every((o) => o.join() === "pm2"));
+    await eventually("pm2 owns both keys in every view", async () => Promise.all([0, 1, 2].flatMap((i) => [forwarded, direct].map((k) => ownersAt(c, i, k)))), (v) => v.every((o) => o.join() === "pm2"));
     // An add after the move lands on the new owner, which holds nothing else of the key.
-    await c.add(2, key, ["fresh"]);
-    // What the new owner holds of it itself (Keys is never forwarded): the one element.
-    assert.equal(await heldSize(2, key), 1, "the new owner holds 1 element: the partition was not handed over yet");
+    for (const key of [forwarded, direct]) await c.add(2, key, ["fresh"]);
+    // What the new owner holds of them itself (Keys is never forwarded): the one element.
+    for (const key of [forwarded, direct]) assert.equal(await heldSize(2, key), 1, "the new owner holds 1 element: the partition was not handed over yet");
 
-    for (const i of [2, 0, 1]) {
-      assert.equal(await queried(i, key), 301, `Query through pm${i}`);
-      assert.equal((await c.read(i, key)).length, 301, `Scan through pm${i}`);
-    }
-    // The new owner's Export carries the old owner's elements and the new one.
-    assert.ok((await exportedChunks(2, key)) > exportedBefore, "Export through pm2");
+    // Read first through a node that forwards the Query to the new owner, which fetches then.
+    assert.equal(await queried(0, forwarded), 301, "Query through pm0, forwarded to pm2");
+    assert.equal((await c.read(1, forwarded)).length, 301, "Scan through pm1");
+    // Read first through the new owner itself: a Scan, then Query and Export.
+    assert.equal((await c.read(2, direct)).length, 301, "Scan through pm2");
+    assert.equal(await queried(2, direct), 301, "Query through pm2");
+    assert.ok((await exportedChunks(2, direct)) > exportedBefore, "Export through pm2 carries the old owner's elements and the new one");
   });
 });

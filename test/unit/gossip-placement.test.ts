@@ -193,16 +193,44 @@ describe("Ownership: whom a read fetches from after this node came to own a part
     for (const q of o.owned()) if (o.gainedAt(q) === Number.NEGATIVE_INFINITY) assert.deepEqual(o.pullFrom(q, 0), []);
   });
 
-  it("sends nothing further once the holder sent the partition whole", () => {
+  it("fetches nothing further from a holder once it sent the partition whole in a stream begun since the gain", () => {
     const p = gainedWhenN3Goes();
     const o = new Ownership("c", "c:1", 64, 2);
     o.setLive(live("n1", "n2", "n3"), "c:1", 1_000);
     o.setLive(live("n1", "n2"), "c:1", 50_000);
     const [holder] = o.pullFrom(p, 0);
-    o.receivedWhole(p, "n9"); // not a holder: nothing changes
+    o.receivedWhole(p, "n9", 50_100); // not a holder: nothing changes
     assert.equal(o.pullFrom(p, 0).length, 1);
-    o.receivedWhole(p, holder!.nodeId);
+    // A stream whose first chunk came before the gain does not say this node holds it all.
+    o.receivedWhole(p, holder!.nodeId, 49_999);
+    assert.equal(o.pullFrom(p, 0).length, 1);
+    o.receivedWhole(p, holder!.nodeId, 50_000);
     assert.deepEqual(o.pullFrom(p, 0), []);
+    // A later view change does not name it again.
+    o.setLive(live("n1", "n2", "n9"), "c:1", 51_000);
+    if (o.owns(p)) assert.ok(!o.pullFrom(p, 0).some((t) => t.nodeId === holder!.nodeId));
+  });
+
+  it("a first view that listed only some members: a later view names the members that held the partition", () => {
+    // c joins n1, n2, n3 at R = 1; its first view lists n1 only.
+    let p = -1;
+    for (let q = 0; q < 64 && p < 0; q++) {
+      const full = new Ownership("c", "c:1", 64, 1);
+      full.setLive(live("n1", "n2", "n3"));
+      const first = new Ownership("c", "c:1", 64, 1);
+      first.setLive(live("n1"));
+      const without = new Ownership("n1", "n1:1", 64, 1);
+      without.setLive(live("n2", "n3"));
+      if (full.owns(q) && first.owns(q) && without.ownersOf(q)[0] !== "n1") p = q;
+    }
+    assert.ok(p >= 0);
+    const truth = new Ownership("n1", "n1:1", 64, 1);
+    truth.setLive(live("n2", "n3"));
+    const c = new Ownership("c", "c:1", 64, 1);
+    c.setLive(live("n1"), "c:1", 50_000);
+    assert.deepEqual(c.pullFrom(p, 0).map((t) => t.nodeId), ["n1"]);
+    c.setLive(live("n1", "n2", "n3"), "c:1", 50_100);
+    assert.ok(c.pullFrom(p, 0).some((t) => t.nodeId === truth.ownersOf(p)[0]), `asks ${truth.ownersOf(p)[0]}, which held p`);
   });
 
   it("after its first view with peers (a join, a wiped restart), fetches what it owns from the owners the others give it", () => {

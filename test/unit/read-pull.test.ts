@@ -1,131 +1,215 @@
-// ReadPull (node/read-pull.ts): a read of a partition this node came to own lately fetches the key
-// from the members that held it before, once per key and gain, from all of them at once, with the
-// caller's token and a bounded deadline; a holder that fails is passed over (the read goes on) and
-// the key is fetched again next time; outside the window or for a partition owned from before the window
-// nothing is fetched.
+// ReadPull (node/read-pull.ts) over real stores and the real Export and Import code: a read of a
+// partition this node came to own lately fetches the key from the members that held it before and
+// joins what they have, once per key and gain; what a holder sends is joined only once all of it
+// arrived (a fetch cut part-way leaves nothing); a holder that is unreachable or too slow is passed
+// over for the timeout, a refusal that is not the holder's fault is not; a key is remembered as
+// fetched only when every holder answered; a fetch asks one hop further at most.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { Ownership } from "../../services/gossip/ownership.ts";
 import { READ_PULL, ReadPull, type PullOutcome } from "../../services/node/read-pull.ts";
 import type { ExportChunk, ExportRequest } from "../../services/gen/deltaset/v1/replica.ts";
-import { ObjectType } from "../../services/crdt/index.ts";
-import { CausalContext } from "../../services/crdt/causal-context.ts";
+import { type AWSet, contextFromProto } from "../../services/crdt/index.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
+import { exportChunks } from "../../services/replica/export-stream.ts";
+import { applyImport } from "../../services/replica/import-apply.ts";
+import { Store } from "../../services/store/store.ts";
+import { testLimits } from "../helpers/limits.ts";
 
+const P = 16;
 const quiet = { debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } } as never;
 const live = (...ids: string[]) => new Map(ids.map((id) => [id, `${id}:1`]));
+const LIMITS = testLimits({ defaultExportChunk: 2, maxExportChunk: 100 });
+let stores = 0;
+const open = () => Store.open({ dir: "memory", nodeId: `r${stores++}`, partitions: P, partitionOf, sync: "buffered" });
+const b = (s: string) => Buffer.from(s);
+async function members(s: Store, key: string): Promise<number> {
+  return ((await s.readState(key))?.state as AWSet | undefined)?.entries.size ?? 0;
+}
+function keyIn(p: number, tag: string): string {
+  for (let i = 0; ; i++) if (partitionOf(`${tag}${i}`, P) === p) return `${tag}${i}`;
+}
 
-/** c came to own partition p at t = 50 s when n3 went; its holder is the owner that stayed. */
-function setup(opts: { fail?: Set<string>; notFound?: boolean } = {}) {
-  const o = new Ownership("c", "c:1", 16, 2);
-  o.setLive(live("n1", "n2", "n3"), "c:1", 1_000);
+/** How a holder answers one export: whole, cut after its first chunk, or an error code. */
+type Behaviour = "ok" | "cut" | grpc.status;
+
+/**
+ * c came to own a partition at t = 50 s: after its first view with peers n1, n2, n3 at R = 2
+ * (holders: the two owners the others give it), or when n3 went (one holder). Holders are real
+ * stores; `behave` decides each export.
+ */
+async function harness(opts: { holders: 1 | 2; behave?: (address: string) => Behaviour; maxBytes?: number }) {
+  const o = new Ownership("c", "c:1", P, 2);
   let p = -1;
-  for (let q = 0; q < 16 && p < 0; q++) {
-    const after = new Ownership("c", "c:1", 16, 2);
-    after.setLive(live("n1", "n2"));
-    if (!o.owns(q) && after.owns(q) && o.ownersOf(q).includes("n3")) p = q;
+  if (opts.holders === 2) {
+    o.setLive(live("n1", "n2", "n3"), "c:1", 50_000);
+    p = o.owned().find((q) => o.pullFrom(q, 0).length === 2)!;
+  } else {
+    o.setLive(live("n1", "n2", "n3"), "c:1", 1_000);
+    for (let q = 0; q < P && p < 0; q++) {
+      const after = new Ownership("c", "c:1", P, 2);
+      after.setLive(live("n1", "n2"));
+      if (!o.owns(q) && after.owns(q) && o.ownersOf(q).includes("n3")) p = q;
+    }
+    o.setLive(live("n1", "n2"), "c:1", 50_000);
   }
-  assert.ok(p >= 0);
-  o.setLive(live("n1", "n2"), "c:1", 50_000);
-  let key = "";
-  for (let i = 0; key === ""; i++) if (partitionOf(`k${i}`, 16) === p) key = `k${i}`;
+  assert.ok(p >= 0 && o.pullFrom(p, 0).length === opts.holders);
+  const holders = new Map<string, Store>();
+  for (const h of o.pullFrom(p, 0)) holders.set(h.address, await open());
+  const here = await open();
   const calls: Array<{ address: string; req: ExportRequest; metadata: grpc.Metadata; options: Partial<grpc.CallOptions> }> = [];
   const outcomes: PullOutcome[] = [];
-  let now = 60_000;
+  const clock = { now: 60_000 };
   const pull = new ReadPull({
     ownership: o,
     windowMs: 30_000,
     timeoutMs: 2_000,
-    describe: async () => ({ type: ObjectType.AWSET, ctx: new CausalContext() }),
+    maxBytes: opts.maxBytes ?? 1 << 20,
+    describe: (key) => here.describe(key),
     exportFrom: (address, req, metadata, options) => {
       calls.push({ address, req, metadata, options });
+      const how = opts.behave?.(address) ?? "ok";
+      const from = holders.get(address)!;
       return (async function* () {
-        if (opts.fail?.has(address)) throw Object.assign(new Error("down"), { code: grpc.status.UNAVAILABLE });
-        if (opts.notFound) throw Object.assign(new Error("absent"), { code: grpc.status.NOT_FOUND });
-        yield { key } as ExportChunk;
+        if (typeof how === "number") throw Object.assign(new Error(`status ${how}`), { code: how });
+        if ((await from.typeOf(req.key)) === undefined) throw Object.assign(new Error("absent"), { code: grpc.status.NOT_FOUND });
+        let sent = 0;
+        const since = req.since === undefined ? undefined : contextFromProto(req.since);
+        for await (const c of exportChunks(from, req.key, { maxEntries: 2, maxBytes: 1 << 16, since })) {
+          if (how === "cut" && sent === 1) throw Object.assign(new Error("deadline"), { code: grpc.status.DEADLINE_EXCEEDED });
+          sent++;
+          yield c as ExportChunk;
+        }
       })();
     },
-    apply: async (chunks) => {
-      let n = 0;
-      for await (const _ of chunks) n++;
-      return n > 0;
-    },
+    apply: async (chunks) => (await applyImport({ store: here, limits: LIMITS, notify: () => {}, clockSkewBoundMs: 0 }, chunks)).changed,
     log: quiet,
     onPull: (x) => outcomes.push(x),
-    now: () => now,
+    now: () => clock.now,
   });
-  return { o, p, key, pull, calls, outcomes, advance: (ms: number) => (now += ms), holder: o.ownersOf(p).find((id) => id !== "c")! };
+  const stores = [...holders.values()];
+  return { o, p, here, stores, pull, calls, outcomes, clock, addresses: [...holders.keys()] };
 }
 
 describe("ReadPull", () => {
-  it("fetches a key of a partition gained lately from its former holder, with the caller's token, once", async () => {
-    const s = setup();
-    await s.pull.before(s.key, ["Bearer t"], 61_000);
-    assert.equal(s.calls.length, 1);
-    assert.equal(s.calls[0]!.address, `${s.holder}:1`);
-    assert.equal(s.calls[0]!.req.key, s.key);
-    assert.ok(s.calls[0]!.req.since !== undefined, "a set's delta since what is here");
-    assert.deepEqual(s.calls[0]!.metadata.get("authorization"), ["Bearer t"]);
-    assert.equal(s.calls[0]!.metadata.get(READ_PULL).length, 1, "marked: the holder answers from what it holds");
-    assert.equal(s.calls[0]!.options.deadline, 61_000, "the caller's deadline when sooner than the timeout");
-    assert.deepEqual(s.outcomes, ["joined"]);
-    // Fetched: the next read of the key does not fetch again.
-    await s.pull.before(s.key, [], Infinity);
-    assert.equal(s.calls.length, 1);
+  it("joins what the former holder has of the key, asked with the caller's token, its own deadline and hop 1, once", async () => {
+    const h = await harness({ holders: 1 });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, ["a", "b", "c", "d", "e", "f"].map(b));
+    await h.here.add(key, [b("fresh")]);
+    await h.pull.before(key, ["Bearer t"]);
+    assert.equal(await members(h.here, key), 7, "the holder's 6 and the one taken here");
+    assert.equal(h.calls.length, 1);
+    assert.ok(h.calls[0]!.req.since !== undefined, "a set's delta since what is here");
+    assert.deepEqual(h.calls[0]!.metadata.get("authorization"), ["Bearer t"]);
+    assert.deepEqual(h.calls[0]!.metadata.get(READ_PULL), ["1"]);
+    assert.equal(h.calls[0]!.options.deadline, 62_000, "the fetch's own deadline (--forward-timeout-ms), not the caller's");
+    assert.deepEqual(h.outcomes, ["joined"]);
+    await h.pull.before(key, []);
+    assert.equal(h.calls.length, 1, "fetched: not asked again for this gain");
   });
 
-  it("reads at once fetch once", async () => {
-    const s = setup();
-    await Promise.all([s.pull.before(s.key, []), s.pull.before(s.key, []), s.pull.before(s.key, [])]);
-    assert.equal(s.calls.length, 1);
-    assert.equal(s.calls[0]!.options.deadline, 62_000, "bounded by the timeout");
+  it("a fetch cut part-way joins nothing: a key absent here stays absent (the read moves on to the next owner)", async () => {
+    const h = await harness({ holders: 1, behave: () => "cut" });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, ["a", "b", "c", "d", "e", "f"].map(b));
+    await h.pull.before(key, []);
+    assert.deepEqual(h.outcomes, ["failed"]);
+    assert.equal(await h.here.typeOf(key), undefined, "nothing of the cut answer was joined");
+    // A holder too slow for the fetch's own deadline is passed over for the timeout, then asked again.
+    await h.pull.before(key, []);
+    assert.equal(h.calls.length, 1);
+    h.clock.now += 2_000;
+    await h.pull.before(key, []);
+    assert.equal(h.calls.length, 2);
   });
 
-  it("a holder that has nothing counts none; one that fails is passed over for a while, then asked again", async () => {
-    const none = setup({ notFound: true });
-    await none.pull.before(none.key, []);
-    assert.deepEqual(none.outcomes, ["none"]);
-    await none.pull.before(none.key, []);
-    assert.equal(none.calls.length, 1);
+  it("an answer larger than the bound is not joined, and the holder is not passed over for it", async () => {
+    const h = await harness({ holders: 1, maxBytes: 40 });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, Array.from({ length: 20 }, (_, i) => b(`element-${i}`)));
+    await h.pull.before(key, []);
+    assert.deepEqual(h.outcomes, ["failed"]);
+    assert.equal(await h.here.typeOf(key), undefined);
+    await h.pull.before(key, []);
+    assert.equal(h.calls.length, 2, "asked again at once");
+  });
 
-    const down = setup();
-    const failing = setup({ fail: new Set([`${down.holder}:1`]) });
-    await failing.pull.before(failing.key, []);
-    assert.deepEqual(failing.outcomes, ["failed"]);
-    // Passed over for the timeout after it failed (a hung member must not hold every read), then asked again.
-    await failing.pull.before(failing.key, []);
-    assert.equal(failing.calls.length, 1, "passed over right after it failed");
-    failing.advance(2_001);
-    await failing.pull.before(failing.key, []);
-    assert.equal(failing.calls.length, 2, "not remembered as fetched: asked again");
+  it("a refusal that is not the holder's fault (a token) does not pass it over; unreachable does", async () => {
+    let code: Behaviour = grpc.status.PERMISSION_DENIED;
+    const h = await harness({ holders: 1, behave: () => code });
+    const key = keyIn(h.p, "k");
+    await h.pull.before(key, []);
+    await h.pull.before(key, []);
+    assert.equal(h.calls.length, 2, "a refused token: asked again at the next read");
+    code = grpc.status.UNAVAILABLE;
+    await h.pull.before(key, []);
+    await h.pull.before(keyIn(h.p, "other"), []);
+    assert.equal(h.calls.length, 3, "unreachable: passed over for every key of it");
+    assert.deepEqual(h.outcomes, ["failed", "failed", "failed"]);
+  });
+
+  it("with two holders, one unreachable: joins the other's, and asks the first again once it is back, the key not remembered as fetched meanwhile", async () => {
+    let down = true;
+    let first = "";
+    const h = await harness({ holders: 2, behave: (a) => (a === first && down ? grpc.status.UNAVAILABLE : "ok") });
+    first = h.addresses[0]!;
+    const [A, B] = h.stores as [Store, Store];
+    const k1 = keyIn(h.p, "x");
+    const k2 = keyIn(h.p, "y");
+    await A.add(k2, ["a1", "a2", "a3"].map(b));
+    await B.add(k2, [b("b1")]);
+    await h.pull.before(k1, []); // the first holder fails: passed over
+    await h.pull.before(k2, []); // only the second asked
+    assert.equal(await members(h.here, k2), 1);
+    down = false;
+    await h.pull.before(k2, []);
+    assert.equal(await members(h.here, k2), 1, "still passed over within the timeout");
+    h.clock.now += 2_000;
+    await h.pull.before(k2, []);
+    assert.equal(await members(h.here, k2), 4, "asked again once back: not remembered as fetched from the second alone");
+  });
+
+  it("reads at once share one fetch", async () => {
+    const h = await harness({ holders: 1 });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, [b("a")]);
+    await Promise.all([h.pull.before(key, []), h.pull.before(key, []), h.pull.before(key, [])]);
+    assert.equal(h.calls.length, 1);
+  });
+
+  it("a fetch asked at hop 1 asks one hop further; at hop 2 nothing", async () => {
+    const h = await harness({ holders: 1 });
+    const key = keyIn(h.p, "k");
+    await h.pull.before(key, [], 2);
+    assert.equal(h.calls.length, 0);
+    await h.pull.before(key, [], 1);
+    assert.deepEqual(h.calls[0]!.metadata.get(READ_PULL), ["2"]);
+    const md = new grpc.Metadata();
+    assert.equal(ReadPull.hopOf(md), 0);
+    md.set(READ_PULL, "1");
+    assert.equal(ReadPull.hopOf(md), 1);
+    md.set(READ_PULL, "c");
+    assert.equal(ReadPull.hopOf(md), 2, "a value that is not a hop counts as the last");
   });
 
   it("fetches nothing outside the window, once the holder sent the partition whole, or for a partition owned from before the window", async () => {
-    const late = setup();
-    late.advance(30_001 - 10_000); // now 80,001: the gain at 50,000 is older than the window
-    await late.pull.before(late.key, []);
+    const late = await harness({ holders: 1 });
+    late.clock.now = 80_001; // the gain at 50,000 is older than the 30 s window
+    await late.pull.before(keyIn(late.p, "k"), []);
     assert.equal(late.calls.length, 0);
 
-    const whole = setup();
-    whole.o.receivedWhole(whole.p, whole.holder);
-    await whole.pull.before(whole.key, []);
+    const whole = await harness({ holders: 1 });
+    whole.o.receivedWhole(whole.p, whole.o.pullFrom(whole.p, 0)[0]!.nodeId, 50_500);
+    await whole.pull.before(keyIn(whole.p, "k"), []);
     assert.equal(whole.calls.length, 0);
 
-    // A partition owned since the first view (t = 1 s), which a later change left with c.
-    const s = setup();
+    // A partition owned since the first view (t = 1 s), which the later change left with c.
+    const s = await harness({ holders: 1 });
     const old = s.o.owned().find((q) => s.o.gainedAt(q) === 1_000);
     assert.ok(old !== undefined);
-    let key = "";
-    for (let i = 0; key === ""; i++) if (partitionOf(`o${i}`, 16) === old) key = `o${i}`;
-    await s.pull.before(key, []);
+    await s.pull.before(keyIn(old, "o"), []);
     assert.equal(s.calls.length, 0);
-  });
-
-  it("a fetch is itself never fetched for nor forwarded", () => {
-    const md = new grpc.Metadata();
-    assert.equal(ReadPull.isPull(md), false);
-    md.set(READ_PULL, "c");
-    assert.equal(ReadPull.isPull(md), true);
   });
 });
