@@ -54,6 +54,15 @@ export interface HandOffOptions {
    * rejects when no owner took it. Without it, keys with deferred removes are kept.
    */
   handOverRemove?: (key: string, element: Buffer, unseen: CausalContext) => Promise<void>;
+  /**
+   * Whether a peer has been heard (a gossip frame or reply from it) at or after sinceMs (now's
+   * clock). An owner's acknowledgement counts toward a drop only if it was heard since the
+   * placement last changed: a node killed a moment ago is still an owner in every view until it is
+   * suspected, and its old acks would otherwise let this node drop the partition onto the one live
+   * owner left (a new node), then own it again, empty, once the dead one is declared dead.
+   * Default: every peer counts as heard.
+   */
+  heardSince?: (peer: string, sinceMs: number) => boolean;
   /** How long a partition taken from an owner as its successor is kept from a drop (takenAsSuccessor); default SUCCESSOR_HOLD_MS. */
   successorHoldMs?: number;
 }
@@ -145,10 +154,11 @@ export class HandOff {
     return out;
   }
 
-  /** Every owner of p in this node's view has acknowledged p up to seq. */
+  /** Every owner of p in this node's view has acknowledged p up to seq, and has been heard since the placement last changed. */
   private acked(p: number, seq: number): boolean {
     const owners = this.o.ownership.peersOf(p);
-    return owners.length > 0 && owners.every((o) => this.o.engine.ackOf(p, o) >= seq);
+    const heard = this.o.heardSince ?? (() => true);
+    return owners.length > 0 && owners.every((o) => this.o.engine.ackOf(p, o) >= seq && heard(o, this.stableSince));
   }
 
   /**

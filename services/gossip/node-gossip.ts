@@ -187,6 +187,12 @@ export class NodeGossip {
   /** Per peer: since when it has refused this node as not a known member (reportSendFailure). */
   private readonly notMemberSince = new Map<string, number>();
   private readonly handOff: HandOff | undefined;
+  /** Per peer: when a gossip frame or reply of it last arrived (Date.now). */
+  private readonly lastHeard = new Map<string, number>();
+  /** The placement version setPeers last saw. */
+  private placementSeen = -1;
+  /** How long every neighbour is greeted after the placement changed (hand-off's grace, twice). */
+  private greetAfterMoveMs = 0;
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -197,7 +203,9 @@ export class NodeGossip {
     const own = o.ownership;
     if (own !== undefined && !own.full) {
       const graceMs = Math.max(2000, 5 * o.intervalMs);
+      this.greetAfterMoveMs = 2 * graceMs;
       this.handOff = new HandOff({
+        heardSince: (peer, sinceMs) => (this.lastHeard.get(peer) ?? Number.NEGATIVE_INFINITY) >= sinceMs,
         store: o.store,
         engine: x.engine as AntiEntropyEngine<unknown>,
         ownership: own,
@@ -339,7 +347,17 @@ export class NodeGossip {
       added = true;
     }
     this.x.engine.setNeighbours(this.peers.keys());
-    if (placed) this.x.engine.setPartitionPeers((p) => this.o.ownership!.peersOf(p));
+    for (const id of this.lastHeard.keys()) if (!this.peers.has(id)) this.lastHeard.delete(id);
+    if (placed) {
+      this.x.engine.setPartitionPeers((p) => this.o.ownership!.peersOf(p));
+      // The placement moved: every neighbour is greeted for a while, so that each hears what the
+      // others dropped (a partition this node dropped and owns again must reach it in full from
+      // an owner that thinks it acked), and answers (hand-off counts only owners heard since).
+      if (this.o.ownership!.version !== this.placementSeen) {
+        this.placementSeen = this.o.ownership!.version;
+        this.x.greetEveryNeighbourUntil(Date.now() + this.greetAfterMoveMs);
+      }
+    }
     // A neighbour that (re)appears missed the pushes made while it was away (a suspicion under
     // load takes it out of the set): with pushes on, it gets them now, not a period later.
     if (added) this.schedulePush();
@@ -409,6 +427,7 @@ export class NodeGossip {
    * (Ownership.ownsOnceGone); one that stays keeps what a leaving owner sent it (hand-off.ts).
    */
   private peerHeard(peer: string, leaving: boolean): void {
+    this.lastHeard.set(peer, Date.now());
     this.shipHeard?.set(peer, leaving);
     if (leaving) this.peersLeaving.add(peer);
     else this.peersLeaving.delete(peer);

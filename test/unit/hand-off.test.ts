@@ -101,6 +101,30 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     await store.close();
   });
 
+  it("counts an owner's ack only if that owner was heard since the placement last changed (a node killed a moment ago is an owner until suspected)", async () => {
+    const { store, own, engine } = await setup("heard");
+    const e = engine();
+    const now = 5000;
+    const heard = new Map<string, number>();
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => now, heardSince: (peer, since) => (heard.get(peer) ?? -Infinity) >= since });
+    const gone = keyWhere((p) => !own.owns(p), "unheard", P);
+    const p = partitionOf(gone, P);
+    const r = await store.add(gone, [b("x")]);
+    e.local(p, new Map([[gone, { type: ObjectType.AWSET, state: r.delta }]]));
+    const [owner] = own.peersOf(p);
+    // The owner acked it all before it died: its acks stand, yet nothing of it was heard since.
+    e.onAcks(owner!, [{ partition: p, seq: e.seq(p) }]);
+    heard.set(owner!, 4999);
+    assert.deepEqual(h.ready().map((x) => x.partition), [], "not heard since the placement changed: no drop");
+    await h.run();
+    assert.equal(await held(store, gone), true);
+    heard.set(owner!, 5000);
+    assert.deepEqual(h.ready().map((x) => x.partition), [p]);
+    await h.run();
+    assert.equal(await held(store, gone), false);
+    await store.close();
+  });
+
   it("a partition taken from a leaving owner as its successor is kept, though the owner acked it, until the hold runs out", async () => {
     const { store, e, h, clock, taken, p } = await takenFromB("successor");
     h.takenAsSuccessor(p, "b");
