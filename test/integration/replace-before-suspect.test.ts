@@ -1,7 +1,8 @@
 // A node SIGKILLed and at once replaced by a new one (new id, empty disk) that joins before the
 // killed node is even suspected: the placement then counts the dead node as an owner for a while.
-// Real node processes at R = 2, failure detection slow enough (probes every 3 s) that the new node
-// is in every view, and the hand-off grace has passed, well before the killed one is suspected.
+// Real node processes at R = 2, failure detection slow enough (probes every 3 s, so 12 s from
+// suspect to dead) that the new node is in every view, and the hand-off grace has passed, well
+// before the killed one is declared dead (a suspect member still counts in the placement).
 // Afterwards every key must be held, whole, by both of its owners: a node that gave a partition
 // to {dead node, new node} and dropped its copy owns it again once the dead node is declared
 // dead, and must not be left holding nothing of it while the new node holds the only copy. Before,
@@ -72,7 +73,8 @@ describe("a node replaced before it is suspected (R = 2)", () => {
           }
         }),
       );
-    await eventually("rb3 in every live view, rb2 still counted alive", members, (v) => v.every((m) => m.members.filter((x) => x.state === MemberState.ALIVE).length === 4), 20_000);
+    // The placement counts a suspect member as live: rb2 is an owner until it is declared dead.
+    await eventually("rb3 in every live view, rb2 still counted (alive or suspect)", members, (v) => v.every((m) => m.members.filter((x) => x.state === MemberState.ALIVE || x.state === MemberState.SUSPECT).length === 4), 20_000);
     // Hand-offs to {rb2, rb3} run meanwhile; then rb2 is declared dead and the placement goes back.
     await eventually("rb2 declared dead in every view", members, (v) => v.every((m) => m.members.every((x) => x.nodeId !== "rb2")), 60_000);
     const missing = await eventually("every key whole on both owners again", () => complete([0, 1, 3]), (m) => m.length === 0, 30_000).catch(async () => complete([0, 1, 3]));
