@@ -86,6 +86,12 @@ export class HandOff {
   private running = false;
   /** Partition → the owner it was taken from, and until when it is kept here although not owned (takenAsSuccessor). */
   private readonly successorHolds = new Map<number, { from: string; until: number }>();
+  /**
+   * The last ready() found a partition whose owners all acked it but not all were heard since
+   * the placement changed: the caller greets them (an owner quiet because nothing flows would
+   * otherwise never be heard, and the copy would stay here for good).
+   */
+  waitingToHear = false;
   /** A failure that recurs every run (no owner reachable) is warned about once a minute. */
   private readonly failureLog = logThrottle(60_000);
 
@@ -146,19 +152,29 @@ export class HandOff {
     }
     if (now() - this.stableSince < this.o.graceMs) return [];
     const out: Array<{ partition: number; seq: number; version: number }> = [];
+    this.waitingToHear = false;
     for (const p of this.mayHold) {
       if (own.owns(p) || this.held(p) || this.o.localChangesWaiting?.(p) === true) continue;
       const seq = engine.seq(p);
-      if (seq !== 0 && this.acked(p, seq)) out.push({ partition: p, seq, version: own.version });
+      if (seq === 0) continue;
+      const a = this.ackState(p, seq);
+      if (a === "acked") out.push({ partition: p, seq, version: own.version });
+      else if (a === "unheard") this.waitingToHear = true;
     }
     return out;
   }
 
   /** Every owner of p in this node's view has acknowledged p up to seq, and has been heard since the placement last changed. */
   private acked(p: number, seq: number): boolean {
+    return this.ackState(p, seq) === "acked";
+  }
+
+  /** acked: every owner acked p up to seq and was heard since the change; unheard: all acked, not all heard. */
+  private ackState(p: number, seq: number): "acked" | "unheard" | "no" {
     const owners = this.o.ownership.peersOf(p);
+    if (owners.length === 0 || !owners.every((o) => this.o.engine.ackOf(p, o) >= seq)) return "no";
     const heard = this.o.heardSince ?? (() => true);
-    return owners.length > 0 && owners.every((o) => this.o.engine.ackOf(p, o) >= seq && heard(o, this.stableSince));
+    return owners.every((o) => heard(o, this.stableSince)) ? "acked" : "unheard";
   }
 
   /**

@@ -587,7 +587,11 @@ export class NodeGossip {
         this.schedulePush();
       }
     }
-    if (push === undefined && this.handOff !== undefined && !this.stopped) void this.handOff.run();
+    if (push === undefined && this.handOff !== undefined && !this.stopped) {
+      void this.handOff.run();
+      // A drop waits only to hear from an owner since the placement changed: ask every neighbour.
+      if (this.handOff.waitingToHear) this.x.greetEveryNeighbourUntil(Date.now() + 2 * this.o.intervalMs);
+    }
   }
 
   /**

@@ -116,10 +116,12 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     e.onAcks(owner!, [{ partition: p, seq: e.seq(p) }]);
     heard.set(owner!, 4999);
     assert.deepEqual(h.ready().map((x) => x.partition), [], "not heard since the placement changed: no drop");
+    assert.equal(h.waitingToHear, true, "the caller is told to greet the owners");
     await h.run();
     assert.equal(await held(store, gone), true);
     heard.set(owner!, 5000);
     assert.deepEqual(h.ready().map((x) => x.partition), [p]);
+    assert.equal(h.waitingToHear, false);
     await h.run();
     assert.equal(await held(store, gone), false);
     await store.close();
