@@ -127,13 +127,9 @@ export class Ownership {
   /** A change from `before` to `after` owners of p: whether this node gained it, and from whom. */
   private noteGain(p: number, before: readonly string[], after: readonly string[], now: number): void {
     const holders = this.priorHolders[p]!;
-    if (!after.includes(this.self)) {
-      holders.clear();
-      this.wholeFrom[p]!.clear();
-      this.gainTimes[p] = Number.NEGATIVE_INFINITY;
-      this.gainedAtFirstView[p] = false;
-      return;
-    }
+    // Lost again: whom it fetches from stays for the window. It still holds what arrived (until
+    // hand-off drops it), and a new owner that came to own the partition from it fetches through it.
+    if (!after.includes(this.self)) return;
     // Owned before too: it keeps what it had, and whom it still fetches from.
     if (before.includes(this.self)) return;
     this.gainTimes[p] = now;
@@ -146,10 +142,12 @@ export class Ownership {
   /**
    * The members a read of partition p fetches its key from before answering here: those that held
    * it when this node came to own it at or after sinceMs (setLive's clock), still members, that
-   * have not sent it whole since. Empty when this node owns it from longer ago, or not at all.
+   * have not sent it whole since. Empty when this node came to own it longer ago, or never. A node
+   * that lost it again since still names them: it holds what arrived (until hand-off drops it),
+   * and a fetch of the owner that took it over reaches them through it.
    */
   pullFrom(partition: number, sinceMs: number): Array<{ nodeId: string; address: string }> {
-    if (!this.owns(partition) || this.gainTimes[partition]! < sinceMs) return [];
+    if (this.gainTimes[partition]! < sinceMs) return [];
     // A holder that itself came to own it lately fetches in turn (read-pull.ts): two moves in a row.
     const out: Array<{ nodeId: string; address: string }> = [];
     for (const id of this.priorHolders[partition]!) {

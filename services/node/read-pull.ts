@@ -6,8 +6,8 @@
 // part of itself with nothing to tell the caller so. A join is safe whatever the holder's copy is
 // (a stale one adds nothing a remove here has covered), so each holder is asked for the key's
 // delta since the context here (Export with since), and what it sends is joined as Import joins
-// it, only once all of it has arrived: a fetch cut part-way leaves nothing (a key absent here
-// stays absent, and the read moves on to the next owner, routing.ts).
+// it, only once all of it has arrived: a fetch cut part-way leaves nothing. A key absent here is
+// not fetched: the read finds it absent and moves on to the next owner (routing.ts).
 //
 // A holder may itself have come to own the partition lately (two moves in a row): asked by a
 // fetch, it first fetches from its own former holders, one hop further at most (READ_PULL carries
@@ -101,7 +101,7 @@ export class ReadPull {
     // hold every read of the partitions it held for the whole timeout.
     const holders = all.filter((h) => !this.failedAt.has(h.nodeId));
     if (holders.length === 0) return Promise.resolve();
-    const run = this.fetch(key, holders, authorization, hop + 1, now + this.d.timeoutMs)
+    const run = this.fetch(key, holders, authorization, hop, now + this.d.timeoutMs)
       .then((answered) => {
         // Remembered only when every holder answered (one passed over is asked next time).
         if (!answered || holders.length < all.length) return;
@@ -117,13 +117,17 @@ export class ReadPull {
   /** Fetch key from each holder at once; true when every one answered. */
   private async fetch(key: string, holders: Array<{ nodeId: string; address: string }>, authorization: grpc.MetadataValue[], hop: number, deadline: number): Promise<boolean> {
     const here = await this.d.describe(key);
+    // A client's read of a key absent here fetches nothing: it finds the key absent and asks the
+    // next owner, then the former ones (routing.ts), one call instead of moving the whole key here
+    // first. A fetch asking this node wants all it can get.
+    if (here === undefined && hop === 0) return false;
     // A set's delta since what is here; the other types travel whole whatever since says.
     const since = here?.type === ObjectType.AWSET ? contextToProto(here.ctx) : undefined;
     const outcomes = await Promise.all(
       holders.map(async (h): Promise<PullOutcome> => {
         const metadata = new grpc.Metadata();
         for (const v of authorization) metadata.add("authorization", v);
-        metadata.set(READ_PULL, String(hop));
+        metadata.set(READ_PULL, String(hop + 1));
         let chunks: ExportChunk[];
         try {
           chunks = await this.whole(this.d.exportFrom(h.address, { key, maxEntries: 0, maxBytes: 0, since }, metadata, { deadline }));

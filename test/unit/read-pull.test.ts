@@ -110,13 +110,14 @@ describe("ReadPull", () => {
     assert.equal(h.calls.length, 1, "fetched: not asked again for this gain");
   });
 
-  it("a fetch cut part-way joins nothing: a key absent here stays absent (the read moves on to the next owner)", async () => {
+  it("a fetch cut part-way joins nothing", async () => {
     const h = await harness({ holders: 1, behave: () => "cut" });
     const key = keyIn(h.p, "k");
     await h.stores[0]!.add(key, ["a", "b", "c", "d", "e", "f"].map(b));
+    await h.here.add(key, [b("fresh")]);
     await h.pull.before(key, []);
     assert.deepEqual(h.outcomes, ["failed"]);
-    assert.equal(await h.here.typeOf(key), undefined, "nothing of the cut answer was joined");
+    assert.equal(await members(h.here, key), 1, "nothing of the cut answer was joined");
     // A holder too slow for the fetch's own deadline is passed over for the timeout, then asked again.
     await h.pull.before(key, []);
     assert.equal(h.calls.length, 1);
@@ -129,9 +130,10 @@ describe("ReadPull", () => {
     const h = await harness({ holders: 1, maxBytes: 40 });
     const key = keyIn(h.p, "k");
     await h.stores[0]!.add(key, Array.from({ length: 20 }, (_, i) => b(`element-${i}`)));
+    await h.here.add(key, [b("fresh")]);
     await h.pull.before(key, []);
     assert.deepEqual(h.outcomes, ["failed"]);
-    assert.equal(await h.here.typeOf(key), undefined);
+    assert.equal(await members(h.here, key), 1);
     await h.pull.before(key, []);
     assert.equal(h.calls.length, 2, "asked again at once");
   });
@@ -140,12 +142,14 @@ describe("ReadPull", () => {
     let code: Behaviour = grpc.status.PERMISSION_DENIED;
     const h = await harness({ holders: 1, behave: () => code });
     const key = keyIn(h.p, "k");
+    const other = keyIn(h.p, "other");
+    for (const k of [key, other]) await h.here.add(k, [b("fresh")]);
     await h.pull.before(key, []);
     await h.pull.before(key, []);
     assert.equal(h.calls.length, 2, "a refused token: asked again at the next read");
     code = grpc.status.UNAVAILABLE;
     await h.pull.before(key, []);
-    await h.pull.before(keyIn(h.p, "other"), []);
+    await h.pull.before(other, []);
     assert.equal(h.calls.length, 3, "unreachable: passed over for every key of it");
     assert.deepEqual(h.outcomes, ["failed", "failed", "failed"]);
   });
@@ -160,23 +164,53 @@ describe("ReadPull", () => {
     const k2 = keyIn(h.p, "y");
     await A.add(k2, ["a1", "a2", "a3"].map(b));
     await B.add(k2, [b("b1")]);
+    for (const k of [k1, k2]) await h.here.add(k, [b("fresh")]);
     await h.pull.before(k1, []); // the first holder fails: passed over
     await h.pull.before(k2, []); // only the second asked
-    assert.equal(await members(h.here, k2), 1);
+    assert.equal(await members(h.here, k2), 2);
     down = false;
     await h.pull.before(k2, []);
-    assert.equal(await members(h.here, k2), 1, "still passed over within the timeout");
+    assert.equal(await members(h.here, k2), 2, "still passed over within the timeout");
     h.clock.now += 2_000;
     await h.pull.before(k2, []);
-    assert.equal(await members(h.here, k2), 4, "asked again once back: not remembered as fetched from the second alone");
+    assert.equal(await members(h.here, k2), 5, "asked again once back: not remembered as fetched from the second alone");
   });
 
   it("reads at once share one fetch", async () => {
     const h = await harness({ holders: 1 });
     const key = keyIn(h.p, "k");
     await h.stores[0]!.add(key, [b("a")]);
+    await h.here.add(key, [b("fresh")]);
     await Promise.all([h.pull.before(key, []), h.pull.before(key, []), h.pull.before(key, [])]);
     assert.equal(h.calls.length, 1);
+  });
+
+  it("a client's read of a key absent here fetches nothing (it moves on to the next owner); a fetch asking this node fetches it whole", async () => {
+    const h = await harness({ holders: 1 });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, ["a", "b", "c"].map(b));
+    await h.pull.before(key, []);
+    assert.equal(h.calls.length, 0);
+    assert.equal(await h.here.typeOf(key), undefined);
+    await h.pull.before(key, [], 1);
+    assert.equal(h.calls.length, 1);
+    assert.equal(await members(h.here, key), 3);
+  });
+
+  it("a node that lost the partition again since still fetches for a fetch asking it (two moves in a row)", async () => {
+    const h = await harness({ holders: 1 });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, ["a", "b"].map(b));
+    // A member joins that takes the partition from c: c keeps what it holds until hand-off.
+    const joiner = ["n4", "n5", "n6", "n7", "n8", "n9"].find((id) => {
+      const t = new Ownership("c", "c:1", P, 2);
+      t.setLive(live("n1", "n2", id));
+      return !t.owns(h.p);
+    })!;
+    h.o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
+    assert.equal(h.o.owns(h.p), false);
+    await h.pull.before(key, [], 1);
+    assert.equal(await members(h.here, key), 2, "fetched from its own former holder for the new owner's fetch");
   });
 
   it("a fetch asked at hop 1 asks one hop further; at hop 2 nothing", async () => {
