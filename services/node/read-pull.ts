@@ -119,8 +119,10 @@ export class ReadPull {
     const here = await this.d.describe(key);
     // A client's read of a key absent here fetches nothing: it finds the key absent and asks the
     // next owner, then the former ones (routing.ts), one call instead of moving the whole key here
-    // first. A fetch asking this node wants all it can get.
-    if (here === undefined && hop === 0) return false;
+    // first. A fetch asking an owner wants all it can get; one asking a node that lost the
+    // partition since gets what that node holds, fetched through only if it holds part of it (a
+    // node holding nothing of it would otherwise take a copy it does not own).
+    if (here === undefined && (hop === 0 || !this.d.ownership.owns(this.d.ownership.partitionOf(key)))) return false;
     // A set's delta since what is here; the other types travel whole whatever since says.
     const since = here?.type === ObjectType.AWSET ? contextToProto(here.ctx) : undefined;
     const outcomes = await Promise.all(

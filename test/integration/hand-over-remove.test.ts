@@ -18,6 +18,7 @@ import { partitionOf } from "../../services/gossip/partition.ts";
 import { ownersOf } from "../../services/gossip/placement.ts";
 import { generateClusterKey } from "../../services/node/cluster-keys.ts";
 import { FORWARDED_BY } from "../../services/node/routing.ts";
+import { READ_PULL } from "../../services/node/read-pull.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
@@ -41,7 +42,10 @@ function metadata(local: boolean): grpc.Metadata {
   const md = new grpc.Metadata();
   md.set("authorization", `Bearer ${TOKEN}`);
   // Marked forwarded: the node answers from its own store, whatever it owns.
-  if (local) md.set(FORWARDED_BY, "test");
+  if (local) {
+    md.set(FORWARDED_BY, "test");
+    md.set(READ_PULL, "2");
+  }
   return md;
 }
 

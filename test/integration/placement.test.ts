@@ -13,6 +13,7 @@ import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { call } from "../../services/client/rpc.ts";
 import { FORWARDED_BY } from "../../services/node/routing.ts";
+import { READ_PULL } from "../../services/node/read-pull.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { runCli } from "../helpers/node-process.ts";
 import { ownersAt, placedOnOwners } from "../helpers/placement.ts";
@@ -52,6 +53,7 @@ describe("placement with a replication factor (real processes)", () => {
       const local = await c.replica(nonOwner, (r) => {
         const md = new grpc.Metadata();
         md.set(FORWARDED_BY, "test");
+        md.set(READ_PULL, "2");
         return call(r, r.query, { key, elements: [], texts: [], pageSize: 10, pageToken: Buffer.alloc(0), withText: false }, { metadata: md });
       });
       assert.equal(Number(local.size), 0);

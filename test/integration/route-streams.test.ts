@@ -12,6 +12,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { AddStreamAck, ExportChunk, ImportResponse, ReplicaClient, ScanChunk } from "../../services/gen/deltaset/v1/replica.ts";
 import { call } from "../../services/client/rpc.ts";
 import { FORWARDED_BY } from "../../services/node/routing.ts";
+import { READ_PULL } from "../../services/node/read-pull.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { localKeys, ownersAt } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
@@ -53,11 +54,12 @@ async function keysOwnedElsewhere(prefix: string, count: number, want: (owners: 
   return out;
 }
 
-/** The members of key in node i's own store (the read is marked forwarded: never sent on). */
+/** The members of key in node i's own store (the read is marked forwarded: never sent on; and a last-hop fetch: nothing fetched first). */
 async function localRead(i: number, key: string): Promise<string[]> {
   return c.replica(i, async (r) => {
     const md = new grpc.Metadata();
     md.set(FORWARDED_BY, "test");
+    md.set(READ_PULL, "2");
     const out: string[] = [];
     for await (const ch of r.scan({ key, chunkSize: 5000, startAfter: Buffer.alloc(0), withText: false }, md) as AsyncIterable<ScanChunk>) {
       out.push(...ch.members.map((m) => m.element.toString()));
@@ -277,6 +279,8 @@ describe("Import and AddStream through a node that does not own the key (R = 3, 
     // (gossip among owners), and the forwarding node keeps nothing.
     const live = owners!.filter((o) => o !== `${c.name}${victim}`);
     for (const o of live) await eventually(`${o} holds the import`, () => localRead(index(o), key!), (v) => v.length === 1000, 30_000);
-    assert.deepEqual(await localRead(N, key!), []);
+    // Once the victim is declared dead the forwarding node may own the key itself (R = 3 of the 4
+    // left), and then gets it by gossip: only while it does not own it must it hold nothing.
+    if (!(await ownerOrder(N, key!)).includes(`${c.name}${N}`)) assert.deepEqual(await localRead(N, key!), []);
   });
 });

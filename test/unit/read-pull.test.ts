@@ -197,7 +197,7 @@ describe("ReadPull", () => {
     assert.equal(await members(h.here, key), 3);
   });
 
-  it("a node that lost the partition again since still fetches for a fetch asking it (two moves in a row)", async () => {
+  it("a node that lost the partition again since still fetches for a fetch asking it (two moves in a row), if it holds part of the key", async () => {
     const h = await harness({ holders: 1 });
     const key = keyIn(h.p, "k");
     await h.stores[0]!.add(key, ["a", "b"].map(b));
@@ -209,8 +209,14 @@ describe("ReadPull", () => {
     })!;
     h.o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
     assert.equal(h.o.owns(h.p), false);
+    // Holding nothing of the key, it takes no copy of a partition it does not own.
     await h.pull.before(key, [], 1);
-    assert.equal(await members(h.here, key), 2, "fetched from its own former holder for the new owner's fetch");
+    assert.equal(h.calls.length, 0);
+    assert.equal(await h.here.typeOf(key), undefined);
+    // Holding part of it (the transfer that had begun), it fetches through.
+    await h.here.add(key, [b("part")]);
+    await h.pull.before(key, [], 1);
+    assert.equal(await members(h.here, key), 3, "fetched from its own former holder for the new owner's fetch");
   });
 
   it("a fetch asked at hop 1 asks one hop further; at hop 2 nothing", async () => {
