@@ -46,14 +46,23 @@ async function takenFromB(name: string) {
   const clock = { now: 5000 };
   const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => clock.now, successorHoldMs: 10_000 });
   const taken = keyWhere((p) => !own.owns(p) && own.peersOf(p)[0] === "b" && own.ownsOnceGone(p, "b"), name, P);
-  const p = partitionOf(taken, P);
-  const r = await store.add(taken, [b("x")]);
-  e.local(p, new Map([[taken, { type: ObjectType.AWSET, state: r.delta }]]));
-  return { store, own, e, h, clock, taken, p };
+  await writeBuffered(store, e, taken);
+  return { store, own, e, h, clock, taken, p: partitionOf(taken, P) };
 }
 
 async function held(store: Store, key: string): Promise<boolean> {
   return (await store.readState(key)) !== undefined;
+}
+
+/** An add to key, then the engine told of its delta, as the node does once the write is durable. */
+async function writeBuffered(store: Store, e: AntiEntropyEngine<unknown>, key: string, elements: string[] = ["x"]): Promise<void> {
+  const r = await store.add(key, elements.map(b));
+  e.local(partitionOf(key, P), new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
+}
+
+/** Every owner of partition p in own's view acknowledges it up to seq (default: all of it). */
+function ackAll(own: Ownership, e: AntiEntropyEngine<unknown>, p: number, seq = e.seq(p)): void {
+  for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq }]);
 }
 
 describe("hand-off: a partition not owned here is dropped only once its owners acked it", () => {
@@ -66,10 +75,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const mine = keyWhere((p) => own.owns(p), "mine", P);
     const p = partitionOf(gone, P);
     const before = store.replicaId;
-    for (const key of [gone, mine]) {
-      const r = await store.add(key, [b("x"), b("y")]);
-      e.local(partitionOf(key, P), new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
-    }
+    for (const key of [gone, mine]) await writeBuffered(store, e, key, ["x", "y"]);
     const [owner] = own.peersOf(p);
     const seq = e.seq(p);
     assert.ok(seq > 0);
@@ -109,8 +115,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => now, heardSince: (peer, since) => (heard.get(peer) ?? -Infinity) >= since });
     const gone = keyWhere((p) => !own.owns(p), "unheard", P);
     const p = partitionOf(gone, P);
-    const r = await store.add(gone, [b("x")]);
-    e.local(p, new Map([[gone, { type: ObjectType.AWSET, state: r.delta }]]));
+    await writeBuffered(store, e, gone);
     const [owner] = own.peersOf(p);
     // The owner acked it all before it died: its acks stand, yet nothing of it was heard since.
     e.onAcks(owner!, [{ partition: p, seq: e.seq(p) }]);
@@ -172,9 +177,8 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0, localChangesWaiting: () => waiting });
     const gone = keyWhere((p) => !own.owns(p), "gate", P);
     const p = partitionOf(gone, P);
-    const r = await store.add(gone, [b("x")]);
-    e.local(p, new Map([[gone, { type: ObjectType.AWSET, state: r.delta }]]));
-    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: e.seq(p) }]);
+    await writeBuffered(store, e, gone);
+    ackAll(own, e, p);
     // A later write of the key is durable here but held behind a stream being joined: no seq yet,
     // so the owners' acks above do not cover it.
     await store.add(gone, [b("held")]);
@@ -197,7 +201,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     assert.deepEqual(h.ready().map((r) => r.partition), []);
     await h.run();
     assert.equal(await held(store, gone), true);
-    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 7 }]);
+    ackAll(own, e, p, 7);
     await h.run();
     assert.equal(await held(store, gone), false);
     await store.close();
@@ -213,7 +217,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     // A remove of an add this node has not seen yet waits here.
     const r = await store.remove(gone, [b("x")], CausalContext.of([{ replica: "elsewhere~1", counter: 4 }]));
     assert.equal(r.pending, 1);
-    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 3 }]);
+    ackAll(own, e, p, 3);
     await h.run();
     assert.equal(await held(store, gone), true);
     assert.equal(h.counters.keysKept, 1);
@@ -242,7 +246,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const p = partitionOf(gone, P);
     await store.add(gone, [b("x")]);
     await store.remove(gone, [b("x")], CausalContext.of([{ replica: "elsewhere~1", counter: 4 }]));
-    for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: 3 }]);
+    ackAll(own, e, p, 3);
     await h.run();
     assert.equal(await held(store, gone), true, "kept while no owner took the remove");
     assert.equal(store.pendingRemoves(gone), 1);
@@ -264,29 +268,21 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 0 });
     const gone = keyWhere((p) => !own.owns(p), "gone", P);
     const p = partitionOf(gone, P);
-    // As the node does: the engine hears of a write once it is durable.
-    const write = async (el: string) => {
-      const r = await store.add(gone, [b(el)]);
-      e.local(p, new Map([[gone, { type: ObjectType.AWSET, state: r.delta }]]));
-    };
-    await write("x");
-    const ackAll = () => {
-      for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: e.seq(p) }]);
-    };
-    ackAll();
+    await writeBuffered(store, e, gone);
+    ackAll(own, e, p);
     // The write lands between hand-off's check of the partition and the drop of the key: the id
     // rotation is the last step before the drop, so the write is started there.
     const rotate = store.rotateReplicaId.bind(store);
     let late: Promise<void> | undefined;
     store.rotateReplicaId = async () => {
-      late ??= write("late");
+      late ??= writeBuffered(store, e, gone, ["late"]);
       return rotate();
     };
     await h.run();
     await late;
     assert.equal(await held(store, gone), true, "not dropped: the owners have not acked the late write");
     assert.equal(h.counters.keysDropped, 0);
-    ackAll();
+    ackAll(own, e, p);
     await h.run();
     assert.equal(await held(store, gone), false, "dropped once the owners acked it");
     await store.close();
@@ -299,15 +295,8 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const gone = keyWhere((p) => !own.owns(p), "gone", P);
     const p = partitionOf(gone, P);
     const other = keyWhere((q) => q === p, `${gone}-late`, P);
-    const write = async (key: string) => {
-      const r = await store.add(key, [b("x")]);
-      e.local(p, new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
-    };
-    await write(gone);
-    const ackAll = () => {
-      for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: e.seq(p) }]);
-    };
-    ackAll();
+    await writeBuffered(store, e, gone);
+    ackAll(own, e, p);
     // The write lands once the drop's scan has passed every key (a forwarded write a node serves
     // whatever its view says): the scan ends without seeing it.
     const keys = store.keys.bind(store);
@@ -316,13 +305,13 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
       yield* keys(q);
       if (q === p && once) {
         once = false;
-        await write(other);
+        await writeBuffered(store, e, other);
       }
     };
     await h.run();
     assert.equal(await held(store, gone), false);
     assert.equal(await held(store, other), true, "written after the scan: not dropped in that run");
-    ackAll();
+    ackAll(own, e, p);
     await h.run();
     assert.equal(await held(store, other), false, "dropped once the owners acked it, not left behind");
     await store.close();
@@ -335,16 +324,9 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     // Two partitions not owned here, both acked by their owners.
     const first = keyWhere((p) => !own.owns(p), "first", P);
     const second = keyWhere((p) => !own.owns(p) && p !== partitionOf(first, P), "second", P);
-    const write = async (key: string, el: string) => {
-      const r = await store.add(key, [b(el)]);
-      e.local(partitionOf(key, P), new Map([[key, { type: ObjectType.AWSET, state: r.delta }]]));
-    };
-    await write(first, "x");
-    await write(second, "y");
-    for (const key of [first, second]) {
-      const p = partitionOf(key, P);
-      for (const o of own.peersOf(p)) e.onAcks(o, [{ partition: p, seq: e.seq(p) }]);
-    }
+    await writeBuffered(store, e, first, ["x"]);
+    await writeBuffered(store, e, second, ["y"]);
+    for (const key of [first, second]) ackAll(own, e, partitionOf(key, P));
     const ready = h.ready().map((r) => r.partition);
     assert.ok(ready.includes(partitionOf(first, P)) && ready.includes(partitionOf(second, P)));
     // While the first partition's key is dropped, a write reaches the second (a call forwarded
@@ -352,7 +334,7 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     const drop = store.dropLocalCopy.bind(store);
     let late: Promise<void> | undefined;
     store.dropLocalCopy = async (key, still) => {
-      if (key === first) late ??= write(second, "late");
+      if (key === first) late ??= writeBuffered(store, e, second, ["late"]);
       await late;
       return drop(key, still);
     };
