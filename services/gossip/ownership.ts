@@ -28,10 +28,10 @@ export class Ownership {
   /** No view with a peer yet (the table is this node's alone). */
   private alone = true;
   /**
-   * Per partition this node came to own: when (setLive's clock; -Infinity: not gained, or owned
-   * from the start) and the members that held it before, less those that have since sent it
-   * whole (receivedWhole). A read of such a partition first fetches the key from them
-   * (node/read-pull.ts): the copy here may hold only part of it until they have.
+   * Per partition this node came to own: when (setLive's clock; -Infinity: never gained, or owned
+   * from the start; kept when lost again) and the members that held it before, less those that
+   * have since sent it whole (receivedWhole). A read of such a partition first fetches the key
+   * from them (node/read-pull.ts): the copy here may hold only part of it until they have.
    */
   private readonly gainTimes: number[];
   private readonly priorHolders: Array<Set<string>>;
@@ -97,7 +97,6 @@ export class Ownership {
         this.formerOwners[p]!.clear(); // its table alone held nothing
         this.noteFormer(p, others[p]!, table[p]!, now);
         // What it owns, it gained from the owners the others give it (a join, a wiped restart).
-        this.gainTimes[p] = Number.NEGATIVE_INFINITY;
         this.noteGain(p, others[p]!, table[p]!, now);
         this.gainedAtFirstView[p] = table[p]!.includes(this.self);
       }
@@ -106,7 +105,7 @@ export class Ownership {
     // A partition gained at the first view with peers: the members that own it in a later view's
     // placement without this node held it too (a first view that listed only some members named
     // others; a node that knows no earlier placement cannot tell more).
-    if (!this.alone && (moved || changedMembers)) {
+    if (!this.alone && changedMembers) {
       const others = this.tableWithout(this.self);
       for (let p = 0; p < this.partitions; p++) {
         if (!this.gainedAtFirstView[p] || !table[p]!.includes(this.self)) continue;
@@ -157,7 +156,7 @@ export class Ownership {
     return out;
   }
 
-  /** When this node came to own partition p (setLive's clock); -Infinity: owned from the start, or not owned. */
+  /** When this node last came to own partition p (setLive's clock), also after losing it again; -Infinity: never gained. */
   gainedAt(partition: number): number {
     return this.gainTimes[partition]!;
   }

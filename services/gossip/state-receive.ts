@@ -150,7 +150,7 @@ export async function receiveStateStream(
         const owed = h.onFrame(from, [item]);
         if (!unacked.delete(c.partition)) {
           acks.push(...owed);
-          if (!leftOut.has(c.partition)) h.o.onPartitionWhole?.(c.partition, from, startedAt.get(c.partition) ?? Date.now());
+          if (!leftOut.has(c.partition)) h.o.onPartitionWhole?.(c.partition, from, startedAt.get(c.partition)!);
         }
         fresh.delete(c.partition);
         freshElements.delete(c.partition);

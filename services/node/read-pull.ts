@@ -76,7 +76,7 @@ export class ReadPull {
 
   /** Whether a call is itself a fetch (it is answered here, never forwarded). */
   static isPull(metadata: grpc.Metadata): boolean {
-    return metadata.get(READ_PULL).length > 0;
+    return ReadPull.hopOf(metadata) > 0;
   }
 
   /**
