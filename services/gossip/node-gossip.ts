@@ -428,6 +428,8 @@ export class NodeGossip {
    */
   private peerHeard(peer: string, leaving: boolean): void {
     this.lastHeard.set(peer, Date.now());
+    // It answered, so it knows this node: a later "not a known member" starts a new count.
+    this.notMemberSince.delete(peer);
     this.shipHeard?.set(peer, leaving);
     if (leaving) this.peersLeaving.add(peer);
     else this.peersLeaving.delete(peer);
@@ -676,6 +678,11 @@ export class NodeGossip {
     // "Not a known member" while the peer's view has not yet taken this node in is routine for a
     // few seconds after either starts; only a refusal that lasts is warned about.
     if (/is not a known member/.test(text)) {
+      // A node that leaves is taken out of its peers' views as it goes: expected, not a fault.
+      if (this.shipHeard !== undefined) {
+        this.o.log.debug("a peer no longer knows this node, which is leaving", { to });
+        return;
+      }
       const now = Date.now();
       const first = this.notMemberSince.get(to);
       const since = first === undefined || now - first > NOT_MEMBER_RESET_MS ? now : first;

@@ -140,6 +140,12 @@ export async function receiveStateStream(
         const open = [...sequences].find(([, s]) => s.partition === c.partition);
         if (open !== undefined) return rejectChunk(`partition ${c.partition} ended before the last chunk of key "${open[0]}"`);
         if (pieces.pending !== undefined) return rejectChunk(`partition ${c.partition} ended before the last piece of key "${pieces.pending}"`);
+        // Planned against what this node said it held (keys it held alike were left out): not
+        // whole here, nor acknowledged, if it may have lost part of that since.
+        if (c.delta && (c.sinceBoot !== h.o.boot || Number(c.sinceDrops) !== h.ownDrops(c.partition))) {
+          h.counters.catchUpStale++;
+          return h.refuse(status.FAILED_PRECONDITION, `partition ${c.partition} was sent against contexts this node no longer vouches for (restarted or dropped the partition since): push full state`, from);
+        }
         const item: ReceivedItem<KeyedStates> = {
           partition: c.partition,
           kind: PayloadKind.STATE,

@@ -95,6 +95,10 @@ export async function* stateStream(
       covered++;
       continue;
     }
+    // What the receiver said it held when this partition was planned against it: the end marker
+    // carries it, so a receiver that dropped the partition since does not count the keys left out
+    // as held (nor acknowledge them).
+    const vouched = holdings === undefined ? undefined : { boot: holdings.boot, drops: holdings.drops };
     for await (const key of scan.keys(partition)) {
       // Past the last key of a page that was not the last: the next page, from there.
       while (holdings?.more !== undefined && keyAfter(key, holdings.more)) {
@@ -171,6 +175,7 @@ export async function* stateStream(
       slice: undefined,
       keyDone: false,
       partitionDone: true,
+      ...(vouched === undefined ? {} : { delta: true, sinceBoot: vouched.boot, sinceDrops: BigInt(vouched.drops) }),
       continued: false,
     };
     if (streamed >= budget) break;

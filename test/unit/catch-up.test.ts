@@ -207,6 +207,32 @@ describe("catch-up by contexts (exchange)", () => {
     }
   });
 
+  it("a partition whose keys the receiver held alike is refused at its end, not acknowledged, if the receiver dropped it since it answered", async () => {
+    for (const drop of [false, true]) {
+      const a = await node("a", 11n);
+      const bNode = await node("b", 21n);
+      await a.store.add(key, [b("x"), b("y")]);
+      await bNode.store.merge(key, ObjectType.AWSET, (await a.store.readState(key))!.state);
+      const answer = await bNode.x.answerContexts(a.x.contextsRequest(p));
+      assert.ok("reply" in answer);
+      const holdings = a.x.holdingsFrom("b", answer.reply)!;
+      // seq 3: the sender's deltas of p up to 3 are what an end marker acknowledges.
+      const chunks = await collect(a.x.stateStream([{ partition: p, seq: 3 }], async () => holdings));
+      assert.deepEqual(chunks.map((c) => [c.key, c.partitionDone]), [["", true]], "the key was held alike: only the end marker goes");
+      // The hand-off dropped the partition (its keys with it) after the answer.
+      if (drop) bNode.x.engine.noteDropped(p);
+      const r = await bNode.x.receiveStateStream(chunks);
+      if (!drop) {
+        assert.ok("reply" in r, "refused" in r ? r.refused.details : "");
+        assert.equal(bNode.x.counters.catchUpStale, 0);
+        continue;
+      }
+      assert.ok("refused" in r, "accepted as whole after a drop");
+      assert.equal(r.refused.code, status.FAILED_PRECONDITION);
+      assert.equal(bNode.x.counters.catchUpStale, 1);
+    }
+  });
+
   it("malformed delta chunks are refused: removes off the last chunk, a delta of a whole-state type, a key mixing both", async () => {
     const { bNode, chunks } = await pair();
     const first = chunks.findIndex((c) => c.key === key);

@@ -238,7 +238,9 @@ export interface StateChunk {
   /**
    * A delta key's first chunk: the receiver's boot id and its drop count for the partition
    * (ContextsReply) when it answered. A receiver whose boot id or drop count is another now may
-   * no longer hold what it named, and refuses the stream (FAILED_PRECONDITION).
+   * no longer hold what it named, and refuses the stream (FAILED_PRECONDITION). A partition's
+   * last chunk (partition_done) planned against a Contexts answer carries them too, with delta
+   * set: the keys the receiver held alike were left out, so it refuses rather than acknowledge.
    */
   sinceBoot: bigint;
   sinceDrops: bigint;
