@@ -168,8 +168,16 @@ export async function startNode(
     setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);
     const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router, stopping: stopSignal.signal };
     const exts = extensions.map((make) => make(ctx));
+    // Told of every durable local change (calls, and a read's fetch from former holders): the
+    // change is made, so a listener that throws is logged and the others are still told.
     const onLocalDelta = (key: string, type: ObjectType, delta: unknown) => {
-      for (const e of exts) e.onLocalDelta?.(key, type, delta);
+      for (const e of exts) {
+        try {
+          e.onLocalDelta?.(key, type, delta);
+        } catch (err) {
+          nodeLog.error("local delta listener failed", { key, err });
+        }
+      }
     };
     router.usePull(
       new ReadPull({

@@ -17,5 +17,7 @@ export function peerChannelOptions(signer: grpc.Interceptor, reconnect: PeerReco
     interceptors: [signer],
     "grpc.initial_reconnect_backoff_ms": reconnect.initialMs,
     "grpc.max_reconnect_backoff_ms": reconnect.maxMs,
+    // No channelz bookkeeping (see serverOptions): nothing here serves it.
+    "grpc.enable_channelz": 0,
   };
 }
