@@ -7,7 +7,10 @@
 // (a stale one adds nothing a remove here has covered), so each holder is asked for the key's
 // delta since the context here (Export with since), and what it sends is joined as Import joins
 // it, only once all of it has arrived: a fetch cut part-way leaves nothing. A key absent here is
-// not fetched: the read finds it absent and moves on to the next owner (routing.ts).
+// not fetched for a read: the read finds it absent and moves on to the next owner (routing.ts).
+// A Delete and a Remove without context act on what this node observed of the key, so they fetch
+// first too, a key absent here included (an owner only): served from part of the key, a Delete
+// removed that part and the rest came back with the hand-off.
 //
 // A holder may itself have come to own the partition lately (two moves in a row): asked by a
 // fetch, it first fetches from its own former holders, one hop further at most (READ_PULL carries
@@ -85,23 +88,30 @@ export class ReadPull {
    * Never rejects: a failed fetch is logged and counted. authorization: the caller's bearer
    * tokens (a fetch reads on its behalf); hop: the calling fetch's (0 for a client's read).
    */
-  before(key: string, authorization: grpc.MetadataValue[], hop = 0): Promise<void> {
+  async before(key: string, authorization: grpc.MetadataValue[], hop = 0, absentToo = false): Promise<void> {
     const o = this.d.ownership;
-    if (o.full || this.d.windowMs <= 0 || key === "" || hop >= LAST_HOP) return Promise.resolve();
+    if (o.full || this.d.windowMs <= 0 || key === "" || hop >= LAST_HOP) return;
     const p = o.partitionOf(key);
+    // A fetch of a key absent here copies it here: only to an owner.
+    const fetchAbsent = absentToo && o.owns(p);
+    for (;;) {
+      const running = this.running.get(key);
+      if (running === undefined) break;
+      await running;
+      // A read's fetch skips a key absent here, which a write acting on what it observed needs.
+      if (!fetchAbsent) return;
+    }
     const now = this.now();
     const all = o.pullFrom(p, now - this.d.windowMs);
-    if (all.length === 0) return Promise.resolve();
+    if (all.length === 0) return;
     const at = this.fetched.get(key);
-    if (at !== undefined && at >= o.gainedAt(p)) return Promise.resolve();
-    const running = this.running.get(key);
-    if (running !== undefined) return running;
+    if (at !== undefined && at >= o.gainedAt(p)) return;
     for (const [id, t] of this.failedAt) if (now - t >= this.d.timeoutMs) this.failedAt.delete(id);
     // A holder that failed lately is passed over for a while: a member that hangs would otherwise
     // hold every read of the partitions it held for the whole timeout.
     const holders = all.filter((h) => !this.failedAt.has(h.nodeId));
-    if (holders.length === 0) return Promise.resolve();
-    const run = this.fetch(key, holders, authorization, hop, now + this.d.timeoutMs)
+    if (holders.length === 0) return;
+    const run = this.fetch(key, holders, authorization, hop, now + this.d.timeoutMs, fetchAbsent)
       .then((answered) => {
         // Remembered only when every holder answered (one passed over is asked next time).
         if (!answered || holders.length < all.length) return;
@@ -115,14 +125,16 @@ export class ReadPull {
   }
 
   /** Fetch key from each holder at once; true when every one answered. */
-  private async fetch(key: string, holders: Array<{ nodeId: string; address: string }>, authorization: grpc.MetadataValue[], hop: number, deadline: number): Promise<boolean> {
+  private async fetch(key: string, holders: Array<{ nodeId: string; address: string }>, authorization: grpc.MetadataValue[], hop: number, deadline: number, fetchAbsent: boolean): Promise<boolean> {
     const here = await this.d.describe(key);
     // A client's read of a key absent here fetches nothing: it finds the key absent and asks the
     // next owner, then the former ones (routing.ts), one call instead of moving the whole key here
     // first. A fetch asking an owner wants all it can get; one asking a node that lost the
     // partition since gets what that node holds, fetched through only if it holds part of it (a
     // node holding nothing of it would otherwise take a copy it does not own).
-    if (here === undefined && (hop === 0 || !this.d.ownership.owns(this.d.ownership.partitionOf(key)))) return false;
+    // A write that acts on what this node observed (a Delete, a Remove without context) fetches
+    // a key absent here too (fetchAbsent, an owner only).
+    if (here === undefined && !fetchAbsent && (hop === 0 || !this.d.ownership.owns(this.d.ownership.partitionOf(key)))) return false;
     // A set's delta since what is here; the other types travel whole whatever since says.
     const since = here?.type === ObjectType.AWSET ? contextToProto(here.ctx) : undefined;
     const outcomes = await Promise.all(

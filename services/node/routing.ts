@@ -68,12 +68,15 @@ export class Router {
    */
   private pulled<C extends { request: { key?: unknown }; metadata: grpc.Metadata; cancelled: boolean }, Rest extends unknown[]>(
     local: (call: C, ...rest: Rest) => void,
+    observes?: (request: C["request"]) => boolean,
   ): (call: C, ...rest: Rest) => void {
     return (call, ...rest) => {
       const pull = this.pull;
       const key = call.request.key;
       if (pull === undefined || typeof key !== "string") return local(call, ...rest);
-      void pull.before(key, call.metadata.get("authorization"), ReadPull.hopOf(call.metadata)).then(() => {
+      const absentToo = observes?.(call.request) === true;
+      if (observes !== undefined && !absentToo) return local(call, ...rest);
+      void pull.before(key, call.metadata.get("authorization"), ReadPull.hopOf(call.metadata), absentToo).then(() => {
         if (!call.cancelled) local(call, ...rest);
       });
     };
@@ -359,11 +362,13 @@ export class Router {
     return {
       ...impl,
       add: this.unary("Add", impl.add, (c) => c.add),
-      remove: this.unary("Remove", impl.remove, (c) => c.remove),
+      // A Remove without a context and a Delete act on what this node observed of the key: after
+      // a move, all its former holders have of it (one with a context waits for the adds it names).
+      remove: this.unary("Remove", this.pulled(impl.remove, (req) => req.context === undefined), (c) => c.remove),
       query: this.read("Query", this.pulled(impl.query), (c) => c.query),
       merge: this.unary("Merge", impl.merge, (c) => c.merge),
       increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
-      delete: this.unary("Delete", impl.delete, (c) => c.delete),
+      delete: this.unary("Delete", this.pulled(impl.delete, () => true), (c) => c.delete),
       scan: this.stream("Scan", this.pulled(impl.scan), (c) => c.scan, (first) => first.total === 0n && isEmptyContext(first.context)),
       export: this.stream("Export", this.pulled(impl.export), (c) => c.export, () => false),
       watch: this.stream("Watch", impl.watch, (c) => c.watch),

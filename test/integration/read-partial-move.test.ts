@@ -4,7 +4,9 @@
 // third node joins and takes their partition; an element added then lands on the new owner alone,
 // which now holds 1 element of 301. One key is read first through another node (which forwards to
 // the new owner), the other first through the new owner: Query, Scan and Export must find all 301.
-// Without the fetch they found 1.
+// Without the fetch they found 1. A Delete and a Remove without context through the new owner act
+// on the whole key too (without the fetch: 1 of 301 deleted, and nothing removed of a key held
+// elsewhere).
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -61,10 +63,14 @@ describe("a read of a partition a node came to own lately", () => {
     three.setLive(new Map([["pm1", "b"], ["pm2", "c"]]));
     const forwarded = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-key-", PARTITIONS);
     const direct = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-other-", PARTITIONS);
+    // Deleted and removed from through the new owner (a Delete and a Remove without context act
+    // on what the node serving them observed): one it holds part of, one it holds nothing of.
+    const deleted = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-del-", PARTITIONS);
+    const removedFrom = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-rem-", PARTITIONS);
 
     await Promise.all([c.start(0), c.start(1)]);
     await eventually("two members", async () => Promise.all([0, 1].map((i) => ownersAt(c, i, forwarded))), (v) => v[0]!.length === 1 && v[0]!.join() === v[1]!.join());
-    for (const key of [forwarded, direct]) {
+    for (const key of [forwarded, direct, deleted, removedFrom]) {
       for (let b = 0; b < 3; b++) await c.add(0, key, Array.from({ length: 100 }, (_, j) => `e${b * 100 + j}`));
       assert.equal(await queried(0, key), 300);
     }
@@ -73,9 +79,10 @@ describe("a read of a partition a node came to own lately", () => {
     await c.start(2);
     await eventually("pm2 owns both keys in every view", async () => Promise.all([0, 1, 2].flatMap((i) => [forwarded, direct].map((k) => ownersAt(c, i, k)))), (v) => v.every((o) => o.join() === "pm2"));
     // An add after the move lands on the new owner, which holds nothing else of the key.
-    for (const key of [forwarded, direct]) await c.add(2, key, ["fresh"]);
+    for (const key of [forwarded, direct, deleted]) await c.add(2, key, ["fresh"]);
     // What the new owner holds of them itself (Keys is never forwarded): the one element.
-    for (const key of [forwarded, direct]) assert.equal(await heldSize(2, key), 1, "the new owner holds 1 element: the partition was not handed over yet");
+    for (const key of [forwarded, direct, deleted]) assert.equal(await heldSize(2, key), 1, "the new owner holds 1 element: the partition was not handed over yet");
+    assert.equal(await heldSize(2, removedFrom), 0, "the new owner holds nothing of the key removed from");
 
     // Read first through a node that forwards the Query to the new owner, which fetches then.
     assert.equal(await queried(0, forwarded), 301, "Query through pm0, forwarded to pm2");
@@ -84,5 +91,14 @@ describe("a read of a partition a node came to own lately", () => {
     assert.equal((await c.read(2, direct)).length, 301, "Scan through pm2");
     assert.equal(await queried(2, direct), 301, "Query through pm2");
     assert.ok((await exportedChunks(2, direct)) > exportedBefore, "Export through pm2 carries the old owner's elements and the new one");
+
+    // A Delete through pm0 (forwarded to pm2) removes all 301, not the one pm2 held; a Remove
+    // without context through pm2 of an element only the old owner held removes it.
+    const del = await c.replica(0, (r) => call(r, r.delete, { key: deleted }, { timeoutMs: 10_000 }));
+    assert.equal(Number(del.removed), 301, "Delete removed every element the key held");
+    assert.equal(await queried(1, deleted), 0, "nothing of the deleted key comes back");
+    const rem = await c.replica(2, (r) => call(r, r.remove, { key: removedFrom, elements: [Buffer.from("e7")], texts: [] }, { timeoutMs: 10_000 }));
+    assert.equal(rem.removed, 1, "Remove without context removed the element the old owner held");
+    assert.equal(await queried(0, removedFrom), 299);
   });
 });

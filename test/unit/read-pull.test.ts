@@ -197,6 +197,27 @@ describe("ReadPull", () => {
     assert.equal(await members(h.here, key), 3);
   });
 
+  it("a write acting on what this node observed (absentToo) fetches a key absent here, also after a read skipped it; never onto a node that does not own it", async () => {
+    const h = await harness({ holders: 1 });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, ["a", "b", "c"].map(b));
+    // A read first (skips the absent key), and a Delete at the same time: the Delete still fetches.
+    await Promise.all([h.pull.before(key, []), h.pull.before(key, [], 0, true)]);
+    assert.equal(h.calls.length, 1);
+    assert.equal(await members(h.here, key), 3);
+    // Not onto a node that lost the partition since.
+    const other = keyIn(h.p, "other");
+    await h.stores[0]!.add(other, [b("x")]);
+    const joiner = ["n4", "n5", "n6", "n7", "n8", "n9"].find((id) => {
+      const t = new Ownership("c", "c:1", P, 2);
+      t.setLive(live("n1", "n2", id));
+      return !t.owns(h.p);
+    })!;
+    h.o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
+    await h.pull.before(other, [], 0, true);
+    assert.equal(await h.here.typeOf(other), undefined);
+  });
+
   it("a node that lost the partition again since still fetches for a fetch asking it (two moves in a row), if it holds part of the key", async () => {
     const h = await harness({ holders: 1 });
     const key = keyIn(h.p, "k");
