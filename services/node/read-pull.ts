@@ -8,9 +8,10 @@
 // delta since the context here (Export with since), and what it sends is joined as Import joins
 // it, only once all of it has arrived: a fetch cut part-way leaves nothing. A key absent here is
 // not fetched for a read: the read finds it absent and moves on to the next owner (routing.ts).
-// A Delete and a Remove without context act on what this node observed of the key, so they fetch
-// first too, a key absent here included (an owner only): served from part of the key, a Delete
-// removed that part and the rest came back with the hand-off.
+// A Delete and a Remove without context act on what this node observed of the key, and an
+// Increment with a request id is applied once only if this node saw its earlier tries, so they
+// fetch first too, a key absent here included (an owner only): served from part of the key, a
+// Delete removed that part and the rest came back with the hand-off, and a retry counted twice.
 //
 // A holder may itself have come to own the partition lately (two moves in a row): asked by a
 // fetch, it first fetches from its own former holders, one hop further at most (READ_PULL carries

@@ -367,7 +367,9 @@ export class Router {
       remove: this.unary("Remove", this.pulled(impl.remove, (req) => req.context === undefined), (c) => c.remove),
       query: this.read("Query", this.pulled(impl.query), (c) => c.query),
       merge: this.unary("Merge", impl.merge, (c) => c.merge),
-      increment: this.unary("Increment", impl.increment, (c) => c.increment, { unsentOnly: true }),
+      // An Increment with a request id is applied once only if this node has seen the id's
+      // earlier tries: after a move, those its former holders took too.
+      increment: this.unary("Increment", this.pulled(impl.increment, (req) => req.requestId !== ""), (c) => c.increment, { unsentOnly: true }),
       delete: this.unary("Delete", this.pulled(impl.delete, () => true), (c) => c.delete),
       scan: this.stream("Scan", this.pulled(impl.scan), (c) => c.scan, (first) => first.total === 0n && isEmptyContext(first.context)),
       export: this.stream("Export", this.pulled(impl.export), (c) => c.export, () => false),

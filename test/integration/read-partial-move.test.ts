@@ -6,7 +6,7 @@
 // the new owner), the other first through the new owner: Query, Scan and Export must find all 301.
 // Without the fetch they found 1. A Delete and a Remove without context through the new owner act
 // on the whole key too (without the fetch: 1 of 301 deleted, and nothing removed of a key held
-// elsewhere).
+// elsewhere), and a retried Increment through it is applied once (without: twice).
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -67,6 +67,10 @@ describe("a read of a partition a node came to own lately", () => {
     // on what the node serving them observed): one it holds part of, one it holds nothing of.
     const deleted = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-del-", PARTITIONS);
     const removedFrom = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-rem-", PARTITIONS);
+    // A counter incremented with a request id before the move, the retry reaching the new owner.
+    const counted = keyWhere((p) => three.ownersOf(p)[0] === "pm2", "pm-cnt-", PARTITIONS);
+    const increment = (i: number) => c.replica(i, (r) => call(r, r.increment, { key: counted, amount: 5n, requestId: "order-17", retryFilter: undefined }, { timeoutMs: 10_000 }));
+    const counterAt = async (i: number) => (await c.replica(i, (r) => call(r, r.query, { key: counted, elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 10_000 }))).counterValue;
 
     await Promise.all([c.start(0), c.start(1)]);
     await eventually("two members", async () => Promise.all([0, 1].map((i) => ownersAt(c, i, forwarded))), (v) => v[0]!.length === 1 && v[0]!.join() === v[1]!.join());
@@ -75,6 +79,8 @@ describe("a read of a partition a node came to own lately", () => {
       assert.equal(await queried(0, key), 300);
     }
     const exportedBefore = await exportedChunks(0, direct);
+    await increment(0);
+    assert.equal(await counterAt(0), 5n);
 
     await c.start(2);
     await eventually("pm2 owns both keys in every view", async () => Promise.all([0, 1, 2].flatMap((i) => [forwarded, direct].map((k) => ownersAt(c, i, k)))), (v) => v.every((o) => o.join() === "pm2"));
@@ -100,5 +106,9 @@ describe("a read of a partition a node came to own lately", () => {
     const rem = await c.replica(2, (r) => call(r, r.remove, { key: removedFrom, elements: [Buffer.from("e7")], texts: [] }, { timeoutMs: 10_000 }));
     assert.equal(rem.removed, 1, "Remove without context removed the element the old owner held");
     assert.equal(await queried(0, removedFrom), 299);
+
+    // The retry of an increment the old owner applied, through the new owner: applied once.
+    await increment(2);
+    assert.equal(await counterAt(1), 5n, "the retry through the new owner was applied again");
   });
 });
