@@ -133,8 +133,8 @@ export class ReadPull {
     // first. A fetch asking an owner wants all it can get; one asking a node that lost the
     // partition since gets what that node holds, fetched through only if it holds part of it (a
     // node holding nothing of it would otherwise take a copy it does not own).
-    // A write that acts on what this node observed (a Delete, a Remove without context) fetches
-    // a key absent here too (fetchAbsent, an owner only).
+    // A write that acts on what this node observed (a Delete, a Remove without context, an
+    // Increment with a request id) fetches a key absent here too (fetchAbsent, an owner only).
     if (here === undefined && !fetchAbsent && (hop === 0 || !this.d.ownership.owns(this.d.ownership.partitionOf(key)))) return false;
     // A set's delta since what is here; the other types travel whole whatever since says.
     const since = here?.type === ObjectType.AWSET ? contextToProto(here.ctx) : undefined;
