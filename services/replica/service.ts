@@ -3,6 +3,7 @@
 import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from "@grpc/grpc-js";
 import {
   type AWSet,
+  type Dot,
   ObjectType,
   type PNCounter,
   contextFromProto,
@@ -223,24 +224,30 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
           nextPageToken: next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, next),
         };
       }
-      if (elements.length > 0) {
-        if (req.withDots === true) {
-          const dots = await store.dotsOf(req.key, elements);
-          return { ...base, presence: elements.map((element, i) => ({ element, present: dots[i]!.length > 0, dots: dots[i]!.map((d) => dotToProto(d, store.now())) })) };
-        }
-        const present = await store.contains(req.key, elements);
-        return { ...base, presence: elements.map((element, i) => ({ element, present: present[i]!, dots: [] })) };
-      }
-      if (req.pageSize > limits.maxPageSize) {
+      if (elements.length === 0 && req.pageSize > limits.maxPageSize) {
         throw tooLarge(`page_size ${req.pageSize} exceeds the limit ${limits.maxPageSize} (--max-page-size); ask for fewer or use Scan`);
       }
-      const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
-      const page = await store.page(req.key, startOfPage(req.key, req.pageToken, limits), size, memberBytesBudget(limits.maxMessageBytes));
-      return {
-        ...base,
-        members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map((d) => dotToProto(d, store.now())) : [] })),
-        nextPageToken: page.next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, page.next),
-      };
+      // The context answered and the members listed come from one moment of the store, so the
+      // context covers every dot listed and no add left out (store/set-snapshot.ts).
+      const at = info === undefined ? undefined : await store.snapshotOf(req.key);
+      try {
+        const set = at === undefined || at.type !== ObjectType.AWSET ? base : { ...base, context: contextToProto(at.ctx), size: BigInt(at.size) };
+        const snap = set === base ? undefined : at;
+        if (elements.length > 0) {
+          const dots = snap === undefined ? elements.map((): Dot[] => []) : await snap.dotsOf(elements);
+          return { ...set, presence: elements.map((element, i) => ({ element, present: dots[i]!.length > 0, dots: req.withDots === true ? dots[i]!.map((d) => dotToProto(d, store.now())) : [] })) };
+        }
+        const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
+        if (snap === undefined) return set;
+        const page = await snap.page(startOfPage(req.key, req.pageToken, limits), size, memberBytesBudget(limits.maxMessageBytes));
+        return {
+          ...set,
+          members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map((d) => dotToProto(d, store.now())) : [] })),
+          nextPageToken: page.next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, page.next),
+        };
+      } finally {
+        await at?.close();
+      }
     })),
 
     async scan(call: ServerWritableStream<import("../gen/deltaset/v1/replica.js").ScanRequest, import("../gen/deltaset/v1/replica.js").ScanChunk>) {
@@ -248,6 +255,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const req = call.request;
       let cancelled = false;
       call.on("cancelled", () => (cancelled = true));
+      let at: Awaited<ReturnType<Store["snapshotOf"]>>;
       try {
         checkKey(req.key, limits);
         if (req.chunkSize > limits.maxScanChunk) {
@@ -258,20 +266,25 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         // The members are read from the database: once the writes the context covers are in it.
         await store.written();
         const listed = info !== undefined && info.type !== ObjectType.AWSET ? await whole.list(req.key, typeName(info.type), req.startAfter) : undefined;
+        // A set's context and members from one moment of the store (store/set-snapshot.ts).
+        const opened = listed === undefined && info !== undefined ? await store.snapshotOf(req.key) : undefined;
+        at = opened?.type === ObjectType.AWSET ? opened : undefined;
+        if (at === undefined) await opened?.close();
+        const ctx = at?.ctx ?? info?.ctx;
         const chunkSize = req.chunkSize === 0 ? limits.defaultScanChunk : req.chunkSize;
-        const total = BigInt(listed?.total ?? info?.size ?? 0);
+        const total = BigInt(listed?.total ?? at?.size ?? 0);
         let sent = 0n;
         let first = true;
         // Back-pressure: read no further until the client has taken what was sent.
         const out = new PacedWriter(call, limits.streamStallMs, "resume with start_after set to the last member received");
         const maxBytes = memberBytesBudget(limits.maxMessageBytes);
-        const chunks = listed !== undefined ? inChunks(listed.members, chunkSize, maxBytes) : store.members(req.key, { startAfter: req.startAfter, chunkSize, maxBytes });
+        const chunks = listed !== undefined ? inChunks(listed.members, chunkSize, maxBytes) : at !== undefined ? at.members({ startAfter: req.startAfter, chunkSize, maxBytes }) : inChunks([], chunkSize, maxBytes);
         for await (const chunk of chunks) {
           if (cancelled) break;
           sent += BigInt(chunk.length);
           await out.write({
             members: chunk.map((m) => withText(m.element, req.withText)),
-            context: first && info !== undefined ? contextToProto(info.ctx) : undefined,
+            context: first && ctx !== undefined ? contextToProto(ctx) : undefined,
             sent,
             total,
             last: false,
@@ -281,7 +294,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         if (!cancelled) {
           call.write({
             members: [],
-            context: first && info !== undefined ? contextToProto(info.ctx) : undefined,
+            context: first && ctx !== undefined ? contextToProto(ctx) : undefined,
             sent,
             total,
             last: true,
@@ -293,6 +306,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         const e = toServiceError(err, (x) => log.error("unexpected error", { method: "Scan", err: x }));
         deps.onCall?.("Scan", e.code ?? status.INTERNAL, performance.now() - started);
         call.emit("error", e);
+      } finally {
+        await at?.close();
       }
     },
 

@@ -10,6 +10,9 @@ export const SYNCED = { sync: true } as {};
 
 export type StoreDb = AbstractLevel<string | Buffer | Uint8Array, Buffer, Buffer>;
 
+/** A consistent view of the database at one moment (db.snapshot()); closed by its user. */
+export type DbSnapshot = ReturnType<StoreDb["snapshot"]>;
+
 export function openLevelDb(dir: string, o: { writeBufferBytes: number; cacheBytes: number }): ClassicLevel<Buffer, Buffer> {
   return new ClassicLevel<Buffer, Buffer>(dir, {
     keyEncoding: "buffer",

@@ -2,7 +2,7 @@
 // order from one snapshot (pages for Query, chunks for Scan). Adds that expired by now are not
 // seen, before the sweep (expiry.ts) removes them.
 import type { Dot } from "../crdt/index.js";
-import type { StoreDb } from "./db.js";
+import type { DbSnapshot, StoreDb } from "./db.js";
 import type { GroupCommit } from "./group-commit.js";
 import { elementRange, elementRecordKey, unescapeBytes } from "./keys.js";
 import { decodeDots } from "./records.js";
@@ -45,6 +45,12 @@ export async function elementDots(commit: GroupCommit, prefix: Buffer, elements:
   return found.map((v) => (v === undefined ? [] : live(v, now)));
 }
 
+/** The live dots of each element as a snapshot of the database holds them (no queued writes). */
+export async function elementDotsAt(db: StoreDb, snapshot: DbSnapshot, prefix: Buffer, elements: Uint8Array[], now: number): Promise<Dot[][]> {
+  const found = await db.getMany(elements.map((el) => elementRecordKey(prefix, el)), { snapshot });
+  return found.map((v) => (v === undefined ? [] : live(v, now)));
+}
+
 /**
  * One page of members (with their dots) after startAfter (exclusive), in element order: at most
  * limit members, and at most maxBytes of them (common/member-bytes.ts; at least one member).
@@ -56,9 +62,10 @@ export async function page(
   limit: number,
   now: number,
   maxBytes = Number.MAX_SAFE_INTEGER,
+  snapshot?: DbSnapshot,
 ): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
   const out: Array<{ element: Buffer; dots: Dot[] }> = [];
-  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now })) {
+  for await (const chunk of members(db, prefix, { startAfter, chunkSize: limit + 1, now, snapshot })) {
     out.push(...chunk);
     if (out.length > limit) break;
   }
@@ -75,12 +82,13 @@ export async function page(
 export async function* members(
   db: StoreDb,
   prefix: Buffer,
-  opts: { startAfter?: Uint8Array; chunkSize: number; maxBytes?: number; now: number },
+  opts: { startAfter?: Uint8Array; chunkSize: number; maxBytes?: number; now: number; snapshot?: DbSnapshot },
 ): AsyncGenerator<Array<{ element: Buffer; dots: Dot[] }>> {
   const maxBytes = opts.maxBytes ?? Number.MAX_SAFE_INTEGER;
   const range = elementRange(prefix);
   const gt = opts.startAfter !== undefined && opts.startAfter.length > 0 ? elementRecordKey(prefix, opts.startAfter) : undefined;
-  const it = db.iterator(gt !== undefined ? { gt, lt: range.lt } : range);
+  const bounds = gt !== undefined ? { gt, lt: range.lt } : range;
+  const it = db.iterator(opts.snapshot === undefined ? bounds : { ...bounds, snapshot: opts.snapshot });
   try {
     let chunk: Array<{ element: Buffer; dots: Dot[] }> = [];
     let bytes = 0;

@@ -18,6 +18,7 @@ import { decodeHeader } from "./records.js";
 import { presenceHash } from "./element-presence.js";
 import { PartitionKeyScan, partitionKeys, partitionKeysWithPrefix, verifyStored } from "./object-records.js";
 import { contains, elementDots, members, page } from "./element-reads.js";
+import { SetSnapshot } from "./set-snapshot.js";
 import { addElements, incrementCounter, incrementCounterOnce, removeElements } from "./mutations.js";
 import { StoreCore, joined } from "./store-core.js";
 import { wholeStateChunk } from "./whole-state-layout.js";
@@ -213,6 +214,16 @@ export class Store extends StoreCore {
   /** One page of members (and their dots) after startAfter (exclusive), in element order. */
   page(key: string, startAfter: Uint8Array | undefined, limit: number, maxBytes?: number): Promise<{ members: Buffer[]; dots: Dot[][]; next: Buffer | undefined }> {
     return page(this.db, objectPrefix(this.partitionOf(key), key), startAfter, limit, this.env.now(), maxBytes);
+  }
+
+  /**
+   * The key as it stands once the writes queued so far are in the database: its context, size and
+   * members from one snapshot (set-snapshot.ts), for reads that answer a context with members.
+   * undefined when the key does not exist. The caller closes it.
+   */
+  async snapshotOf(key: string): Promise<SetSnapshot | undefined> {
+    await this.commit.written();
+    return SetSnapshot.open(this.db, objectPrefix(this.partitionOf(key), key), this.env.now());
   }
 
   /** The members of a set in element order, in chunks, from one snapshot; nothing is read ahead of demand. */

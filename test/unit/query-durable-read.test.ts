@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { EventEmitter } from "node:events";
 import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from "@grpc/grpc-js";
-import { contextFromProto } from "../../services/crdt/index.ts";
+import { contextFromProto, dotFromProto } from "../../services/crdt/index.ts";
 import { createLogger } from "../../services/common/logger.ts";
 import type { QueryRequest, QueryResponse, ScanChunk, ScanRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
@@ -86,6 +86,41 @@ describe("a Query beside writes still queued", () => {
         assert.ok(dots!.every((d) => contextFromProto(chunks[0]!.context).containsDot(d)), "the context does not cover the queued add");
         assert.ok(chunks.some((c) => c.members.some((m) => m.element.equals(el))), `round ${round}: the context covers ${el} but the scan does not list it`);
       }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("never lists a dot its context does not cover, with adds landing between the reads (a Remove built from them removes what was listed)", async () => {
+    const { store, query, scan } = await setup();
+    try {
+      await store.add("k", [Buffer.from("a")]);
+      // Two writers add new elements all along, so adds land between each read's steps.
+      let writing = true;
+      const writers = [0, 1].map(async (w) => {
+        for (let i = 0; writing && i < 5000; i++) await store.add("k", [Buffer.from(`w${w}-${i}`)]);
+      });
+      let uncovered = 0;
+      let sizeApart = 0;
+      for (let round = 0; round < 60; round++) {
+        const listed = await query({ withDots: true, pageSize: 1000, pageToken: Buffer.alloc(0) });
+        const ctx = contextFromProto(listed.context);
+        for (const m of listed.members) if (m.dots.length === 0 || !m.dots.every((d) => ctx.containsDot(dotFromProto(d, "dot")))) uncovered++;
+        if (listed.nextPageToken.length === 0 && Number(listed.size) !== listed.members.length) sizeApart++;
+        const asked = await query({ withDots: true, elements: [Buffer.from(`w0-${round * 3}`), Buffer.from(`w1-${round * 3}`)] });
+        const actx = contextFromProto(asked.context);
+        for (const p of asked.presence) if (p.present && !p.dots.every((d) => actx.containsDot(dotFromProto(d, "dot")))) uncovered++;
+        // A Scan: every element it lists has an add its context covers.
+        const chunks = await scan("k");
+        const sctx = contextFromProto(chunks[0]!.context);
+        const els = chunks.flatMap((c) => c.members.map((m) => m.element));
+        const dots = await store.dotsOf("k", els);
+        for (const d of dots) if (!d.some((x) => sctx.containsDot(x))) uncovered++;
+      }
+      writing = false;
+      await Promise.all(writers);
+      assert.equal(uncovered, 0, "members listed with adds their context does not cover");
+      assert.equal(sizeApart, 0, "a listing whose size is of another moment");
     } finally {
       await store.close();
     }

@@ -317,7 +317,11 @@ export interface QueryResponse {
   members: Member[];
   /** When listing: pass as page_token to get the next page; empty on the last page. Opaque. */
   nextPageToken: Buffer;
-  /** The key's causal context at the time of the read, for a later Remove. */
+  /**
+   * The key's causal context at the time of the read, for a later Remove: the members (or
+   * presence) answered are read at the same moment, so it covers every dot answered and no add
+   * left out.
+   */
   context?:
     | CausalContext
     | undefined;
@@ -359,7 +363,10 @@ export interface ScanRequest {
 export interface ScanChunk {
   /** Members in element order. */
   members: Member[];
-  /** The key's causal context; sent on the first chunk only. */
+  /**
+   * The key's causal context; sent on the first chunk only. The members streamed are those of
+   * that moment: adds made since are not listed.
+   */
   context?:
     | CausalContext
     | undefined;
