@@ -132,6 +132,9 @@ export class SeedJoiner {
   private loop: Promise<void> | undefined;
   /** Join attempts made so far (for tests and metrics). */
   attempts = 0;
+  private settleFirst: () => void = () => {};
+  /** Settles once the first join attempt has ended, joined or not (or there was none to make), or on stop. */
+  readonly firstAttempt = new Promise<void>((resolve) => (this.settleFirst = resolve));
 
   constructor(options: SeedJoinerOptions) {
     this.options = options;
@@ -148,6 +151,7 @@ export class SeedJoiner {
     this.controller?.abort();
     await this.loop;
     this.loop = undefined;
+    this.settleFirst();
   }
 
   /** Join through seeds that are not live members (partition healing); failures are only logged. */
@@ -171,6 +175,7 @@ export class SeedJoiner {
     let lastReconcile = now();
     while (!signal.aborted) {
       if (!this.options.needsJoin()) {
+        this.settleFirst();
         failures = 0;
         await sleep(this.options.recheckMs ?? 5000, signal);
         if (this.options.notLive !== undefined && now() - lastReconcile >= (this.options.reconcileMs ?? 15_000)) {
@@ -198,6 +203,7 @@ export class SeedJoiner {
       } catch (error) {
         this.options.onError?.("seed lookup failed", error);
       }
+      this.settleFirst();
       if (joined) {
         failures = 0;
         continue;

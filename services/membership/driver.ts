@@ -151,6 +151,11 @@ export class MembershipDriver {
     return this.probeTiming.stats();
   }
 
+  /** Settles once the first join through the seeds has ended, joined or not (or there were no seeds). */
+  firstJoinSettled(): Promise<void> {
+    return this.joiner.firstAttempt;
+  }
+
   /** Start probing and joining through the seeds (in the background). */
   start(): void {
     if (this.state !== "new") return;

@@ -159,6 +159,14 @@ export function nodeExtensions(
           driver.start();
           ctx.telemetry?.observeCluster({ gossip, membership: driver });
           opts.onParts?.({ gossip, membership: driver });
+          // Client calls wait for the first join through the seeds (node.ts opens them after
+          // start): before it, a node knows no other member, takes every key for its own, and
+          // answered reads of keys it does not own as absent. A seed that does not answer holds
+          // it for at most a join's timeout; bounded here too (a seed lookup that hangs).
+          const cap = 2 * config.membership.requestTimeoutMs;
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([driver.firstJoinSettled(), new Promise<void>((r) => (timer = setTimeout(r, cap)))]);
+          clearTimeout(timer);
         },
         async stop() {
           // What this node acknowledged lately must reach a neighbour before it goes: its last

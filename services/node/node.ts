@@ -24,6 +24,7 @@ import { activeCalls, drainCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";
 import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { addOperatorServices, bind, serverOptions, setServing } from "./server.js";
+import { StartGate } from "./start-gate.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { watchTlsHandshakes } from "./tls-handshake-log.js";
 import { isLoopbackHost } from "./loopback.js";
@@ -207,10 +208,12 @@ export async function startNode(
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const calls = activeCalls();
+    // Client calls wait until the node opens (its parts started: the first join among them).
+    const gate = new StartGate();
     const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes, config.maxConcurrentStreams), interceptors: [peerAuth, access] }, calls, config.limits.maxRequestEntries);
     server.addService(
       ReplicaService,
-      router.wrap(createReplicaService({
+      gate.wrap(ReplicaService, router.wrap(createReplicaService({
         store,
         limits: config.limits,
         log: nodeLog,
@@ -224,7 +227,7 @@ export async function startNode(
           const p = ownership.partitionOf(key);
           return { partition: p, owners: ownership.ownerAddresses(p), replicationFactor: String(factor), local: ownership.owns(p) };
         },
-      })),
+      }))),
     );
     for (const e of exts) e.register?.(server);
     const health = addOperatorServices(server);
@@ -253,6 +256,7 @@ export async function startNode(
     const sweeper = startTtlSweeper(store, config.ttlSweep, nodeLog);
     creds.useLogger(nodeLog);
     creds.watch();
+    gate.open();
     setServing(health, true);
     nodeLog.info("node serving", { address, nodeId: store.nodeId, dataDir: config.dataDir });
 
