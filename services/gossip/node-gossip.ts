@@ -193,6 +193,8 @@ export class NodeGossip {
   private placementSeen = -1;
   /** How long every neighbour is greeted after the placement changed (hand-off's grace, twice). */
   private greetAfterMoveMs = 0;
+  /** Members now suspected (setSuspects). */
+  private suspects: ReadonlySet<string> = new Set();
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -284,9 +286,17 @@ export class NodeGossip {
     return this.x.engine;
   }
 
-  /** Exchange.oldestUnackedMs: the age of the oldest change a neighbour has not acknowledged. */
+  /**
+   * Exchange.oldestUnackedMs: the age of the oldest change a neighbour has not acknowledged;
+   * Infinity while a peer of a partition holding changes is suspected (setSuspects).
+   */
   oldestUnackedMs(): number | undefined {
-    return this.x.oldestUnackedMs();
+    return this.x.oldestUnackedMs(this.suspects);
+  }
+
+  /** The members now suspected (SWIM SUSPECT): live for placement, but vouching for nothing. */
+  setSuspects(ids: ReadonlySet<string>): void {
+    this.suspects = ids;
   }
 
   get counters(): TransportCounters {

@@ -9,7 +9,7 @@ import { NodeGossip, type NodeGossipOptions } from "../gossip/node-gossip.js";
 import { type SeedProvider, dnsSeeds, staticSeeds } from "../membership/discovery.js";
 import { MembershipDriver } from "../membership/driver.js";
 import { createMembershipService } from "../membership/grpc-service.js";
-import { isLive } from "../membership/types.js";
+import { MemberState, isLive } from "../membership/types.js";
 import type { NodeConfig } from "./config.js";
 import type { NodeContext, NodeExtension } from "./node.js";
 import { withBodyDigests } from "./peer-interceptors.js";
@@ -56,6 +56,7 @@ export function nodeExtensions(
         for (const m of membership.members()) if (isLive(m.state) && m.nodeId !== ctx.store.nodeId) live.set(m.nodeId, m.address);
         if (ctx.ownership.setLive(live, ctx.advertise(), Date.now())) ctx.log.info("placement changed", { owned: ctx.ownership.owned().length, partitions: config.partitions, members: live.size + 1 });
         gossip.setPeers(live);
+        gossip.setSuspects(new Set(membership.members().filter((m) => m.state === MemberState.SUSPECT && m.nodeId !== ctx.store.nodeId).map((m) => m.nodeId)));
         const now = gossip.peerIds().join(",");
         if (now !== lastPeers) {
           lastPeers = now;
