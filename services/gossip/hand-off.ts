@@ -204,6 +204,8 @@ export class HandOff {
       // takes a while, and writes or placement changes meanwhile void what was acknowledged.
       for (const r of this.ready()) await this.drop(r);
     } catch (err) {
+      // The store closing under a run (the node stops) ends it with the database's errors: nothing to retry.
+      if (this.o.store.isClosed) return;
       const admitted = this.failureLog.admit("run");
       if (admitted !== undefined) this.o.log.warn("hand-off failed; retried every period", { err, suppressedSinceLast: admitted.suppressed });
     } finally {

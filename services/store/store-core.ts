@@ -89,6 +89,11 @@ export abstract class StoreCore {
     return this.opts.partitionOf(key, this.partitions);
   }
 
+  /** close() has been called: work still running on the store ends with errors of the closing database. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -369,4 +369,17 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     assert.equal(await held(store, "k"), true);
     await store.close();
   });
+
+  it("a run the store's close cuts short warns of nothing (the node stops; there is nothing to retry)", async () => {
+    const { store, own, engine } = await setup("closing");
+    const e = engine(Array.from({ length: P }, () => 7));
+    const lines: string[] = [];
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("warn", {}, (l) => lines.push(l)), graceMs: 0, now: () => 0 });
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
+    await store.add(gone, [b("x")]);
+    ackAll(own, e, partitionOf(gone, P), 7);
+    await store.close();
+    await h.run();
+    assert.deepEqual(lines, []);
+  });
 });
