@@ -321,8 +321,7 @@ export class GossipExchange {
   /**
    * How long ago the oldest change here that some neighbour has not acknowledged was taken, at most
    * (ms; Infinity when unknown): the engine's partitions, and the local changes the gate holds
-   * back, which have no seq yet. Infinity while a partition holding changes has a suspected peer
-   * (suspect). Undefined under Algorithm 1, which has no acknowledgements.
+   * back, which have no seq yet. Infinity while a partition has a suspected peer (suspect). Undefined under Algorithm 1, which has no acknowledgements.
    */
   oldestUnackedMs(suspect: ReadonlySet<string> = new Set()): number | undefined {
     if (this.engine.algorithm !== 2) return undefined;
@@ -330,7 +329,8 @@ export class GossipExchange {
     for (let p = 0; p < this.engine.partitionCount; p++) {
       // A suspected peer may be dead with what it acknowledged: its acks vouch for nothing until
       // it is alive again (or declared dead, and the partition's owners change).
-      if (suspect.size > 0 && this.engine.seq(p) > 0 && this.engine.peersOf(p).some((id) => suspect.has(id))) return Infinity;
+      // (Whatever this partition's seq: one received whole may hold data under seq 0.)
+      if (suspect.size > 0 && this.engine.peersOf(p).some((id) => suspect.has(id))) return Infinity;
       oldest = Math.max(oldest, this.engine.partitionStats(p).unackedAgeMs ?? 0);
     }
     const held = this.gate.oldestHeldAt();

@@ -288,7 +288,7 @@ export class NodeGossip {
 
   /**
    * Exchange.oldestUnackedMs: the age of the oldest change a neighbour has not acknowledged;
-   * Infinity while a peer of a partition holding changes is suspected (setSuspects).
+   * Infinity while a peer of any partition is suspected (setSuspects).
    */
   oldestUnackedMs(): number | undefined {
     return this.x.oldestUnackedMs(this.suspects);
