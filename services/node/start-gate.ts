@@ -21,10 +21,11 @@ export class StartGate {
     for (const [name, method] of Object.entries(definition)) {
       const handler = (impl as Record<string, unknown>)[name];
       if (typeof handler !== "function") continue;
-      out[name] =
-        method.requestStream || method.responseStream
-          ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.isOpen ? handler(call) : call.emit("error", STARTING))
-          : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.isOpen ? handler(call, callback) : callback(STARTING));
+      // A call whose answer streams has no callback (Scan, Export, Watch, AddStream); a unary or
+      // client-streaming one answers through its callback (Add, Import).
+      out[name] = method.responseStream
+        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.isOpen ? handler(call) : call.emit("error", STARTING))
+        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.isOpen ? handler(call, callback) : callback(STARTING));
     }
     return out as S;
   }
