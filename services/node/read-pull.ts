@@ -15,7 +15,7 @@
 //
 // A holder may itself have come to own the partition lately (two moves in a row): asked by a
 // fetch, it first fetches from its own former holders, one hop further at most (READ_PULL carries
-// the hop). A holder that does not answer within --forward-timeout-ms is passed over for as long,
+// the hop), unless its own fetch of the key is running (it may be waiting on the asker). A holder that does not answer within --forward-timeout-ms is passed over for as long,
 // and the read answers from what this node holds, as it did before fetches existed.
 import * as grpc from "@grpc/grpc-js";
 import { ObjectType, contextToProto } from "../crdt/index.js";
@@ -98,6 +98,10 @@ export class ReadPull {
     for (;;) {
       const running = this.running.get(key);
       if (running === undefined) break;
+      // A fetch asking this node while its own fetch of the key runs is answered from what is
+      // here: its own may be waiting on the asker (two new owners read at once fetch from each
+      // other, and waited on each other until the timeout). The asker asks the others itself.
+      if (hop > 0) return;
       await running;
       // A read's fetch skips a key absent here, which a write acting on what it observed needs.
       if (!fetchAbsent) return;

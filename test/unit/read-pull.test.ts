@@ -32,7 +32,7 @@ function keyIn(p: number, tag: string): string {
 }
 
 /** How a holder answers one export: whole, cut after its first chunk, or an error code. */
-type Behaviour = "ok" | "cut" | grpc.status;
+type Behaviour = "ok" | "cut" | grpc.status | { until: Promise<void> };
 
 /**
  * c came to own a partition at t = 50 s: after its first view with peers n1, n2, n3 at R = 2
@@ -73,6 +73,7 @@ async function harness(opts: { holders: 1 | 2; behave?: (address: string) => Beh
       const from = holders.get(address)!;
       return (async function* () {
         if (typeof how === "number") throw Object.assign(new Error(`status ${how}`), { code: how });
+        if (typeof how === "object") await how.until;
         if ((await from.typeOf(req.key)) === undefined) throw Object.assign(new Error("absent"), { code: grpc.status.NOT_FOUND });
         let sent = 0;
         const since = req.since === undefined ? undefined : contextFromProto(req.since);
@@ -216,6 +217,22 @@ describe("ReadPull", () => {
     h.o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
     await h.pull.before(other, [], 0, true);
     assert.equal(await h.here.typeOf(other), undefined);
+  });
+
+  it("a fetch asking this node while its own fetch of the key runs is answered at once (two new owners read at once would wait on each other)", async () => {
+    let release!: () => void;
+    const until = new Promise<void>((r) => (release = r));
+    const h = await harness({ holders: 1, behave: () => ({ until }) });
+    const key = keyIn(h.p, "k");
+    await h.stores[0]!.add(key, ["a", "b"].map(b));
+    await h.here.add(key, [b("fresh")]);
+    // This node's own fetch hangs on the holder, which is itself asking this node (hop 1).
+    const own = h.pull.before(key, []);
+    const asked = await Promise.race([h.pull.before(key, [], 1).then(() => "answered"), new Promise((r) => setTimeout(() => r("waited"), 500))]);
+    assert.equal(asked, "answered");
+    release();
+    await own;
+    assert.equal(await members(h.here, key), 3);
   });
 
   it("a node that lost the partition again since still fetches for a fetch asking it (two moves in a row), if it holds part of the key", async () => {
