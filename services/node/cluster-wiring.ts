@@ -53,10 +53,15 @@ export function nodeExtensions(
       const syncPeers = () => {
         if (gossip === undefined || membership === undefined) return;
         const live = new Map<string, string>();
-        for (const m of membership.members()) if (isLive(m.state) && m.nodeId !== ctx.store.nodeId) live.set(m.nodeId, m.address);
+        const suspects = new Set<string>();
+        for (const m of membership.members()) {
+          if (!isLive(m.state) || m.nodeId === ctx.store.nodeId) continue;
+          live.set(m.nodeId, m.address);
+          if (m.state === MemberState.SUSPECT) suspects.add(m.nodeId);
+        }
         if (ctx.ownership.setLive(live, ctx.advertise(), Date.now())) ctx.log.info("placement changed", { owned: ctx.ownership.owned().length, partitions: config.partitions, members: live.size + 1 });
         gossip.setPeers(live);
-        gossip.setSuspects(new Set(membership.members().filter((m) => m.state === MemberState.SUSPECT && m.nodeId !== ctx.store.nodeId).map((m) => m.nodeId)));
+        gossip.setSuspects(suspects);
         const now = gossip.peerIds().join(",");
         if (now !== lastPeers) {
           lastPeers = now;

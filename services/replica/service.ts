@@ -231,15 +231,14 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       // context covers every dot listed and no add left out (store/set-snapshot.ts).
       const at = info === undefined ? undefined : await store.snapshotOf(req.key);
       try {
-        const set = at === undefined || at.type !== ObjectType.AWSET ? base : { ...base, context: contextToProto(at.ctx), size: BigInt(at.size) };
-        const snap = set === base ? undefined : at;
+        const set = at === undefined ? base : { ...base, context: contextToProto(at.ctx), size: BigInt(at.size) };
         if (elements.length > 0) {
-          const dots = snap === undefined ? elements.map((): Dot[] => []) : await snap.dotsOf(elements);
+          const dots = at === undefined ? elements.map((): Dot[] => []) : await at.dotsOf(elements);
           return { ...set, presence: elements.map((element, i) => ({ element, present: dots[i]!.length > 0, dots: req.withDots === true ? dots[i]!.map((d) => dotToProto(d, store.now())) : [] })) };
         }
         const size = req.pageSize === 0 ? limits.defaultPageSize : req.pageSize;
-        if (snap === undefined) return set;
-        const page = await snap.page(startOfPage(req.key, req.pageToken, limits), size, memberBytesBudget(limits.maxMessageBytes));
+        if (at === undefined) return set;
+        const page = await at.page(startOfPage(req.key, req.pageToken, limits), size, memberBytesBudget(limits.maxMessageBytes));
         return {
           ...set,
           members: page.members.map((m, i) => ({ ...withText(m, req.withText), dots: req.withDots === true ? page.dots[i]!.map((d) => dotToProto(d, store.now())) : [] })),
@@ -267,9 +266,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         await store.written();
         const listed = info !== undefined && info.type !== ObjectType.AWSET ? await whole.list(req.key, typeName(info.type), req.startAfter) : undefined;
         // A set's context and members from one moment of the store (store/set-snapshot.ts).
-        const opened = listed === undefined && info !== undefined ? await store.snapshotOf(req.key) : undefined;
-        at = opened?.type === ObjectType.AWSET ? opened : undefined;
-        if (at === undefined) await opened?.close();
+        at = listed === undefined && info !== undefined ? await store.snapshotOf(req.key) : undefined;
         const ctx = at?.ctx ?? info?.ctx;
         const chunkSize = req.chunkSize === 0 ? limits.defaultScanChunk : req.chunkSize;
         const total = BigInt(listed?.total ?? at?.size ?? 0);

@@ -4,7 +4,7 @@
 // landing between the context's read and the members' was listed with a dot the context did not
 // cover, and a Remove of that element with that context removed nothing (outside check: 12 of
 // 1,194 such Removes answered OK and left the element for good).
-import type { CausalContext, Dot } from "../crdt/index.js";
+import { type CausalContext, type Dot, ObjectType } from "../crdt/index.js";
 import type { DbSnapshot, StoreDb } from "./db.js";
 import { elementDotsAt, members, page } from "./element-reads.js";
 import { headerKey } from "./keys.js";
@@ -16,23 +16,25 @@ export class SetSnapshot {
     private readonly snapshot: DbSnapshot,
     private readonly prefix: Buffer,
     private readonly now: number,
-    /** The key's type, context and live element count at the snapshot. */
-    readonly type: number,
+    /** The set's context and live element count at the snapshot. */
     readonly ctx: CausalContext,
     readonly size: number,
   ) {}
 
-  /** The key at this moment of the database (the writes queued before must be in it); undefined when absent. */
+  /**
+   * The set at this moment of the database: every acknowledged write is in it (group commit
+   * acknowledges a write once its batch is). undefined when the key is absent or not an AWSET.
+   */
   static async open(db: StoreDb, prefix: Buffer, now: number): Promise<SetSnapshot | undefined> {
     const snapshot = db.snapshot();
     try {
       const record = await db.get(headerKey(prefix), { snapshot });
-      if (record === undefined) {
+      const h = record === undefined ? undefined : decodeHeader(record);
+      if (h === undefined || h.type !== ObjectType.AWSET) {
         await snapshot.close();
         return undefined;
       }
-      const h = decodeHeader(record);
-      return new SetSnapshot(db, snapshot, prefix, now, h.type, h.ctx, h.size);
+      return new SetSnapshot(db, snapshot, prefix, now, h.ctx, h.size);
     } catch (err) {
       await snapshot.close();
       throw err;

@@ -217,12 +217,12 @@ export class Store extends StoreCore {
   }
 
   /**
-   * The key as it stands once the writes queued so far are in the database: its context, size and
-   * members from one snapshot (set-snapshot.ts), for reads that answer a context with members.
-   * undefined when the key does not exist. The caller closes it.
+   * A set as the database holds it now (every acknowledged write; a caller that must see writes
+   * still queued waits for written() first): its context, size and members from one snapshot
+   * (set-snapshot.ts), for reads that answer a context with members. undefined when the key does
+   * not exist or is not an AWSET. The caller closes it.
    */
-  async snapshotOf(key: string): Promise<SetSnapshot | undefined> {
-    await this.commit.written();
+  snapshotOf(key: string): Promise<SetSnapshot | undefined> {
     return SetSnapshot.open(this.db, objectPrefix(this.partitionOf(key), key), this.env.now());
   }
 

@@ -93,6 +93,16 @@ async function harness(opts: { holders: 1 | 2; behave?: (address: string) => Beh
   return { o, p, here, stores, pull, calls, outcomes, clock, addresses: [...holders.keys()] };
 }
 
+/** A member joins that takes partition p from c (at 55 s): c keeps what it holds until hand-off. */
+function joinTaking(o: Ownership, p: number): void {
+  const joiner = ["n4", "n5", "n6", "n7", "n8", "n9"].find((id) => {
+    const t = new Ownership("c", "c:1", P, 2);
+    t.setLive(live("n1", "n2", id));
+    return !t.owns(p);
+  })!;
+  o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
+}
+
 describe("ReadPull", () => {
   it("joins what the former holder has of the key, asked with the caller's token, its own deadline and hop 1, once", async () => {
     const h = await harness({ holders: 1 });
@@ -209,12 +219,7 @@ describe("ReadPull", () => {
     // Not onto a node that lost the partition since.
     const other = keyIn(h.p, "other");
     await h.stores[0]!.add(other, [b("x")]);
-    const joiner = ["n4", "n5", "n6", "n7", "n8", "n9"].find((id) => {
-      const t = new Ownership("c", "c:1", P, 2);
-      t.setLive(live("n1", "n2", id));
-      return !t.owns(h.p);
-    })!;
-    h.o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
+    joinTaking(h.o, h.p);
     await h.pull.before(other, [], 0, true);
     assert.equal(await h.here.typeOf(other), undefined);
   });
@@ -240,12 +245,7 @@ describe("ReadPull", () => {
     const key = keyIn(h.p, "k");
     await h.stores[0]!.add(key, ["a", "b"].map(b));
     // A member joins that takes the partition from c: c keeps what it holds until hand-off.
-    const joiner = ["n4", "n5", "n6", "n7", "n8", "n9"].find((id) => {
-      const t = new Ownership("c", "c:1", P, 2);
-      t.setLive(live("n1", "n2", id));
-      return !t.owns(h.p);
-    })!;
-    h.o.setLive(live("n1", "n2", joiner), "c:1", 55_000);
+    joinTaking(h.o, h.p);
     assert.equal(h.o.owns(h.p), false);
     // Holding nothing of the key, it takes no copy of a partition it does not own.
     await h.pull.before(key, [], 1);
