@@ -75,11 +75,87 @@ export function describeMisread(f: MisreadField): string {
  * there is none, or when the bytes are malformed (the decoder reports those itself).
  */
 export function misreadField(schemas: MessageSchemas, typeName: string, bytes: Uint8Array): MisreadField | undefined {
+  // Every client request passes here: the scan below settles the usual clean message without
+  // allocating; only a message it cannot clear is walked again to name the field.
+  if (cleanScan(schemas, typeName, bytes, 0, bytes.length, 0)) return undefined;
+  return misreadFieldByWalk(schemas, typeName, bytes);
+}
+
+/** misreadField without its scan: the field-naming walk alone (what the scan must agree with). */
+export function misreadFieldByWalk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array): MisreadField | undefined {
   try {
     return walk(schemas, typeName, bytes, "", 0);
   } catch {
     return undefined;
   }
+}
+
+/**
+ * True when the message in bytes[from, to) holds no field the decoder would misread, found without
+ * building paths or readers. False means "walk it": a misread field, malformed bytes, a group, or
+ * nesting past MAX_DEPTH (walk then decides as before).
+ */
+function cleanScan(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, from: number, to: number, depth: number): boolean {
+  const fields = schemas.get(typeName);
+  if (fields === undefined) return true;
+  if (depth > MAX_DEPTH) return false;
+  /** Singular message fields met so far (field numbers), made only for a message that has one. */
+  let singles: number[] | undefined;
+  let at = from;
+  while (at < to) {
+    // The tag: a varint of at most 5 bytes (field numbers fit in 29 bits).
+    let tag = 0;
+    let shift = 0;
+    for (;;) {
+      if (at >= to || shift > 28) return false;
+      const b = bytes[at++]!;
+      tag += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+      shift += 7;
+    }
+    const wireType = tag % 8;
+    const no = Math.floor(tag / 8);
+    if (wireType === 0) {
+      for (;;) {
+        if (at >= to) return false;
+        if (bytes[at++]! < 0x80) break;
+      }
+      continue;
+    }
+    if (wireType === 1 || wireType === 5) {
+      at += wireType === 1 ? 8 : 4;
+      if (at > to) return false;
+      continue;
+    }
+    if (wireType !== 2) return false;
+    let len = 0;
+    shift = 0;
+    for (;;) {
+      if (at >= to || shift > 28) return false;
+      const b = bytes[at++]!;
+      len += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) break;
+      shift += 7;
+    }
+    const end = at + len;
+    if (end > to) return false;
+    const f = fields.get(no);
+    if (f !== undefined && f.string) {
+      // ASCII is UTF-8; anything else goes to the full check.
+      let i = at;
+      while (i < end && bytes[i]! < 0x80) i++;
+      if (i < end && !isUtf8(bytes.subarray(i, end))) return false;
+    } else if (f !== undefined && f.message !== undefined) {
+      if (!f.repeated) {
+        singles ??= [];
+        if (singles.includes(no)) return false;
+        singles.push(no);
+      }
+      if (!cleanScan(schemas, f.message, bytes, at, end, depth + 1)) return false;
+    }
+    at = end;
+  }
+  return true;
 }
 
 function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, prefix: string, depth: number): MisreadField | undefined {
@@ -117,10 +193,19 @@ function walk(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, pref
  * they read (the decoder refuses them).
  */
 export function repeatedEntriesAbove(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, limit: number): boolean {
+  // Each entry counted owns a byte of its own (an unpacked entry its tag's first byte, a packed
+  // one its varint's last byte, nested entries bytes inside their parent's value): a message no
+  // longer than the limit cannot hold more entries, and most requests are far shorter.
+  if (bytes.length <= limit) return false;
+  return countRepeatedEntries(schemas, typeName, bytes, limit) > limit;
+}
+
+/** The entries repeatedEntriesAbove counts, stopping once past stopAbove (as far as malformed bytes read). */
+export function countRepeatedEntries(schemas: MessageSchemas, typeName: string, bytes: Uint8Array, stopAbove: number): number {
   try {
-    return countEntries(schemas, typeName, bytes, limit, 0) > limit;
+    return countEntries(schemas, typeName, bytes, stopAbove, 0);
   } catch {
-    return false;
+    return 0;
   }
 }
 
