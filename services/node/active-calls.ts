@@ -3,11 +3,11 @@
 // would otherwise hold a graceful shutdown until its timeout), and refuses new client calls once
 // it stops while it keeps answering its peers: pings answered during the drain keep the cluster
 // from suspecting a node that is only finishing its calls, before it announces its leave.
-// The server's first interceptor (strict-strings.ts) calls enter() for each client call (peer
-// calls are not counted: a node stops gossiping after its client calls end, and peers' gossip
-// streams would hold it up) and the returned end() when the call ends (its status sent, or
-// cancelled): one interceptor layer for both jobs, since each layer costs every call a few
-// microseconds.
+// The server (strict-strings.ts) calls enter() for each client call (peer calls are not counted:
+// a node stops gossiping after its client calls end, and peers' gossip streams would hold it up)
+// and the returned end() when the call ends (answered, or cancelled): a unary call in its
+// handler's guard, a stream in the server's first interceptor, which does both jobs in one layer
+// since each layer costs every call microseconds.
 
 export interface ActiveCalls {
   /**

@@ -3,8 +3,8 @@
 // instead of being decoded with U+FFFD in place of the bad bytes; so is a request holding a
 // singular message field twice, whose parts protobuf would merge and the decoder would not. The
 // server wraps the request deserializer of each method it serves (the walk needs the raw bytes,
-// which interceptors never see) and marks such a request; its first interceptor refuses marked
-// requests. A request that does not decode at all (truncated, a wrong wire type, a length past
+// which interceptors never see) and marks such a request; a unary method's handler guard, and
+// for streams the server's first interceptor, refuses marked requests. A request that does not decode at all (truncated, a wrong wire type, a length past
 // the end) is refused the same way, INVALID_ARGUMENT naming the message type, instead of grpc-js's
 // INTERNAL "Error deserializing request" (which reads as a server fault). A client request holding
 // more entries of repeated fields than --max-request-entries is refused RESOURCE_EXHAUSTED before
@@ -17,6 +17,7 @@ import { type MessageSchemas, describeMisread, messageSchemas, misreadField, rep
 import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js";
 import type { ActiveCalls } from "./active-calls.js";
 import { isPeerMethod } from "./peer-interceptors.js";
+import { passThrough } from "./pass-through.js";
 
 /** Set on a decoded request the decoder misread (a string not UTF-8, a single message sent twice): the refusal. */
 const MISREAD = Symbol("misread field");
@@ -110,6 +111,9 @@ export function strictStringDefinition(service: grpc.ServiceDefinition, maxReque
  */
 export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterceptor {
   return (method, call) => {
+    // Unary calls are refused and counted by their handler's guard (unaryGuard): an interceptor
+    // layer cost a unary call about 9 µs of CPU, against some 38 µs for the whole call on a no-op server.
+    if (!method.requestStream && !method.responseStream) return passThrough(call);
     const client = !isPeerMethod(method.path);
     // A stopping node refuses new client calls (health and reflection still answer) and keeps
     // answering its peers until it leaves.
@@ -148,16 +152,60 @@ export function strictStringsInterceptor(calls?: ActiveCalls): grpc.ServerInterc
   };
 }
 
+const STOPPING = "the node is stopping: call another node";
+
+/**
+ * What strictStringsInterceptor does for streams, done in a unary handler: a stopping node refuses
+ * a new client call (health checks still answer), a marked request is refused before the handler,
+ * and a client call is counted from its handler's start until it answers or its client cancels.
+ */
+function unaryGuard(path: string, handler: grpc.handleUnaryCall<unknown, unknown>, calls: ActiveCalls | undefined): grpc.handleUnaryCall<unknown, unknown> {
+  const client = !isPeerMethod(path);
+  const alwaysAnswers = path.startsWith("/grpc.");
+  return (call, callback) => {
+    if (client && calls?.closed === true && !alwaysAnswers) return callback(statusError(grpc.status.UNAVAILABLE, STOPPING));
+    const request = call.request as { [REFUSED]?: Refusal; [MISREAD]?: string } | null;
+    const refused = request?.[REFUSED];
+    if (refused !== undefined) return callback(statusError(refused.code, refused.details));
+    const misread = request?.[MISREAD];
+    if (misread !== undefined) return callback(statusError(grpc.status.INVALID_ARGUMENT, misread));
+    if (!client || calls === undefined) return handler(call, callback);
+    let answered = false;
+    const answer: grpc.sendUnaryData<unknown> = (err, value, trailer, flags) => {
+      if (answered) return;
+      answered = true;
+      end();
+      callback(err, value, trailer, flags);
+    };
+    // A cut (the drain ran out) answers now; the handler's later answer is dropped.
+    const end = calls.enter((details) => answer(statusError(grpc.status.UNAVAILABLE, details)));
+    call.once("cancelled", end);
+    handler(call, answer);
+  };
+}
+
+function statusError(code: grpc.status, details: string): grpc.ServerErrorResponse {
+  return Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() });
+}
+
 /** A gRPC server whose every deltaset service refuses strings that are not UTF-8. */
 export class StrictStringServer extends grpc.Server {
   /** calls: count the calls running (for a graceful shutdown), in the same interceptor. */
   /** maxRequestEntries: client requests holding more entries of repeated fields are refused undecoded. */
-  constructor(options: grpc.ServerOptions = {}, calls?: ActiveCalls, private readonly maxRequestEntries?: number) {
+  constructor(options: grpc.ServerOptions = {}, private readonly calls?: ActiveCalls, private readonly maxRequestEntries?: number) {
     // First interceptor: it sees each message before any other interceptor does.
     super({ ...options, interceptors: [strictStringsInterceptor(calls), ...(options.interceptors ?? [])] });
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
-    super.addService(strictStringDefinition(service, this.maxRequestEntries), implementation);
+    // The implementation's own handlers stay reachable (as grpc-js finds them: by name, else by
+    // the method's original name), with the unary ones guarded.
+    const guarded = Object.create(implementation) as grpc.UntypedServiceImplementation;
+    for (const [name, method] of Object.entries(service)) {
+      const handler = implementation[name] ?? (method.originalName === undefined ? undefined : implementation[method.originalName]);
+      if (method.requestStream || method.responseStream || typeof handler !== "function") continue;
+      guarded[name] = unaryGuard(method.path, (handler as grpc.handleUnaryCall<unknown, unknown>).bind(implementation), this.calls);
+    }
+    super.addService(strictStringDefinition(service, this.maxRequestEntries), guarded);
   }
 }

@@ -12,13 +12,18 @@ import { call, replicaClient } from "../../services/client/rpc.ts";
 import { activeCalls } from "../../services/node/active-calls.ts";
 import { StrictStringServer } from "../../services/node/strict-strings.ts";
 import { bind } from "../../services/node/server.ts";
+import { HealthImplementation } from "grpc-health-check";
 
 const calls = activeCalls();
 let server: StrictStringServer;
 let client: ReplicaClient;
+let address: string;
 let raw: grpc.Client;
 /** Set while a Scan runs, so the test can cancel it then. */
 let scanning: (() => void) | undefined;
+/** Told when an Increment's handler starts; it answers only when `release` is called. */
+let incrementing: (() => void) | undefined;
+let release: (() => void) | undefined;
 
 /** Refuses Remove here, after the first interceptor, as the auth interceptors refuse calls. */
 const refuseRemove: grpc.ServerInterceptor = (method, next) => {
@@ -35,13 +40,19 @@ before(async () => {
     add: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 1, replica: "r", counters: [1n] }),
     query: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb({ code: grpc.status.FAILED_PRECONDITION, details: "handler says no" } as grpc.ServiceError),
     remove: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { removed: 0, pending: 0, unseenAdds: 0n }),
+    increment: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => {
+      release = () => cb(null, { value: 1n, duplicate: false });
+      incrementing?.();
+    },
     scan: (c: grpc.ServerWritableStream<unknown, unknown>) => {
       c.write({ members: [Buffer.from("a")], texts: [] });
       scanning?.();
     },
   } as unknown as grpc.UntypedServiceImplementation);
+  new HealthImplementation({ "": "SERVING" }).addToServer(server);
   const port = await bind(server, "127.0.0.138:0", grpc.ServerCredentials.createInsecure());
-  client = replicaClient(`127.0.0.138:${port}`);
+  address = `127.0.0.138:${port}`;
+  client = replicaClient(address);
   raw = new grpc.Client(`127.0.0.138:${port}`, grpc.credentials.createInsecure());
 });
 
@@ -82,6 +93,36 @@ describe("active calls", () => {
     await countSettlesAtZero();
   });
 
+  it("a unary call is counted while its handler runs, until its client cancels it", async () => {
+    const running = new Promise<void>((r) => (incrementing = r));
+    const answer = call(client, client.increment, { key: "c", amount: 1n, requestId: "" } as never, { timeoutMs: 10_000 });
+    answer.catch(() => {});
+    await running;
+    assert.equal(calls.count(), 1, "the call is counted while its handler runs");
+    release!();
+    await answer;
+    await countSettlesAtZero();
+    // A call whose client gives up (its deadline) while the handler still runs.
+    const again = new Promise<void>((r) => (incrementing = r));
+    const late = call(client, client.increment, { key: "c", amount: 1n, requestId: "" } as never, { timeoutMs: 300 });
+    await again;
+    assert.equal(calls.count(), 1);
+    await assert.rejects(late, (e: grpc.ServiceError) => e.code === grpc.status.DEADLINE_EXCEEDED);
+    await countSettlesAtZero();
+    release!(); // the handler's answer after the cancel goes nowhere and changes no count
+    await countSettlesAtZero();
+  });
+
+  it("a unary call running when the drain runs out is answered UNAVAILABLE, and its handler's later answer is dropped", async () => {
+    const running = new Promise<void>((r) => (incrementing = r));
+    const answer = call(client, client.increment, { key: "c", amount: 1n, requestId: "" } as never, { timeoutMs: 10_000 });
+    await running;
+    calls.cutAll("the drain ran out");
+    await assert.rejects(answer, (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE && e.details === "the drain ran out");
+    release!();
+    await countSettlesAtZero();
+  });
+
   it("a stream its client cancels while it runs", async () => {
     const running = new Promise<void>((r) => (scanning = r));
     const s = client.scan({ key: "k", startAfter: Buffer.alloc(0), chunkSize: 0, withText: false } as never);
@@ -90,5 +131,21 @@ describe("active calls", () => {
     assert.equal(calls.count(), 1, "the stream is counted while it runs");
     s.cancel();
     await countSettlesAtZero();
+  });
+
+  // Last: it closes the count for good.
+  it("once the node stops, a new unary call is refused UNAVAILABLE and health checks still answer", async () => {
+    calls.close();
+    await assert.rejects(call(client, client.add, { key: "k", elements: [Buffer.from("x")], texts: [] }), (e: grpc.ServiceError) => e.code === grpc.status.UNAVAILABLE && /node is stopping/.test(e.details));
+    const health = new grpc.Client(address, grpc.credentials.createInsecure());
+    try {
+      const res = await new Promise<Buffer>((resolve, reject) =>
+        health.makeUnaryRequest("/grpc.health.v1.Health/Check", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (err, r) => (err ? reject(err) : resolve(r!))),
+      );
+      assert.deepEqual([...res], [0x08, 0x01], "SERVING");
+    } finally {
+      health.close();
+    }
+    assert.equal(calls.count(), 0);
   });
 });
