@@ -82,6 +82,18 @@ describe("filter keys on a 3-node cluster", () => {
     }
   });
 
+  it("an ORCF counts copies, as the README says: an element added twice needs two Removes, the first answering removed 0", async () => {
+    await add(0, "twice", ["x", "y"], ObjectType.ORCF, params({ capacity: 100n }));
+    await add(0, "twice", ["x"]); // a retried Add stores another copy
+    const first = await remove(0, "twice", ["x"]);
+    assert.equal(first.removed, 0, "one copy of x is left");
+    assert.equal((await query(0, "twice", ["x"])).presence[0]!.present, true);
+    const second = await remove(0, "twice", ["x"]);
+    assert.equal(second.removed, 1);
+    const q = await query(0, "twice", ["x", "y"]);
+    assert.deepEqual(q.presence.map((p) => p.present), [false, true]);
+  });
+
   it("a filter large enough to be kept as a base and a log takes deltas from every node", async () => {
     for (let i = 0; i < 12_000; i += 1000) {
       await add(0, "big", Array.from({ length: 1000 }, (_, j) => `big-${i + j}`), ObjectType.ORCF, params({ capacity: 40_000n }));

@@ -4612,7 +4612,8 @@ export const ReplicaService = {
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
    * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
    * elements into the filter at key (created on first use with the given parameters); a cuckoo
-   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing.
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. A cuckoo filter (GCF, ORCF
+   * and their scalable series) stores one more copy of an element at each Add, a retry included.
    */
   add: {
     path: "/deltaset.v1.Replica/Add" as const,
@@ -4626,7 +4627,10 @@ export const ReplicaService = {
   /**
    * Remove elements from the set at key: the dots this node has observed, or only the dots
    * covered by the supplied context (what the client had read). For an ORCF or SCORCF key, remove
-   * the adds of the elements this node has observed; other filter types answer FAILED_PRECONDITION.
+   * one copy of each element (each Add stored one; removed counts the elements absent afterwards,
+   * so an element added twice needs two Removes); a Remove of an element never added, or racing
+   * another for its last copy, can take a colliding element's copy instead (README: filters).
+   * Other filter types answer FAILED_PRECONDITION.
    */
   remove: {
     path: "/deltaset.v1.Replica/Remove" as const,
@@ -4847,13 +4851,17 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
    * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
    * elements into the filter at key (created on first use with the given parameters); a cuckoo
-   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing.
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. A cuckoo filter (GCF, ORCF
+   * and their scalable series) stores one more copy of an element at each Add, a retry included.
    */
   add: handleUnaryCall<AddRequest, AddResponse>;
   /**
    * Remove elements from the set at key: the dots this node has observed, or only the dots
    * covered by the supplied context (what the client had read). For an ORCF or SCORCF key, remove
-   * the adds of the elements this node has observed; other filter types answer FAILED_PRECONDITION.
+   * one copy of each element (each Add stored one; removed counts the elements absent afterwards,
+   * so an element added twice needs two Removes); a Remove of an element never added, or racing
+   * another for its last copy, can take a colliding element's copy instead (README: filters).
+   * Other filter types answer FAILED_PRECONDITION.
    */
   remove: handleUnaryCall<RemoveRequest, RemoveResponse>;
   /**
@@ -4978,7 +4986,8 @@ export interface ReplicaClient extends Client {
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
    * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
    * elements into the filter at key (created on first use with the given parameters); a cuckoo
-   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing.
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. A cuckoo filter (GCF, ORCF
+   * and their scalable series) stores one more copy of an element at each Add, a retry included.
    */
   add(request: AddRequest, callback: (error: ServiceError | null, response: AddResponse) => void): ClientUnaryCall;
   add(
@@ -4995,7 +5004,10 @@ export interface ReplicaClient extends Client {
   /**
    * Remove elements from the set at key: the dots this node has observed, or only the dots
    * covered by the supplied context (what the client had read). For an ORCF or SCORCF key, remove
-   * the adds of the elements this node has observed; other filter types answer FAILED_PRECONDITION.
+   * one copy of each element (each Add stored one; removed counts the elements absent afterwards,
+   * so an element added twice needs two Removes); a Remove of an element never added, or racing
+   * another for its last copy, can take a colliding element's copy instead (README: filters).
+   * Other filter types answer FAILED_PRECONDITION.
    */
   remove(
     request: RemoveRequest,
