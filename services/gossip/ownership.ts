@@ -11,6 +11,8 @@ export class Ownership {
   private members = new Map<string, string>();
   private table: string[][];
   private changes = 0;
+  /** Told after each placement change (onChange). */
+  private readonly changeListeners = new Set<() => void>();
   /** Placements over the live members without some of them, by those members (cleared on a view change). */
   private readonly without = new Map<string, string[][]>();
   /** This node is leaving: it owns nothing, and a partition's peers are its owners once it is gone. */
@@ -67,6 +69,20 @@ export class Ownership {
   }
 
   /**
+   * Calls listener after each placement change (a partition moved, or this node started leaving),
+   * synchronously: a listener with work to do defers it. Returns the function that removes it.
+   */
+  onChange(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => void this.changeListeners.delete(listener);
+  }
+
+  private placementChanged(): void {
+    this.changes++;
+    for (const l of [...this.changeListeners]) l();
+  }
+
+  /**
    * The live peers (id → address; this node's own entry is ignored). Returns true when a partition
    * moved; `now` (the caller's clock) is recorded as the time its owners changed (movedSince).
    */
@@ -112,7 +128,7 @@ export class Ownership {
         for (const id of others[p]!) if (id !== this.self && !this.wholeFrom[p]!.has(id)) this.priorHolders[p]!.add(id);
       }
     }
-    if (moved) this.changes++;
+    if (moved) this.placementChanged();
     return moved;
   }
 
@@ -255,7 +271,7 @@ export class Ownership {
   startLeaving(): void {
     if (this.leavingNow || this.full) return;
     this.leavingNow = true;
-    this.changes++;
+    this.placementChanged();
   }
 
   private tableWithout(...absent: string[]): string[][] {

@@ -223,6 +223,7 @@ export async function startNode(
         clockSkewBoundMs: config.maxClockSkewMs,
         addRoute: (call) => router.addRoute(call),
         stopping: stopSignal.signal,
+        placement: ownership,
         owners: (key) => {
           const p = ownership.partitionOf(key);
           return { partition: p, owners: ownership.ownerAddresses(p), replicationFactor: String(factor), local: ownership.owns(p) };

@@ -29,7 +29,7 @@ import { RpcError, invalid, outOfRange, toServiceError, tooLarge } from "./error
 import { wholeTypeCalls } from "./whole-type-calls.js";
 import { type AddStreamDeps, addStreamCall } from "./add-stream.js";
 import { keyCalls, listedSize } from "./key-calls.js";
-import { watchCall } from "./watch-calls.js";
+import { type WatchPlacement, watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
 import { checkKey, collectElements, ttlFrom, withText } from "./validation.js";
@@ -56,6 +56,8 @@ export interface ReplicaServiceDeps {
   addRoute?: AddStreamDeps["route"];
   /** Aborted when the node starts to stop (Watch streams end then). */
   stopping?: AbortSignal;
+  /** Partition placement: a watch ends once this node no longer owns what it follows (watch-calls.ts). */
+  placement?: WatchPlacement;
 }
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
@@ -356,7 +358,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute }),
     keys: unary("Keys", durableRead((req: KeysRequest) => keyOps.keys(req))),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
-    watch: watchCall({ store, limits, log, onCall: deps.onCall, stopping: deps.stopping }),
+    watch: watchCall({ store, limits, log, onCall: deps.onCall, stopping: deps.stopping, placement: deps.placement }),
     owners: unary("Owners", async (req) => {
       checkKey(req.key, limits);
       if (deps.owners !== undefined) return deps.owners(req.key);

@@ -5,7 +5,10 @@
 // queued up to the node's watch buffer, and past it the stream is ended with RESOURCE_EXHAUSTED.
 // The catch-up is read at the pace the watcher takes it.
 // A node that stops ends its watches at once with UNAVAILABLE: a watch never ends by itself, so
-// left open it would hold the node's drain to its timeout and then be cut as CANCELLED.
+// left open it would hold the node's drain to its timeout and then be cut as CANCELLED. Under
+// partition placement a watch also ends with UNAVAILABLE once its node no longer owns what it
+// follows (a key's partition; for a prefix, any partition it owned): the key's changes go to its
+// owners from then on, and a watch left open would fall silent with no sign to the client.
 import { type ServerWritableStream, status } from "@grpc/grpc-js";
 import { type CausalContext, ObjectType, contextToProto, latticeFor } from "../crdt/index.js";
 import type { KeyEvent, WatchKeysRequest } from "../gen/deltaset/v1/replica.js";
@@ -24,6 +27,17 @@ export interface WatchDeps {
   onCall?: (method: string, code: number, ms: number) => void;
   /** Aborted when the node starts to stop: open watches end then. */
   stopping?: AbortSignal;
+  /** Partition placement (gossip/ownership.ts); default: this node holds every key for good. */
+  placement?: WatchPlacement;
+}
+
+/** What a watch asks of the placement: where a key lives, what this node owns, and when that changes. */
+export interface WatchPlacement {
+  partitionOf(key: string): number;
+  owns(partition: number): boolean;
+  owned(): number[];
+  /** Calls listener after each placement change; returns its removal. */
+  onChange(listener: () => void): () => void;
 }
 
 export function watchCall(deps: WatchDeps) {
@@ -34,6 +48,7 @@ export function watchCall(deps: WatchDeps) {
     const started = performance.now();
     const req = call.request;
     let unsubscribe: (() => void) | undefined;
+    let unfollowPlacement: (() => void) | undefined;
     let ended = false;
     let counted = false;
     /** Wakes what waits for the stream to drain (a paced catch-up) when the watch ends. */
@@ -45,6 +60,7 @@ export function watchCall(deps: WatchDeps) {
       for (const wake of endWaiters.splice(0)) wake();
       deps.stopping?.removeEventListener("abort", onStop);
       unsubscribe?.();
+      unfollowPlacement?.();
       if (counted) watchers--;
       if (err === undefined) {
         deps.onCall?.("Watch", 0, performance.now() - started);
@@ -69,6 +85,7 @@ export function watchCall(deps: WatchDeps) {
       counted = true;
       if (deps.stopping?.aborted) return onStop();
       deps.stopping?.addEventListener("abort", onStop, { once: true });
+      unfollowPlacement = followPlacement(deps.placement, byKey ? req.key : undefined, end);
 
       // Events queue here while the stream is not drained; the queue is bounded.
       const queue: KeyEvent[] = [];
@@ -139,4 +156,34 @@ export function watchCall(deps: WatchDeps) {
       end(err);
     }
   };
+}
+
+/**
+ * Ends the watch (through end) with UNAVAILABLE after a placement change that took from this node
+ * the key's partition (key) or any partition it owned (a prefix watch: key undefined). Returns
+ * the function that stops following.
+ */
+function followPlacement(placement: WatchPlacement | undefined, key: string | undefined, end: (err: unknown) => void): (() => void) | undefined {
+  if (placement === undefined) return undefined;
+  const again = "watch again through any node (a key watch goes to an owner) with since = the context of the last event received";
+  if (key !== undefined) {
+    const p = placement.partitionOf(key);
+    return placement.onChange(() =>
+      queueMicrotask(() => {
+        if (!placement.owns(p)) end(new RpcError(status.UNAVAILABLE, `this node no longer owns key "${key}" (the placement changed: a node joined, left or came back): ${again}`));
+      }),
+    );
+  }
+  let mine = new Set(placement.owned());
+  return placement.onChange(() =>
+    queueMicrotask(() => {
+      const now = new Set(placement.owned());
+      const lost = [...mine].filter((p) => !now.has(p)).length;
+      if (lost > 0) {
+        end(new RpcError(status.UNAVAILABLE, `this node no longer owns ${lost} of the partitions whose keys it followed (the placement changed: a node joined, left or came back); their changes go to their owners now: watch the prefix again, and catch each key you follow up with a key watch from your copy's context`));
+        return;
+      }
+      mine = now;
+    }),
+  );
 }

@@ -247,3 +247,24 @@ describe("Ownership: whom a read fetches from after this node came to own a part
     for (let p = 0; p < 64; p++) for (const t of o.pullFrom(p, 0)) assert.equal(t.nodeId, "n1");
   });
 });
+
+describe("Ownership: telling its listeners of placement changes", () => {
+  it("tells them after a view that moves a partition and when this node starts leaving, not after a view that moves none", () => {
+    const o = new Ownership("a", "addr-a", 8, 2);
+    let told = 0;
+    const stop = o.onChange(() => told++);
+    o.setLive(new Map([["b", "addr-b"]])); // every partition gains b as an owner
+    assert.equal(told, 1);
+    assert.equal(o.owned().length, 8);
+    o.setLive(new Map([["b", "addr-b"], ["c", "addr-c"]]));
+    assert.equal(told, 2);
+    assert.ok(o.owned().length < 8, "a third node took partitions");
+    o.setLive(new Map([["c", "addr-c"], ["b", "addr-b"]])); // the same members
+    assert.equal(told, 2);
+    o.startLeaving();
+    assert.equal(told, 3);
+    stop();
+    o.setLive(new Map([["b", "addr-b"]]));
+    assert.equal(told, 3, "a removed listener is not told");
+  });
+});

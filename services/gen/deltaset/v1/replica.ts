@@ -4819,7 +4819,9 @@ export const ReplicaService = {
    * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
    * once the node's watch buffer is full (writes never wait for watchers); resume from the last
    * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it). A node
-   * that stops ends its watches at once with UNAVAILABLE; resume from the last context.
+   * that stops ends its watches at once with UNAVAILABLE; resume from the last context. So does a
+   * node that stops owning what a watch follows (a placement change took the key's partition, or
+   * for a prefix watch any partition it followed): watch again through any node.
    */
   watch: {
     path: "/deltaset.v1.Replica/Watch" as const,
@@ -4970,7 +4972,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
    * once the node's watch buffer is full (writes never wait for watchers); resume from the last
    * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it). A node
-   * that stops ends its watches at once with UNAVAILABLE; resume from the last context.
+   * that stops ends its watches at once with UNAVAILABLE; resume from the last context. So does a
+   * node that stops owning what a watch follows (a placement change took the key's partition, or
+   * for a prefix watch any partition it followed): watch again through any node.
    */
   watch: handleServerStreamingCall<WatchKeysRequest, KeyEvent>;
   /**
@@ -5218,7 +5222,9 @@ export interface ReplicaClient extends Client {
    * changes only, no catch-up. A watcher that does not keep up is ended with RESOURCE_EXHAUSTED
    * once the node's watch buffer is full (writes never wait for watchers); resume from the last
    * context. At most the node's watcher limit run at once (RESOURCE_EXHAUSTED past it). A node
-   * that stops ends its watches at once with UNAVAILABLE; resume from the last context.
+   * that stops ends its watches at once with UNAVAILABLE; resume from the last context. So does a
+   * node that stops owning what a watch follows (a placement change took the key's partition, or
+   * for a prefix watch any partition it followed): watch again through any node.
    */
   watch(request: WatchKeysRequest, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
   watch(request: WatchKeysRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<KeyEvent>;
