@@ -86,6 +86,7 @@ export function watchCall(deps: WatchDeps) {
       if (deps.stopping?.aborted) return onStop();
       deps.stopping?.addEventListener("abort", onStop, { once: true });
       unfollowPlacement = followPlacement(deps.placement, byKey ? req.key : undefined, end);
+      if (ended) return;
 
       // Events queue here while the stream is not drained; the queue is bounded.
       const queue: KeyEvent[] = [];
@@ -160,14 +161,20 @@ export function watchCall(deps: WatchDeps) {
 
 /**
  * Ends the watch (through end) with UNAVAILABLE after a placement change that took from this node
- * the key's partition (key) or any partition it owned (a prefix watch: key undefined). Returns
- * the function that stops following.
+ * the key's partition (key) or any partition it owned (a prefix watch: key undefined), and a key
+ * watch at once when this node does not own the key. Returns the function that stops following.
  */
 function followPlacement(placement: WatchPlacement | undefined, key: string | undefined, end: (err: unknown) => void): (() => void) | undefined {
   if (placement === undefined) return undefined;
   const again = "watch again through any node (a key watch goes to an owner) with since = the context of the last event received";
   if (key !== undefined) {
     const p = placement.partitionOf(key);
+    // A forwarded watch reaching a node whose view already moved the key on: its caller tries the
+    // next owner (or the client again).
+    if (!placement.owns(p)) {
+      end(new RpcError(status.UNAVAILABLE, `this node does not own key "${key}" (the views of the placement differ for a moment): ${again}`));
+      return undefined;
+    }
     return placement.onChange(() =>
       queueMicrotask(() => {
         if (!placement.owns(p)) end(new RpcError(status.UNAVAILABLE, `this node no longer owns key "${key}" (the placement changed: a node joined, left or came back): ${again}`));
