@@ -36,6 +36,7 @@ const OPTION_TEXT: Record<string, string> = {
   "since-file": "a causal context from an earlier export or watch: only what came after it",
   "next-since-file": "write the context this export brings the receiver to",
   "data-dir": "the stopped node's data directory",
+  resumes: "key watch: times in a row to watch again after UNAVAILABLE (node stopping, key moved) with no event between (default 10; 0: exit)",
 };
 
 /** Where an option means something else for one command: "command option" → what it does there. */

@@ -3,6 +3,7 @@
 // stdin and applied to a key, so `deltaset export s --addr A | deltaset import s --addr B` moves a
 // set between clusters.
 import { readFileSync, writeFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
 import { once } from "node:events";
 import { ExportChunk, type ImportResponse, type KeyEvent } from "../gen/deltaset/v1/replica.js";
 import { type AWSet, CausalContext as CrdtContext, ObjectType, contextFromProto, latticeFor } from "../crdt/index.js";
@@ -119,45 +120,75 @@ export async function importCommand(args: string[]): Promise<void> {
 /**
  * deltaset watch KEY [--since-file F] | --prefix P: one line per event (JSON with --json). With a
  * since file the watch resumes from the context it holds, and the file is rewritten after every
- * event with the context to resume from next time.
+ * event with the context to resume from next time. A key watch the node ends with UNAVAILABLE (it
+ * stops, or no longer owns the key) is watched again through the same address from the last
+ * event's context, after a pause, up to --resumes times in a row without an event between.
  */
 export async function watchCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args, { prefix: { type: "string" }, "since-file": { type: "string" } });
+  const { values, positionals } = parse(args, { prefix: { type: "string" }, "since-file": { type: "string" }, resumes: { type: "string" } });
   const conn = connection(values);
   const prefix = values.prefix as string | undefined;
   const key = prefix === undefined ? needKey(positionals, "deltaset watch KEY [--since-file F] | deltaset watch --prefix P  [--addr HOST:PORT] [--hex] [--json]") : "";
   if (prefix !== undefined && positionals.length > 0) throw new UsageError("give a key or --prefix, not both");
   const sinceFile = values["since-file"] as string | undefined;
   if (sinceFile !== undefined && prefix !== undefined) throw new UsageError("--since-file applies to a key watch only");
-  const since = sinceFile === undefined ? undefined : readSince(sinceFile, "watching from");
+  const resumesText = (values.resumes as string | undefined) ?? String(WATCH_RESUMES);
+  if (!/^\d+$/.test(resumesText)) throw new UsageError(`--resumes "${resumesText}" is not a whole number`);
+  const maxResumes = prefix === undefined ? Number(resumesText) : 0;
+  let since = sinceFile === undefined ? undefined : readSince(sinceFile, "watching from");
   const client = replicaClient(values.addr as string, conn.creds);
   const json = values.json === true;
   const show = elementShower(values.hex === true);
-  let catchUpCtx: import("../crdt/index.js").CausalContext | undefined;
-  let catchUpNext: KeyEvent["context"];
-  const stream = client.watch({ key, prefix: prefix ?? "", since }, conn.metadata());
-  await new Promise<void>((resolve, reject) => {
-    stream.on("data", (e: KeyEvent) => {
-      if (e.catchUp?.context !== undefined) catchUpCtx = contextFromProto(e.catchUp.context);
-      // The catch-up's next_since comes on its first chunk, and is where to resume only once its
-      // last chunk is in (the node sends it as the last chunk's context too).
-      if (e.catchUp?.nextSince !== undefined) catchUpNext = e.catchUp.nextSince;
-      const line = describeEvent(e, catchUpCtx, show);
-      // A catch-up's removed adds are those the saved context covers that are not live now: the
-      // context says what was seen, not what was live, so some may have gone before it was saved.
-      const gone = line.kind === "catch-up" ? "add(s) seen before are gone" : "add(s) removed";
-      process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} ${gone})` : ""}\n`);
-      const resume = e.catchUp?.last ? (e.context ?? catchUpNext) : e.delta !== undefined ? e.context : undefined;
-      if (sinceFile !== undefined && resume !== undefined) writeFileSync(sinceFile, JSON.stringify(CausalContext.toJSON(resume)) + "\n");
-    });
-    stream.on("error", reject);
-    stream.on("end", resolve);
-    process.once("SIGINT", () => {
-      stream.cancel();
-      resolve();
-    });
-  }).finally(() => client.close());
+  let interrupted = false;
+  let cancel: (() => void) | undefined;
+  process.once("SIGINT", () => {
+    interrupted = true;
+    cancel?.();
+  });
+  try {
+    for (let resumes = 0; ; resumes++) {
+      let events = 0;
+      let catchUpCtx: import("../crdt/index.js").CausalContext | undefined;
+      let catchUpNext: KeyEvent["context"];
+      const stream = client.watch({ key, prefix: prefix ?? "", since }, conn.metadata());
+      cancel = () => stream.cancel();
+      const err = await new Promise<grpc.ServiceError | undefined>((resolve) => {
+        stream.on("data", (e: KeyEvent) => {
+          events++;
+          if (e.catchUp?.context !== undefined) catchUpCtx = contextFromProto(e.catchUp.context);
+          // The catch-up's next_since comes on its first chunk, and is where to resume only once its
+          // last chunk is in (the node sends it as the last chunk's context too).
+          if (e.catchUp?.nextSince !== undefined) catchUpNext = e.catchUp.nextSince;
+          const line = describeEvent(e, catchUpCtx, show);
+          // A catch-up's removed adds are those the saved context covers that are not live now: the
+          // context says what was seen, not what was live, so some may have gone before it was saved.
+          const gone = line.kind === "catch-up" ? "add(s) seen before are gone" : "add(s) removed";
+          process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.key}: ${line.kind}${line.added.length ? ` +${line.added.join(" +")}` : ""}${line.removedDots ? ` (${line.removedDots} ${gone})` : ""}\n`);
+          const resume = e.catchUp?.last ? (e.context ?? catchUpNext) : e.delta !== undefined ? e.context : undefined;
+          if (resume !== undefined) {
+            since = resume;
+            if (sinceFile !== undefined) writeFileSync(sinceFile, JSON.stringify(CausalContext.toJSON(resume)) + "\n");
+          }
+        });
+        stream.on("error", (e: grpc.ServiceError) => resolve(e));
+        stream.on("end", () => resolve(undefined));
+      });
+      if (err === undefined || interrupted || (err.code === grpc.status.CANCELLED && interrupted)) return;
+      if (events > 0) resumes = 0;
+      if (err.code !== grpc.status.UNAVAILABLE || resumes >= maxResumes) throw err;
+      process.stderr.write(`deltaset: the watch ended (${err.details}); watching again from the last event's context\n`);
+      await new Promise((r) => setTimeout(r, WATCH_RESUME_PAUSE_MS));
+      if (interrupted) return;
+    }
+  } finally {
+    client.close();
+  }
 }
+
+/** Times in a row a key watch is watched again after UNAVAILABLE with no event between (--resumes). */
+const WATCH_RESUMES = 10;
+/** The pause before watching again: a placement change or a restart settles in about that. */
+const WATCH_RESUME_PAUSE_MS = 1000;
 
 function describeEvent(e: KeyEvent, catchUpCtx: import("../crdt/index.js").CausalContext | undefined, show: (b: Uint8Array) => string): { key: string; type: string; kind: string; added: string[]; removedDots: number } {
   const type = ObjectType[e.type] ?? String(e.type);

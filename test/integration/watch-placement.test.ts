@@ -2,8 +2,11 @@
 // node joins and takes a key's partition from the node a key watch and a prefix watch run on.
 // Both watches end with UNAVAILABLE saying so (before, they stayed open and fell silent for good,
 // the client's copy missing every later add and keeping removed elements); the key watch, resumed
-// through any node from its last event's context, brings the copy level with a final Query.
+// through any node from its last event's context, brings the copy level with a final Query; the
+// CLI's key watch, begun before the join, watches again by itself and prints the later changes.
 import { strict as assert } from "node:assert";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +20,7 @@ import { Ownership } from "../../services/gossip/ownership.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { keyWhere, ownersAt } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { BIN, REPO } from "../helpers/node-process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-watch-placement-"));
 const PARTITIONS = 16;
@@ -58,6 +62,11 @@ describe("a watch whose node stops owning what it follows", () => {
     await c.add(0, key, ["a", "b", "c"]);
 
     const keyWatch = watch(address0, { key });
+    const cli = spawn(process.execPath, [BIN, "watch", key, "--addr", address0, "--json"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+    let cliOut = "";
+    let cliErr = "";
+    cli.stdout.on("data", (d: Buffer) => (cliOut += d.toString()));
+    cli.stderr.on("data", (d: Buffer) => (cliErr += d.toString()));
     const prefixWatch = watch(address0, { prefix: "moves-" });
     const copy = new WatchedSet();
     await eventually("the key watch caught up", async () => keyWatch.events.length, (n) => n > 0, 10_000);
@@ -88,6 +97,13 @@ describe("a watch whose node stops owning what it follows", () => {
       }, (v) => v.copy.join() === v.query.join() && v.copy.join() === "b,c,d,e", 20_000);
     } finally {
       resumed.close();
+    }
+    try {
+      await eventually("the CLI printed the add made after the move", async () => cliOut, (o) => /"kind":"(change|catch-up)","added":\["e"\]/.test(o), 20_000);
+      assert.match(cliErr, /the watch ended \(this node no longer owns key "moves-\d+".*\); watching again from the last event's context/);
+    } finally {
+      cli.kill("SIGINT");
+      await once(cli, "exit");
     }
   });
 });
