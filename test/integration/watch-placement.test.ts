@@ -12,14 +12,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import type { KeyEvent, WatchKeysRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { contextToProto, elementBytes } from "../../services/crdt/index.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
+import { call } from "../../services/client/rpc.ts";
 import { WatchedSet } from "../../services/client/watch.ts";
 import { Ownership } from "../../services/gossip/ownership.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { keyWhere, ownersAt } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { watchStream } from "../helpers/watch-streams.ts";
 import { BIN, REPO } from "../helpers/node-process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-watch-placement-"));
@@ -31,18 +31,6 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** A running watch through address: its events as they come, and how it ended. */
-function watch(address: string, req: Partial<WatchKeysRequest>) {
-  const client = replicaClient(address);
-  const events: KeyEvent[] = [];
-  const stream = client.watch({ key: "", prefix: "", since: undefined, ...req });
-  const ended = new Promise<grpc.ServiceError | undefined>((resolve) => {
-    stream.on("data", (e: KeyEvent) => events.push(e));
-    stream.on("error", (e: grpc.ServiceError) => resolve(e));
-    stream.on("end", () => resolve(undefined));
-  });
-  return { events, ended, close: () => (stream.cancel(), client.close()) };
-}
 
 const members = (copy: WatchedSet) => [...copy.state.entries.keys()].map((ek) => Buffer.from(elementBytes(ek)).toString()).sort();
 
@@ -61,13 +49,13 @@ describe("a watch whose node stops owning what it follows", () => {
     assert.ok((await ownersAt(c, 0, key)).includes("wp0"));
     await c.add(0, key, ["a", "b", "c"]);
 
-    const keyWatch = watch(address0, { key });
+    const keyWatch = watchStream(address0, { key });
     const cli = spawn(process.execPath, [BIN, "watch", key, "--addr", address0, "--json"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
     let cliOut = "";
     let cliErr = "";
     cli.stdout.on("data", (d: Buffer) => (cliOut += d.toString()));
     cli.stderr.on("data", (d: Buffer) => (cliErr += d.toString()));
-    const prefixWatch = watch(address0, { prefix: "moves-" });
+    const prefixWatch = watchStream(address0, { prefix: "moves-" });
     const copy = new WatchedSet();
     await eventually("the key watch caught up", async () => keyWatch.events.length, (n) => n > 0, 10_000);
     await c.add(1, key, ["d"]);
@@ -88,7 +76,7 @@ describe("a watch whose node stops owning what it follows", () => {
     for (const e of keyWatch.events) copy.apply(e);
     await c.add(2, key, ["e"]);
     await c.replica(2, (r) => call(r, r.remove, { key, elements: [Buffer.from("a")], texts: [] }));
-    const resumed = watch(address0, { key, since: copy.resumeFrom === undefined ? undefined : contextToProto(copy.resumeFrom) });
+    const resumed = watchStream(address0, { key, since: copy.resumeFrom === undefined ? undefined : contextToProto(copy.resumeFrom) });
     try {
       await eventually("the resumed watch brings the copy level with a Query", async () => {
         while (resumed.events.length > 0) copy.apply(resumed.events.shift()!);

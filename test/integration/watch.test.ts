@@ -13,12 +13,12 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { contextToProto } from "../../services/crdt/index.ts";
-import type { KeyEvent, WatchKeysRequest } from "../../services/gen/deltaset/v1/replica.ts";
 import { CausalContext as CausalContextJson } from "../../services/gen/deltaset/v1/types.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { WatchedSet } from "../../services/client/watch.ts";
 import { BIN, REPO } from "../helpers/node-process.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
+import { watchStream } from "../helpers/watch-streams.ts";
 import { eventually } from "../helpers/eventually.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-watch-"));
@@ -48,23 +48,11 @@ function rawWatch(address: string, path: string, request = Buffer.alloc(0)) {
   return w;
 }
 
-/** A running watch: its events as they come, and how it ended. */
-function watch(address: string, req: Partial<WatchKeysRequest>) {
-  const client = replicaClient(address);
-  const events: KeyEvent[] = [];
-  const stream = client.watch({ key: "", prefix: "", since: undefined, ...req });
-  const ended = new Promise<grpc.ServiceError | undefined>((resolve) => {
-    stream.on("data", (e: KeyEvent) => events.push(e));
-    stream.on("error", (e: grpc.ServiceError) => resolve(e));
-    stream.on("end", () => resolve(undefined));
-  });
-  return { events, stream, ended, close: () => (stream.cancel(), client.close()) };
-}
 
 describe("Watch", () => {
   it("keeps a copy in step with local writes, replicated writes and removes, and resumes from a context", { timeout: 60_000 }, async () => {
     await c.add(0, "w", ["a", "b"]);
-    const w1 = watch(c.addresses[0]!, { key: "w" });
+    const w1 = watchStream(c.addresses[0]!, { key: "w" });
     const copy = new WatchedSet();
     let applied = 0;
     const follow = async (want: string[]) =>
@@ -86,7 +74,7 @@ describe("Watch", () => {
     await c.add(1, "w", ["e"]);
     await c.converged("w", [0, 1], ["b", "c", "d", "e"]);
     await c.remove(0, "w", ["b"], await c.context(0, "w"));
-    const w2 = watch(c.addresses[0]!, { key: "w", since: contextToProto(copy.resumeFrom!) });
+    const w2 = watchStream(c.addresses[0]!, { key: "w", since: contextToProto(copy.resumeFrom!) });
     await eventually("the catch-up since the context", async () => w2.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
     const catchUp = w2.events.filter((e) => e.catchUp !== undefined);
     assert.ok(catchUp[0]!.catchUp!.delta, "a delta since the context, not the whole state");
@@ -100,7 +88,7 @@ describe("Watch", () => {
     const all = Array.from({ length: 2500 }, (_, i) => `big-${i}`);
     for (let i = 0; i < all.length; i += 500) await c.add(0, "big", all.slice(i, i + 500));
     const keyCtx = await c.context(0, "big");
-    const w = watch(c.addresses[0]!, { key: "big" });
+    const w = watchStream(c.addresses[0]!, { key: "big" });
     await eventually("the whole catch-up", async () => w.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
     w.close();
     const catchUp = w.events.filter((e) => e.catchUp !== undefined);
@@ -111,7 +99,7 @@ describe("Watch", () => {
     assert.deepEqual(catchUp.at(-1)!.context, catchUp[0]!.catchUp!.nextSince);
     assert.deepEqual(catchUp.at(-1)!.context, keyCtx);
     // Resumed from the last chunk's context: nothing left to send.
-    const resumed = watch(c.addresses[0]!, { key: "big", since: catchUp.at(-1)!.context });
+    const resumed = watchStream(c.addresses[0]!, { key: "big", since: catchUp.at(-1)!.context });
     await eventually("the resumed catch-up", async () => resumed.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
     resumed.close();
     const copy = new WatchedSet();
@@ -137,13 +125,13 @@ describe("Watch", () => {
     const all = Array.from({ length: 2500 }, (_, i) => `cut-${String(i).padStart(4, "0")}`);
     for (let i = 0; i < all.length; i += 500) await c.add(0, "cut", all.slice(i, i + 500));
     const copy = new WatchedSet();
-    const first = watch(c.addresses[0]!, { key: "cut" });
+    const first = watchStream(c.addresses[0]!, { key: "cut" });
     await eventually("the first catch-up chunk", async () => first.events.find((e) => e.catchUp !== undefined), (e) => e !== undefined, 15_000);
     first.close();
     copy.apply(first.events.find((e) => e.catchUp !== undefined)!);
     // Removed while the copy is cut off, and held in the chunk it has pending.
     await c.remove(0, "cut", ["cut-0000"], await c.context(0, "cut"));
-    const again = watch(c.addresses[0]!, { key: "cut", since: copy.resumeFrom === undefined ? undefined : contextToProto(copy.resumeFrom) });
+    const again = watchStream(c.addresses[0]!, { key: "cut", since: copy.resumeFrom === undefined ? undefined : contextToProto(copy.resumeFrom) });
     await eventually("the whole catch-up", async () => again.events.some((e) => e.catchUp?.last === true), (done) => done, 15_000);
     again.close();
     for (const e of again.events) copy.apply(e);
@@ -153,7 +141,7 @@ describe("Watch", () => {
   });
 
   it("a prefix watch sees changes of its keys only", { timeout: 30_000 }, async () => {
-    const w = watch(c.addresses[1]!, { prefix: "pre/" });
+    const w = watchStream(c.addresses[1]!, { prefix: "pre/" });
     await new Promise((r) => setTimeout(r, 300));
     await c.add(1, "pre/x", ["1"]);
     await c.add(1, "other", ["2"]);
@@ -165,7 +153,7 @@ describe("Watch", () => {
 
   it("refuses a request naming both a key and a prefix, or neither, with INVALID_ARGUMENT", { timeout: 30_000 }, async () => {
     for (const req of [{ key: "pre/x", prefix: "pre/" }, {}]) {
-      const w = watch(c.addresses[0]!, req);
+      const w = watchStream(c.addresses[0]!, req);
       const end = await w.ended;
       assert.equal(end?.code, grpc.status.INVALID_ARGUMENT, JSON.stringify(req));
       w.close();
@@ -173,9 +161,9 @@ describe("Watch", () => {
   });
 
   it("ends a watcher that does not read with RESOURCE_EXHAUSTED, never holding writes back; one watcher at most", { timeout: 60_000 }, async () => {
-    const w = watch(tight.addresses[0]!, { key: "flood" });
+    const w = watchStream(tight.addresses[0]!, { key: "flood" });
     w.stream.pause(); // read nothing
-    const second = watch(tight.addresses[0]!, { key: "flood" });
+    const second = watchStream(tight.addresses[0]!, { key: "flood" });
     const refused = await second.ended;
     assert.equal(refused?.code, grpc.status.RESOURCE_EXHAUSTED);
     assert.match(refused!.details, /--max-watchers/);
@@ -196,8 +184,8 @@ describe("Watch", () => {
   it("ends every watch with UNAVAILABLE as the node stops, which then stops without waiting out its drain", { timeout: 60_000 }, async () => {
     await stopping.startAll();
     await stopping.add(0, "s", ["a"]);
-    const byKey = watch(stopping.addresses[0]!, { key: "s" });
-    const byPrefix = watch(stopping.addresses[0]!, { prefix: "s" });
+    const byKey = watchStream(stopping.addresses[0]!, { key: "s" });
+    const byPrefix = watchStream(stopping.addresses[0]!, { prefix: "s" });
     await eventually("both watches are open", async () => byKey.events.length, (n) => n > 0, 10_000);
     await stopping.add(0, "s", ["b"]);
     await eventually("the prefix watch sees a change", async () => byPrefix.events.length, (n) => n > 0, 10_000);

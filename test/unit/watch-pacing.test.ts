@@ -3,7 +3,6 @@
 // drains, so it never overflows --watch-buffer however large the key; changes made meanwhile wait
 // behind it, and past --watch-buffer of them the watcher is ended with RESOURCE_EXHAUSTED.
 import { strict as assert } from "node:assert";
-import { EventEmitter } from "node:events";
 import { describe, it } from "node:test";
 import type { ServerWritableStream } from "@grpc/grpc-js";
 import type { KeyEvent, WatchKeysRequest } from "../../services/gen/deltaset/v1/replica.ts";
@@ -11,24 +10,7 @@ import { partitionOf } from "../../services/gossip/index.ts";
 import { watchCall } from "../../services/replica/watch-calls.ts";
 import { Store } from "../../services/store/store.ts";
 import { testLimits } from "../helpers/limits.ts";
-
-/** A server stream whose transport asks to wait after every event, until drain() is called. */
-class SlowCall extends EventEmitter {
-  events: KeyEvent[] = [];
-  error: { code?: number; details?: string } | undefined;
-  constructor(readonly request: WatchKeysRequest) {
-    super();
-    this.on("error", (e) => (this.error = e));
-  }
-  write(e: KeyEvent): boolean {
-    this.events.push(e);
-    return false;
-  }
-  end() {}
-  drain() {
-    this.emit("drain");
-  }
-}
+import { WatchCallStandIn } from "../helpers/watch-streams.ts";
 
 const tick = () => new Promise((r) => setImmediate(r));
 
@@ -41,7 +23,7 @@ async function storeWith(n: number): Promise<Store> {
 describe("Watch catch-up pacing", () => {
   it("sends a catch-up of 20 chunks through a stream that drains one event at a time, with a watch buffer of 3", async () => {
     const store = await storeWith(2000);
-    const call = new SlowCall({ key: "k", prefix: "", since: undefined } as WatchKeysRequest);
+    const call = new WatchCallStandIn({ key: "k", prefix: "", since: undefined } as WatchKeysRequest, true);
     void watchCall({ store, limits: testLimits({ watchBuffer: 3, defaultExportChunk: 100 }), log: { debug() {}, info() {}, warn() {}, error() {} } as never })(
       call as unknown as ServerWritableStream<WatchKeysRequest, KeyEvent>,
     );
@@ -56,7 +38,7 @@ describe("Watch catch-up pacing", () => {
 
   it("ends a watcher whose catch-up is slower than the changes: past --watch-buffer changes held, RESOURCE_EXHAUSTED", async () => {
     const store = await storeWith(2000);
-    const call = new SlowCall({ key: "k", prefix: "", since: undefined } as WatchKeysRequest);
+    const call = new WatchCallStandIn({ key: "k", prefix: "", since: undefined } as WatchKeysRequest, true);
     void watchCall({ store, limits: testLimits({ watchBuffer: 3, defaultExportChunk: 100 }), log: { debug() {}, info() {}, warn() {}, error() {} } as never })(
       call as unknown as ServerWritableStream<WatchKeysRequest, KeyEvent>,
     );

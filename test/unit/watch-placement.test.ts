@@ -5,7 +5,6 @@
 // change that leaves the watched partition here ends nothing, and an ended watch stops following
 // the store and the placement.
 import { strict as assert } from "node:assert";
-import { EventEmitter } from "node:events";
 import { describe, it } from "node:test";
 import { type ServerWritableStream, status } from "@grpc/grpc-js";
 import type { KeyEvent, WatchKeysRequest } from "../../services/gen/deltaset/v1/replica.ts";
@@ -13,22 +12,9 @@ import { partitionOf } from "../../services/gossip/index.ts";
 import { type WatchPlacement, watchCall } from "../../services/replica/watch-calls.ts";
 import { Store } from "../../services/store/store.ts";
 import { testLimits } from "../helpers/limits.ts";
+import { WatchCallStandIn } from "../helpers/watch-streams.ts";
 
 const PARTITIONS = 4;
-
-class Call extends EventEmitter {
-  events: KeyEvent[] = [];
-  error: { code?: number; details?: string } | undefined;
-  constructor(readonly request: WatchKeysRequest) {
-    super();
-    this.on("error", (e) => (this.error = e));
-  }
-  write(e: KeyEvent): boolean {
-    this.events.push(e);
-    return true;
-  }
-  end() {}
-}
 
 /** A placement whose owned partitions the test sets, telling its listeners as Ownership does. */
 class TestPlacement implements WatchPlacement {
@@ -64,7 +50,7 @@ async function setup(mine: number[]) {
   const placement = new TestPlacement(new Set(mine));
   const serve = watchCall({ store, limits: testLimits({}), log: quiet, placement });
   const open = async (req: Partial<WatchKeysRequest>) => {
-    const call = new Call({ key: "", prefix: "", since: undefined, ...req } as WatchKeysRequest);
+    const call = new WatchCallStandIn({ key: "", prefix: "", since: undefined, ...req } as WatchKeysRequest);
     void serve(call as unknown as ServerWritableStream<WatchKeysRequest, KeyEvent>);
     await tick();
     return call;
