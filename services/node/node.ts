@@ -22,7 +22,8 @@ import { logThrottle } from "../common/log-throttle.js";
 import { prepareDataDir } from "./data-dir.js";
 import { activeCalls, drainCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";
-import { peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
+import { RateLimitedWarn, peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
+import { ForwardMarkCheck, forwardMarkSigner } from "./forward-marks.js";
 import { addOperatorServices, bind, serverOptions, setServing } from "./server.js";
 import { StartGate } from "./start-gate.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
@@ -157,13 +158,20 @@ export async function startNode(
   try {
     telemetry = await startTelemetry(config, nodeLog, store, () => creds.certificateSecondsLeft());
     let advertise = config.advertise;
-    const peerChannelOptions = peerChannelOptionsOf(peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog, () => config.peerLegacyProofs), {
+    const peerChannelOptions = peerChannelOptionsOf([peerSigner(() => store.nodeId, () => creds.keys, Date.now, nodeLog, () => config.peerLegacyProofs), forwardMarkSigner(() => store.nodeId, () => creds.keys)], {
       initialMs: config.peerReconnectInitialMs,
       maxMs: config.peerReconnectMaxMs,
     });
     const factor = replicationFactorOf(config);
     const ownership = new Ownership(store.nodeId, advertise, config.partitions, factor);
-    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, readAfterMoveMs: config.readAfterMoveMs, holds: async (key) => (await store.typeOf(key)) !== undefined, log: nodeLog, onForward: telemetry?.onForwarded });
+    const markWarn = new RateLimitedWarn(nodeLog);
+    const marks = new ForwardMarkCheck({
+      self: () => store.nodeId,
+      keys: () => creds.keys,
+      notBeforeMs: Date.now() - config.maxClockSkewMs,
+      onDropped: (reason, path) => markWarn.warn(`marks ${reason} ${path}`, "a call carried forwarding marks no cluster key holder proved; they were dropped and the call served as a client's", { reason, method: path }),
+    });
+    const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, readAfterMoveMs: config.readAfterMoveMs, holds: async (key) => (await store.typeOf(key)) !== undefined, log: nodeLog, onForward: telemetry?.onForwarded, marks });
     // Aborted as the node starts to stop: open Watch streams end at once instead of holding the drain.
     const stopSignal = new AbortController();
     setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);

@@ -12,7 +12,7 @@
 // partition's former holders (read-pull.ts): the copy here may hold only part of it.
 import * as grpc from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
-import { type AddResponse, ReplicaClient, type ReplicaServer } from "../gen/deltaset/v1/replica.js";
+import { type AddResponse, ReplicaClient, type ReplicaServer, ReplicaService } from "../gen/deltaset/v1/replica.js";
 import type { Ownership } from "../gossip/ownership.js";
 import type { Logger } from "../common/logger.js";
 import type { AddRoute } from "../replica/add-stream.js";
@@ -21,6 +21,7 @@ import { channelReady } from "./channel-ready.js";
 import { forwardImport } from "./forward-import.js";
 import { connectionFailureReason } from "../common/connection-error.js";
 import { ReadPull } from "./read-pull.js";
+import type { ForwardMarkCheck } from "./forward-marks.js";
 
 /** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
 export const FORWARDED_BY = "x-deltaset-forwarded-by";
@@ -43,6 +44,8 @@ export interface RoutingDeps {
   log: Logger;
   /** Observes each call made to an owner: its method and how it ended (metrics). */
   onForward?: (method: string, outcome: ForwardOutcome) => void;
+  /** Drops the forwarding marks of a call that a key holder did not prove (forward-marks.ts). */
+  marks?: ForwardMarkCheck;
 }
 
 /** How one call to an owner ended: answered, failed, or UNAVAILABLE and retried at the next owner. */
@@ -357,9 +360,12 @@ export class Router {
     };
   }
 
-  /** The Replica service with forwarding in front of the calls that name a key. */
+  /**
+   * The Replica service with forwarding in front of the calls that name a key; each call's marks
+   * are checked first, before anything reads them.
+   */
   wrap(impl: ReplicaServer): ReplicaServer {
-    return {
+    return this.checkingMarks({
       ...impl,
       add: this.unary("Add", impl.add, (c) => c.add),
       // A Remove without a context and a Delete act on what this node observed of the key: after
@@ -375,7 +381,22 @@ export class Router {
       export: this.stream("Export", this.pulled(impl.export), (c) => c.export, () => false),
       watch: this.stream("Watch", impl.watch, (c) => c.watch),
       import: forwardImport(this, impl.import),
-    };
+    });
+  }
+
+  private checkingMarks(service: ReplicaServer): ReplicaServer {
+    const marks = this.d.marks;
+    if (marks === undefined) return service;
+    const out: Record<string, unknown> = { ...service };
+    for (const [name, method] of Object.entries(ReplicaService)) {
+      const handler = (service as unknown as Record<string, (call: { metadata: grpc.Metadata }, ...rest: unknown[]) => unknown>)[name];
+      if (handler === undefined) continue;
+      out[name] = (call: { metadata: grpc.Metadata }, ...rest: unknown[]) => {
+        marks.check(call.metadata, method.path);
+        return handler(call, ...rest);
+      };
+    }
+    return out as unknown as ReplicaServer;
   }
 
   close(): void {

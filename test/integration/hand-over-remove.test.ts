@@ -16,7 +16,8 @@ import type { QueryResponse } from "../../services/gen/deltaset/v1/replica.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { partitionOf } from "../../services/gossip/partition.ts";
 import { ownersOf } from "../../services/gossip/placement.ts";
-import { generateClusterKey } from "../../services/node/cluster-keys.ts";
+import { type ClusterKeyring, generateClusterKey, loadClusterKeys } from "../../services/node/cluster-keys.ts";
+import { proveMarks } from "../../services/node/forward-marks.ts";
 import { FORWARDED_BY } from "../../services/node/routing.ts";
 import { READ_PULL } from "../../services/node/read-pull.ts";
 import { eventually } from "../helpers/eventually.ts";
@@ -38,13 +39,18 @@ function movingKey(): string {
   }
 }
 
+/** The cluster key the nodes hold: the marks below count only when proven with it. */
+let clusterKeys: ClusterKeyring | undefined;
+
 function metadata(local: boolean): grpc.Metadata {
   const md = new grpc.Metadata();
   md.set("authorization", `Bearer ${TOKEN}`);
-  // Marked forwarded: the node answers from its own store, whatever it owns.
+  // Marked forwarded, as a node marks its calls (forward-marks.ts): the node answers from its own
+  // store, whatever it owns.
   if (local) {
     md.set(FORWARDED_BY, "test");
     md.set(READ_PULL, "2");
+    proveMarks(md, "/deltaset.v1.Replica/Query", "test", clusterKeys!, Date.now());
   }
   return md;
 }
@@ -74,6 +80,7 @@ describe("a deferred remove handed over to a new owner (tokens and cluster key o
     const keyFile = join(dir, "cluster.key");
     writeFileSync(tokens, `admin ${TOKEN}\n`, { mode: 0o600 });
     writeFileSync(keyFile, `${generateClusterKey()}\n`, { mode: 0o600 });
+    clusterKeys = loadClusterKeys(keyFile);
     const flags = [
       "--replication-factor", "1", "--partitions", String(P), "--auth-tokens-file", tokens, "--cluster-key-file", keyFile,
       "--gossip-interval-ms", "100", "--probe-interval-ms", "300", "--probe-timeout-ms", "150",

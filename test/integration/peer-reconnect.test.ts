@@ -46,7 +46,7 @@ async function attempts(options: grpc.ChannelOptions, ms: number): Promise<numbe
 
 describe("reconnecting to a peer", () => {
   it("tries a failed peer again within the configured backoff, not gRPC's default of seconds", { timeout: 30_000 }, async () => {
-    const ours = await attempts(peerChannelOptions(passThrough, { initialMs: 100, maxMs: 200 }), 2500);
+    const ours = await attempts(peerChannelOptions([passThrough], { initialMs: 100, maxMs: 200 }), 2500);
     const defaults = await attempts({ interceptors: [passThrough] }, 2500);
     assert.ok(ours >= 8, `with a 100-200 ms backoff the client tried ${ours} times in 2.5 s`);
     assert.ok(defaults <= 4, `with gRPC's default backoff the client tried ${defaults} times in 2.5 s`);
