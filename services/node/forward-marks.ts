@@ -6,13 +6,16 @@
 // from a nearly empty copy; outside check audit-24). With a cluster key the marks count only with
 // a proof, in MARK_PROOF, that a key holder set them on this method within the clock-skew window
 // (peer-proof.ts's MAC over the marks' values, its nonce never seen before); without one they are
-// dropped and the call is served as any client's. Without a cluster key, peers are not
-// authenticated at all (docs/security.md) and the marks are taken as they come.
+// dropped and the call is served as any client's. With mutual TLS and no cluster key, they count
+// only on a connection that presented a node certificate (peer-identity.ts). With neither, peers
+// are not authenticated at all (docs/security.md) and the marks are taken as they come.
 import * as grpc from "@grpc/grpc-js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import { ANY_RECEIVER, DEFAULT_SKEW_MS, ReplayCache, newNonce, signProof, verifyProof } from "./peer-proof.js";
 import { FORWARDED_BY } from "./routing.js";
 import { READ_PULL } from "./read-pull.js";
+import { type PeerCertificateView, certificateNodeId } from "./peer-identity.js";
+import { hasVerifiedPeerCertificate } from "./tls.js";
 
 export const MARK_PROOF = "x-deltaset-mark-proof";
 
@@ -57,6 +60,8 @@ export class ForwardMarkCheck {
       skewMs?: number;
       /** Proofs timed before this are refused (the replay cache starts empty with the process). */
       notBeforeMs?: number;
+      /** Mutual TLS is on: without a cluster key, marks need a node certificate. */
+      mutualTls?: () => boolean;
       /** Told of each call whose marks were dropped, with why. */
       onDropped?: (reason: string, path: string) => void;
     },
@@ -64,15 +69,24 @@ export class ForwardMarkCheck {
     this.replay = new ReplayCache(o.skewMs ?? DEFAULT_SKEW_MS, undefined, o.notBeforeMs);
   }
 
-  /** Drop the marks of a call on path unless a key holder proved them (with a cluster key). */
-  check(metadata: grpc.Metadata, path: string): void {
+  /**
+   * Drop the marks of a call on path unless a key holder proved them (with a cluster key), or,
+   * with mutual TLS alone, unless the call came over a node certificate's connection.
+   */
+  check(metadata: grpc.Metadata, path: string, call?: { getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } }): void {
     if (this.checked.has(metadata)) return;
     this.checked.add(metadata);
     const body = markBody(metadata);
+    if (body === undefined) return;
     const keys = this.o.keys();
-    if (body === undefined || keys === undefined) return;
-    const now = (this.o.now ?? Date.now)();
-    const r = verifyProof(keys, metadata.get(MARK_PROOF)[0], path, body, now, this.replay, { self: this.o.self(), anyReceiver: true, legacy: false }, this.o.skewMs ?? DEFAULT_SKEW_MS);
+    let r: { ok: true } | { ok: false; reason: string };
+    if (keys !== undefined) {
+      const now = (this.o.now ?? Date.now)();
+      r = verifyProof(keys, metadata.get(MARK_PROOF)[0], path, body, now, this.replay, { self: this.o.self(), anyReceiver: true, legacy: false }, this.o.skewMs ?? DEFAULT_SKEW_MS);
+    } else if (this.o.mutualTls?.() === true) {
+      const node = call !== undefined && hasVerifiedPeerCertificate(call) ? certificateNodeId(call.getAuthContext().sslPeerCertificate as PeerCertificateView) : undefined;
+      r = node?.ok === true ? { ok: true } : { ok: false, reason: node?.ok === false ? node.reason : "peer-certificate" };
+    } else return;
     if (r.ok) return;
     metadata.remove(FORWARDED_BY);
     metadata.remove(READ_PULL);

@@ -169,6 +169,7 @@ export async function startNode(
       self: () => store.nodeId,
       keys: () => creds.keys,
       notBeforeMs: Date.now() - config.maxClockSkewMs,
+      mutualTls: () => tls?.mutual === true,
       onDropped: (reason, path) => markWarn.warn(`marks ${reason} ${path}`, "a call carried forwarding marks no cluster key holder proved; they were dropped and the call served as a client's", { reason, method: path }),
     });
     const router = new Router({ ownership, credentials: creds.peerCredentials(), channelOptions: peerChannelOptions, maxMessageBytes: config.limits.maxMessageBytes, forwardTimeoutMs: config.forwardTimeoutMs, readAfterMoveMs: config.readAfterMoveMs, holds: async (key) => (await store.typeOf(key)) !== undefined, log: nodeLog, onForward: telemetry?.onForwarded, marks });

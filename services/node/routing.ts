@@ -389,10 +389,11 @@ export class Router {
     if (marks === undefined) return service;
     const out: Record<string, unknown> = { ...service };
     for (const [name, method] of Object.entries(ReplicaService)) {
-      const handler = (service as unknown as Record<string, (call: { metadata: grpc.Metadata }, ...rest: unknown[]) => unknown>)[name];
+      type Call = { metadata: grpc.Metadata; getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } };
+      const handler = (service as unknown as Record<string, (call: Call, ...rest: unknown[]) => unknown>)[name];
       if (handler === undefined) continue;
-      out[name] = (call: { metadata: grpc.Metadata }, ...rest: unknown[]) => {
-        marks.check(call.metadata, method.path);
+      out[name] = (call: Call, ...rest: unknown[]) => {
+        marks.check(call.metadata, method.path, call);
         return handler(call, ...rest);
       };
     }

@@ -1,7 +1,8 @@
 // The forwarding marks a node proves on the calls it makes for a caller (node/forward-marks.ts): a
 // mark a key holder set for the method is kept; one a client set (no proof), changed after it was
 // proved, proved for another method, or replayed, is dropped, so the call is served as a client's.
-// Without a cluster key the marks are taken as they come.
+// With mutual TLS and no cluster key, they count only over a node certificate's connection. With
+// neither, the marks are taken as they come.
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
@@ -77,5 +78,27 @@ describe("forwarding marks", () => {
     md.set(FORWARDED_BY, "node-a");
     new ForwardMarkCheck({ self: () => "node-b", keys: () => undefined }).check(md, ADD);
     assert.deepEqual(marksOf(md), ["node-a", ""]);
+  });
+
+  it("with mutual TLS and no cluster key, keeps marks only on a connection that presented a node certificate", () => {
+    const c = new ForwardMarkCheck({ self: () => "node-b", keys: () => undefined, mutualTls: () => true });
+    const over = (cert: unknown) => ({ getAuthContext: () => ({ transportSecurityType: "ssl", sslPeerCertificate: cert }) });
+    const node = { subjectaltname: "URI:spiffe://deltaset/node/node-a", ext_key_usage: ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"] };
+    const client = { subjectaltname: "DNS:client", ext_key_usage: ["1.3.6.1.5.5.7.3.2"] };
+    const marked = () => {
+      const md = new grpc.Metadata();
+      md.set(FORWARDED_BY, "node-a");
+      return md;
+    };
+    const fromNode = marked();
+    c.check(fromNode, ADD, over(node));
+    assert.deepEqual(marksOf(fromNode), ["node-a", ""]);
+    const fromClient = marked();
+    c.check(fromClient, ADD, over(client));
+    assert.deepEqual(marksOf(fromClient), ["", ""]);
+    const plain = marked();
+    c.check(plain, ADD, { getAuthContext: () => ({}) });
+    assert.deepEqual(marksOf(plain), ["", ""]);
+    assert.equal(c.dropped, 2);
   });
 });
