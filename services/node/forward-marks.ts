@@ -12,11 +12,12 @@
 import * as grpc from "@grpc/grpc-js";
 import type { ClusterKeyring } from "./cluster-keys.js";
 import { ANY_RECEIVER, DEFAULT_SKEW_MS, ReplayCache, newNonce, signProof, verifyProof } from "./peer-proof.js";
-import { FORWARDED_BY } from "./routing.js";
 import { READ_PULL } from "./read-pull.js";
 import { type PeerCertificateView, certificateNodeId } from "./peer-identity.js";
 import { hasVerifiedPeerCertificate } from "./tls.js";
 
+/** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
+export const FORWARDED_BY = "x-deltaset-forwarded-by";
 export const MARK_PROOF = "x-deltaset-mark-proof";
 
 /** What a proof covers: the marks' values (so none can be added, dropped or changed). */

@@ -21,10 +21,9 @@ import { channelReady } from "./channel-ready.js";
 import { forwardImport } from "./forward-import.js";
 import { connectionFailureReason } from "../common/connection-error.js";
 import { ReadPull } from "./read-pull.js";
-import type { ForwardMarkCheck } from "./forward-marks.js";
+import { FORWARDED_BY, type ForwardMarkCheck } from "./forward-marks.js";
 
-/** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
-export const FORWARDED_BY = "x-deltaset-forwarded-by";
+export { FORWARDED_BY };
 
 export interface RoutingDeps {
   ownership: Ownership;
