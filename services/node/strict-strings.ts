@@ -183,7 +183,14 @@ function unaryGuard(path: string, handler: grpc.handleUnaryCall<unknown, unknown
     // A cut (the drain ran out) answers now; the handler's later answer is dropped.
     const end = calls.enter((details) => answer(statusError(grpc.status.UNAVAILABLE, details)));
     call.once("cancelled", end);
-    handler(call, answer);
+    try {
+      handler(call, answer);
+    } catch (err) {
+      // grpc-js answers a handler that throws (UNKNOWN): the call ends here.
+      answered = true;
+      end();
+      throw err;
+    }
   };
 }
 

@@ -40,6 +40,9 @@ before(async () => {
     add: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 1, replica: "r", counters: [1n] }),
     query: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb({ code: grpc.status.FAILED_PRECONDITION, details: "handler says no" } as grpc.ServiceError),
     remove: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { removed: 0, pending: 0, unseenAdds: 0n }),
+    delete: () => {
+      throw new Error("a handler that throws");
+    },
     increment: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => {
       release = () => cb(null, { value: 1n, duplicate: false });
       incrementing?.();
@@ -85,6 +88,11 @@ describe("active calls", () => {
       new Promise((resolve, reject) => raw.makeUnaryRequest("/deltaset.v1.Replica/Add", (b: Buffer) => b, (b: Buffer) => b, body, (err, res) => (err ? reject(err) : resolve(res)))),
       (e: grpc.ServiceError) => e.code === grpc.status.INVALID_ARGUMENT && e.details.startsWith("key is not valid UTF-8"),
     );
+    await countSettlesAtZero();
+  });
+
+  it("a call whose handler throws (grpc-js answers UNKNOWN)", async () => {
+    await assert.rejects(call(client, client.delete, { key: "k" }), (e: grpc.ServiceError) => e.code === grpc.status.UNKNOWN);
     await countSettlesAtZero();
   });
 
