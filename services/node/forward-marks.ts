@@ -19,6 +19,8 @@ import { hasVerifiedPeerCertificate } from "./tls.js";
 /** Metadata naming the node that forwarded a call: its receiver never forwards it again. */
 export const FORWARDED_BY = "x-deltaset-forwarded-by";
 export const MARK_PROOF = "x-deltaset-mark-proof";
+/** How far a mark's proof may be from the receiver's clock (nodes' clocks agree within --max-clock-skew-ms, 2 s by default). */
+export const MARK_PROOF_WINDOW_MS = 15_000;
 
 /** What a proof covers: the marks' values (so none can be added, dropped or changed). */
 function markBody(metadata: grpc.Metadata): string | undefined {

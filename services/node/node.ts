@@ -23,7 +23,7 @@ import { prepareDataDir } from "./data-dir.js";
 import { activeCalls, drainCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";
 import { RateLimitedWarn, peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
-import { ForwardMarkCheck, forwardMarkSigner } from "./forward-marks.js";
+import { ForwardMarkCheck, MARK_PROOF_WINDOW_MS, forwardMarkSigner } from "./forward-marks.js";
 import { addOperatorServices, bind, serverOptions, setServing } from "./server.js";
 import { StartGate } from "./start-gate.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
@@ -169,6 +169,9 @@ export async function startNode(
       self: () => store.nodeId,
       keys: () => creds.keys,
       notBeforeMs: Date.now() - config.maxClockSkewMs,
+      // A shorter window than peer calls' 60 s: forwarded client calls can run to thousands a
+      // second, and the replay cache holds each nonce for the window (200 000 at most).
+      skewMs: MARK_PROOF_WINDOW_MS,
       mutualTls: () => tls?.mutual === true,
       onDropped: (reason, path) => markWarn.warn(`marks ${reason} ${path}`, "a call carried forwarding marks no cluster key holder proved; they were dropped and the call served as a client's", { reason, method: path }),
     });

@@ -187,7 +187,7 @@ function followPlacement(placement: WatchPlacement | undefined, key: string | un
       const now = new Set(placement.owned());
       const lost = [...mine].filter((p) => !now.has(p)).length;
       if (lost > 0) {
-        end(new RpcError(status.UNAVAILABLE, `this node no longer owns ${lost} of the partitions whose keys it followed (the placement changed: a node joined, left or came back); their changes go to their owners now: watch the prefix again, and catch each key you follow up with a key watch from your copy's context`));
+        end(new RpcError(status.UNAVAILABLE, `this node no longer owns ${lost} of the partitions whose keys it followed (the placement changed: a node joined, left or came back); their changes go to their owners now: watch the prefix again, and catch each key you follow up with a key watch sent to this node from your copy's context`));
         return;
       }
       mine = now;
