@@ -173,7 +173,7 @@ export async function watchCommand(args: string[]): Promise<void> {
         stream.on("error", (e: grpc.ServiceError) => resolve(e));
         stream.on("end", () => resolve(undefined));
       });
-      if (err === undefined || interrupted || (err.code === grpc.status.CANCELLED && interrupted)) return;
+      if (err === undefined || interrupted) return;
       if (events > 0) resumes = 0;
       if (err.code !== grpc.status.UNAVAILABLE || resumes >= maxResumes) throw err;
       process.stderr.write(`deltaset: the watch ended (${err.details}); watching again from the last event's context\n`);

@@ -386,9 +386,9 @@ export class Router {
   private checkingMarks(service: ReplicaServer): ReplicaServer {
     const marks = this.d.marks;
     if (marks === undefined) return service;
+    type Call = { metadata: grpc.Metadata; getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } };
     const out: Record<string, unknown> = { ...service };
     for (const [name, method] of Object.entries(ReplicaService)) {
-      type Call = { metadata: grpc.Metadata; getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } };
       const handler = (service as unknown as Record<string, (call: Call, ...rest: unknown[]) => unknown>)[name];
       if (handler === undefined) continue;
       out[name] = (call: Call, ...rest: unknown[]) => {
