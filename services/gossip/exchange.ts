@@ -90,6 +90,12 @@ export interface ExchangeOptions {
   leaving?: () => boolean;
   /** Told of every frame and reply a peer sends, with whether it says it is leaving. */
   onPeerHeard?: (peer: string, leaving: boolean) => void;
+  /**
+   * Told each time a local change enters the delta buffer: at once, or later, when it waited
+   * behind received payloads of its partition (local-gate.ts). A push of local changes
+   * (NodeGossip's pushLocalMs) is scheduled from here, so one that waited is not left for the period.
+   */
+  onLocalBuffered?: () => void;
   random: () => number;
   /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
   ops?: PayloadOps<KeyedStates>;
@@ -240,8 +246,11 @@ export class GossipExchange {
   private readonly decodeBound: DecodeBound | undefined;
   /** Warnings about keys left out (conflicts, oversized states), which recur at every exchange. */
   private readonly skipLog = logThrottle(60_000);
-  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates }>(
-    (c) => this.engine.local(c.partition, c.payload),
+  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates; local: boolean }>(
+    (c) => {
+      this.engine.local(c.partition, c.payload);
+      if (c.local) this.o.onLocalBuffered?.();
+    },
     () => this.ageClock(),
   );
   private readonly settle: SettleAnnouncer<ObjectType> | undefined;
@@ -345,12 +354,13 @@ export class GossipExchange {
   /** A durable local change of key (behind the new parts of frames being joined: local-gate.ts). */
   local(key: string, type: ObjectType, delta: unknown): void {
     this.changedHere(key, type);
-    this.buffer(key, type, delta);
+    this.buffer(key, type, delta, true);
   }
 
-  private buffer(key: string, type: ObjectType, delta: unknown): void {
+  /** Into the delta buffer through the gate; local: a client's change (onLocalBuffered), not a settle announcement. */
+  private buffer(key: string, type: ObjectType, delta: unknown, local = false): void {
     const partition = partitionOf(key, this.o.partitions);
-    this.gate.offer(partition, { partition, payload: new Map<string, KeyedState>([[key, { type, state: delta }]]) });
+    this.gate.offer(partition, { partition, payload: new Map<string, KeyedState>([[key, { type, state: delta }]]), local });
   }
 
   /** What reads return of key changed here: due for a settle announcement when its type needs one. */

@@ -253,6 +253,8 @@ export class NodeGossip {
         random: o.random ?? Math.random,
         leaving: () => self?.shipHeard !== undefined,
         onPeerHeard: (peer, leaving) => self?.peerHeard(peer, leaving),
+        // Every local change that enters the buffer is pushed, one that waited behind a received frame too.
+        onLocalBuffered: () => self?.schedulePush(),
         accepts:
           o.ownership === undefined || o.ownership.full
             ? undefined
@@ -315,8 +317,8 @@ export class NodeGossip {
 
   /** A durable local change. */
   onLocalDelta(key: string, type: ObjectType, delta: unknown): void {
+    // Pushed (pushLocalMs) once it is in the buffer: at once, or after the received payloads of its partition it waits for (onLocalBuffered).
     this.x.local(key, type, delta);
-    this.schedulePush();
   }
 
   /** With pushLocalMs: one push to every neighbour after the delay (changes within it share it). */

@@ -45,7 +45,7 @@ export interface StateReceiveHost {
     typeConflicts: number;
     freshPartsNotBuffered: number;
   };
-  gate: LocalGate<{ partition: number; payload: KeyedStates }>;
+  gate: Pick<LocalGate<unknown>, "openGate" | "closeGate">;
   claims: PartitionClaims;
   checkPeer(cluster: string, from: string, partitions: number): { refused: Refusal } | undefined;
   noticeBoot(peer: string, boot: bigint): boolean;
