@@ -22,6 +22,7 @@ import { forwardImport } from "./forward-import.js";
 import { connectionFailureReason } from "../common/connection-error.js";
 import { ReadPull } from "./read-pull.js";
 import { FORWARDED_BY, type ForwardMarkCheck } from "./forward-marks.js";
+import { type AnyHandler, wrapHandlers } from "./wrap-handlers.js";
 
 export { FORWARDED_BY };
 
@@ -387,16 +388,14 @@ export class Router {
     const marks = this.d.marks;
     if (marks === undefined) return service;
     type Call = { metadata: grpc.Metadata; getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: unknown } };
-    const out: Record<string, unknown> = { ...service };
-    for (const [name, method] of Object.entries(ReplicaService)) {
-      const handler = (service as unknown as Record<string, (call: Call, ...rest: unknown[]) => unknown>)[name];
-      if (handler === undefined) continue;
-      out[name] = (call: Call, ...rest: unknown[]) => {
+    return wrapHandlers(ReplicaService, service, (method, handler) => {
+      const h = handler as (call: Call, ...rest: unknown[]) => unknown;
+      const checked = (call: Call, ...rest: unknown[]) => {
         marks.check(call.metadata, method.path, call);
-        return handler(call, ...rest);
+        return h(call, ...rest);
       };
-    }
-    return out as unknown as ReplicaServer;
+      return checked as AnyHandler;
+    });
   }
 
   close(): void {

@@ -4,6 +4,7 @@
 // member: it took every key for its own and answered reads of keys others own as absent (outside
 // check: 6 of 15 restarts answered a read OK and empty in the 10-37 ms before the join).
 import * as grpc from "@grpc/grpc-js";
+import { type AnyHandler, wrapHandlers } from "./wrap-handlers.js";
 
 const STARTING = { code: grpc.status.UNAVAILABLE, details: "node is starting: it answers once it has joined the cluster (retry, or call another node)" };
 
@@ -17,16 +18,14 @@ export class StartGate {
 
   /** The service's handlers, each refusing until open. */
   wrap<S extends object>(definition: grpc.ServiceDefinition, impl: S): S {
-    const out: Record<string, unknown> = { ...(impl as Record<string, unknown>) };
-    for (const [name, method] of Object.entries(definition)) {
-      const handler = (impl as Record<string, unknown>)[name];
-      if (typeof handler !== "function") continue;
+    return wrapHandlers(definition, impl, (method, handler) => {
+      const h = handler as (...args: unknown[]) => unknown;
       // A call whose answer streams has no callback (Scan, Export, Watch, AddStream); a unary or
       // client-streaming one answers through its callback (Add, Import).
-      out[name] = method.responseStream
-        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.isOpen ? handler(call) : call.emit("error", STARTING))
-        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.isOpen ? handler(call, callback) : callback(STARTING));
-    }
-    return out as S;
+      const gated = method.responseStream
+        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.isOpen ? h(call) : call.emit("error", STARTING))
+        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.isOpen ? h(call, callback) : callback(STARTING));
+      return gated as AnyHandler;
+    });
   }
 }

@@ -18,6 +18,7 @@ import { markStreamRefused, refusedByHandler } from "../common/stream-refusal.js
 import type { ActiveCalls } from "./active-calls.js";
 import { isPeerMethod } from "./peer-interceptors.js";
 import { passThrough } from "./pass-through.js";
+import { type AnyHandler, wrapHandlers } from "./wrap-handlers.js";
 
 /** Set on a decoded request the decoder misread (a string not UTF-8, a single message sent twice): the refusal. */
 const MISREAD = Symbol("misread field");
@@ -208,14 +209,10 @@ export class StrictStringServer extends grpc.Server {
   }
 
   override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
-    // The implementation's own handlers stay reachable (as grpc-js finds them: by name, else by
-    // the method's original name), with the unary ones guarded.
-    const guarded = Object.create(implementation) as grpc.UntypedServiceImplementation;
-    for (const [name, method] of Object.entries(service)) {
-      const handler = implementation[name] ?? (method.originalName === undefined ? undefined : implementation[method.originalName]);
-      if (method.requestStream || method.responseStream || typeof handler !== "function") continue;
-      guarded[name] = unaryGuard(method.path, (handler as grpc.handleUnaryCall<unknown, unknown>).bind(implementation), this.calls);
-    }
+    // Unary handlers are guarded; the implementation's others stay as they are.
+    const guarded = wrapHandlers(service, implementation, (method, handler) =>
+      method.requestStream || method.responseStream ? undefined : (unaryGuard(method.path, handler as grpc.handleUnaryCall<unknown, unknown>, this.calls) as AnyHandler),
+    );
     super.addService(strictStringDefinition(service, this.maxRequestEntries), guarded);
   }
 }
