@@ -91,9 +91,10 @@ export interface ExchangeOptions {
   /** Told of every frame and reply a peer sends, with whether it says it is leaving. */
   onPeerHeard?: (peer: string, leaving: boolean) => void;
   /**
-   * Told each time a local change enters the delta buffer: at once, or later, when it waited
-   * behind received payloads of its partition (local-gate.ts). A push of local changes
-   * (NodeGossip's pushLocalMs) is scheduled from here, so one that waited is not left for the period.
+   * Told each time a change made here enters the delta buffer (a client's, or one made while
+   * joining: spreadSettled): at once, or later, when it waited behind received payloads of its
+   * partition (local-gate.ts). A push of local changes (NodeGossip's pushLocalMs) is scheduled
+   * from here, so one that waited is not left for the period. Settle announcements are not told.
    */
   onLocalBuffered?: () => void;
   random: () => number;
@@ -246,10 +247,10 @@ export class GossipExchange {
   private readonly decodeBound: DecodeBound | undefined;
   /** Warnings about keys left out (conflicts, oversized states), which recur at every exchange. */
   private readonly skipLog = logThrottle(60_000);
-  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates; local: boolean }>(
+  private readonly gate = new LocalGate<{ partition: number; payload: KeyedStates; push: boolean }>(
     (c) => {
       this.engine.local(c.partition, c.payload);
-      if (c.local) this.o.onLocalBuffered?.();
+      if (c.push) this.o.onLocalBuffered?.();
     },
     () => this.ageClock(),
   );
@@ -357,10 +358,10 @@ export class GossipExchange {
     this.buffer(key, type, delta, true);
   }
 
-  /** Into the delta buffer through the gate; local: a client's change (onLocalBuffered), not a settle announcement. */
-  private buffer(key: string, type: ObjectType, delta: unknown, local = false): void {
+  /** Into the delta buffer through the gate; push: a change made here (onLocalBuffered), not a settle announcement. */
+  private buffer(key: string, type: ObjectType, delta: unknown, push = false): void {
     const partition = partitionOf(key, this.o.partitions);
-    this.gate.offer(partition, { partition, payload: new Map<string, KeyedState>([[key, { type, state: delta }]]), local });
+    this.gate.offer(partition, { partition, payload: new Map<string, KeyedState>([[key, { type, state: delta }]]), push });
   }
 
   /** What reads return of key changed here: due for a settle announcement when its type needs one. */
@@ -408,7 +409,7 @@ export class GossipExchange {
    * neighbour, the one that sent the state included (BP holds back only what came from a neighbour).
    */
   private spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void {
-    if (settled !== undefined) this.buffer(key, settled.type, settled.delta);
+    if (settled !== undefined) this.buffer(key, settled.type, settled.delta, true);
   }
 
   // ------------------------------------------------------------ sending

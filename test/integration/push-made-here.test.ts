@@ -1,11 +1,12 @@
-// A local change made while a received frame of its partition is being joined waits behind that
-// frame (local-gate.ts) and is pushed once it enters the buffer, not a gossip period later. Two
-// in-process nodes' gossip on real gRPC servers on loopback, Algorithm 2 with --gossip-push-local-ms
-// and a 10-minute period: node a's join of b's frame is held until the test lets it go.
+// Changes made at a node are pushed at once under --gossip-push-local-ms, not a gossip period later,
+// also where they do not come straight from a client call: a local change that waited behind a
+// received frame of its partition (local-gate.ts), and a deferred remove that a received add makes
+// take effect. Two in-process nodes' gossip on real gRPC servers on loopback, Algorithm 2 with a
+// 10-minute period, so within the tests only pushes move changes.
 import { strict as assert } from "node:assert";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { AWSet, ObjectType } from "../../services/crdt/index.ts";
+import { AWSet, CausalContext, ObjectType } from "../../services/crdt/index.ts";
 import { GossipService } from "../../services/gen/deltaset/v1/gossip.ts";
 import { createLogger } from "../../services/common/logger.ts";
 import { NodeGossip } from "../../services/gossip/node-gossip.ts";
@@ -50,6 +51,12 @@ function holdingMerges(store: Store) {
   return { store: proxy, held, release };
 }
 
+const openStore = async (id: string) => {
+  const store = await Store.open({ dir: "memory", nodeId: id, partitions: 1, partitionOf, sync: "buffered" });
+  closers.push(() => store.close());
+  return store;
+};
+
 async function node(id: string, port: number, store: Store): Promise<{ gossip: NodeGossip; address: string }> {
   const gossip = await NodeGossip.create({
     store,
@@ -79,12 +86,8 @@ async function node(id: string, port: number, store: Store): Promise<{ gossip: N
 
 describe("a local change held behind a received frame", () => {
   it("is pushed once the frame's join ends, not a period later", async () => {
-    const storeA = await Store.open({ dir: "memory", nodeId: "a", partitions: 1, partitionOf, sync: "buffered" });
-    const storeB = await Store.open({ dir: "memory", nodeId: "b", partitions: 1, partitionOf, sync: "buffered" });
-    closers.push(async () => {
-      await storeA.close();
-      await storeB.close();
-    });
+    const storeA = await openStore("a");
+    const storeB = await openStore("b");
     const holdA = holdingMerges(storeA);
     const a = await node("a", 7611, holdA.store);
     const b = await node("b", 7612, storeB);
@@ -110,5 +113,32 @@ describe("a local change held behind a received frame", () => {
     holdA.release();
     await eventually("b's change at a", () => elementsOf(storeA, "k1"), (e) => e.join() === "from-b", 5000);
     await eventually("a's held change at b", () => elementsOf(storeB, "k2"), (e) => e.join() === "made-at-a", 5000);
+  });
+});
+
+describe("a deferred remove that a received add lets take effect", () => {
+  it("is pushed at once to the node that made the add", async () => {
+    const storeA = await openStore("a");
+    const storeB = await openStore("b");
+    const a = await node("a", 7613, storeA);
+    const b = await node("b", 7614, storeB);
+    const both = new Map([["a", a.address], ["b", b.address]]);
+    a.gossip.setPeers(both);
+    b.gossip.setPeers(both);
+    const base = await storeA.add("k", [text("base")]);
+    a.gossip.onLocalDelta("k", ObjectType.AWSET, base.delta);
+    await eventually("the key at b", () => elementsOf(storeB, "k"), (e) => e.join() === "base", 5000);
+
+    // a adds "late" while b is not its neighbour; b takes a Remove of it with a context naming that add.
+    a.gossip.setPeers(new Map([["a", a.address]]));
+    const late = await storeA.add("k", [text("late")]);
+    a.gossip.onLocalDelta("k", ObjectType.AWSET, late.delta);
+    const r = await storeB.remove("k", [text("late")], CausalContext.of(late.dots));
+    assert.equal(r.pending, 1, "the remove waits at b for the add it names");
+
+    // b becomes a's neighbour again: a pushes the add, b's deferred remove takes effect, and b pushes that back.
+    a.gossip.setPeers(both);
+    await eventually("the add at b, which ends the deferred remove", async () => storeB.keysWithPendingRemoves(), (keys) => keys.length === 0, 5000);
+    await eventually("the remove back at a", () => elementsOf(storeA, "k"), (e) => e.join() === "base", 5000);
   });
 });
