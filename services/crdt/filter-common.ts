@@ -73,6 +73,8 @@ export enum FilterKind {
   SCORCF = 6,
   /** A key's filters of one type with different parameters (filter-siblings.ts). */
   SIBLINGS = 7,
+  /** A key's filters with the retry filter of its Adds' request ids (filter-siblings.ts). */
+  WITH_RETRY = 8,
 }
 
 /** Growable byte buffer with varint and raw-byte writes. */

@@ -14,12 +14,20 @@
 // A key of one filter encodes exactly as that filter did; several encode as a list (SIBLINGS kind).
 // At most MAX_SIBLINGS: a join past it is refused as a conflict (gossip skips the key, Merge
 // answers FAILED_PRECONDITION), so a writer cannot multiply a key's memory without bound.
+//
+// Beside its filters a key holds the retry filter of its Adds' request ids (retry-filter.ts, as a
+// counter does): a cuckoo filter stores one more copy per Add, so an Add retried after a timeout
+// would otherwise be stored twice, and one Remove would leave a copy. The key's state is the
+// product of the siblings and that filter (joined component by component); a key never added to
+// with an id has a bottom retry filter and encodes exactly as before (else: WITH_RETRY kind).
 import { CausalContext } from "./causal-context.js";
 import { HASH_FAMILY } from "./element-hash.js";
 import { DecodeError, JoinConflictError } from "./errors.js";
 import { ByteReader, ByteWriter, FilterKind, FILTER_FORMAT, readHeader, writeHeader } from "./filter-common.js";
 import { type DecodeBound, type Lattice, joinIntoCopy } from "./lattice.js";
-import type { ClientOperations, StateFigures } from "./operations.js";
+import type { ClientOperations, RetryRequest, StateFigures } from "./operations.js";
+import { ReplicatedFbf, RetryFilterConflictError, RetryFilterLattice, pruneInPlace } from "./retry-filter.js";
+import { sameParams as sameRetryParams } from "./replicated-fbf-params.js";
 
 /** Most siblings a key holds: concurrent first Adds with as many different parameters. */
 export const MAX_SIBLINGS = 4;
@@ -34,7 +42,11 @@ export interface SiblingKind<F> {
 
 /** The filters of one key, each with parameters, no two alike: the main one first, then the others in the same order. */
 export class FilterSiblings<F> {
-  constructor(readonly filters: F[]) {}
+  constructor(
+    readonly filters: F[],
+    /** The request ids of the key's Adds (bottom when no Add carried one). */
+    public retry: ReplicatedFbf = RetryFilterLattice.bottom(),
+  ) {}
 
   get main(): F | undefined {
     return this.filters[0];
@@ -91,13 +103,40 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
       t.filters.sort(order);
       changed = true;
     }
-    return changed;
+    // Last: the retry filter's join never refuses, so a refused join above changed nothing.
+    return RetryFilterLattice.joinInPlace(t.retry, o.retry) || changed;
   }
 
-  const of = (fs: F[]) => new FilterSiblings(withParams(fs).sort(order));
-  const clone = (s: FilterSiblings<F>) => new FilterSiblings(s.filters.map((f) => L.clone(f)));
+  const R = RetryFilterLattice;
+  const of = (fs: F[], retry = R.bottom()) => new FilterSiblings(withParams(fs).sort(order), retry);
+  const clone = (s: FilterSiblings<F>) => new FilterSiblings(s.filters.map((f) => L.clone(f)), R.clone(s.retry));
 
+  /** The key's state with a retry filter: its filters' encoding and the retry filter's, behind a WITH_RETRY header. */
   function encode(s: FilterSiblings<F>): Uint8Array {
+    if (R.isBottom(s.retry)) return encodeFilters(s);
+    const w = new ByteWriter();
+    writeHeader(w, FilterKind.WITH_RETRY, HASH_FAMILY, true);
+    w.varint(L.type);
+    const filters = encodeFilters(s);
+    const retry = R.encode(s.retry);
+    w.varint(filters.length).bytes(filters).varint(retry.length).bytes(retry);
+    return w.finish();
+  }
+
+  function decode(bytes: Uint8Array, nowMs?: number, bound?: DecodeBound): FilterSiblings<F> {
+    if (bytes.length < 2 || bytes[1] !== FilterKind.WITH_RETRY) return decodeFilters(bytes, nowMs, bound);
+    const r = new ByteReader(bytes);
+    readHeader(r, FilterKind.WITH_RETRY, HASH_FAMILY);
+    const type = r.varint("key type");
+    if (type !== L.type) throw new DecodeError(`${L.name} with retry filter: the key is of type ${type}`);
+    const s = decodeFilters(r.bytes(r.varint("filters length"), "filters"), nowMs, bound);
+    s.retry = R.decode(r.bytes(r.varint("retry filter length"), "retry filter"), nowMs, bound);
+    if (R.isBottom(s.retry)) throw new DecodeError(`${L.name} with retry filter: the retry filter is empty (a key without one encodes as its filters)`);
+    r.end(`${L.name} with retry filter`);
+    return s;
+  }
+
+  function encodeFilters(s: FilterSiblings<F>): Uint8Array {
     const fs = s.filters.length === 1 ? s.filters : live(s);
     if (fs.length <= 1) return L.encode(fs[0] ?? L.bottom());
     const w = new ByteWriter();
@@ -110,7 +149,7 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
     return w.finish();
   }
 
-  function decode(bytes: Uint8Array, nowMs?: number, bound?: DecodeBound): FilterSiblings<F> {
+  function decodeFilters(bytes: Uint8Array, nowMs?: number, bound?: DecodeBound): FilterSiblings<F> {
     if (bytes.length < 2 || bytes[1] !== FilterKind.SIBLINGS) return of([L.decode(bytes, nowMs, bound)]);
     const r = new ByteReader(bytes);
     readHeader(r, FilterKind.SIBLINGS, HASH_FAMILY);
@@ -133,11 +172,12 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
     type: L.type,
     name: L.name,
     bottom: () => new FilterSiblings<F>([]),
-    isBottom: (s) => live(s).length === 0,
+    isBottom: (s) => live(s).length === 0 && R.isBottom(s.retry),
     clone,
     join: joinIntoCopy(clone, joinInPlace),
     joinInPlace,
     leq: (a, b) =>
+      R.leq(a.retry, b.retry) &&
       live(a).every((f) => {
         const g = same(b, f);
         return g !== undefined && L.leq(f, g);
@@ -145,15 +185,18 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
     equals(a, b) {
       const la = live(a);
       const lb = live(b);
-      return la.length === lb.length && la.every((f, i) => keyOf(f) === keyOf(lb[i]!) && L.equals(f, lb[i]!));
+      return la.length === lb.length && la.every((f, i) => keyOf(f) === keyOf(lb[i]!) && L.equals(f, lb[i]!)) && R.equals(a.retry, b.retry);
     },
-    decompose: (s) => live(s).flatMap((f) => L.decompose(f).map((d) => new FilterSiblings([d]))),
+    decompose: (s) => [
+      ...live(s).flatMap((f) => L.decompose(f).map((d) => new FilterSiblings([d]))),
+      ...R.decompose(s.retry).map((r) => new FilterSiblings<F>([], r)),
+    ],
     difference(a, b) {
       const parts = live(a).map((f) => {
         const g = same(b, f);
         return g === undefined ? L.clone(f) : L.difference(f, g);
       });
-      return of(parts.filter((d) => !L.isBottom(d)));
+      return of(parts.filter((d) => !L.isBottom(d)), R.difference(a.retry, b.retry));
     },
     context(s) {
       if (s.filters.length <= 1) return s.filters[0] === undefined ? new CausalContext() : L.context(s.filters[0]);
@@ -162,7 +205,7 @@ export function siblingLattice<F>(L: Lattice<F>, kind: SiblingKind<F>): Lattice<
       return c;
     },
     encode,
-    encodedSize: (s) => (s.filters.length <= 1 ? L.encodedSize(s.filters[0] ?? L.bottom()) : encode(s).length),
+    encodedSize: (s) => (s.filters.length <= 1 && R.isBottom(s.retry) ? L.encodedSize(s.filters[0] ?? L.bottom()) : encode(s).length),
     decode,
     size: (s) => s.filters.reduce((n, f) => n + (L.size?.(f) ?? 1), 0),
   };
@@ -182,6 +225,21 @@ export function siblingOperations<F>(ops: ClientOperations<F>): ClientOperations
     sizeOf: (p) => ops.sizeOf(p),
     stateBytes: stateBytes === undefined ? undefined : (s) => s.filters.reduce((n, f) => n + stateBytes(f), 0),
     add: (s, elements, env) => new FilterSiblings([ops.add(s.main!, elements, env)]),
+    addOnce(s, elements, env, retry) {
+      const held = s.retry.params;
+      if (held !== null && retry.explicit && !sameRetryParams(held, retry.params)) {
+        throw new RetryFilterConflictError(
+          `the key's retry filter has other parameters (m=${held.m}, k=${held.k}, period_ms=${held.periodMs}, past_epochs=${held.pastEpochs}) than asked (m=${retry.params.m}, k=${retry.params.k}, period_ms=${retry.params.periodMs}, past_epochs=${retry.params.pastEpochs}); leave retry_filter unset to use the key's`,
+        );
+      }
+      const ids = held === null ? ReplicatedFbf.empty(retry.params) : s.retry;
+      if (ids.contains(retry.id, retry.now)) return { duplicate: true };
+      // The id goes in with the add: one delta, one write. Epochs past the window are dropped here.
+      const delta = new FilterSiblings([ops.add(s.main!, elements, env)], ids.insertDelta(retry.id, retry.now));
+      pruneInPlace(s.retry, retry.now);
+      RetryFilterLattice.joinInPlace(s.retry, delta.retry);
+      return { duplicate: false, delta };
+    },
     remove:
       remove === undefined
         ? undefined

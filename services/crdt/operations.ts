@@ -4,6 +4,7 @@
 // own in the service. (The add-wins set and the counter have their own paths: the set is stored
 // element by element, and the counter has Increment.)
 import type { ObjectType } from "./lattice.js";
+import type { ReplicatedFbfParams } from "./replicated-fbf-params.js";
 
 /** Parameters of a new key, as the client gave them (0 or undefined: the type's default). */
 export interface CreateParams {
@@ -29,6 +30,17 @@ export interface MutatorEnv {
   randomId: () => bigint;
 }
 
+/** An Add's request id, for types that recognise retries (the filters: filter-siblings.ts). */
+export interface RetryRequest {
+  id: string;
+  /** The node's clock (ms). */
+  now: number;
+  /** The retry filter a key without one gets. */
+  params: ReplicatedFbfParams;
+  /** The client named params: a key whose filter differs refuses the Add (RetryFilterConflictError). */
+  explicit: boolean;
+}
+
 /** Figures a Query reports about a probabilistic key. */
 export interface StateFigures {
   estimatedFalsePositiveRate: number;
@@ -50,6 +62,11 @@ export interface ClientOperations<S> {
   stateBytes?(s: S): number;
   /** Insert elements into s, changing it in place; returns the delta (what changed). */
   add(s: S, elements: readonly Uint8Array[], env: MutatorEnv): S;
+  /**
+   * add, once per request id: a retry (the key's retry filter holds the id) changes nothing;
+   * otherwise the add and the id's insert, in s and in one delta. Absent: the type's Adds ignore ids.
+   */
+  addOnce?(s: S, elements: readonly Uint8Array[], env: MutatorEnv, retry: RetryRequest): { duplicate: boolean; delta?: S };
   /** Remove elements from s in place; returns the delta. Absent when the type cannot remove. */
   remove?(s: S, elements: readonly Uint8Array[], env: MutatorEnv): S;
   /** Membership per element (for filters: "maybe present"). */
@@ -80,6 +97,8 @@ export interface OperationOutcome {
   delta?: unknown;
   /** Add: elements that were not (maybe) present before. Remove: elements present before and absent after. */
   changed: number;
+  /** Add with a request id: a retry of an Add already applied; nothing changed. */
+  duplicate?: boolean;
 }
 
 const distinct = (elements: readonly Uint8Array[]) => [...new Map(elements.map((e) => [Buffer.from(e).toString("latin1"), e])).values()];
@@ -93,7 +112,7 @@ const distinct = (elements: readonly Uint8Array[]) => [...new Map(elements.map((
 export function runOperation(
   ops: ClientOperations<unknown>,
   current: unknown,
-  op: { kind: "add"; elements: readonly Uint8Array[]; params: CreateParams; checkSize?: (bytes: number) => void } | { kind: "remove"; elements: readonly Uint8Array[] },
+  op: { kind: "add"; elements: readonly Uint8Array[]; params: CreateParams; checkSize?: (bytes: number) => void; retry?: RetryRequest } | { kind: "remove"; elements: readonly Uint8Array[] },
   env: MutatorEnv,
 ): OperationOutcome {
   const fresh = distinct(op.elements);
@@ -104,6 +123,11 @@ export function runOperation(
       state = ops.create(op.params);
     }
     const before = ops.contains(state, fresh);
+    if (op.retry !== undefined && ops.addOnce !== undefined) {
+      const r = ops.addOnce(state, op.elements, env, op.retry);
+      if (r.duplicate) return { state, changed: 0, duplicate: true };
+      return { state, delta: r.delta, changed: before.filter((p) => !p).length };
+    }
     const delta = ops.add(state, op.elements, env);
     return { state, delta, changed: before.filter((p) => !p).length };
   }

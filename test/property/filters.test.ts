@@ -18,7 +18,7 @@ import { dotKey, makeDot } from "../../services/crdt/dot.ts";
 import { ScGbf, ScGbfLattice, ScGcf, ScGcfLattice, ScOrcf, ScOrcfLattice, seriesParams } from "../../services/crdt/scalable-filter.ts";
 import { FilterSiblings } from "../../services/crdt/filter-siblings.ts";
 import { assertDecodedOwnsItsBytes } from "./owned-bytes.ts";
-import { type ClientOperations, type CreateParams, ObjectType, latticeFor, operationsFor } from "../../services/crdt/index.ts";
+import { type ClientOperations, type CreateParams, type MutatorEnv, ObjectType, latticeFor, operationsFor, retryFilterParams } from "../../services/crdt/index.ts";
 
 const RUNS = Number(process.env.FC_RUNS ?? 150);
 const u = (s: string) => new TextEncoder().encode(s);
@@ -100,8 +100,13 @@ const drivers: Array<Driver<any>> = [
  * add with that replica's parameters: r0 and r2 alike, r1 different, as when two nodes take the
  * key's first Adds at once. Siblings must keep the laws, converge, and lose no add.
  */
-function siblingDriver(type: ObjectType, paramsOf: (replica: string) => CreateParams, removes: boolean): Driver<FilterSiblings<unknown>> {
+function siblingDriver(type: ObjectType, paramsOf: (replica: string) => CreateParams, removes: boolean, withIds = false): Driver<FilterSiblings<unknown>> {
   const ops = operationsFor(type)! as ClientOperations<FilterSiblings<unknown>>;
+  // With ids: every add carries a fresh request id (addOnce), small retry filters whose epochs the
+  // adds' clocks spread over, so states carry the key's retry filter through every law.
+  let ids = 0;
+  const retry = () => ({ id: `id-${ids++}`, now: 1_000_000 + (ids % 7) * 400, params: RETRY_PARAMS, explicit: false });
+  const add = (s: FilterSiblings<unknown>, e: Uint8Array, env: MutatorEnv) => (withIds ? ops.addOnce!(s, [e], env, retry()).delta : ops.add(s, [e], env));
   const env = (replica: string, random: Random) => ({ replica, random, randomId: () => 1n });
   return {
     L: latticeFor(type) as Lattice<FilterSiblings<unknown>>,
@@ -111,19 +116,22 @@ function siblingDriver(type: ObjectType, paramsOf: (replica: string) => CreatePa
       // The key's first add creates it, as runOperation does; a failed add leaves nothing.
       const created = ops.isUnset(s);
       if (created) s.filters.push(...ops.create(paramsOf(r)).filters);
-      const delta = full(() => ops.add(s, [e], env(r, rnd)));
+      const delta = full(() => add(s, e, env(r, rnd)));
       if (delta === undefined && created) s.filters.length = 0;
       return delta;
     },
     contains: (s, e) => ops.contains(s, [e])[0]!,
     removes,
-    label: `${ObjectType[type]} key created with two parameter sets (siblings)`,
+    label: `${ObjectType[type]} key created with two parameter sets (siblings)${withIds ? ", adds with request ids" : ""}`,
   };
 }
+const RETRY_PARAMS = retryFilterParams({ idsPerPeriod: 20, falsePositiveRate: 0.01, periodMs: 1000, pastEpochs: 2 });
 const other = (r: string) => r === "r1";
 drivers.push(
   siblingDriver(ObjectType.GBF, (r) => (other(r) ? { bits: 64, hashes: 2 } : { bits: 48, hashes: 3 }), false),
   siblingDriver(ObjectType.ORCF, (r) => ({ capacity: other(r) ? 8 : 4, bucketSize: 2, fingerprintBits: 5 }), true),
+  siblingDriver(ObjectType.ORCF, (r) => ({ capacity: other(r) ? 8 : 4, bucketSize: 2, fingerprintBits: 5 }), true, true),
+  siblingDriver(ObjectType.SCGCF, () => ({ capacity: 4, falsePositiveRate: 0.2, bucketSize: 2 }), false, true),
 );
 
 // A run: ops at 3 replicas (add/remove of elements from a pool of 12) and syncs between them.
