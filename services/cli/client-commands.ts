@@ -169,6 +169,7 @@ export async function addCommand(args: string[]): Promise<void> {
     "age-slices": { type: "string" },
     strategy: { type: "string" },
     ttl: { type: "string" },
+    "request-id": { type: "string" },
     stdin: { type: "boolean", default: false },
     batch: { type: "string" },
   });
@@ -176,7 +177,7 @@ export async function addCommand(args: string[]): Promise<void> {
   if (values.stdin === true) return addFromStdin(positionals, values, conn);
   const key = needKey(
     positionals,
-    "deltaset add KEY ELEMENT... [--ttl 30s|5m|2h|1d|MS] [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--addr HOST:PORT] [--hex] [--json]",
+    "deltaset add KEY ELEMENT... [--ttl 30s|5m|2h|1d|MS] [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--request-id ID] [--addr HOST:PORT] [--hex] [--json]",
   );
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
@@ -198,11 +199,12 @@ export async function addCommand(args: string[]): Promise<void> {
   try {
     const ttl = ttlFlag(values.ttl as string | undefined);
     const ttlMs = ttl === undefined ? undefined : BigInt(ttl);
-    const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const requestId = values["request-id"] as string | undefined;
+    const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs, requestId }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
-      { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })) },
-      `added ${res.added} new element(s) to "${key}" (${elements.length} given)`,
+      { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })), duplicate: res.duplicate },
+      res.duplicate ? `request ${requestId} was applied to "${key}" before: not added again` : `added ${res.added} new element(s) to "${key}" (${elements.length} given)`,
     );
   } finally {
     client.close();
@@ -214,6 +216,7 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   const key = needKey(positionals, "deltaset add KEY --stdin [--batch N] [--addr HOST:PORT] [--hex] [--json]  (one element per line)");
   if (positionals.length > 1) throw new UsageError("with --stdin the elements come from stdin, not the command line");
   if (values.type !== undefined) throw new UsageError("--stdin adds to add-wins sets only (no --type)");
+  if (values["request-id"] !== undefined) throw new UsageError("--request-id names one Add call; --stdin streams many (add-wins sets need none)");
   const batchSize = values.batch === undefined ? 1000 : numberFlag(values, "batch");
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new UsageError("--batch must be a positive integer");
   if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe or redirect one element per line into it");

@@ -30,7 +30,7 @@ const OPTION_TEXT: Record<string, string> = {
   "chunk-bytes": "bytes per chunk, at most",
   count: "print only how many members",
   "start-after": "begin after this element (give it in hex with --hex): resume a scan that failed",
-  "request-id": "retry-safe increment: a retry with the same id is counted once",
+  "request-id": "retry-safe increment, or Add to a filter key: a retry with the same id is applied once",
   prefix: "keys starting with this prefix",
   quiet: "print nothing: the exit status alone tells (0: every set agrees)",
   "since-file": "a causal context from an earlier export or watch: only what came after it",

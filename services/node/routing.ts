@@ -194,10 +194,12 @@ export class Router {
     name: string,
     local: grpc.handleUnaryCall<Req, Res>,
     method: (c: ReplicaClient) => (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown,
-    opts: { unsentOnly?: boolean } = {},
+    /** unsentOnly (attempt): for every call, or for those the predicate names. */
+    opts: { unsentOnly?: boolean | ((req: Req) => boolean) } = {},
   ): grpc.handleUnaryCall<Req, Res> {
     return (call, callback) => {
       const targets = this.targets(call.request.key, call.metadata);
+      const unsentOnly = typeof opts.unsentOnly === "function" ? opts.unsentOnly(call.request) : opts.unsentOnly === true;
       if (targets === undefined) return local(call, callback);
       const { metadata, options } = this.outgoing(call);
       this.attempt<Res>(
@@ -205,7 +207,7 @@ export class Router {
         targets,
         (c, cb) => method(c).call(c, call.request, metadata, options, cb),
         (err, res, t) => (err !== null ? callback(fromOwner(err, t)) : callback(null, res)),
-        opts.unsentOnly ? { ready: (address) => this.ownerReady(address, options) } : undefined,
+        unsentOnly ? { ready: (address) => this.ownerReady(address, options) } : undefined,
       );
     };
   }
@@ -367,7 +369,10 @@ export class Router {
   wrap(impl: ReplicaServer): ReplicaServer {
     return this.checkingMarks({
       ...impl,
-      add: this.unary("Add", impl.add, (c) => c.add),
+      // An Add with a request id is like an Increment with one: applied once only where its earlier
+      // tries are known (after a move, those its former holders took too), and never sent on to
+      // another owner once the first may have applied it.
+      add: this.unary("Add", this.pulled(impl.add, (req) => (req.requestId ?? "") !== ""), (c) => c.add, { unsentOnly: (req) => (req.requestId ?? "") !== "" }),
       // A Remove without a context and a Delete act on what this node observed of the key: after
       // a move, all its former holders have of it (one with a context waits for the adds it names).
       remove: this.unary("Remove", this.pulled(impl.remove, (req) => req.context === undefined), (c) => c.remove),

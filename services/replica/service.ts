@@ -10,6 +10,7 @@ import {
   contextToProto,
   DEFAULT_RETRY_FILTER,
   RetryFilterParamError,
+  type RetryRequest,
   RetryFilterSizeError,
   decodeBoundOf,
   dotToProto,
@@ -103,7 +104,21 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       return res;
     };
 
-  const retryParams = (p: RetryFilterParams | undefined) => retryParamsFor(p, skewBound, limits);
+  /**
+   * An Increment's or Add's request id with its retry filter's parameters (checked), or undefined
+   * without one (then retry_filter must be unset too).
+   */
+  const retryOf = (id: string | undefined, p: RetryFilterParams | undefined): RetryRequest | undefined => {
+    if (id === undefined || id === "") {
+      if (p !== undefined) throw invalid("retry_filter is used only with a request_id: set request_id, or leave retry_filter unset");
+      return undefined;
+    }
+    const idBytes = Buffer.byteLength(id, "utf8");
+    if (idBytes > limits.maxRequestIdBytes) {
+      throw tooLarge(`request_id has ${idBytes} bytes; the limit is ${limits.maxRequestIdBytes} (--max-request-id-bytes): use a shorter id, such as a client id and a sequence number`);
+    }
+    return { id, now: now(), params: retryParamsFor(p, skewBound, limits), explicit: p !== undefined };
+  };
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
   const keyOps = keyCalls({ store, limits, notify, clearWhole: (key, type, name) => whole.clear(key, type, name) });
   const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall, clockSkewBoundMs: skewBound });
@@ -146,12 +161,14 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const type = await typeForAdd(req.key, req.type);
       const ttlMs = ttlOf(req.ttlMs, type);
-      if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params);
+      // Checked for every type; the sets record no ids (an element added twice reads as once).
+      const retry = retryOf(req.requestId, req.retryFilter);
+      if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params, retry);
       const r = await store.add(req.key, elements, ttlMs);
       notify(req.key, ObjectType.AWSET, r.delta);
       // The replica the dots were minted under, not the store's current one: hand-off may draw a
       // new replica id while the add waits to be durable.
-      return { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)) };
+      return { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)), duplicate: false };
     }),
 
     remove: unary("Remove", async (req) => {
@@ -337,18 +354,13 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     increment: unary("Increment", async (req) => {
       checkKey(req.key, limits);
       if (req.amount === 0n) throw invalid("amount must not be zero");
-      if (req.requestId === "") {
-        if (req.retryFilter !== undefined) throw invalid("retry_filter is used only with a request_id: set request_id, or leave retry_filter unset");
+      const retry = retryOf(req.requestId, req.retryFilter);
+      if (retry === undefined) {
         const r = await store.increment(req.key, req.amount);
         notify(req.key, ObjectType.COUNTER, r.delta);
         return { value: r.value, dot: dotToProto(r.dot), duplicate: false };
       }
-      const idBytes = Buffer.byteLength(req.requestId, "utf8");
-      if (idBytes > limits.maxRequestIdBytes) {
-        throw tooLarge(`request_id has ${idBytes} bytes; the limit is ${limits.maxRequestIdBytes} (--max-request-id-bytes): use a shorter id, such as a client id and a sequence number`);
-      }
-      const params = retryParams(req.retryFilter);
-      const r = await store.incrementOnce(req.key, req.amount, { id: req.requestId, now: now(), params, explicit: req.retryFilter !== undefined });
+      const r = await store.incrementOnce(req.key, req.amount, retry);
       if (r.delta !== undefined) notify(req.key, ObjectType.COUNTER, r.delta);
       return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate };
     }),

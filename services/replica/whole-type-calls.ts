@@ -3,7 +3,7 @@
 // this kind is served once its operations are registered.
 import { randomBytes } from "node:crypto";
 import { status } from "@grpc/grpc-js";
-import { type CreateParams, FilterParamError, type ObjectType, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
+import { type CreateParams, FilterParamError, type ObjectType, type RetryRequest, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
 import { type FilterParams, UnionStrategy as ProtoUnionStrategy } from "../gen/deltaset/v1/types.js";
 import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
@@ -69,8 +69,11 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
   const env = () => ({ replica: store.replicaId, random: deps.random, randomId: () => randomBytes(8).readBigUInt64BE(0) });
 
   return {
-    /** Insert elements; a new key is created with the request's parameters. */
-    async add(key: string, type: ObjectType, name: string, elements: Uint8Array[], params: FilterParams | undefined) {
+    /**
+     * Insert elements; a new key is created with the request's parameters. With a request id, a
+     * type that recognises retries (the filters) applies it once (duplicate: a retry, nothing changed).
+     */
+    async add(key: string, type: ObjectType, name: string, elements: Uint8Array[], params: FilterParams | undefined, retry?: RetryRequest) {
       const ops = operations(type, name);
       // A set stored whole grows with its elements: past --max-state-bytes its peers would not
       // take it (they skip it), so it stops growing here first.
@@ -94,17 +97,18 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       const r = await store.update(key, type, (current) => {
         const e = env();
         replica = e.replica;
-        const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize }, e);
+        const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize, retry }, e);
         // A series grows a sub-filter as it fills: not past what its peers take. Nothing is stored
         // (a writer that throws leaves the state on disk served).
         const bytes = ops.stateBytes?.(o.state) ?? 0;
         if (bytes > limits.maxStateBytes) {
           throw tooLarge(`key "${key}" (${name}) would take ${bytes} bytes with another sub-filter, past ${limits.maxStateBytes} (--max-state-bytes), which its peers take at most; nothing was added: use a new key`);
         }
-        return { state: o.state, delta: o.delta, result: o.changed };
+        return { state: o.state, delta: o.delta, result: { added: o.changed, duplicate: o.duplicate === true } };
       });
-      deps.notify(key, type, r.delta);
-      return { added: r.result, replica, counters: [] };
+      // A duplicate changed nothing: no delta to spread.
+      if (r.delta !== undefined) deps.notify(key, type, r.delta);
+      return { added: r.result.added, replica, counters: [], duplicate: r.result.duplicate };
     },
 
     /** Remove elements (types that can: FAILED_PRECONDITION for the others). */

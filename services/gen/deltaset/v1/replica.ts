@@ -201,7 +201,28 @@ export interface AddRequest {
    * time they have left), and expired elements are removed from storage. Adding an element again
    * replaces its expiry: the new add supersedes the old one, with or without a TTL.
    */
-  ttlMs?: bigint | undefined;
+  ttlMs?:
+    | bigint
+    | undefined;
+  /**
+   * Optional client request id, unique per logical Add and reused unchanged by every retry of it,
+   * as for Increment. Filter keys (GBF, GCF, ORCF and the scalable series) remember the ids of
+   * their Adds in a retry filter, like a counter's: a retry with the same id within the key's
+   * retention window is acknowledged with duplicate and applied once, whichever node it reaches
+   * (a cuckoo filter stores one more copy per Add, so a retried Add would otherwise take two
+   * Removes to go). A fresh id wrongly taken for a retry (about the filter's false-positive rate)
+   * is not applied. AWSET and AWSET_PROB keys record no ids: an element added twice reads as added
+   * once. At most the node's --max-request-id-bytes bytes of UTF-8; empty: every call is applied.
+   */
+  requestId?:
+    | string
+    | undefined;
+  /**
+   * Filter keys: the retry filter's parameters, used by the first Add with a request_id on the key
+   * (which creates the filter); unset fields take their defaults. A later Add naming other
+   * parameters than the key's answers FAILED_PRECONDITION. Only with a request_id.
+   */
+  retryFilter?: RetryFilterParams | undefined;
 }
 
 /** The outcome of an Add. */
@@ -215,6 +236,11 @@ export interface AddResponse {
    * element i now lives under the dot (replica, counters[i]). A repeated element shares a dot.
    */
   counters: bigint[];
+  /**
+   * True when request_id was recognised as a retry of an Add already applied to this filter key
+   * (here or on another node): nothing was applied again, and added is 0.
+   */
+  duplicate: boolean;
 }
 
 /** Remove elements from a set. */
@@ -1839,7 +1865,16 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
 };
 
 function createBaseAddRequest(): AddRequest {
-  return { key: "", elements: [], texts: [], type: undefined, params: undefined, ttlMs: undefined };
+  return {
+    key: "",
+    elements: [],
+    texts: [],
+    type: undefined,
+    params: undefined,
+    ttlMs: undefined,
+    requestId: undefined,
+    retryFilter: undefined,
+  };
 }
 
 export const AddRequest: MessageFns<AddRequest> = {
@@ -1864,6 +1899,12 @@ export const AddRequest: MessageFns<AddRequest> = {
         throw new globalThis.Error("value provided for field message.ttlMs of type uint64 too large");
       }
       writer.uint32(48).uint64(message.ttlMs);
+    }
+    if (message.requestId !== undefined) {
+      writer.uint32(58).string(message.requestId);
+    }
+    if (message.retryFilter !== undefined) {
+      RetryFilterParams.encode(message.retryFilter, writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -1929,6 +1970,22 @@ export const AddRequest: MessageFns<AddRequest> = {
             message.ttlMs = reader.uint64() as bigint;
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.retryFilter = RetryFilterParams.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1951,6 +2008,16 @@ export const AddRequest: MessageFns<AddRequest> = {
       type: isSet(object.type) ? objectTypeFromJSON(object.type) : undefined,
       params: isSet(object.params) ? FilterParams.fromJSON(object.params) : undefined,
       ttlMs: isSet(object.ttlMs) ? BigInt(object.ttlMs) : isSet(object.ttl_ms) ? BigInt(object.ttl_ms) : undefined,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : undefined,
+      retryFilter: isSet(object.retryFilter)
+        ? RetryFilterParams.fromJSON(object.retryFilter)
+        : isSet(object.retry_filter)
+        ? RetryFilterParams.fromJSON(object.retry_filter)
+        : undefined,
     };
   },
 
@@ -1974,6 +2041,12 @@ export const AddRequest: MessageFns<AddRequest> = {
     if (message.ttlMs !== undefined) {
       obj.ttlMs = message.ttlMs.toString();
     }
+    if (message.requestId !== undefined) {
+      obj.requestId = message.requestId;
+    }
+    if (message.retryFilter !== undefined) {
+      obj.retryFilter = RetryFilterParams.toJSON(message.retryFilter);
+    }
     return obj;
   },
 
@@ -1990,12 +2063,16 @@ export const AddRequest: MessageFns<AddRequest> = {
       ? FilterParams.fromPartial(object.params)
       : undefined;
     message.ttlMs = (object.ttlMs !== undefined && object.ttlMs !== null) ? BigInt(object.ttlMs) : undefined;
+    message.requestId = object.requestId ?? undefined;
+    message.retryFilter = (object.retryFilter !== undefined && object.retryFilter !== null)
+      ? RetryFilterParams.fromPartial(object.retryFilter)
+      : undefined;
     return message;
   },
 };
 
 function createBaseAddResponse(): AddResponse {
-  return { added: 0, replica: "", counters: [] };
+  return { added: 0, replica: "", counters: [], duplicate: false };
 }
 
 export const AddResponse: MessageFns<AddResponse> = {
@@ -2015,6 +2092,9 @@ export const AddResponse: MessageFns<AddResponse> = {
         writer.uint64(v);
       }
       writer.join();
+    }
+    if (message.duplicate !== false) {
+      writer.uint32(40).bool(message.duplicate);
     }
     return writer;
   },
@@ -2066,6 +2146,14 @@ export const AddResponse: MessageFns<AddResponse> = {
 
             break;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.duplicate = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2083,6 +2171,7 @@ export const AddResponse: MessageFns<AddResponse> = {
       added: isSet(object.added) ? globalThis.Number(object.added) : 0,
       replica: isSet(object.replica) ? globalThis.String(object.replica) : "",
       counters: globalThis.Array.isArray(object?.counters) ? object.counters.map((e: any) => BigInt(e)) : [],
+      duplicate: isSet(object.duplicate) ? globalThis.Boolean(object.duplicate) : false,
     };
   },
 
@@ -2097,6 +2186,9 @@ export const AddResponse: MessageFns<AddResponse> = {
     if (message.counters?.length) {
       obj.counters = message.counters.map((e) => e.toString());
     }
+    if (message.duplicate !== false) {
+      obj.duplicate = message.duplicate;
+    }
     return obj;
   },
 
@@ -2108,6 +2200,7 @@ export const AddResponse: MessageFns<AddResponse> = {
     message.added = object.added ?? 0;
     message.replica = object.replica ?? "";
     message.counters = object.counters?.map((e) => BigInt(e)) || [];
+    message.duplicate = object.duplicate ?? false;
     return message;
   },
 };
