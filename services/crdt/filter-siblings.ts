@@ -252,6 +252,7 @@ export function siblingOperations<F>(ops: ClientOperations<F>): ClientOperations
             }
             return new FilterSiblings(deltas);
           },
+    retryIds: (s) => (s.retry.params === null ? undefined : s.retry),
     contains: containsAny,
     probabilistic: ops.probabilistic,
     describe(s): StateFigures {

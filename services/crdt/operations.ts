@@ -5,6 +5,7 @@
 // element by element, and the counter has Increment.)
 import type { ObjectType } from "./lattice.js";
 import type { ReplicatedFbfParams } from "./replicated-fbf-params.js";
+import type { ReplicatedFbf } from "./replicated-fbf.js";
 
 /** Parameters of a new key, as the client gave them (0 or undefined: the type's default). */
 export interface CreateParams {
@@ -67,6 +68,8 @@ export interface ClientOperations<S> {
    * otherwise the add and the id's insert, in s and in one delta. Absent: the type's Adds ignore ids.
    */
   addOnce?(s: S, elements: readonly Uint8Array[], env: MutatorEnv, retry: RetryRequest): { duplicate: boolean; delta?: S };
+  /** The retry filter of s's request ids, or undefined when it has none (Query reports it). */
+  retryIds?(s: S): ReplicatedFbf | undefined;
   /** Remove elements from s in place; returns the delta. Absent when the type cannot remove. */
   remove?(s: S, elements: readonly Uint8Array[], env: MutatorEnv): S;
   /** Membership per element (for filters: "maybe present"). */

@@ -184,7 +184,7 @@ export const LIMITS_SETTINGS: SettingGroup = {
       description: "largest encoded state of a key stored whole (filters, counters, awset-prob sets) a node takes in pieces from a peer's full-state stream or an Import; a larger one is skipped (counted as oversized_states) or refused (RESOURCE_EXHAUSTED), and an Add that would grow an awset-prob set or a scalable filter (a new sub-filter) past it is refused (RESOURCE_EXHAUSTED). At least --max-filter-bytes; a key may hold up to 4 filters (siblings)",
       details: "A state larger than half a message travels in pieces of its encoding, gathered in memory before it is checked and joined: this bounds that memory per stream.",
     },
-    { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's request_id; a longer one answers RESOURCE_EXHAUSTED" },
+    { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's or Add's request_id; a longer one answers RESOURCE_EXHAUSTED" },
     {
       flag: "max-clock-skew-ms", env: "DELTASET_MAX_CLOCK_SKEW_MS", path: "maxClockSkewMs", kind: "int", readme: true,
       description: "the most any two nodes' clocks may differ (ms); counters remember request ids for (N+1)·P minus this, an Import counts an export's wait less this against its times to live, and a node that sees a peer's clock further off logs it and counts it in deltaset_clock_skew_reports_total",

@@ -10,6 +10,7 @@ import {
   contextToProto,
   DEFAULT_RETRY_FILTER,
   RetryFilterParamError,
+  type ReplicatedFbf,
   type RetryRequest,
   RetryFilterSizeError,
   decodeBoundOf,
@@ -20,7 +21,7 @@ import {
   retryFilterBytes,
   retryFilterParams,
 } from "../crdt/index.js";
-import type { RetryFilterParams } from "../gen/deltaset/v1/replica.js";
+import type { RetryFilterInfo, RetryFilterParams } from "../gen/deltaset/v1/replica.js";
 import type { KeysRequest, OwnersResponse, QueryRequest, QueryResponse, ReplicaServer } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
 import type { Limits } from "./limits.js";
@@ -103,6 +104,21 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       await store.written();
       return res;
     };
+
+  /** What Query reports of a key's retry filter (a counter's, or a filter key's), undefined without one. */
+  const retryInfo = (f: ReplicatedFbf): RetryFilterInfo | undefined => {
+    const p = f.params;
+    if (p === null) return undefined;
+    return {
+      retentionMs: BigInt(Math.max(0, retentionMs(p) - skewBound)),
+      clockSkewBoundMs: BigInt(skewBound),
+      periodMs: BigInt(p.periodMs),
+      pastEpochs: p.pastEpochs,
+      bits: BigInt(p.m),
+      hashes: p.k,
+      estimatedFalsePositiveRate: f.fppEstimate(now()),
+    };
+  };
 
   /**
    * An Increment's or Add's request id with its retry filter's parameters (checked), or undefined
@@ -214,20 +230,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         const value = counter.value();
         // Only a data directory written before the range checks can hold such a value.
         if (!inInt64(value)) throw outOfRange(`counter "${req.key}" holds ${value}, outside the int64 range counter_value carries; decrement it back into range (deltaset verify lists such keys)`);
-        const p = counter.filter.params;
-        const retryFilter =
-          p === null
-            ? undefined
-            : {
-                retentionMs: BigInt(Math.max(0, retentionMs(p) - skewBound)),
-                clockSkewBoundMs: BigInt(skewBound),
-                periodMs: BigInt(p.periodMs),
-                pastEpochs: p.pastEpochs,
-                bits: BigInt(p.m),
-                hashes: p.k,
-                estimatedFalsePositiveRate: counter.filter.fppEstimate(now()),
-              };
-        return { ...base, counterValue: value, retryFilter };
+        return { ...base, counterValue: value, retryFilter: retryInfo(counter.filter) };
       }
       const elements = collectElements(req.elements, req.texts, limits, { required: false });
       if (elements.length > 0 && req.pageToken.length > 0) {
@@ -235,10 +238,11 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       }
       if (info !== undefined && info.type !== ObjectType.AWSET) {
         const size = req.pageSize === 0 ? limits.defaultPageSize : Math.min(req.pageSize, limits.maxPageSize);
-        const { next, members, ...rest } = await whole.query(req.key, typeName(info.type), elements, { startAfter: startOfPage(req.key, req.pageToken, limits), size });
+        const { next, members, retryIds, ...rest } = await whole.query(req.key, typeName(info.type), elements, { startAfter: startOfPage(req.key, req.pageToken, limits), size });
         return {
           ...base,
           ...rest,
+          retryFilter: retryIds === undefined ? undefined : retryInfo(retryIds),
           members: members.map((m) => withText(m.element, req.withText)),
           nextPageToken: next === undefined ? Buffer.alloc(0) : encodePageToken(req.key, next),
         };

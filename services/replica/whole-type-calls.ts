@@ -3,7 +3,7 @@
 // this kind is served once its operations are registered.
 import { randomBytes } from "node:crypto";
 import { status } from "@grpc/grpc-js";
-import { type CreateParams, FilterParamError, type ObjectType, type RetryRequest, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
+import { type CreateParams, FilterParamError, type ObjectType, type ReplicatedFbf, RetryFilterLattice, type RetryRequest, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
 import { type FilterParams, UnionStrategy as ProtoUnionStrategy } from "../gen/deltaset/v1/types.js";
 import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
@@ -56,6 +56,8 @@ function unionStrategyOf(s: ProtoUnionStrategy): number | undefined {
       throw new FilterParamError(`unknown union_strategy ${String(s)}`);
   }
 }
+
+const cloneIds = (f: ReplicatedFbf | undefined) => (f === undefined ? undefined : RetryFilterLattice.clone(f));
 
 /** The members after startAfter (all when empty or undefined), in element order, and how many there are in all. */
 function membersAfter(all: Buffer[], startAfter: Buffer | undefined): { members: Buffer[]; total: number } {
@@ -175,7 +177,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       name: string,
       elements: Uint8Array[],
       page: { startAfter: Buffer | undefined; size: number },
-    ): Promise<Pick<QueryResponse, "presence" | "filter" | "probabilistic" | "members" | "size"> & { next?: Buffer }> {
+    ): Promise<Pick<QueryResponse, "presence" | "filter" | "probabilistic" | "members" | "size"> & { next?: Buffer; retryIds?: ReplicatedFbf }> {
       const w = await store.wholeState(key);
       if (w === undefined) return { presence: elements.map((element) => ({ element: Buffer.from(element), present: false, dots: [] })), filter: undefined, probabilistic: false, members: [], size: 0n };
       const ops = operations(w.type, name);
@@ -208,6 +210,8 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
         presence: elements.map((element, i) => ({ element: Buffer.from(element), present: present[i]!, dots: [] })),
         filter: figures,
         probabilistic: ops.probabilistic,
+        // A copy: the state is the store's cached one, not to be read after the next await.
+        retryIds: cloneIds(ops.retryIds?.(w.state)),
       };
     },
   };

@@ -54,6 +54,9 @@ describe("an Add to a filter key with a request id", () => {
       const retry = await addWithId(placed, i, key, "client-7:1");
       assert.deepEqual([retry.added, retry.duplicate], [0, true], `the retry through node ${i} is a duplicate`);
     }
+    const q = await filterCalls(placed).query(1, key, ["x"]);
+    assert.equal(q.retryFilter?.periodMs, 60_000n, "Query reports the key's retry filter");
+    assert.ok(q.retryFilter!.retentionMs > 0n);
     const removed = await filterCalls(placed).remove(1, key, ["x"]);
     assert.equal(removed.removed, 1);
     assert.equal(await present(placed, 0, key), false, "one Remove took the only copy");

@@ -366,7 +366,10 @@ export interface QueryResponse {
    * certain for the grow-only filters.
    */
   probabilistic: boolean;
-  /** For a COUNTER key incremented with request ids: its retry filter (unset otherwise). */
+  /**
+   * For a COUNTER key incremented, or a filter key added to, with request ids: its retry filter
+   * (unset otherwise). A filter key reports it to a Query that names elements.
+   */
   retryFilter?: RetryFilterInfo | undefined;
 }
 
