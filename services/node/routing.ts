@@ -67,7 +67,10 @@ export class Router {
   /**
    * A read handler served here, after the key was fetched from its former holders when it must be
    * (a fetch is itself served so, one hop further at most: read-pull.ts). A call its caller gave
-   * up on meanwhile is not served.
+   * up on meanwhile is not served. A read forwarded here fetches a key absent here too: it cannot
+   * move on to another owner, and the forwarder asks the next owner only when its own placement
+   * moved (a member replaced under its id with an empty volume moves nothing in the others' view,
+   * and its reads found keys absent that the other owners held).
    */
   private pulled<C extends { request: { key?: unknown }; metadata: grpc.Metadata; cancelled: boolean }, Rest extends unknown[]>(
     local: (call: C, ...rest: Rest) => void,
@@ -77,7 +80,7 @@ export class Router {
       const pull = this.pull;
       const key = call.request.key;
       if (pull === undefined || typeof key !== "string") return local(call, ...rest);
-      const absentToo = observes?.(call.request) === true;
+      const absentToo = observes === undefined ? call.metadata.get(FORWARDED_BY).length > 0 : observes(call.request);
       if (observes !== undefined && !absentToo) return local(call, ...rest);
       void pull.before(key, call.metadata.get("authorization"), ReadPull.hopOf(call.metadata), absentToo).then(() => {
         if (!call.cancelled) local(call, ...rest);
