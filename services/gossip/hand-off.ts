@@ -200,6 +200,10 @@ export class HandOff {
     this.running = true;
     try {
       await this.handOverRemoves();
+      // A leaving node drops nothing: its copies stay on its disk whatever it drops, and dropping
+      // (deleting keys, drawing replica ids) took seconds of a loaded node's leave timeout from
+      // shipping what only it held (two nodes leaving together ran out of it with partitions unshipped).
+      if (this.o.ownership.leaving) return;
       // Each partition is checked again as its drop starts and before each key: dropping one
       // takes a while, and writes or placement changes meanwhile void what was acknowledged.
       for (const r of this.ready()) await this.drop(r);

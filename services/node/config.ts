@@ -223,7 +223,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   logLevel: "info",
   tracing: "off",
   drainTimeoutMs: 20_000,
-  leaveTimeoutMs: 5_000,
+  leaveTimeoutMs: 15_000,
   maxPendingRemoves: 10_000,
   maxRemoveUnseenDots: 1_000_000,
   maxClockSkewMs: 2000,

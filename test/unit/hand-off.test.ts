@@ -107,6 +107,21 @@ describe("hand-off: a partition not owned here is dropped only once its owners a
     await store.close();
   });
 
+  it("a leaving node drops nothing, though its partitions' owners acked them", async () => {
+    const { store, own, engine } = await setup("leaving");
+    const e = engine();
+    const h = new HandOff({ store, engine: e, ownership: own, log: createLogger("error"), graceMs: 0, now: () => 5000 });
+    const gone = keyWhere((p) => !own.owns(p), "gone", P);
+    await writeBuffered(store, e, gone);
+    ackAll(own, e, partitionOf(gone, P));
+    assert.deepEqual(h.ready().map((r) => r.partition), [partitionOf(gone, P)], "ready to drop");
+    own.startLeaving();
+    await h.run();
+    assert.equal(await held(store, gone), true, "kept while leaving");
+    assert.equal(h.counters.partitionsDropped, 0);
+    await store.close();
+  });
+
   it("counts an owner's ack only if that owner was heard since the placement last changed (a node killed a moment ago is an owner until suspected)", async () => {
     const { store, own, engine } = await setup("heard");
     const e = engine();

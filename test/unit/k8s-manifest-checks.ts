@@ -195,9 +195,11 @@ export interface WiringExpectations {
   uid: number;
   /** The node's drain time after SIGTERM, in seconds. */
   drainSeconds: number;
+  /** The node's default --leave-timeout-ms, in s: after the drain it may ship this long before it leaves. */
+  leaveSeconds: number;
 }
 
-export const NODE_EXPECTATIONS: WiringExpectations = { container: "deltaset", uid: 10001, drainSeconds: 20 };
+export const NODE_EXPECTATIONS: WiringExpectations = { container: "deltaset", uid: 10001, drainSeconds: 20, leaveSeconds: 15 };
 
 /** The StatefulSet, ConfigMap, Services, probes, PDB and NetworkPolicy fit together. */
 export function wiringProblems(objects: K8sObject[], expect: WiringExpectations = NODE_EXPECTATIONS): string[] {
@@ -305,7 +307,8 @@ export function wiringProblems(objects: K8sObject[], expect: WiringExpectations 
   if (!c.resources?.requests || !c.resources?.limits) problems.push("node container has no resource requests and limits");
 
   const grace = podSpec.terminationGracePeriodSeconds;
-  if (typeof grace !== "number" || grace <= expect.drainSeconds) problems.push(`terminationGracePeriodSeconds ${grace} leaves no margin over the ${expect.drainSeconds} s drain`);
+  const stopping = expect.drainSeconds + expect.leaveSeconds;
+  if (typeof grace !== "number" || grace <= stopping) problems.push(`terminationGracePeriodSeconds ${grace} leaves no margin over the ${expect.drainSeconds} s drain and ${expect.leaveSeconds} s leave`);
 
   const pdb = findObject(objects, "PodDisruptionBudget");
   if (!pdb) problems.push("no PodDisruptionBudget");

@@ -134,7 +134,7 @@ test("base: namespace-agnostic, with the expected objects", () => {
   );
   const s = sts(objs);
   assert.equal(s.spec.serviceName, "deltaset-peers");
-  assert.equal(s.spec.template.spec.terminationGracePeriodSeconds, 30);
+  assert.equal(s.spec.template.spec.terminationGracePeriodSeconds, 45);
   assert.deepEqual(s.spec.volumeClaimTemplates.map((v: { metadata: { name: string } }) => v.metadata.name), ["data"]);
   const cm = findObject(objs, "ConfigMap");
   assert.deepEqual(Object.keys(cm?.data ?? {}).sort(), ["DELTASET_CLUSTER", "DELTASET_DATA_DIR", "DELTASET_INSECURE_CLIENTS", "DELTASET_LISTEN", "DELTASET_METRICS_EXPOSE", "DELTASET_METRICS_LISTEN", "DELTASET_PARTITIONS"]);
@@ -339,7 +339,7 @@ test("wiring checker: each broken link is reported", () => {
     ["root fs", (o) => (nodeContainer(o).securityContext.readOnlyRootFilesystem = false), /root filesystem is not read-only/],
     ["tmp", (o) => (nodeContainer(o).volumeMounts = nodeContainer(o).volumeMounts.filter((m: { name: string }) => m.name !== "tmp")), /no writable \/tmp/],
     ["uid", (o) => (sts(o).spec.template.spec.securityContext.runAsUser = 1000), /runAsUser 1000 is not the image's uid 10001/],
-    ["grace", (o) => (sts(o).spec.template.spec.terminationGracePeriodSeconds = 20), /terminationGracePeriodSeconds 20 leaves no margin/],
+    ["grace", (o) => (sts(o).spec.template.spec.terminationGracePeriodSeconds = 35), /terminationGracePeriodSeconds 35 leaves no margin/],
     ["service links", (o) => delete sts(o).spec.template.spec.enableServiceLinks, /enableServiceLinks/],
     ["pod management", (o) => (sts(o).spec.podManagementPolicy = "OrderedReady"), /podManagementPolicy is not Parallel/],
     ["pdb", (o) => ((findObject(o, "PodDisruptionBudget") as K8sObject).spec.maxUnavailable = 2), /maxUnavailable is 2/],
