@@ -23,10 +23,13 @@ export class FilterMismatchError extends JoinConflictError {
 /** A cuckoo insert ran out of its kick quota. The filter was left unchanged. */
 export class FilterFullError extends Error {
   override readonly name = "FilterFullError";
-  constructor(kind: string, maxKicks: number, capacitySlots: number) {
+  /** why: a message of its own, when the cause is not the table running out of room. */
+  constructor(kind: string, maxKicks: number, capacitySlots: number, why?: string) {
     super(
-      `${kind} is full: no free slot after ${maxKicks} kicks (${capacitySlots} slots); the filter is ` +
-        `unchanged. Build it with a larger capacity, or use the scalable variant (Sc${kind}), which adds sub-filters`,
+      why !== undefined
+        ? `${kind} cannot take this element: ${why}`
+        : `${kind} is full: no free slot after ${maxKicks} kicks (${capacitySlots} slots); the filter is ` +
+            `unchanged. Build it with a larger capacity, or use the scalable variant (Sc${kind}), which adds sub-filters`,
     );
   }
 }

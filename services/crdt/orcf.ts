@@ -24,6 +24,7 @@ import { DecodeError } from "./errors.js";
 import {
   ByteReader,
   ByteWriter,
+  FilterFullError,
   FilterKind,
   FilterParamError,
   type Random,
@@ -210,7 +211,19 @@ export class Orcf {
     const tag = makeDot(replica, mintCounters(replica, this.h.max(replica)));
     const { i1, fp } = cuckooHash(p, element);
     const entry: OrcfTagged = { fp, replica, t: tag.counter };
-    const placed = this.t.insert("ORCF", i1, entry, random, keep);
+    let placed: number;
+    try {
+      placed = this.t.insert("ORCF", i1, entry, random, keep);
+    } catch (err) {
+      // Every copy of an element sits in one of its two buckets: 2·c copies fill them, whatever
+      // the capacity, and no kick can move a copy elsewhere. Said so, rather than "full".
+      const i2 = altIndex(p, i1, fp);
+      const copies = [...new Set([i1, i2])].reduce((n, i) => n + this.t!.bucket(i).filter((x) => x.fp === fp).length, 0);
+      if (err instanceof FilterFullError && copies >= 2 * p.bucketSize) {
+        throw new FilterFullError("ORCF", p.maxKicks, 0, `the element already has ${copies} copies, all its two buckets of ${p.bucketSize} hold (one per Add not yet removed); the filter is unchanged. Remove a copy first, or give Adds a request_id so that retries store none`);
+      }
+      throw err;
+    }
     if (keep) {
       this.h.addDot(tag);
       this.index?.set(replica, tag.counter, { bucket: placed, e: entry });

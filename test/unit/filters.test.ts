@@ -275,6 +275,15 @@ function varint(n: number): number[] {
 }
 
 describe("ORCF", () => {
+  it("holds at most two buckets' worth of copies of one element, whatever its capacity, and says so", () => {
+    const s = Orcf.empty(cuckooParamsFor(1_000_000, 0.01));
+    const rnd = seededRandom(4);
+    const x = new TextEncoder().encode("x");
+    for (let i = 0; i < 8; i++) s.addInPlace(x, "r", rnd);
+    assert.throws(() => s.addInPlace(x, "r", rnd), (e: Error) => e instanceof FilterFullError && /already has 8 copies/.test(e.message) && !/larger capacity/.test(e.message));
+    assert.equal(s.count, 8, "the refused Add changed nothing");
+  });
+
   const p = cuckooParams(64, 12);
   const r = seededRandom(11);
 

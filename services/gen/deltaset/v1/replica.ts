@@ -209,7 +209,7 @@ export interface AddRequest {
    * as for Increment. Filter keys (GBF, GCF, ORCF and the scalable series) remember the ids of
    * their Adds in a retry filter, like a counter's: a retry with the same id within the key's
    * retention window is acknowledged with duplicate and applied once, whichever node it reaches
-   * (a cuckoo filter stores one more copy per Add, so a retried Add would otherwise take two
+   * (an ORCF stores one more copy per Add, so a retried Add would otherwise take two
    * Removes to go). A fresh id wrongly taken for a retry (about the filter's false-positive rate)
    * is not applied. AWSET and AWSET_PROB keys record no ids: an element added twice reads as added
    * once. At most the node's --max-request-id-bytes bytes of UTF-8; empty: every call is applied.
@@ -4708,8 +4708,9 @@ export const ReplicaService = {
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
    * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
    * elements into the filter at key (created on first use with the given parameters); a cuckoo
-   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. A cuckoo filter (GCF, ORCF
-   * and their scalable series) stores one more copy of an element at each Add, a retry included.
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. An ORCF or SCORCF stores one
+   * more copy of an element at each Add (at most 2·bucket_size copies of one element), a retry
+   * included unless the Add carries a request_id; a GCF stores none for an element it already has.
    */
   add: {
     path: "/deltaset.v1.Replica/Add" as const,
@@ -4949,8 +4950,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
    * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
    * elements into the filter at key (created on first use with the given parameters); a cuckoo
-   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. A cuckoo filter (GCF, ORCF
-   * and their scalable series) stores one more copy of an element at each Add, a retry included.
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. An ORCF or SCORCF stores one
+   * more copy of an element at each Add (at most 2·bucket_size copies of one element), a retry
+   * included unless the Add carries a request_id; a GCF stores none for an element it already has.
    */
   add: handleUnaryCall<AddRequest, AddResponse>;
   /**
@@ -5086,8 +5088,9 @@ export interface ReplicaClient extends Client {
    * Add elements to the add-wins set at key (created on first use). Idempotent per call:
    * repeating the call adds no new elements, only refreshes their dots. With a filter type, insert
    * elements into the filter at key (created on first use with the given parameters); a cuckoo
-   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. A cuckoo filter (GCF, ORCF
-   * and their scalable series) stores one more copy of an element at each Add, a retry included.
+   * filter with no room answers RESOURCE_EXHAUSTED, changing nothing. An ORCF or SCORCF stores one
+   * more copy of an element at each Add (at most 2·bucket_size copies of one element), a retry
+   * included unless the Add carries a request_id; a GCF stores none for an element it already has.
    */
   add(request: AddRequest, callback: (error: ServiceError | null, response: AddResponse) => void): ClientUnaryCall;
   add(
