@@ -68,6 +68,8 @@ const TOKEN_CHARS = /^[\x21-\x7e]+$/;
 /** Parse a tokens file: `[scope[,scope]] <token>` per line; blank lines and # comments skipped. */
 export function parseTokens(text: string, where: string): TokenEntry[] {
   const tokens: TokenEntry[] = [];
+  /** The line of each entry of tokens. */
+  const lines: number[] = [];
   text.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
@@ -83,7 +85,15 @@ export function parseTokens(text: string, where: string): TokenEntry[] {
       if (unknown.length > 0 || named.length === 0) throw new ConfigError(`${where} line ${i + 1}: scopes are a comma-separated list of read, write, admin`);
       scopes = named as Scope[];
     }
-    tokens.push({ token, scopes });
+    // The same token twice with other scopes: which line an operator meant is not for us to guess.
+    const earlier = tokens.findIndex((t) => t.token === token);
+    if (earlier >= 0 && [...tokens[earlier]!.scopes].sort().join() !== [...scopes].sort().join()) {
+      throw new ConfigError(`${where} line ${i + 1}: the same token as line ${lines[earlier]} with other scopes; list a token once`);
+    }
+    if (earlier < 0) {
+      tokens.push({ token, scopes });
+      lines.push(i + 1);
+    }
   });
   if (tokens.length === 0) throw new ConfigError(`${where} holds no token ("[scopes] <token>" per line, # starts a comment)`);
   return tokens;

@@ -148,6 +148,10 @@ describe("token scopes", () => {
     assert.throws(() => parseTokens("root secret-token\n", "f"), (e: Error) => /line 1/.test(e.message) && !e.message.includes("secret"));
     assert.throws(() => parseTokens("read a b\n", "f"), ConfigError);
   });
+  it("refuse a token listed twice with other scopes, naming both lines and not the token; the same line twice is one entry", () => {
+    assert.throws(() => parseTokens("read dup-token\n# x\nadmin dup-token\n", "f"), (e: Error) => e instanceof ConfigError && /line 3: the same token as line 1/.test(e.message) && !e.message.includes("dup-token"));
+    assert.deepEqual(parseTokens("read,write t\nwrite,read t\n", "f").map((e) => e.token), ["t"]);
+  });
   it("grant admin every scope and map methods to scopes (unknown client methods need admin)", () => {
     const set = new TokenSet(parseTokens("read r\nadmin a\n", "f"));
     assert.deepEqual([...set.scopesOf("r")], ["read"]);
