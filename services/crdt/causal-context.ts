@@ -178,6 +178,21 @@ export class CausalContext {
     return out;
   }
 
+  /**
+   * Some dot is in both contexts. Costs about the smaller side: its replicas are looked up in the
+   * other, and each of its ranges found there by binary search.
+   */
+  intersects(other: CausalContext): boolean {
+    const [small, large] = this.byReplica.size <= other.byReplica.size ? [this, other] : [other, this];
+    for (const [r, a] of small.byReplica) {
+      const b = large.byReplica.get(r);
+      if (b === undefined) continue;
+      const [few, many] = a.length <= b.length ? [a, b] : [b, a];
+      for (let i = 0; i < few.length; i += 2) if (overlaps(many, few[i]!, few[i + 1]!)) return true;
+    }
+    return false;
+  }
+
   /** The dots in both contexts. */
   intersect(other: CausalContext): CausalContext {
     return this.subtract(this.subtract(other));
@@ -252,6 +267,19 @@ function mergeRanges(a: Ranges, b: Ranges): Ranges {
     }
   }
   return out;
+}
+
+/** Some range of the list meets first..last. */
+function overlaps(ranges: Ranges, first: number, last: number): boolean {
+  // The first range ending at or after first: it meets first..last unless it starts after last.
+  let lo = 0;
+  let hi = ranges.length / 2;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ranges[2 * mid + 1]! < first) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < ranges.length / 2 && ranges[2 * lo]! <= last;
 }
 
 /** Index of the range containing x (even index into the flat list), or -1. */

@@ -162,6 +162,10 @@ export interface NodeConfig {
   maxPendingRemoves: number;
   /** Most dots not yet received here that one Remove's context may name. */
   maxRemoveUnseenDots: number;
+  /** Most replica ids of adds not received here that one element's deferred remove may wait for. */
+  maxRemoveUnseenReplicas: number;
+  /** Most bytes of all deferred removes kept here (key, element and unseen context of each). */
+  maxPendingRemoveBytes: number;
   /**
    * B: the most any two nodes' clocks are assumed to differ (ms). Counters' retry filters remember
    * request ids for (N+1)·P - B; a received filter that puts its sender further away is reported.
@@ -226,6 +230,8 @@ export const DEFAULT_CONFIG: NodeConfig = {
   leaveTimeoutMs: 15_000,
   maxPendingRemoves: 10_000,
   maxRemoveUnseenDots: 1_000_000,
+  maxRemoveUnseenReplicas: 4096,
+  maxPendingRemoveBytes: 16 * 1024 * 1024,
   maxClockSkewMs: 2000,
   limits: {
     maxKeyBytes: 1024,
@@ -511,6 +517,12 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.maxRemoveUnseenDots) && c.maxRemoveUnseenDots >= 0)) {
     throw new ConfigError(`maxRemoveUnseenDots (--max-remove-unseen-dots) must be a non-negative integer, not ${c.maxRemoveUnseenDots}`);
+  }
+  if (!(Number.isInteger(c.maxRemoveUnseenReplicas) && c.maxRemoveUnseenReplicas >= 0)) {
+    throw new ConfigError(`maxRemoveUnseenReplicas (--max-remove-unseen-replicas) must be a non-negative integer, not ${c.maxRemoveUnseenReplicas}`);
+  }
+  if (!(Number.isInteger(c.maxPendingRemoveBytes) && c.maxPendingRemoveBytes >= 0)) {
+    throw new ConfigError(`maxPendingRemoveBytes (--max-pending-remove-bytes) must be a non-negative integer, not ${c.maxPendingRemoveBytes}`);
   }
   if (!(Number.isInteger(c.maxConcurrentStreams) && c.maxConcurrentStreams >= 1 && c.maxConcurrentStreams <= 2 ** 31 - 1)) {
     throw new ConfigError(`maxConcurrentStreams (--max-concurrent-streams) must be an integer from 1 to 2147483647, not ${c.maxConcurrentStreams}`);

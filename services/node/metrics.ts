@@ -117,6 +117,9 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const pendingRemoves = meter.createObservableGauge("deltaset_pending_removes", {
     description: "Elements whose Remove waits for adds its context covers that have not arrived here yet",
   });
+  const pendingRemoveBytes = meter.createObservableGauge("deltaset_pending_remove_bytes", {
+    description: "Bytes of the deferred removes kept here (key, element and the context each waits for; bounded by --max-pending-remove-bytes)",
+  });
   const refusedJoins = meter.createObservableCounter("deltaset_counter_joins_refused", {
     description: "Counter joins (Merge, gossip) refused because the result would leave int64",
   });
@@ -158,6 +161,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(headers, s.cachedHeaders);
       r.observe(refusedJoins, s.counterJoinsRefused);
       r.observe(pendingRemoves, s.pendingRemoves);
+      r.observe(pendingRemoveBytes, s.pendingRemoveBytes);
       r.observe(stateCacheReads, s.stateCache.hits, { result: "hit" });
       r.observe(stateCacheReads, s.stateCache.misses, { result: "miss" });
       r.observe(stateCacheBytes, s.stateCache.estimatedBytes);
@@ -166,7 +170,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(presenceSkipped, s.presence.skipped);
       r.observe(presenceBytes, s.presence.bytes);
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog, presenceSkipped, presenceBytes],
+    [batches, writes, headers, refusedJoins, pendingRemoves, pendingRemoveBytes, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog, presenceSkipped, presenceBytes],
   );
 }
 

@@ -129,6 +129,8 @@ export async function startNode(
     keyTypes: KeyTypeRules.parse(config.keyTypes),
     maxPendingRemoves: config.maxPendingRemoves,
     maxRemoveUnseenDots: config.maxRemoveUnseenDots,
+    maxRemoveUnseenReplicas: config.maxRemoveUnseenReplicas,
+    maxPendingRemoveBytes: config.maxPendingRemoveBytes,
     writeBufferBytes: config.storage.writeBufferBytes,
     cacheBytes: config.storage.cacheBytes,
     stateCacheBytes: config.storage.stateCacheBytes,

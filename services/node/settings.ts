@@ -198,6 +198,16 @@ export const LIMITS_SETTINGS: SettingGroup = {
       description: "dots not yet received here that one Remove's context may name (they wait as a deferred remove); more answers RESOURCE_EXHAUSTED and changes nothing",
       details: "A context naming dots far ahead of what any replica made (a client's mistake, or a forged one) would wait for good and remove every later add of the element those dots name. Dots a lagging node has not received yet are what it is for: the default allows a million.",
     },
+    {
+      flag: "max-remove-unseen-replicas", env: "DELTASET_MAX_REMOVE_UNSEEN_REPLICAS", path: "maxRemoveUnseenReplicas", kind: "int",
+      description: "replica ids of adds not yet received here that one element's deferred remove may wait for (the Remove's context, joined with what the element already waits for); more answers RESOURCE_EXHAUSTED and changes nothing",
+      details: "A key's context names one replica id per start of each node that wrote it, so a node that lags misses a handful. Each one kept costs memory (and time to keep it, on the Remove and when its adds arrive) for as long as its adds have not come, and adds of replica ids that never were never come: without this bound, one Remove naming many thousands of them would keep megabytes per element for good.",
+    },
+    {
+      flag: "max-pending-remove-bytes", env: "DELTASET_MAX_PENDING_REMOVE_BYTES", path: "maxPendingRemoveBytes", kind: "int", readme: true,
+      description: "bytes of all deferred removes kept here together (each element's record: key, element and the context it waits for, as stored; held in memory too); a Remove that would pass it answers RESOURCE_EXHAUSTED and changes nothing",
+      details: "A record's bytes are what the data directory holds for it; in memory it takes up to about five times as much (a context of many replica ids), so the default keeps them below about 100 MB. Records kept before a restart with a lower value are all kept; Removes that would keep more are refused until the total is back under it.",
+    },
   ],
 };
 

@@ -13,8 +13,12 @@
 //
 // Records are durable, written in the same batch as the operation that changes them:
 //   0x00 'R' esc(key) esc(element) → the unseen context (protobuf CausalContext).
-// All of them are also held in memory (their number is bounded by a setting), so a join reads
-// nothing to learn whether its key has any.
+// All of them are also held in memory, so a join reads nothing to learn whether its key has any.
+// Settings bound them before anything is stored: the elements waiting, the dots one Remove names
+// that are not here, the replica ids one element's record waits for, and the bytes of all records
+// (key, element and unseen context, as stored). A real key's context names a handful of replica
+// ids (one per start of a node that wrote it); a context naming thousands of never-seen ones
+// would otherwise be kept, per element, for good (those adds never come).
 import type { StoreDb } from "./db.js";
 import { CausalContext, type Dot, type ElementKey, contextFromProto, elementBytes, encodeContext, elementKey } from "../crdt/index.js";
 import { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
@@ -52,28 +56,54 @@ function encodeUnseen(c: CausalContext): Buffer {
   return encodeContext(c);
 }
 
-export class PendingRemoves {
-  private readonly byKey = new Map<string, Map<ElementKey, CausalContext>>();
-  private count = 0;
+function tooManyReplicas(n: number, limit: number, retry: string, joined = ""): PendingRemovesFullError {
+  return new PendingRemovesFullError(
+    `the Remove's context${joined} names adds of ${n} replica ids this node has not received (limit ${limit}, --max-remove-unseen-replicas); ${retry}`,
+  );
+}
 
-  private constructor(
-    private readonly limit: number,
-    private readonly maxUnseenDots: number,
-  ) {}
+export interface PendingRemoveLimits {
+  /** Elements with a pending remove (--max-pending-removes). */
+  maxElements: number;
+  /** Dots not yet received here that one Remove may name (--max-remove-unseen-dots). */
+  maxUnseenDots: number;
+  /** Replica ids of adds not received here that one element's record may wait for (--max-remove-unseen-replicas). */
+  maxUnseenReplicas: number;
+  /** Bytes of all records together: key, element and unseen context (--max-pending-remove-bytes). */
+  maxBytes: number;
+}
+
+/** A pending remove of one element: the dots it waits for, and the bytes of its record. */
+interface Pending {
+  unseen: CausalContext;
+  bytes: number;
+}
+
+export class PendingRemoves {
+  private readonly byKey = new Map<string, Map<ElementKey, Pending>>();
+  private count = 0;
+  private totalBytes = 0;
+
+  private constructor(private readonly limits: PendingRemoveLimits) {}
 
   /**
-   * Load every pending remove of a data directory. limit: elements with a pending remove;
-   * maxUnseenDots: dots not yet received here that one Remove may name.
+   * Load every pending remove of a data directory. Records past the limits (lowered since they
+   * were kept) are all loaded: the limits refuse new ones only.
    */
-  static async load(db: StoreDb, limit: number, maxUnseenDots: number): Promise<PendingRemoves> {
-    const p = new PendingRemoves(limit, maxUnseenDots);
+  static async load(db: StoreDb, limits: PendingRemoveLimits): Promise<PendingRemoves> {
+    const p = new PendingRemoves(limits);
     const range = { gte: Buffer.from([META, PENDING]), lt: Buffer.from([META, PENDING + 1]) };
     for await (const [k, v] of db.iterator(range)) {
       const key = unescapeBytes(k, 2);
       const el = unescapeBytes(k, key.next);
-      p.set(key.bytes.toString("utf8"), elementKey(el.bytes), contextFromProto(CausalContextMsg.decode(v)));
+      p.set(key.bytes.toString("utf8"), elementKey(el.bytes), contextFromProto(CausalContextMsg.decode(v)), k.length + v.length);
     }
     return p;
+  }
+
+  /** Bytes of all pending-remove records (key, element and unseen context). */
+  bytes(): number {
+    return this.totalBytes;
   }
 
   /** Elements with a pending remove, on this key or (no key) in all. */
@@ -86,34 +116,53 @@ export class PendingRemoves {
   }
 
   /**
-   * Throws PendingRemovesFullError unless the elements not yet pending on key still fit under the
-   * limit, and the Remove names at most maxUnseenDots dots not received here: a context naming
-   * dots far ahead of any this node has seen (or of replicas that never were) would wait for good,
-   * removing every later add of the element that those dots name.
+   * Throws PendingRemovesFullError unless deferring the removes of eks for `unseen` stays within
+   * every limit: the Remove names at most maxUnseenDots dots not received here (a context naming
+   * dots far ahead of any this node has seen, or of replicas that never were, would wait for good,
+   * removing every later add of the element that those dots name); each element's record, joined
+   * with what it already waits for, names at most maxUnseenReplicas replica ids; the elements not
+   * yet pending fit under maxElements, and the records' bytes under maxBytes. Checked element by
+   * element, stopping at the first past a limit, so a refusal costs no more than what fits.
    */
   checkRoom(key: string, eks: readonly ElementKey[], unseen: CausalContext): void {
+    const retry = "send the Remove to the node you read from, or retry once replication has caught up";
+    const replicas = unseen.size().replicas;
+    if (replicas > this.limits.maxUnseenReplicas) throw tooManyReplicas(replicas, this.limits.maxUnseenReplicas, retry);
     const dots = unseen.dotCount();
-    if (dots > this.maxUnseenDots) {
-      throw new PendingRemovesFullError(
-        `the Remove's context names ${dots} dots this node has not received (limit ${this.maxUnseenDots}, --max-remove-unseen-dots); ` +
-          `send the Remove to the node you read from, or retry once replication has caught up`,
-      );
+    if (dots > this.limits.maxUnseenDots) {
+      throw new PendingRemovesFullError(`the Remove's context names ${dots} dots this node has not received (limit ${this.limits.maxUnseenDots}, --max-remove-unseen-dots); ${retry}`);
     }
     const mine = this.byKey.get(key);
     const fresh = new Set(eks.filter((ek) => mine?.has(ek) !== true)).size;
-    if (this.count + fresh > this.limit) {
-      throw new PendingRemovesFullError(
-        `${this.count} removes already wait here for adds not yet received (limit ${this.limit}, --max-pending-removes); ` +
-          `send the Remove to the node you read from, or retry once replication has caught up`,
-      );
+    if (this.count + fresh > this.limits.maxElements) {
+      throw new PendingRemovesFullError(`${this.count} removes already wait here for adds not yet received (limit ${this.limits.maxElements}, --max-pending-removes); ${retry}`);
+    }
+    let bytes = this.totalBytes;
+    let unseenBytes: number | undefined; // of a record holding just `unseen`, the same for every new element
+    for (const ek of new Set(eks)) {
+      const cur = mine?.get(ek);
+      let size: number;
+      if (cur === undefined) {
+        size = recordKey(key, ek).length + (unseenBytes ??= encodeUnseen(unseen).length);
+      } else {
+        const joined = cur.unseen.join(unseen);
+        const n = joined.size().replicas;
+        if (n > this.limits.maxUnseenReplicas) throw tooManyReplicas(n, this.limits.maxUnseenReplicas, retry, " with the removes it already waits for");
+        size = recordKey(key, ek).length + encodeUnseen(joined).length - cur.bytes;
+      }
+      bytes += size;
+      if (bytes > this.limits.maxBytes) {
+        throw new PendingRemovesFullError(
+          `the removes waiting here for adds not yet received would take more than ${this.limits.maxBytes} bytes (now ${this.totalBytes}; limit --max-pending-remove-bytes); ${retry}`,
+        );
+      }
     }
   }
 
   /** Keep a remove of element ek for the dots of `unseen` (joined with any earlier one). */
   defer(key: string, ek: ElementKey, unseen: CausalContext, ops: BatchOp[]): void {
-    const joined = (this.byKey.get(key)?.get(ek)?.clone() ?? new CausalContext()).joinInPlace(unseen);
-    this.set(key, ek, joined);
-    ops.push({ type: "put", key: recordKey(key, ek), value: encodeUnseen(joined) });
+    const joined = (this.byKey.get(key)?.get(ek)?.unseen.clone() ?? new CausalContext()).joinInPlace(unseen);
+    this.put(key, ek, joined, ops);
   }
 
   /**
@@ -125,17 +174,19 @@ export class PendingRemoves {
     const hits = new Map<ElementKey, Dot[]>();
     const mine = this.byKey.get(key);
     if (mine === undefined) return hits;
-    for (const [ek, unseen] of [...mine]) {
+    for (const [ek, { unseen }] of [...mine]) {
+      // None of the adds it waits for is here yet (the usual case for all but the element just
+      // joined): no live dot is in unseen, as the key's context holds every live dot, and nothing
+      // leaves it. Decided in the size of the smaller context, not of unseen, which may be large.
+      if (!unseen.intersects(seen)) continue;
       const hit = (await dotsOf(ek)).filter((d) => unseen.containsDot(d));
       if (hit.length > 0) hits.set(ek, hit);
       const rest = unseen.subtract(seen);
-      if (rest.equals(unseen)) continue;
       if (rest.isEmpty()) {
         this.delete(key, ek);
         ops.push({ type: "del", key: recordKey(key, ek) });
       } else {
-        this.set(key, ek, rest);
-        ops.push({ type: "put", key: recordKey(key, ek), value: encodeUnseen(rest) });
+        this.put(key, ek, rest, ops);
       }
     }
     return hits;
@@ -148,7 +199,7 @@ export class PendingRemoves {
 
   /** The pending removes of a key: each element and the dots of adds it still waits for. */
   of(key: string): Array<{ element: Buffer; unseen: CausalContext }> {
-    return [...(this.byKey.get(key) ?? [])].map(([ek, unseen]) => ({ element: Buffer.from(elementBytes(ek)), unseen: unseen.clone() }));
+    return [...(this.byKey.get(key) ?? [])].map(([ek, { unseen }]) => ({ element: Buffer.from(elementBytes(ek)), unseen: unseen.clone() }));
   }
 
   /**
@@ -158,23 +209,36 @@ export class PendingRemoves {
   forget(key: string, element: Uint8Array, unseen: CausalContext, ops: BatchOp[]): boolean {
     const ek = elementKey(element);
     const cur = this.byKey.get(key)?.get(ek);
-    if (cur === undefined || !cur.equals(unseen)) return false;
+    if (cur === undefined || !cur.unseen.equals(unseen)) return false;
     this.delete(key, ek);
     ops.push({ type: "del", key: recordKey(key, ek) });
     return true;
   }
 
-  private set(key: string, ek: ElementKey, c: CausalContext): void {
+  /** Record (in memory and in ops) that ek of key waits for the dots of unseen. */
+  private put(key: string, ek: ElementKey, unseen: CausalContext, ops: BatchOp[]): void {
+    const k = recordKey(key, ek);
+    const value = encodeUnseen(unseen);
+    this.set(key, ek, unseen, k.length + value.length);
+    ops.push({ type: "put", key: k, value });
+  }
+
+  private set(key: string, ek: ElementKey, unseen: CausalContext, bytes: number): void {
     let mine = this.byKey.get(key);
     if (mine === undefined) this.byKey.set(key, (mine = new Map()));
-    if (!mine.has(ek)) this.count++;
-    mine.set(ek, c);
+    const cur = mine.get(ek);
+    if (cur === undefined) this.count++;
+    this.totalBytes += bytes - (cur?.bytes ?? 0);
+    mine.set(ek, { unseen, bytes });
   }
 
   private delete(key: string, ek: ElementKey): void {
     const mine = this.byKey.get(key);
-    if (mine?.delete(ek) !== true) return;
+    const cur = mine?.get(ek);
+    if (mine === undefined || cur === undefined) return;
+    mine.delete(ek);
     this.count--;
+    this.totalBytes -= cur.bytes;
     if (mine.size === 0) this.byKey.delete(key);
   }
 }

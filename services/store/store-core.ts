@@ -126,6 +126,8 @@ export abstract class StoreCore {
     busyKeys: number;
     counterJoinsRefused: number;
     pendingRemoves: number;
+    /** Bytes of the deferred-remove records (key, element and unseen context of each). */
+    pendingRemoveBytes: number;
     /** Increments with a request id answered as retries, not applied again. */
     retriesAbsorbed: number;
     /** Received retry filters that put their sender's clock beyond the skew bound, by direction. */
@@ -147,6 +149,7 @@ export abstract class StoreCore {
       busyKeys: this.lock.busy,
       counterJoinsRefused: this.joinsRefused,
       pendingRemoves: this.env.pending.size(),
+      pendingRemoveBytes: this.env.pending.bytes(),
       retriesAbsorbed: this.retriesAbsorbed,
       clockSkewReports: { ...this.skewReports },
       expiredDots: this.expiredDots,

@@ -82,6 +82,10 @@ export interface StoreOptions {
   maxPendingRemoves?: number;
   /** Most dots not yet received here that one Remove's context may name (pending-removes.ts). */
   maxRemoveUnseenDots?: number;
+  /** Most replica ids of adds not received here one element's deferred remove may wait for (pending-removes.ts). */
+  maxRemoveUnseenReplicas?: number;
+  /** Most bytes of all deferred-remove records together (pending-removes.ts). */
+  maxPendingRemoveBytes?: number;
   /** Told when a join was refused because its result would break the type's bounds (counters out of int64). */
   onCounterJoinRefused?: (e: { key: string; reason: string }) => void;
   /** The clock (default Date.now; simulations pass theirs): what received retry filters are compared with, and what adds with a time to live expire on. */

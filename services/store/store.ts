@@ -53,6 +53,8 @@ export class Store extends StoreCore {
       removeLookupLimit: 4096,
       maxPendingRemoves: 10_000,
       maxRemoveUnseenDots: 1_000_000,
+      maxRemoveUnseenReplicas: 4096,
+      maxPendingRemoveBytes: 16 * 1024 * 1024,
       writeBufferBytes: 4 * 1024 * 1024,
       cacheBytes: 8 * 1024 * 1024,
       upgrade: true,
@@ -62,7 +64,12 @@ export class Store extends StoreCore {
     };
     const opened = await openStoreDb(opts);
     try {
-      const pending = await PendingRemoves.load(opened.db, opts.maxPendingRemoves, opts.maxRemoveUnseenDots);
+      const pending = await PendingRemoves.load(opened.db, {
+        maxElements: opts.maxPendingRemoves,
+        maxUnseenDots: opts.maxRemoveUnseenDots,
+        maxUnseenReplicas: opts.maxRemoveUnseenReplicas,
+        maxBytes: opts.maxPendingRemoveBytes,
+      });
       return new Store(opened.db, opened.nodeId, opened.replicaId, opened.partitions, opts, pending);
     } catch (err) {
       await opened.db.close();
