@@ -266,7 +266,9 @@ export interface RemoveResponse {
   /**
    * Elements whose remove is deferred: the context covers adds this node has not received yet
    * (another node took them). The remove is kept durably and applied here when they arrive, then
-   * spreads like any remove; 0 when the context held nothing unseen.
+   * spreads like any remove; 0 when the context held nothing unseen. What waits is bounded by the
+   * node's --max-pending-removes, --max-remove-unseen-dots, --max-remove-unseen-replicas and
+   * --max-pending-remove-bytes: past one, the Remove answers RESOURCE_EXHAUSTED and changes nothing.
    */
   pending: number;
   /**
