@@ -206,7 +206,7 @@ export const LIMITS_SETTINGS: SettingGroup = {
     {
       flag: "max-pending-remove-bytes", env: "DELTASET_MAX_PENDING_REMOVE_BYTES", path: "maxPendingRemoveBytes", kind: "int", readme: true,
       description: "bytes of all deferred removes kept here together (each element's record: key, element and the context it waits for, as stored; held in memory too); a Remove that would pass it answers RESOURCE_EXHAUSTED and changes nothing",
-      details: "A record's bytes are what the data directory holds for it; in memory it takes up to about five times as much (a context of many replica ids), so the default keeps them below about 100 MB. Records kept before a restart with a lower value are all kept; Removes that would keep more are refused until the total is back under it.",
+      details: "A record's bytes are what the data directory holds for it; in memory it takes up to about seven times as much (a context of many replica ids), so the default holds them to about 120 MB. Records kept before a restart with a lower value are all kept; Removes that would keep more are refused until the total is back under it.",
     },
   ],
 };
