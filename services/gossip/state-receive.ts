@@ -28,7 +28,9 @@ const STATE_CHUNK_PIECES: PieceShape<StateChunk> = {
   key: (c) => c.key,
   continued: (c) => c.continued,
   payload: (c) => c.slice?.payload ?? new Uint8Array(0),
-  whole: (first, last, payload) => ({ ...first, keyDone: last.keyDone, continued: false, slice: { type: first.type, payload } }),
+  offset: (c) => (c.pieceOffset === undefined ? undefined : Number(c.pieceOffset)),
+  digest: (c) => c.payloadSha256,
+  whole: (first, last, payload) => ({ ...first, keyDone: last.keyDone, continued: false, slice: { type: first.type, payload }, pieceOffset: undefined, payloadSha256: undefined }),
 };
 
 /** What a received stream needs of the exchange (exchange.ts) that receives it. */

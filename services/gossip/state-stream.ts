@@ -151,10 +151,12 @@ export async function* stateStream(
             rangeStart: c.rangeStart,
             rangeEnd: c.rangeEnd,
             rangeOpen: c.rangeOpen,
-            slice: { type: c.type, payload: piece },
+            slice: { type: c.type, payload: piece.payload },
             keyDone: c.keyDone,
             partitionDone: false,
             continued: i < pieces.length - 1,
+            pieceOffset: piece.offset === undefined ? undefined : BigInt(piece.offset),
+            payloadSha256: piece.digest,
           };
         }
       }

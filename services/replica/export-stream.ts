@@ -26,7 +26,8 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
   for await (const c of setChunksSince(store, key, opts.since, limits)) {
     if ("whole" in c) {
       // A whole-state type: its complete state, whatever since says, in pieces of at most
-      // maxBytes when larger (common/chunk-pieces.ts), the first with the chunk's fields.
+      // maxBytes when larger (common/chunk-pieces.ts), the first with the chunk's fields, each
+      // with its offset in the whole and the last with the whole's digest.
       const w = c.whole;
       const ctx = contextToProto(w.ctx!);
       const pieces = cutIntoPieces(chunkPayload(w, store.now()), opts.maxBytes);
@@ -40,13 +41,15 @@ export async function* exportChunks(store: Store, key: string, opts: ExportOptio
           rangeStart: Buffer.alloc(0),
           rangeEnd: Buffer.alloc(0),
           rangeOpen: true,
-          slice: { type: w.type, payload: piece },
+          slice: { type: w.type, payload: piece.payload },
           last,
           removed: undefined,
           delta: false,
           nextSince: first ? ctx : undefined,
           continued: !last,
           exportedAtMs: BigInt(store.now()),
+          pieceOffset: piece.offset === undefined ? undefined : BigInt(piece.offset),
+          payloadSha256: piece.digest,
         };
       }
       return;

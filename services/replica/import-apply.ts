@@ -24,7 +24,7 @@ import type { JoinResult } from "../store/layout.js";
 import { TypeMismatchError } from "../store/errors.js";
 import type { Store } from "../store/store.js";
 import { invalid, outOfRange, tooLarge } from "./errors.js";
-import { PieceError, PieceGatherer, type PieceShape } from "../common/chunk-pieces.js";
+import { PieceError, PieceGatherer, PiecesTooLargeError, type PieceShape } from "../common/chunk-pieces.js";
 import type { Limits } from "./limits.js";
 import { checkKey } from "./validation.js";
 import { listedSize } from "./key-calls.js";
@@ -49,7 +49,9 @@ const exportChunkPieces = (key: () => string): PieceShape<ExportChunk> => ({
   key,
   continued: (c) => c.continued,
   payload: (c) => c.slice?.payload ?? new Uint8Array(0),
-  whole: (first, last, payload) => ({ ...first, last: last.last, continued: false, slice: { type: first.type, payload } }),
+  offset: (c) => (c.pieceOffset === undefined ? undefined : Number(c.pieceOffset)),
+  digest: (c) => c.payloadSha256,
+  whole: (first, last, payload) => ({ ...first, last: last.last, continued: false, slice: { type: first.type, payload }, pieceOffset: undefined, payloadSha256: undefined }),
 });
 
 export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<ExportChunk>): Promise<ImportResponse> {
@@ -86,7 +88,9 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
       try {
         c = pieces.take(piece);
       } catch (err) {
-        if (err instanceof PieceError) throw tooLarge(`${err.message}; nothing of it was applied`);
+        if (err instanceof PiecesTooLargeError) throw tooLarge(`${err.message}; nothing of it was applied`);
+        // Pieces that do not make the state they were cut from (common/chunk-pieces.ts).
+        if (err instanceof PieceError) throw invalid(`chunk ${count}: ${err.message}; nothing of it was applied`);
         throw err;
       }
       if (c === undefined) continue;

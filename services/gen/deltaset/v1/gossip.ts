@@ -252,6 +252,16 @@ export interface StateChunk {
    */
   continued: boolean;
   /**
+   * As ExportChunk.piece_offset and payload_sha256, checked as Import checks them: every piece
+   * of a state sent in pieces carries the offset of its payload in the whole, the last one the
+   * SHA-256 of the whole; pieces that do not add up refuse the stream (INVALID_ARGUMENT) before
+   * anything of that key is applied. A sender before these fields sets neither.
+   */
+  pieceOffset?: bigint | undefined;
+  payloadSha256?:
+    | Buffer
+    | undefined;
+  /**
    * With a cluster key: as GossipFrame.mac, with "frame" and the chunk's index on the PushState
    * stream (0, 1, ...), under the sender's signing key, so that no chunk can be altered, dropped,
    * reordered, replayed or sent under a proof taken from another stream. A node refuses a chunk
@@ -1179,6 +1189,8 @@ function createBaseStateChunk(): StateChunk {
     sinceBoot: 0n,
     sinceDrops: 0n,
     continued: false,
+    pieceOffset: undefined,
+    payloadSha256: undefined,
     mac: Buffer.alloc(0),
   };
 }
@@ -1256,6 +1268,15 @@ export const StateChunk: MessageFns<StateChunk> = {
     }
     if (message.continued !== false) {
       writer.uint32(168).bool(message.continued);
+    }
+    if (message.pieceOffset !== undefined) {
+      if (BigInt.asUintN(64, message.pieceOffset) !== message.pieceOffset) {
+        throw new globalThis.Error("value provided for field message.pieceOffset of type uint64 too large");
+      }
+      writer.uint32(176).uint64(message.pieceOffset);
+    }
+    if (message.payloadSha256 !== undefined) {
+      writer.uint32(186).bytes(message.payloadSha256);
     }
     if (message.mac.length !== 0) {
       writer.uint32(162).bytes(message.mac);
@@ -1436,6 +1457,22 @@ export const StateChunk: MessageFns<StateChunk> = {
             message.continued = reader.bool();
             continue;
           }
+          case 22: {
+            if (tag !== 176) {
+              break;
+            }
+
+            message.pieceOffset = reader.uint64() as bigint;
+            continue;
+          }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.payloadSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
           case 20: {
             if (tag !== 162) {
               break;
@@ -1506,6 +1543,16 @@ export const StateChunk: MessageFns<StateChunk> = {
         ? BigInt(object.since_drops)
         : 0n,
       continued: isSet(object.continued) ? globalThis.Boolean(object.continued) : false,
+      pieceOffset: isSet(object.pieceOffset)
+        ? BigInt(object.pieceOffset)
+        : isSet(object.piece_offset)
+        ? BigInt(object.piece_offset)
+        : undefined,
+      payloadSha256: isSet(object.payloadSha256)
+        ? Buffer.from(bytesFromBase64(object.payloadSha256))
+        : isSet(object.payload_sha256)
+        ? Buffer.from(bytesFromBase64(object.payload_sha256))
+        : undefined,
       mac: isSet(object.mac) ? Buffer.from(bytesFromBase64(object.mac)) : Buffer.alloc(0),
     };
   },
@@ -1572,6 +1619,12 @@ export const StateChunk: MessageFns<StateChunk> = {
     if (message.continued !== false) {
       obj.continued = message.continued;
     }
+    if (message.pieceOffset !== undefined) {
+      obj.pieceOffset = message.pieceOffset.toString();
+    }
+    if (message.payloadSha256 !== undefined) {
+      obj.payloadSha256 = base64FromBytes(message.payloadSha256);
+    }
     if (message.mac.length !== 0) {
       obj.mac = base64FromBytes(message.mac);
     }
@@ -1611,6 +1664,10 @@ export const StateChunk: MessageFns<StateChunk> = {
       ? BigInt(object.sinceDrops)
       : 0n;
     message.continued = object.continued ?? false;
+    message.pieceOffset = (object.pieceOffset !== undefined && object.pieceOffset !== null)
+      ? BigInt(object.pieceOffset)
+      : undefined;
+    message.payloadSha256 = object.payloadSha256 ?? undefined;
     message.mac = object.mac ?? Buffer.alloc(0);
     return message;
   },

@@ -589,10 +589,11 @@ export interface ExportChunk {
     | CausalContext
     | undefined;
   /**
-   * The slice continues in the next chunk: a whole-state type's encoding larger than
-   * --max-export-chunk-bytes is sent in pieces, each a chunk of its own with this set but the last
-   * (which has last set). Join the pieces' slice payloads in order to get the state; the first
-   * piece carries the other fields. Import takes the pieces as they come.
+   * The slice continues in the next chunk: a whole-state type's encoding larger than the chunk's
+   * bytes (max_bytes, --max-export-chunk-bytes) is sent in pieces, each a chunk of its own with
+   * this set but the last (which has last set). Join the pieces' slice payloads in order to get
+   * the state; the first piece carries the other fields. A state's bits decode in any order, so
+   * the pieces carry piece_offset and payload_sha256, and Import checks them (below).
    */
   continued: boolean;
   /**
@@ -603,6 +604,26 @@ export interface ExportChunk {
    * makes it expire that much later). 0: not counted, as for a copy in flight.
    */
   exportedAtMs: bigint;
+  /**
+   * Every piece of a state sent in pieces: where its slice payload begins in the state's whole
+   * payload (0 on the first piece, then the bytes of the pieces before it). Unset on a chunk sent
+   * in one piece.
+   */
+  pieceOffset?:
+    | bigint
+    | undefined;
+  /**
+   * The last piece of a state sent in pieces: the SHA-256 of the whole payload (the pieces'
+   * payloads joined in order). Unset on the other pieces and on a chunk sent in one piece.
+   *
+   * What Import checks, before anything of the state is applied, refusing the stream with
+   * INVALID_ARGUMENT otherwise: when the first piece carries piece_offset, every piece carries
+   * it, each equal to the bytes gathered before it, and the last piece carries payload_sha256;
+   * a payload_sha256 carried must match the gathered payload. So a piece missing, repeated,
+   * moved or altered is refused. Pieces that carry neither (an export from a version before
+   * these fields) are joined in the order they come, unchecked.
+   */
+  payloadSha256?: Buffer | undefined;
 }
 
 /** The outcome of an Import. */
@@ -4278,6 +4299,8 @@ function createBaseExportChunk(): ExportChunk {
     nextSince: undefined,
     continued: false,
     exportedAtMs: 0n,
+    pieceOffset: undefined,
+    payloadSha256: undefined,
   };
 }
 
@@ -4324,6 +4347,15 @@ export const ExportChunk: MessageFns<ExportChunk> = {
         throw new globalThis.Error("value provided for field message.exportedAtMs of type uint64 too large");
       }
       writer.uint32(104).uint64(message.exportedAtMs);
+    }
+    if (message.pieceOffset !== undefined) {
+      if (BigInt.asUintN(64, message.pieceOffset) !== message.pieceOffset) {
+        throw new globalThis.Error("value provided for field message.pieceOffset of type uint64 too large");
+      }
+      writer.uint32(112).uint64(message.pieceOffset);
+    }
+    if (message.payloadSha256 !== undefined) {
+      writer.uint32(122).bytes(message.payloadSha256);
     }
     return writer;
   },
@@ -4445,6 +4477,22 @@ export const ExportChunk: MessageFns<ExportChunk> = {
             message.exportedAtMs = reader.uint64() as bigint;
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.pieceOffset = reader.uint64() as bigint;
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.payloadSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4492,6 +4540,16 @@ export const ExportChunk: MessageFns<ExportChunk> = {
         : isSet(object.exported_at_ms)
         ? BigInt(object.exported_at_ms)
         : 0n,
+      pieceOffset: isSet(object.pieceOffset)
+        ? BigInt(object.pieceOffset)
+        : isSet(object.piece_offset)
+        ? BigInt(object.piece_offset)
+        : undefined,
+      payloadSha256: isSet(object.payloadSha256)
+        ? Buffer.from(bytesFromBase64(object.payloadSha256))
+        : isSet(object.payload_sha256)
+        ? Buffer.from(bytesFromBase64(object.payload_sha256))
+        : undefined,
     };
   },
 
@@ -4536,6 +4594,12 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     if (message.exportedAtMs !== 0n) {
       obj.exportedAtMs = message.exportedAtMs.toString();
     }
+    if (message.pieceOffset !== undefined) {
+      obj.pieceOffset = message.pieceOffset.toString();
+    }
+    if (message.payloadSha256 !== undefined) {
+      obj.payloadSha256 = base64FromBytes(message.payloadSha256);
+    }
     return obj;
   },
 
@@ -4567,6 +4631,10 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     message.exportedAtMs = (object.exportedAtMs !== undefined && object.exportedAtMs !== null)
       ? BigInt(object.exportedAtMs)
       : 0n;
+    message.pieceOffset = (object.pieceOffset !== undefined && object.pieceOffset !== null)
+      ? BigInt(object.pieceOffset)
+      : undefined;
+    message.payloadSha256 = object.payloadSha256 ?? undefined;
     return message;
   },
 };
@@ -4837,7 +4905,9 @@ export const ReplicaService = {
    * other nodes like a Merge. Requires the admin scope (like Merge: a forged context deletes
    * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
    * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
-   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too. The
+   * pieces of a state sent in pieces are checked together (ExportChunk.piece_offset,
+   * payload_sha256): pieces missing, repeated, reordered or altered apply nothing of that state.
    * With a replication factor, a key this node does not own is imported at one owner: the whole
    * stream is proxied to the first owner reachable before the first chunk is sent; an owner that
    * fails after that ends the call with its error (the chunks it applied stay): import again.
@@ -5023,7 +5093,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
    * other nodes like a Merge. Requires the admin scope (like Merge: a forged context deletes
    * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
    * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
-   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too. The
+   * pieces of a state sent in pieces are checked together (ExportChunk.piece_offset,
+   * payload_sha256): pieces missing, repeated, reordered or altered apply nothing of that state.
    * With a replication factor, a key this node does not own is imported at one owner: the whole
    * stream is proxied to the first owner reachable before the first chunk is sent; an owner that
    * fails after that ends the call with its error (the chunks it applied stay): import again.
@@ -5234,7 +5306,9 @@ export interface ReplicaClient extends Client {
    * other nodes like a Merge. Requires the admin scope (like Merge: a forged context deletes
    * data). A key of another type answers FAILED_PRECONDITION, a malformed or out-of-order chunk
    * INVALID_ARGUMENT, before anything of that chunk is applied (earlier chunks stay applied, each
-   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too.
+   * being safe alone); a stream that ends before its last chunk answers INVALID_ARGUMENT too. The
+   * pieces of a state sent in pieces are checked together (ExportChunk.piece_offset,
+   * payload_sha256): pieces missing, repeated, reordered or altered apply nothing of that state.
    * With a replication factor, a key this node does not own is imported at one owner: the whole
    * stream is proxied to the first owner reachable before the first chunk is sent; an owner that
    * fails after that ends the call with its error (the chunks it applied stay): import again.
