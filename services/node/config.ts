@@ -370,16 +370,23 @@ function parentOf(obj: Record<string, unknown>, path: string): [Record<string, u
   return [ok ? (cur as Record<string, unknown>) : undefined, parts[parts.length - 1]!];
 }
 
+/** Sizes and times: decimal digits only (Number() would also take "1e3", "0x40" and " 12 "). */
+const PLAIN_INTEGER = /^[0-9]+$/;
+/** Fractions: a decimal number, optionally with an exponent (0.5, .25, 1e-3); no hex, no blanks. */
+const PLAIN_DECIMAL = /^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/;
+
 function parseValue(kind: string, raw: string, source: string): unknown {
   switch (kind) {
     case "int": {
       const n = Number(raw);
-      if (!Number.isInteger(n) || n < 0) throw new ConfigError(`${source}: "${raw}" is not a non-negative integer`);
+      if (!PLAIN_INTEGER.test(raw) || !Number.isSafeInteger(n)) {
+        throw new ConfigError(`${source}: "${raw}" is not a non-negative integer (decimal digits only, at most ${Number.MAX_SAFE_INTEGER})`);
+      }
       return n;
     }
     case "fraction": {
       const n = Number(raw);
-      if (raw.trim() === "" || !Number.isFinite(n) || n < 0 || n > 1) throw new ConfigError(`${source}: "${raw}" is not a number from 0 to 1`);
+      if (!PLAIN_DECIMAL.test(raw) || !Number.isFinite(n) || n < 0 || n > 1) throw new ConfigError(`${source}: "${raw}" is not a number from 0 to 1`);
       return n;
     }
     case "bool":
@@ -404,7 +411,7 @@ function fileValue(s: Setting, value: unknown, source: string): unknown {
   if (s.kind === "string" && typeof value === "number" && Number.isFinite(value)) return String(value);
   const ok =
     s.kind === "int"
-      ? Number.isInteger(value) && (value as number) >= 0
+      ? Number.isSafeInteger(value) && (value as number) >= 0
       : s.kind === "fraction"
         ? typeof value === "number" && value >= 0 && value <= 1
         : s.kind === "bool"
@@ -595,7 +602,7 @@ export function describeConfig(c: NodeConfig): Record<string, unknown> {
 
 /** The replication factor of a configuration: "all" or a positive integer. */
 export function replicationFactorOf(c: Pick<NodeConfig, "replicationFactor">): ReplicationFactor {
-  const v = String(c.replicationFactor).trim();
+  const v = String(c.replicationFactor);
   if (v === "all") return "all";
   if (/^[1-9][0-9]{0,5}$/.test(v)) return Number(v);
   throw new ConfigError(`replication factor must be "all" or a positive integer, not "${c.replicationFactor}"`);

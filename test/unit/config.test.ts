@@ -92,6 +92,23 @@ describe("configuration", () => {
     assert.deepEqual([c.partitions, c.gossip.bp, c.seeds, c.replicationFactor], [32, false, ["127.0.0.2:1", "127.0.0.3:1"], "3"]);
   });
 
+  it("takes sizes and times as plain decimal integers only, from flags, environment and file alike", () => {
+    const refused = (flags: Record<string, string>, env: Record<string, string>, pattern: RegExp) =>
+      assert.throws(() => loadConfig(flags, env), (e: Error) => e instanceof ConfigError && pattern.test(e.message), JSON.stringify([flags, env]));
+    for (const raw of ["1e3", "0x40", "0b11", "0o17", " 12 ", "12 ", "+12", "12.0", "1.5", "1_000", "Infinity", "9007199254740993"]) {
+      refused({ partitions: raw }, {}, new RegExp(`--partitions: "${raw.replace(/[.+]/g, "\\$&")}" is not a non-negative integer`));
+      refused({ "gossip-interval-ms": raw }, {}, /--gossip-interval-ms: .* is not a non-negative integer/);
+      refused({}, { DELTASET_PARTITIONS: raw }, /DELTASET_PARTITIONS: .* is not a non-negative integer/);
+      if (raw.trim() !== "") refused({ config: file({ partitions: raw }) }, {}, /partitions: .* is not a non-negative integer/);
+    }
+    refused({ "replication-factor": " 3 " }, {}, /replication factor must be "all" or a positive integer/);
+    refused({ "gossip-loss-rate": "0x1" }, {}, /--gossip-loss-rate: "0x1" is not a number from 0 to 1/);
+    refused({ "gossip-loss-rate": " 0.5" }, {}, /is not a number from 0 to 1/);
+    assert.equal(loadConfig({ partitions: "012" }, {}).partitions, 12);
+    assert.equal(loadConfig({ "gossip-loss-rate": "1e-3" }, {}).gossip.lossRate, 0.001);
+    assert.equal(loadConfig({ config: file({ partitions: "1000" }) }, {}).partitions, 1000);
+  });
+
   it("refuses bad values with a message naming the setting", () => {
     const bad: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
       [{ partitions: "abc" }, {}, /--partitions: "abc" is not a non-negative integer/],
