@@ -478,7 +478,43 @@ export function loadConfig(flags: Record<string, string | boolean | undefined>, 
   return c;
 }
 
+/** Node runs a timer longer than this after 1 ms instead, so no time setting may exceed it. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+/** The shortest period of a recurring task (a gossip round, a probe, a sweep): below it an idle node spins. */
+export const MIN_PERIOD_MS = 10;
+
+/** A setting's value in a configuration, by its dotted path. */
+function valueAt(c: NodeConfig, path: string): unknown {
+  let cur: unknown = c;
+  for (const p of path.split(".")) cur = cur !== null && typeof cur === "object" ? (cur as Record<string, unknown>)[p] : undefined;
+  return cur;
+}
+
+/** Times (settings named ...Ms) fit a Node timer; periods of recurring tasks are not too short to idle. */
+function checkTimes(c: NodeConfig): void {
+  for (const s of SETTINGS) {
+    if (s.kind !== "int" || !s.path.endsWith("Ms")) continue;
+    const v = valueAt(c, s.path);
+    if (typeof v === "number" && v > MAX_TIMER_MS) {
+      throw new ConfigError(`${s.path} (--${s.flag}) must be at most ${MAX_TIMER_MS} ms (about 24.8 days, the longest timer Node runs), not ${v}`);
+    }
+  }
+  const periods: Array<[string, string, number, boolean]> = [
+    ["gossip.intervalMs", "gossip-interval-ms", c.gossip.intervalMs, false],
+    ["membership.probeIntervalMs", "probe-interval-ms", c.membership.probeIntervalMs, false],
+    ["membership.pushPullIntervalMs", "push-pull-interval-ms", c.membership.pushPullIntervalMs, true],
+    ["ttlSweep.periodMs", "ttl-sweep-ms", c.ttlSweep.periodMs, false],
+  ];
+  for (const [path, flag, v, zeroIsOff] of periods) {
+    if (zeroIsOff && v === 0) continue;
+    if (!(Number.isInteger(v) && v >= MIN_PERIOD_MS)) {
+      throw new ConfigError(`${path} (--${flag}) must be an integer of at least ${MIN_PERIOD_MS} (ms)${zeroIsOff ? ", or 0 (off)" : ""}, not ${v}: a shorter period keeps an idle node busy`);
+    }
+  }
+}
+
 export function validateConfig(c: NodeConfig): void {
+  checkTimes(c);
   if (!(Number.isInteger(c.maxClockSkewMs) && c.maxClockSkewMs >= 0)) throw new ConfigError("maxClockSkewMs (--max-clock-skew-ms) must be a non-negative integer");
   const shape = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
   const isHostPort = (v: string) => shape.test(v) && Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535;
@@ -542,6 +578,12 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.stateStreamStallMs) && c.gossip.stateStreamStallMs >= 1)) {
     throw new ConfigError(`gossip stateStreamStallMs (--gossip-state-stream-stall-ms) must be a positive integer, not ${c.gossip.stateStreamStallMs}`);
+  }
+  if (!(Number.isInteger(c.gossip.rpcTimeoutMs) && c.gossip.rpcTimeoutMs >= 1)) {
+    throw new ConfigError(`gossip rpcTimeoutMs (--gossip-rpc-timeout-ms) must be a positive integer, not ${c.gossip.rpcTimeoutMs}`);
+  }
+  if (!(Number.isInteger(c.gossip.stateChunkEntries) && c.gossip.stateChunkEntries >= 1)) {
+    throw new ConfigError(`gossip stateChunkEntries (--state-chunk-entries) must be a positive integer, not ${c.gossip.stateChunkEntries}`);
   }
   if (!(Number.isInteger(c.gossip.streamFramesInFlight) && c.gossip.streamFramesInFlight >= 1)) {
     throw new ConfigError(`gossip streamFramesInFlight (--gossip-stream-frames-in-flight) must be a positive integer, not ${c.gossip.streamFramesInFlight}`);

@@ -127,7 +127,7 @@ export const STORAGE_SETTINGS: SettingGroup = {
     },
     {
       flag: "ttl-sweep-ms", env: "DELTASET_TTL_SWEEP_MS", path: "ttlSweep.periodMs", kind: "int",
-      description: "how often adds whose time to live ran out are removed from storage (reads hide them at once; Query's size counts them until then)",
+      description: "how often adds whose time to live ran out are removed from storage (reads hide them at once; Query's size counts them until then); at least 10 ms",
     },
     {
       flag: "ttl-sweep-batch", env: "DELTASET_TTL_SWEEP_BATCH", path: "ttlSweep.batch", kind: "int",
@@ -239,7 +239,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       flag: "peer-reconnect-max-ms", env: "DELTASET_PEER_RECONNECT_MAX_MS", path: "peerReconnectMaxMs", kind: "int",
       description: "the longest wait between attempts to reconnect to a peer: how long after a partition heals a node may still wait to talk to the other side",
     },
-    { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int", readme: true, description: "milliseconds between anti-entropy rounds" },
+    { flag: "gossip-interval-ms", env: "DELTASET_GOSSIP_INTERVAL_MS", path: "gossip.intervalMs", kind: "int", readme: true, description: "milliseconds between anti-entropy rounds (at least 10)" },
     {
       flag: "gossip-algorithm", env: "DELTASET_GOSSIP_ALGORITHM", path: "gossip.algorithm", kind: "string", value: "alg1|alg2", readme: true,
       description: "`alg2` (acknowledged delta intervals) or `alg1` (delta-groups)",
@@ -333,7 +333,7 @@ export const MEMBERSHIP_SETTINGS: SettingGroup = {
   name: "membership",
   about: "SWIM failure detection and dissemination (the names are those of the membership core's MembershipConfig)",
   settings: [
-    { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int", readme: true, description: "period between two probes started by this node (failure detection)" },
+    { flag: "probe-interval-ms", env: "DELTASET_PROBE_INTERVAL_MS", path: "membership.probeIntervalMs", kind: "int", readme: true, description: "period between two probes started by this node (failure detection; at least 10 ms)" },
     { flag: "probe-timeout-ms", env: "DELTASET_PROBE_TIMEOUT_MS", path: "membership.probeTimeoutMs", kind: "int", readme: true, description: "how long a direct ping may take before indirect probes are sent; keep it at about twice the slowest round trip between nodes (below the round trip, probes fail, and the indirect probes and suspicions that follow multiply membership traffic); a node logs a warning when the p95 of its recent probe round trips passes half of it, and exports them as deltaset_membership_probe_rtt_ms" },
     {
       flag: "indirect-checks", env: "DELTASET_INDIRECT_CHECKS", path: "membership.indirectChecks", kind: "int",
@@ -359,7 +359,7 @@ export const MEMBERSHIP_SETTINGS: SettingGroup = {
     },
     {
       flag: "push-pull-interval-ms", env: "DELTASET_PUSH_PULL_INTERVAL_MS", path: "membership.pushPullIntervalMs", kind: "int",
-      description: "period of the full-view pull from a random member, which repairs missed updates (0 disables)",
+      description: "period of the full-view pull from a random member, which repairs missed updates (0 disables; otherwise at least 10 ms)",
     },
     {
       flag: "membership-request-timeout-ms", env: "DELTASET_MEMBERSHIP_REQUEST_TIMEOUT_MS", path: "membership.requestTimeoutMs", kind: "int",

@@ -109,6 +109,26 @@ describe("configuration", () => {
     assert.equal(loadConfig({ config: file({ partitions: "1000" }) }, {}).partitions, 1000);
   });
 
+  it("refuses periods short enough to keep an idle node busy, and times longer than a Node timer", () => {
+    const refused = (flags: Record<string, string>, pattern: RegExp) =>
+      assert.throws(() => loadConfig(flags, {}), (e: Error) => e instanceof ConfigError && pattern.test(e.message), JSON.stringify(flags));
+    for (const v of ["0", "9"]) {
+      refused({ "gossip-interval-ms": v }, /gossip\.intervalMs \(--gossip-interval-ms\) must be an integer of at least 10 \(ms\)/);
+      refused({ "probe-interval-ms": v }, /membership\.probeIntervalMs \(--probe-interval-ms\) must be an integer of at least 10/);
+      refused({ "ttl-sweep-ms": v }, /ttlSweep\.periodMs \(--ttl-sweep-ms\) must be an integer of at least 10/);
+    }
+    refused({ "push-pull-interval-ms": "5" }, /--push-pull-interval-ms\) must be an integer of at least 10 \(ms\), or 0 \(off\)/);
+    assert.equal(loadConfig({ "push-pull-interval-ms": "0" }, {}).membership.pushPullIntervalMs, 0);
+    assert.equal(loadConfig({ "gossip-interval-ms": "10", "probe-interval-ms": "10", "ttl-sweep-ms": "10" }, {}).gossip.intervalMs, 10);
+    refused({ "gossip-rpc-timeout-ms": "0" }, /--gossip-rpc-timeout-ms\) must be a positive integer/);
+    refused({ "state-chunk-entries": "0" }, /--state-chunk-entries\) must be a positive integer/);
+    // Node would run these timers after 1 ms.
+    refused({ "gossip-interval-ms": "2147483648" }, /gossip\.intervalMs \(--gossip-interval-ms\) must be at most 2147483647 ms/);
+    refused({ "drain-timeout-ms": "3000000000" }, /drainTimeoutMs \(--drain-timeout-ms\) must be at most 2147483647 ms/);
+    refused({ "probe-timeout-ms": "2147483648" }, /--probe-timeout-ms\) must be at most/);
+    assert.equal(loadConfig({ "gossip-interval-ms": "2147483647" }, {}).gossip.intervalMs, 2147483647);
+  });
+
   it("refuses bad values with a message naming the setting", () => {
     const bad: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
       [{ partitions: "abc" }, {}, /--partitions: "abc" is not a non-negative integer/],
