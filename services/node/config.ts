@@ -620,6 +620,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if ((c.tls.cert === undefined) !== (c.tls.key === undefined)) throw new ConfigError("tls.cert and tls.key go together");
   if (c.tls.ca !== undefined && c.tls.cert === undefined) throw new ConfigError("tls.ca (mutual TLS) needs tls.cert and tls.key, the node's own certificate");
+  if (c.tls.mutual === true && c.tls.ca === undefined) {
+    throw new ConfigError("tls.mutual (--tls-mutual) needs tls.ca (--tls-ca): mutual TLS verifies the peers' node certificates against that CA; give one, or leave --tls-mutual out");
+  }
   // A bare port serves metrics on loopback; another host must be asked for (plain HTTP, node id).
   if (c.metricsListen !== undefined && /^\d{1,5}$/.test(c.metricsListen)) c.metricsListen = `127.0.0.1:${c.metricsListen}`;
   if (c.metricsListen !== undefined && c.metricsListen !== "" && !isHostPort(c.metricsListen)) {

@@ -385,11 +385,11 @@ export const SECURITY_SETTINGS: SettingGroup = {
     { flag: "tls-key", env: "DELTASET_TLS_KEY", path: "tls.key", kind: "string", value: "FILE", readme: true, defaultText: "plaintext", description: "the private key of --tls-cert (PEM)" },
     {
       flag: "tls-ca", env: "DELTASET_TLS_CA", path: "tls.ca", kind: "string", value: "FILE", readme: true, defaultText: "none",
-      description: "a CA (PEM): peer calls also need a node certificate from it naming the node id (mutual TLS), unless `--tls-mutual false`",
+      description: "a CA certificate (PEM; a file holding none, such as a key, stops start-up): peer calls also need a node certificate from it naming the node id (mutual TLS), unless `--tls-mutual false`",
     },
     {
       flag: "tls-mutual", env: "DELTASET_TLS_MUTUAL", path: "tls.mutual", kind: "bool", readme: true, defaultText: "true with --tls-ca",
-      description: "with a CA, require node certificates of peers; `false`: the CA only verifies the peers a node dials (the cluster key authenticates them)",
+      description: "with a CA, require node certificates of peers; `false`: the CA only verifies the peers a node dials (the cluster key authenticates them); `true` without --tls-ca stops start-up",
       details: "With `false` one certificate may serve every node: TLS everywhere, peers prove themselves with the cluster key.",
     },
     {

@@ -1,5 +1,5 @@
 // TLS material of a node: the certificate, key and CA read from files (refused at start when the
-// key is not the certificate's or the certificate is not valid now), the mode they give (off,
+// key is not the certificate's, the certificate is not valid now or the CA file holds no certificate), the mode they give (off,
 // server, mutual) and whether a call's connection presented a verified certificate. The server
 // and peer credentials built from it, which follow reloads, are in credential-reload.ts; what a
 // peer certificate must name is in peer-identity.ts.
@@ -40,9 +40,32 @@ export function loadTls(tls: TlsSettings): TlsMaterial | undefined {
     return undefined;
   }
   const material: TlsMaterial = { cert: readPem("tls.cert", tls.cert), key: readPem("tls.key", tls.key), mutual: tls.ca !== undefined && tls.mutual !== false };
-  if (tls.ca !== undefined) material.ca = readPem("tls.ca", tls.ca);
+  if (tls.ca !== undefined) {
+    material.ca = readPem("tls.ca", tls.ca);
+    checkCa(material.ca, tls.ca);
+  }
   checkCertificate(material, tls.cert, tls.key);
   return material;
+}
+
+const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/**
+ * Refuse a CA file without a readable certificate (a private key given as the CA, say): TLS would
+ * take it and verify no peer, leaving a node that refuses every peer and is refused by them.
+ */
+function checkCa(pem: Buffer, path: string): void {
+  const blocks = pem.toString("latin1").match(CERTIFICATE_BLOCK) ?? [];
+  if (blocks.length === 0) {
+    throw new ConfigError(`tls.ca ${path} holds no certificate (no PEM "BEGIN CERTIFICATE" block): give the CA's certificate (--tls-ca), not a key or a request`);
+  }
+  for (const [i, block] of blocks.entries()) {
+    try {
+      new X509Certificate(block);
+    } catch (err) {
+      throw new ConfigError(`tls.ca ${path}: certificate ${i + 1} of ${blocks.length} is not readable: ${(err as Error).message}`);
+    }
+  }
 }
 
 /**

@@ -89,13 +89,15 @@ export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = 
   };
 }
 
-/** Run the CLI and capture its output. */
-export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Run the CLI and capture its output; with timeoutMs, a run still going then is killed (code null). */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs?: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [...NODE_FLAGS, BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const timer = timeoutMs === undefined ? undefined : setTimeout(() => child.kill("SIGKILL"), timeoutMs);
   const [code] = await once(child, "exit");
+  clearTimeout(timer);
   return { code: code as number | null, stdout, stderr };
 }

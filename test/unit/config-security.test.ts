@@ -9,6 +9,7 @@ import { after, describe, it } from "node:test";
 import { ConfigError, describeConfig, loadConfig } from "../../services/node/config.ts";
 import { tracingRequested } from "../../services/node/telemetry.ts";
 import { loadTls, tlsMode } from "../../services/node/tls.ts";
+import { makeCa } from "../helpers/certs.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-config-sec-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,6 +62,25 @@ describe("TLS and authentication settings", () => {
   it("refuse a CA without the node's own certificate, and a certificate without its key", () => {
     assert.throws(() => loadConfig({ "tls-ca": "/x/ca.pem" }, {}), (e: Error) => e instanceof ConfigError && /tls.ca .*needs tls.cert and tls.key/.test(e.message));
     assert.throws(() => loadConfig({ "tls-cert": "/x/c.pem" }, {}), /tls.cert and tls.key go together/);
+  });
+
+  it("refuse --tls-mutual true without a CA, naming both settings", () => {
+    const tls = { "tls-cert": "/x/c.pem", "tls-key": "/x/c.key" };
+    assert.throws(() => loadConfig({ ...tls, "tls-mutual": "true" }, {}), (e: Error) => e instanceof ConfigError && /tls\.mutual \(--tls-mutual\) needs tls\.ca \(--tls-ca\)/.test(e.message));
+    assert.throws(() => loadConfig(tls, { DELTASET_TLS_MUTUAL: "on" }), /tls\.mutual .*needs tls\.ca/);
+    assert.equal(loadConfig({ ...tls, "tls-mutual": "false" }, {}).tls.mutual, false);
+    assert.equal(loadConfig({ ...tls, "tls-ca": "/x/ca.pem", "tls-mutual": "true" }, {}).tls.mutual, true);
+  });
+
+  it("refuse a CA file that holds no certificate (a key given as the CA), and take a real one", () => {
+    const ca = makeCa(dir, "unit-ca");
+    const node = ca.issue("unit-node", ["127.0.21.1"]);
+    assert.throws(() => loadTls({ ...node, ca: node.key }), (e: Error) => e instanceof ConfigError && /tls\.ca .*unit-node\.key holds no certificate/.test(e.message));
+    const broken = join(dir, "broken-ca.pem");
+    writeFileSync(broken, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    assert.throws(() => loadTls({ ...node, ca: broken }), /tls\.ca .*broken-ca\.pem: certificate 1 of 1 is not readable/);
+    const m = loadTls({ ...node, ca: ca.ca });
+    assert.equal(tlsMode(m), "mutual");
   });
 
   it("report unreadable or non-PEM certificate files by setting and path", () => {
