@@ -6,7 +6,7 @@ import * as grpc from "@grpc/grpc-js";
 import { ReplicaClient, ScanChunk } from "../gen/deltaset/v1/replica.js";
 import { MemberState } from "../gen/deltaset/v1/membership.js";
 import { UnionStrategy } from "../gen/deltaset/v1/types.js";
-import { ObjectType, TYPE_BY_NAME, contextFromProto } from "../crdt/index.js";
+import { INT64_MAX, INT64_MIN, ObjectType, TYPE_BY_NAME, contextFromProto, inInt64 } from "../crdt/index.js";
 import { bar, createOutput, elementShower, percent } from "./output.js";
 import { call, membershipClient, replicaClient } from "../client/rpc.js";
 import { addStream } from "../client/add-stream.js";
@@ -126,6 +126,15 @@ function numberFlag(values: Values, name: string): number {
   return n;
 }
 
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/** A non-negative whole-number flag sent as a uint64 (--capacity, --bits); 0 when absent. */
+function uint64Flag(values: Values, name: string): bigint {
+  const n = BigInt(Math.floor(numberFlag(values, name)));
+  if (n > UINT64_MAX) throw new UsageError(`--${name} ${values[name] as string} is above ${UINT64_MAX}, the largest the field (uint64) holds`);
+  return n;
+}
+
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** A duration: a number of ms, or a number with a unit (ms, s, m, h, d), e.g. 30s, 1.5h. */
@@ -185,10 +194,10 @@ export async function addCommand(args: string[]): Promise<void> {
   const type = typeName === undefined ? undefined : ADD_TYPES[typeName.toLowerCase()];
   if (typeName !== undefined && type === undefined) throw new UsageError(`--type ${typeName}: one of ${Object.keys(ADD_TYPES).join(", ")}`);
   const params = {
-    capacity: BigInt(Math.floor(numberFlag(values, "capacity"))),
+    capacity: uint64Flag(values, "capacity"),
     falsePositiveRate: numberFlag(values, "fpr"),
     hashes: numberFlag(values, "hashes"),
-    bits: BigInt(Math.floor(numberFlag(values, "bits"))),
+    bits: uint64Flag(values, "bits"),
     fingerprintBits: numberFlag(values, "fingerprint-bits"),
     bucketSize: numberFlag(values, "bucket-size"),
     level: values.level === undefined ? undefined : numberFlag(values, "level"),
@@ -406,6 +415,8 @@ export async function incrCommand(args: string[]): Promise<void> {
   atMost(positionals, 2, usage);
   const raw = positionals[1] ?? "1";
   if (!/^-?\d+$/.test(raw)) throw new UsageError(`amount "${raw}" is not an integer`);
+  // Increment's amount is a sint64: a larger one would fail in serialisation, not as a usage error.
+  if (!inInt64(BigInt(raw))) throw new UsageError(`amount "${raw}" is outside the int64 range (${INT64_MIN} to ${INT64_MAX})`);
   // The same id on a retry (to any node) is applied once within the key's retention window.
   const requestId = (values["request-id"] as string | undefined) ?? "";
   const client = replicaClient(values.addr as string, conn.creds);

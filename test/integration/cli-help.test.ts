@@ -73,6 +73,23 @@ describe("deltaset COMMAND --help", () => {
     assert.match(scan.stderr, /unexpected argument\(s\) "b"/);
   });
 
+  it("an amount outside int64, or a capacity outside uint64, is a usage error (exit 2) before any call", async () => {
+    const env = { DELTASET_ADDR: "127.0.21.1:1" };
+    for (const amount of ["99999999999999999999", "9223372036854775808", "-9223372036854775809"]) {
+      const r = await runCli(["incr", "visits", "--", amount], env);
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /^deltaset incr: amount "-?\d+" is outside the int64 range \(-9223372036854775808 to 9223372036854775807\)$/m);
+      assert.doesNotMatch(r.stderr, /serialization|gRPC status/);
+    }
+    // The bounds themselves are amounts: they reach the (absent) node.
+    const max = await runCli(["incr", "visits", "9223372036854775807", "--timeout", "2000"], env);
+    assert.equal(max.code, 1, max.stderr);
+    assert.match(max.stderr, /no node answers at 127\.0\.21\.1:1/);
+    const cap = await runCli(["add", "seen", "a", "--type", "gbf", "--capacity", "1e30"], env);
+    assert.equal(cap.code, 2, cap.stderr);
+    assert.match(cap.stderr, /^deltaset add: --capacity 1e30 is above 18446744073709551615, the largest the field \(uint64\) holds$/m);
+  });
+
   it("a node that does not answer is named, with how to name another when none was given", async () => {
     const r = await runCli(["keys"], { DELTASET_ADDR: "127.0.0.1:1" });
     assert.equal(r.code, 1);
