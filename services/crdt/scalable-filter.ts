@@ -57,8 +57,38 @@ export interface SeriesParams {
   readonly buckets: number;
 }
 
-/** Most sub-filters a series may hold (ε_0·q^63 is far below any useful rate). */
+/**
+ * Most sub-filters a series may hold. Each sub-filter's rate is half the one before, so the 64th
+ * targets ε_0·2^-63, far below any useful rate (a Bloom sub-filter's hashes and bits per element
+ * grow with every halving; a cuckoo one's fingerprint stops at 32 bits); decoding refuses more, so
+ * raising it would make series that nodes of earlier versions cannot read. A full series refuses
+ * Adds of new elements (SeriesFullError).
+ */
 export const MAX_SUBFILTERS = 64;
+
+/**
+ * An Add that needs a sub-filter past MAX_SUBFILTERS: the series has grown as far as it can and
+ * nothing was added. Not a FilterFullError (a cuckoo table out of kicks), which the series itself
+ * answers by starting its next sub-filter.
+ */
+export class SeriesFullError extends Error {
+  override readonly name = "SeriesFullError";
+  /** The message without its subject (the type), for callers that name the key as well. */
+  readonly detail: string;
+  constructor(
+    /** The series type, as the API names it (SCGBF, SCGCF, SCORCF). */
+    readonly type: string,
+    /** Elements the series holds (estimated for Bloom sub-filters). */
+    elements: number,
+    capacity: number,
+  ) {
+    const detail =
+      `has all its ${MAX_SUBFILTERS} sub-filters full (about ${elements} elements at capacity ${capacity} each): ` +
+      "a series grows no further, and nothing of this Add was added; create a key with a larger capacity";
+    super(`${type} ${detail}`);
+    this.detail = detail;
+  }
+}
 
 export interface SeriesOptions {
   tightening?: number;
@@ -170,7 +200,7 @@ abstract class Series<F> {
   }
 
   protected forceExpand(p: SeriesParams): void {
-    if (this.subs.length >= MAX_SUBFILTERS) throw new FilterFullError(this.k.name.slice(2), p.maxKicks, MAX_SUBFILTERS);
+    if (this.subs.length >= MAX_SUBFILTERS) throw new SeriesFullError(this.k.name.toUpperCase(), Math.round(this.cardinality()), p.capacity);
     this.subs.push(this.pad(p, this.subs.length));
   }
 
@@ -412,7 +442,7 @@ export class ScGcf extends Series<Gcf> {
     return this.subs.some((f) => f.contains(element));
   }
 
-  /** add in place; returns the delta. Throws FilterFullError only past MAX_SUBFILTERS. */
+  /** add in place; returns the delta. Throws SeriesFullError past MAX_SUBFILTERS. */
   addInPlace(element: Uint8Array, random: Random): ScGcf {
     const p = this.requireParams("add");
     if (this.contains(element)) return ScGcf.empty(p);

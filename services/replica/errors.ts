@@ -1,7 +1,7 @@
 // gRPC errors with messages a person can act on, and the mapping from internal errors.
 import { type ServiceError, status } from "@grpc/grpc-js";
 import { Metadata } from "@grpc/grpc-js";
-import { CounterRangeError, DecodeError, FilterFullError, FilterParamError, JoinConflictError, StateLimitError, TombstonesSaturatedError, UnknownTypeError } from "../crdt/index.js";
+import { CounterRangeError, DecodeError, FilterFullError, FilterParamError, JoinConflictError, SeriesFullError, StateLimitError, TombstonesSaturatedError, UnknownTypeError } from "../crdt/index.js";
 import { PendingRemovesFullError, UnmadeAddsError } from "../store/pending-removes.js";
 import { StoreClosedError, StoreWriteError, TypeMismatchError } from "../store/store.js";
 
@@ -28,6 +28,8 @@ export function toServiceError(err: unknown, onUnexpected: (e: unknown) => void)
   if (err instanceof CounterRangeError) return make(status.OUT_OF_RANGE, err.message);
   // A cuckoo filter with no room: nothing was inserted (the message says what to do).
   if (err instanceof FilterFullError) return make(status.RESOURCE_EXHAUSTED, err.message);
+  // A scalable series at its last sub-filter, full: nothing was added.
+  if (err instanceof SeriesFullError) return make(status.RESOURCE_EXHAUSTED, err.message);
   if (err instanceof TombstonesSaturatedError) return make(status.RESOURCE_EXHAUSTED, err.message);
   if (err instanceof FilterParamError) return make(status.INVALID_ARGUMENT, `invalid filter parameters: ${err.message}`);
   // A merged filter built with other parameters than the key's: it cannot be joined.

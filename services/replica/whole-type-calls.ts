@@ -3,7 +3,7 @@
 // this kind is served once its operations are registered.
 import { randomBytes } from "node:crypto";
 import { status } from "@grpc/grpc-js";
-import { type CreateParams, FilterParamError, type ObjectType, type ReplicatedFbf, RetryFilterLattice, type RetryRequest, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
+import { type CreateParams, FilterParamError, type ObjectType, type ReplicatedFbf, RetryFilterLattice, type RetryRequest, SeriesFullError, UnionStrategy, operationsFor, runOperation } from "../crdt/index.js";
 import { type FilterParams, UnionStrategy as ProtoUnionStrategy } from "../gen/deltaset/v1/types.js";
 import type { QueryResponse } from "../gen/deltaset/v1/replica.js";
 import type { Store } from "../store/store.js";
@@ -99,7 +99,13 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       const r = await store.update(key, type, (current) => {
         const e = env();
         replica = e.replica;
-        const o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize, retry }, e);
+        let o: ReturnType<typeof runOperation>;
+        try {
+          o = runOperation(ops, current, { kind: "add", elements, params: create, checkSize, retry }, e);
+        } catch (err) {
+          if (err instanceof SeriesFullError) throw tooLarge(`${err.type} key "${key}" ${err.detail}`);
+          throw err;
+        }
         // A series grows a sub-filter as it fills: not past what its peers take. Nothing is stored
         // (a writer that throws leaves the state on disk served).
         const bytes = ops.stateBytes?.(o.state) ?? 0;

@@ -15,6 +15,8 @@ import {
   ScGcfLattice,
   ScOrcf,
   ScOrcfLattice,
+  MAX_SUBFILTERS,
+  SeriesFullError,
   cuckooSubParams,
   filterKindOf,
   gbfSubParams,
@@ -462,6 +464,37 @@ describe("scalable series (ScGBF, ScGCF, ScORCF)", () => {
       assert.equal((ops.describe(s).parameters as { subFilters: number }).subFilters, 1, ObjectType[type]);
       ops.add(s, Array.from({ length: 200 }, (_, i) => u(`more-${i}`)), env);
       assert.ok((ops.describe(s).parameters as { subFilters: number }).subFilters >= 3, ObjectType[type]);
+    }
+  });
+
+  it("a series at its 64th sub-filter, full, refuses new elements with SeriesFullError (not a cuckoo table's), unchanged", () => {
+    const sp = seriesParams(2, 0.01);
+    const r = seededRandom(21);
+    const series = [
+      { name: "SCGBF", s: ScGbf.empty(sp), add: (s: ScGbf, e: Uint8Array) => s.addInPlace(e), L: ScGbfLattice },
+      { name: "SCGCF", s: ScGcf.empty(sp), add: (s: ScGcf, e: Uint8Array) => s.addInPlace(e, r), L: ScGcfLattice },
+      { name: "SCORCF", s: ScOrcf.empty(sp), add: (s: ScOrcf, e: Uint8Array) => s.addInPlace(e, "A", r), L: ScOrcfLattice },
+    ] as const;
+    for (const { name, s, add, L } of series) {
+      let refused: unknown;
+      let i = 0;
+      for (; i < 20 * MAX_SUBFILTERS && refused === undefined; i++) {
+        const before = (L as typeof ScGbfLattice).encode(s as never);
+        try {
+          (add as (s: unknown, e: Uint8Array) => unknown)(s, u(`${name}-${i}`));
+        } catch (e) {
+          refused = e;
+          assert.deepEqual((L as typeof ScGbfLattice).encode(s as never), before, `${name}: nothing of the refused add was kept`);
+        }
+      }
+      assert.ok(refused instanceof SeriesFullError, `${name}: ${String(refused)}`);
+      assert.ok(!(refused instanceof FilterFullError), name);
+      assert.equal(s.subFilters.length, MAX_SUBFILTERS, name);
+      assert.ok(i >= MAX_SUBFILTERS * 2, `${name} took ${i} adds`);
+      assert.match(refused.message, new RegExp(`^${name} has all its 64 sub-filters full \\(about \\d+ elements at capacity 2 each\\): a series grows no further.*create a key with a larger capacity$`));
+      assert.doesNotMatch(refused.message, /slot|kicks/);
+      // An element already held is no change, not a refusal (an ORCF series stores another copy: it needs room).
+      if (name !== "SCORCF") assert.doesNotThrow(() => (add as (s: unknown, e: Uint8Array) => unknown)(s, u(`${name}-0`)));
     }
   });
 

@@ -35,11 +35,14 @@ export enum ObjectType {
   GCF = 5,
   /** ORCF - Observed-remove cuckoo filter: add, remove (observed adds only; a concurrent add wins), query. */
   ORCF = 6,
-  /** SCGBF - Scalable series of grow-only Bloom filters: a new, tighter sub-filter when one fills. */
+  /**
+   * SCGBF - Scalable series of grow-only Bloom filters: a new, tighter sub-filter when one fills, up to 64
+   * sub-filters of the key's capacity; past them an Add of new elements answers RESOURCE_EXHAUSTED.
+   */
   SCGBF = 7,
-  /** SCGCF - Scalable series of grow-only cuckoo filters. */
+  /** SCGCF - Scalable series of grow-only cuckoo filters (at most 64 sub-filters, as SCGBF). */
   SCGCF = 8,
-  /** SCORCF - Scalable series of observed-remove cuckoo filters. */
+  /** SCORCF - Scalable series of observed-remove cuckoo filters (at most 64 sub-filters, as SCGBF). */
   SCORCF = 9,
   UNRECOGNIZED = -1,
 }
