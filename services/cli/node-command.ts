@@ -7,7 +7,7 @@ import { nodeHelp } from "../node/config-docs.js";
 import { createLogger } from "../common/logger.js";
 import { nodeExtensions } from "../node/cluster-wiring.js";
 import { routeForeignLogs } from "../node/foreign-logs.js";
-import { startNode } from "../node/node.js";
+import { SettingsRefusedError, startNode } from "../node/node.js";
 import { StoreOpenError, StoreWriteError } from "../store/store.js";
 
 /** After a fatal storage failure the process exits at the latest this long after the drain timeout (a stop that hangs on the failed storage must not keep it up). */
@@ -50,8 +50,18 @@ export async function nodeCommand(args: string[]): Promise<void> {
         setTimeout(() => process.exit(1), config.drainTimeoutMs + FATAL_STOP_MARGIN_MS);
         void stopped.finally(() => process.exit(1));
       },
+      // A setting that differs from the cluster's is a bad setting: exit 2, as for one refused at parsing.
+      onSettingsRefused: (reason, stopped) => {
+        process.stderr.write(`deltaset node: the cluster refused this node's settings: ${reason}; stopping, exit 2\n`);
+        setTimeout(() => process.exit(2), config.drainTimeoutMs + FATAL_STOP_MARGIN_MS);
+        void stopped.finally(() => process.exit(2));
+      },
     });
   } catch (err) {
+    if (err instanceof SettingsRefusedError) {
+      process.stderr.write(`deltaset node: the cluster refused this node's settings: ${err.message}\n`);
+      process.exit(2);
+    }
     // ConfigError here: unreadable certificates, token file or metrics address.
     // StoreWriteError: the storage refused a write while the node started (a full disk).
     if (err instanceof StoreOpenError || err instanceof ConfigError || err instanceof StoreWriteError) {

@@ -25,7 +25,9 @@ import { Suspicion } from "./suspicion.js";
 import { sample, type Random } from "../common/prng.js";
 import {
   MemberState,
+  settingsFields,
   type Answer,
+  type ClusterSettings,
   type CoreOutput,
   type DeferredAnswer,
   type JoinReply,
@@ -40,7 +42,7 @@ import {
   type PingRequest,
   type Refusal,
 } from "./types.js";
-import { checkAddress, checkCluster, checkMember, checkMembers, checkNodeId, quote } from "./validate.js";
+import { checkAddress, checkCluster, checkMember, checkMembers, checkNodeId, checkSettings, quote } from "./validate.js";
 
 export type { MembershipStats };
 
@@ -49,6 +51,12 @@ export interface MembershipCoreOptions {
   cluster: string;
   /** This node. */
   self: NodeIdentity;
+  /**
+   * Settings every node of the cluster must share (partitions, replication factor). Sent with every
+   * Join, Ping and PingReq; one of these whose settings differ is refused. Undefined: neither sent
+   * nor checked.
+   */
+  settings?: ClusterSettings;
   /**
    * Incarnation to start at. A restarted node must start above every incarnation it used before:
    * pass the persisted value + 1, or a clock reading. If the cluster still remembers a higher one,
@@ -66,6 +74,7 @@ export interface MembershipCoreOptions {
 
 export class MembershipCore {
   readonly cluster: string;
+  readonly settings: ClusterSettings | undefined;
   readonly config: MembershipConfig;
   private readonly random: Random;
   private readonly table: MemberTable;
@@ -89,14 +98,20 @@ export class MembershipCore {
     if (bad) throw new RangeError(bad.message);
     const incarnation = options.incarnation ?? 0n;
     if (typeof incarnation !== "bigint" || incarnation < 0n) throw new RangeError("incarnation must be a non-negative bigint");
+    const settings = options.settings;
+    if (settings !== undefined && !(Number.isInteger(settings.partitions) && settings.partitions >= 1 && settings.partitions <= 0xffffffff &&
+      Number.isInteger(settings.replicationFactor) && settings.replicationFactor >= 0 && settings.replicationFactor <= 0xffffffff)) {
+      throw new RangeError("settings.partitions must be a positive uint32 and settings.replicationFactor a uint32");
+    }
     this.cluster = options.cluster;
+    this.settings = options.settings === undefined ? undefined : { ...options.settings };
     this.random = options.random;
     const now = options.now;
     this.table = new MemberTable(options.self, incarnation, now);
     this.dissemination = new Dissemination(this.config, this.table);
     this.suspicion = new Suspicion(this.config, this.table, this.dissemination, this.outbox, this.counters, (id) => this.prober.admit(id), options.onIdentityConflict);
     this.prober = new Prober({
-      cluster: this.cluster, config: this.config, random: this.random, table: this.table, dissemination: this.dissemination,
+      cluster: this.cluster, settings: this.settings, config: this.config, random: this.random, table: this.table, dissemination: this.dissemination,
       suspicion: this.suspicion, outbox: this.outbox, counters: this.counters,
     }, now);
     // Drawn after the prober's phase: the order of draws from the seeded source is part of a run.
@@ -214,7 +229,8 @@ export class MembershipCore {
       checkCluster(request.cluster, this.cluster) ??
       checkNodeId(request.from, "from") ??
       checkNodeId(request.target, "target") ??
-      checkMembers(request.updates, "updates", this.config.maxUpdatesPerMessage);
+      checkMembers(request.updates, "updates", this.config.maxUpdatesPerMessage) ??
+      checkSettings(request, this.settings, `node ${quote(request.from)}`, `node ${quote(this.nodeId)}`);
     if (bad) return this.refuse(bad);
     if (request.from !== this.nodeId) this.joinedCluster = true;
     const corrections = this.suspicion.applyAll(request.updates, now);
@@ -236,7 +252,8 @@ export class MembershipCore {
       checkNodeId(request.from, "from") ??
       checkNodeId(request.target, "target") ??
       checkAddress(request.targetAddress, "target_address") ??
-      checkMembers(request.updates, "updates", this.config.maxUpdatesPerMessage);
+      checkMembers(request.updates, "updates", this.config.maxUpdatesPerMessage) ??
+      checkSettings(request, this.settings, `node ${quote(request.from)}`, `node ${quote(this.nodeId)}`);
     if (bad) return this.refuse(bad);
     this.joinedCluster = true;
     const corrections = this.suspicion.applyAll(request.updates, now);
@@ -247,7 +264,10 @@ export class MembershipCore {
   }
 
   handleJoin(request: JoinRequest, now: number): Answer<JoinReply> {
-    const bad = checkCluster(request.cluster, this.cluster) ?? checkMember(request.self, "self");
+    const bad =
+      checkCluster(request.cluster, this.cluster) ??
+      checkMember(request.self, "self") ??
+      checkSettings(request, this.settings, `joining node ${quote(request.self!.nodeId)} (${request.self!.address})`, `member ${quote(this.nodeId)}`);
     if (bad) return this.refuse(bad);
     const joiner = request.self!;
     if (joiner.state !== MemberState.ALIVE) return this.refuse({ code: "INVALID_ARGUMENT", message: "self.state must be ALIVE" });
@@ -334,7 +354,7 @@ export class MembershipCore {
     this.outbox.pending.set(id, { kind: "join", deadline: now + this.config.requestTimeoutMs });
     this.outbox.out.calls.push({
       kind: "join", id, address, timeoutMs: this.config.requestTimeoutMs,
-      request: { cluster: this.cluster, self: toInfo(this.table.self) },
+      request: { cluster: this.cluster, self: toInfo(this.table.self), ...settingsFields(this.settings) },
     });
   }
 

@@ -3,12 +3,13 @@
 // driverEndpoint(); the public API stays start/stop/leave/members/onChange.
 import { receiverMetadata } from "../client/peer-receiver.js";
 import * as grpc from "@grpc/grpc-js";
+import { logThrottle } from "../common/log-throttle.js";
 import type { MembershipConfig } from "./config.js";
 import { MembershipCore } from "./core.js";
 import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
 import { PeerPool } from "./peer-pool.js";
 import { ProbeTiming, type ProbeTimingStats } from "./probe-timing.js";
-import { type MembershipStats, isLive } from "./types.js";
+import { REFUSED_SETTING_HEADER, isLive, type ClusterSetting, type ClusterSettings, type MembershipStats } from "./types.js";
 import type {
   Answer,
   DeferredAnswer,
@@ -31,6 +32,18 @@ export interface MembershipDriverOptions {
   cluster: string;
   /** This node: stable id and the address peers dial. */
   self: NodeIdentity;
+  /**
+   * Settings every node of the cluster must share (partitions, replication factor): sent with
+   * every Join, Ping and PingReq, and checked on those this node receives.
+   */
+  settings?: ClusterSettings;
+  /**
+   * A member refused this node's Join because a setting differs (its message names both values).
+   * `joined` says whether this node is in a cluster all the same: for a join through the seeds,
+   * told once every call of that attempt has ended, so a refusal beside a seed that admitted the
+   * node comes with joined = true.
+   */
+  onSettingsRefused?: (refusal: SettingsRefusal) => void;
   /** Addresses to join through (staticSeeds or dnsSeeds). */
   seeds: SeedProvider;
   config?: Partial<MembershipConfig>;
@@ -59,6 +72,22 @@ export interface MembershipDriverOptions {
   dialAddress?: (nodeId: string | undefined, address: string) => Promise<string> | string;
   /** Another live process claims this node's id, from this address. */
   onIdentityConflict?: (address: string) => void;
+}
+
+export interface SettingsRefusal {
+  /** The address the Join went to. */
+  address: string;
+  setting: ClusterSetting;
+  /** The refusal's message, naming both nodes' values. */
+  message: string;
+  joined: boolean;
+}
+
+/** The setting named by a Join's refusal, when a setting differing was the reason. */
+function refusedSetting(error: grpc.ServiceError): ClusterSetting | undefined {
+  if (error.code !== grpc.status.FAILED_PRECONDITION) return undefined;
+  const value = error.metadata?.get(REFUSED_SETTING_HEADER)[0];
+  return value === "partitions" || value === "replication-factor" ? value : undefined;
 }
 
 export type ChangeListener = (change: MembershipChange) => void;
@@ -105,6 +134,10 @@ export class MembershipDriver {
   private readonly warn: (message: string, fields: Record<string, unknown>) => void;
   private readonly probeTiming: ProbeTiming;
   private readonly dialAddress: MembershipDriverOptions["dialAddress"];
+  private readonly onSettingsRefused: MembershipDriverOptions["onSettingsRefused"];
+  /** Join calls of the seed join attempt under way, and the setting refusals among their answers. */
+  private readonly refusedWarnings = logThrottle(60_000);
+  private readonly attemptCalls = new Map<number, Omit<SettingsRefusal, "joined"> | undefined>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private state: "new" | "running" | "stopped" = "new";
@@ -113,8 +146,10 @@ export class MembershipDriver {
     this.log = options.log ?? (() => {});
     this.warn = options.warn ?? (() => {});
     this.dialAddress = options.dialAddress;
+    this.onSettingsRefused = options.onSettingsRefused;
     this.core = new MembershipCore({
       cluster: options.cluster,
+      settings: options.settings,
       self: options.self,
       incarnation: options.incarnation ?? BigInt(Date.now()),
       config: options.config,
@@ -233,6 +268,7 @@ export class MembershipDriver {
           return () => {};
         }
         const result: DeferredAnswer = this.core.handlePingReq(request, clock());
+        if (!result.ok) this.noteRefusal(result.refusal);
         if (!result.ok) answer(result.refusal);
         else if (result.pending === undefined) answer(result.reply);
         else this.deferred.set(result.pending, answer);
@@ -248,6 +284,7 @@ export class MembershipDriver {
   private inbound<T>(handle: () => Answer<T>): Answer<T> {
     if (this.state !== "running") return { ok: false, refusal: UNAVAILABLE };
     const answer = handle();
+    if (!answer.ok) this.noteRefusal(answer.refusal);
     this.pump();
     return answer;
   }
@@ -256,8 +293,17 @@ export class MembershipDriver {
   private async attemptJoin(addresses: string[]): Promise<boolean> {
     if (this.state !== "running") return false;
     this.core.join(addresses, clock());
-    const sent = this.pump();
-    await Promise.all(sent.filter((s) => s.call.kind === "join").map((s) => s.done));
+    const joins = this.pump().filter((s) => s.call.kind === "join");
+    for (const s of joins) this.attemptCalls.set(s.call.id, undefined);
+    try {
+      await Promise.all(joins.map((s) => s.done));
+    } finally {
+      for (const s of joins) {
+        const refusal = this.attemptCalls.get(s.call.id);
+        this.attemptCalls.delete(s.call.id);
+        if (refusal !== undefined && this.state === "running") this.reportSettingsRefused(refusal);
+      }
+    }
     return this.core.joined;
   }
 
@@ -310,6 +356,21 @@ export class MembershipDriver {
     });
   }
 
+  /** A request refused because a setting differs is an operator's matter: warn, once a minute per message. */
+  private noteRefusal(refusal: Refusal): void {
+    if (refusal.setting === undefined) return;
+    const admitted = this.refusedWarnings.admit(refusal.message);
+    if (admitted !== undefined) this.warn(`refused a node whose --${refusal.setting} differs from this node's; it is not admitted as a member`, { reason: refusal.message, suppressedSinceLast: admitted.suppressed });
+  }
+
+  private reportSettingsRefused(refusal: Omit<SettingsRefusal, "joined">): void {
+    try {
+      this.onSettingsRefused?.({ ...refusal, joined: this.core.joined });
+    } catch (error) {
+      this.log("settings refusal listener failed", error);
+    }
+  }
+
   /** A direct probe answered after rttMs: warn when recent round trips near the probe timeout. */
   private noteRoundTrip(rttMs: number): void {
     const w = this.probeTiming.record(rttMs, clock());
@@ -337,6 +398,13 @@ export class MembershipDriver {
         if (this.state !== "running") return resolve(false);
         if (error) {
           if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);
+          const setting = call.kind === "join" ? refusedSetting(error) : undefined;
+          if (setting !== undefined) {
+            const refusal = { address: call.address, setting, message: error.details };
+            // A seed join attempt reports it once all its calls ended; another join (the periodic pull) at once.
+            if (this.attemptCalls.has(call.id)) this.attemptCalls.set(call.id, refusal);
+            else this.reportSettingsRefused(refusal);
+          }
           this.core.callFailed(call.id, clock());
         } else {
           accept();

@@ -10,7 +10,7 @@ import {
   type WatchRequest,
 } from "../gen/deltaset/v1/membership.js";
 import { driverEndpoint, type MembershipDriver } from "./driver.js";
-import type { Answer, MembershipChange, Refusal } from "./types.js";
+import { REFUSED_SETTING_HEADER, type Answer, type MembershipChange, type Refusal } from "./types.js";
 
 /** Most events a Watch stream may have queued before it is ended with RESOURCE_EXHAUSTED. */
 export const WATCH_BACKLOG_LIMIT = 4096;
@@ -26,7 +26,10 @@ function isRefusal(value: unknown): value is Refusal {
 }
 
 function statusOf(refusal: Refusal): Partial<grpc.StatusObject> {
-  return { code: STATUS[refusal.code], details: refusal.message };
+  if (refusal.setting === undefined) return { code: STATUS[refusal.code], details: refusal.message };
+  const metadata = new grpc.Metadata();
+  metadata.set(REFUSED_SETTING_HEADER, refusal.setting);
+  return { code: STATUS[refusal.code], details: refusal.message, metadata };
 }
 
 function internal(error: unknown): Partial<grpc.StatusObject> {

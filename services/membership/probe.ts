@@ -9,7 +9,7 @@ import type { Outbox, PendingCall, RelayCall } from "./outbox.js";
 import { ProbeOrder } from "./probe-order.js";
 import type { Suspicion } from "./suspicion.js";
 import { sample, type Random } from "../common/prng.js";
-import { MemberState, isLive, type MembershipStats, type PingReply, type PingReqRequest, type PingRequest } from "./types.js";
+import { MemberState, isLive, settingsFields, type ClusterSettings, type MembershipStats, type PingReply, type PingReqRequest, type PingRequest } from "./types.js";
 
 /** One probe of one member, from the first ping until an ack or the end of the indirect phase. */
 interface Probe {
@@ -26,6 +26,8 @@ interface Probe {
 /** The parts of the core a prober works with. */
 export interface ProberParts {
   cluster: string;
+  /** Sent with every Ping and PingReq (the receiver refuses one whose settings differ from its own). */
+  settings?: ClusterSettings;
   config: MembershipConfig;
   random: Random;
   table: MemberTable;
@@ -211,6 +213,7 @@ export class Prober {
         request: {
           cluster: this.parts.cluster, from: table.self.nodeId, seq: probe.seq, target: probe.target,
           targetAddress: target.address, timeoutMs: relayTimeout, updates: dissemination.piggyback(helper.nodeId, [], true),
+          ...settingsFields(this.parts.settings),
         },
       });
     }
@@ -259,6 +262,6 @@ export class Prober {
   }
 
   private ping(seq: bigint, target: string, updates: PingRequest["updates"]): PingRequest {
-    return { cluster: this.parts.cluster, from: this.parts.table.self.nodeId, seq, target, updates };
+    return { cluster: this.parts.cluster, from: this.parts.table.self.nodeId, seq, target, updates, ...settingsFields(this.parts.settings) };
   }
 }

@@ -74,6 +74,28 @@ export interface MembershipStats {
 export interface Refusal {
   code: "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "UNAVAILABLE";
   message: string;
+  /** A cluster-wide setting that differs between caller and this node (the flag's name). */
+  setting?: ClusterSetting;
+}
+
+/** Trailing metadata of a refusal because a cluster-wide setting differs: the flag's name. */
+export const REFUSED_SETTING_HEADER = "x-deltaset-refused-setting";
+
+/** The flags every node of a cluster must set alike, checked on Join, Ping and PingReq. */
+export type ClusterSetting = "partitions" | "replication-factor";
+
+/**
+ * A node's cluster-wide settings as membership messages carry them: the partition count, and the
+ * replication factor with 0 for "all".
+ */
+export interface ClusterSettings {
+  partitions: number;
+  replicationFactor: number;
+}
+
+/** The fields of a Join, Ping or PingReq that carry a node's settings (none without settings). */
+export function settingsFields(settings: ClusterSettings | undefined): { partitions?: number; replicationFactor?: number } {
+  return settings === undefined ? {} : { partitions: settings.partitions, replicationFactor: settings.replicationFactor };
 }
 
 /** The answer to an inbound request: a reply now, a refusal, or (PingReq) a reply later. */

@@ -1,8 +1,9 @@
 // Checks on every message that comes from the network, before the core trusts any field of it.
 // Each check returns a Refusal (INVALID_ARGUMENT for a malformed message, FAILED_PRECONDITION for
-// a message of another cluster) or undefined when the message is fine.
+// a message of another cluster, or of a node whose partitions or replication factor differ) or
+// undefined when the message is fine.
 import { MemberState, type MemberInfo } from "../gen/deltaset/v1/membership.js";
-import type { Refusal } from "./types.js";
+import type { ClusterSettings, Refusal } from "./types.js";
 
 export const MAX_NODE_ID_LENGTH = 256;
 export const MAX_ADDRESS_LENGTH = 512;
@@ -46,6 +47,37 @@ export function checkCluster(cluster: unknown, own: string): Refusal | undefined
       code: "FAILED_PRECONDITION",
       message: `request is for cluster ${quote(cluster as string)} but this node belongs to ${quote(own)}`,
     };
+  }
+  return undefined;
+}
+
+/** A replication factor as the flag spells it (0 on the wire is "all"). */
+export function factorText(r: number): string {
+  return r === 0 ? "all" : String(r);
+}
+
+/**
+ * The caller's cluster-wide settings against this node's. A field the caller does not send (a node
+ * of an earlier version) is not checked, nor is anything when this node has no settings to compare.
+ * The message names both nodes and values, so that it reads the same in either node's log.
+ */
+export function checkSettings(
+  theirs: { partitions?: number | undefined; replicationFactor?: number | undefined },
+  own: ClusterSettings | undefined,
+  caller: string,
+  self: string,
+): Refusal | undefined {
+  if (own === undefined) return undefined;
+  const differs = (flag: "partitions" | "replication-factor", their: string, mine: string): Refusal => ({
+    code: "FAILED_PRECONDITION",
+    setting: flag,
+    message: `--${flag} differs: ${caller} runs with --${flag} ${their} but ${self} with --${flag} ${mine}; every node of a cluster needs the same --${flag}`,
+  });
+  if (theirs.partitions !== undefined && theirs.partitions !== own.partitions) {
+    return differs("partitions", String(theirs.partitions), String(own.partitions));
+  }
+  if (theirs.replicationFactor !== undefined && theirs.replicationFactor !== own.replicationFactor) {
+    return differs("replication-factor", factorText(theirs.replicationFactor), factorText(own.replicationFactor));
   }
   return undefined;
 }

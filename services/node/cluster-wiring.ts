@@ -10,7 +10,7 @@ import { type SeedProvider, dnsSeeds, staticSeeds } from "../membership/discover
 import { MembershipDriver } from "../membership/driver.js";
 import { createMembershipService } from "../membership/grpc-service.js";
 import { MemberState, isLive } from "../membership/types.js";
-import type { NodeConfig } from "./config.js";
+import { type NodeConfig, replicationFactorOf } from "./config.js";
 import type { NodeContext, NodeExtension } from "./node.js";
 import { withBodyDigests } from "./peer-interceptors.js";
 import { type PeerDialer, ToxiproxyDialer } from "./peer-dialer.js";
@@ -70,6 +70,9 @@ export function nodeExtensions(
       };
       const pending: Array<[string, number, unknown]> = [];
       const tlsWarnings = logThrottle(60_000);
+      const settingsWarnings = logThrottle(60_000);
+      // Set when the cluster refused this node's settings before it ever joined: it is no member.
+      let refusedSettings = false;
       const identityConflicts = logThrottle(60_000);
       const unavailable = { code: status.UNAVAILABLE, details: "node is starting" };
       return {
@@ -102,9 +105,25 @@ export function nodeExtensions(
           })) : undefined);
           // A join goes to a seed address; the member there, if already known, names the link.
           const idAt = (address: string) => membership?.members({ includeDeparted: true }).find((m) => m.address === address)?.nodeId ?? "";
+          const factor = replicationFactorOf(config);
           const driver = new MembershipDriver({
             cluster: config.cluster,
             self: { nodeId: ctx.store.nodeId, address: ctx.advertise() },
+            // Nodes that differ in these cannot share partitions: a member refuses the other's Join
+            // and Pings, so neither is placed on the other's partitions.
+            settings: { partitions: config.partitions, replicationFactor: factor === "all" ? 0 : factor },
+            onSettingsRefused: (refusal) => {
+              if (!refusal.joined) {
+                // Never a member: stop rather than serve alone with settings the cluster refuses.
+                refusedSettings = true;
+                ctx.settingsRefused(`join refused by ${refusal.address}: ${refusal.message}`);
+                return;
+              }
+              const admitted = settingsWarnings.admit(refusal.address);
+              if (admitted !== undefined) {
+                ctx.log.error(`membership: the node at ${refusal.address} refused this node's join: its --${refusal.setting} differs from this node's; it is not a member of this cluster (give every node the same --${refusal.setting})`, { reason: refusal.message, suppressedSinceLast: admitted.suppressed });
+              }
+            },
             seeds: seedProvider(config),
             config: config.membership,
             warn: (message, fields) => ctx.log.warn(`membership: ${message}`, fields),
@@ -177,15 +196,18 @@ export function nodeExtensions(
         async stop() {
           // What this node acknowledged lately must reach a neighbour before it goes: its last
           // client calls have ended (node.ts drains them first), gossip still runs.
-          if (gossip !== undefined && membership !== undefined) {
+          // A node the cluster refused was never a member: nothing to ship to, nobody to tell.
+          if (gossip !== undefined && membership !== undefined && !refusedSettings) {
             const r = await gossip.ship(ctx.config.leaveTimeoutMs);
             // unshipped: partitions no neighbour (with placement: no next owner) acknowledged, and keys whose deferred removes no owner took.
             if (r.unshipped > 0) ctx.log.warn("leaving with changes no neighbour acknowledged yet (--leave-timeout-ms); they stay on this node's disk until it returns", { unshipped: r.unshipped, waitedMs: r.waitedMs });
             else ctx.log.info("changes shipped to neighbours before leaving", { waitedMs: r.waitedMs });
           }
           if (membership !== undefined) {
-            const told = await membership.leave();
-            ctx.log.info("left the cluster", { told });
+            if (!refusedSettings) {
+              const told = await membership.leave();
+              ctx.log.info("left the cluster", { told });
+            }
             await membership.stop();
           }
           await gossip?.stop();

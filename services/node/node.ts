@@ -75,6 +75,23 @@ export interface NodeContext {
   router: Router;
   /** Aborted as the node starts to stop (before its running calls drain). */
   stopping: AbortSignal;
+  /**
+   * The cluster refused this node's settings (a member refused its join: its --partitions or
+   * --replication-factor differ) before it was ever a member: the node stops instead of serving
+   * alone (NodeHooks.onSettingsRefused). The first call counts.
+   */
+  settingsRefused(reason: string): void;
+}
+
+/**
+ * A member refused this node's join because a cluster-wide setting differs, while the node started:
+ * it has stopped and does not serve. Exit status 2 in `deltaset node`, like any other bad setting.
+ */
+export class SettingsRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "SettingsRefusedError";
+  }
 }
 
 /** What the process running a node does when the node cannot go on. */
@@ -86,6 +103,13 @@ export interface NodeHooks {
    * its data directory. Default: nothing more (the node stops).
    */
   onFatal?: (reason: string, stopped: Promise<void>) => void;
+  /**
+   * After the node started serving alone (no seed answered yet), a member refused its join because
+   * a cluster-wide setting differs: it is stopping. Called once, with the stop under way; the
+   * process should exit (status 2: a bad setting) once `stopped` settles. While the node starts,
+   * startNode throws SettingsRefusedError instead.
+   */
+  onSettingsRefused?: (reason: string, stopped: Promise<void>) => void;
 }
 
 export async function startNode(
@@ -181,7 +205,13 @@ export async function startNode(
     // Aborted as the node starts to stop: open Watch streams end at once instead of holding the drain.
     const stopSignal = new AbortController();
     setMaxListeners(config.limits.maxWatchers + 16, stopSignal.signal);
-    const ctx: NodeContext = { config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router, stopping: stopSignal.signal };
+    // Before the node serves, a refusal is kept and fails its start; once it serves, it stops it (below).
+    let refused: string | undefined;
+    let onSettingsRefused = (reason: string) => void (refused ??= reason);
+    const ctx: NodeContext = {
+      config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router,
+      stopping: stopSignal.signal, settingsRefused: (reason) => onSettingsRefused(reason),
+    };
     const exts = extensions.map((make) => make(ctx));
     // Told of every durable local change (calls, and a read's fetch from former holders): the
     // change is made, so a listener that throws is logged and the others are still told.
@@ -271,9 +301,12 @@ export async function startNode(
     const sweeper = startTtlSweeper(store, config.ttlSweep, nodeLog);
     creds.useLogger(nodeLog);
     creds.watch();
-    gate.open();
-    setServing(health, true);
-    nodeLog.info("node serving", { address, nodeId: store.nodeId, dataDir: config.dataDir });
+    // Refused while starting: never opened to clients (the stop below follows in this same turn).
+    if (refused === undefined) {
+      gate.open();
+      setServing(health, true);
+      nodeLog.info("node serving", { address, nodeId: store.nodeId, dataDir: config.dataDir });
+    }
 
     let stopping: Promise<void> | undefined;
     const stop = (reason = "stop requested") =>
@@ -306,8 +339,26 @@ export async function startNode(
       hooks.onFatal?.(err.message, stop("storage write failed"));
     };
     if (writeFailed !== undefined) onWriteFailure(writeFailed);
+    const refusedLog = (reason: string) =>
+      nodeLog.error("the cluster refused this node's settings: it is not a member and stops; start it with the same --partitions and --replication-factor as the cluster's nodes", { reason });
+    if (refused !== undefined) {
+      refusedLog(refused);
+      await stop("settings refused by the cluster");
+      throw new SettingsRefusedError(refused);
+    }
+    let stoppedForSettings = false;
+    onSettingsRefused = (reason) => {
+      if (stoppedForSettings) return;
+      stoppedForSettings = true;
+      refusedLog(reason);
+      setServing(health, false);
+      const stopped = stop("settings refused by the cluster");
+      if (hooks.onSettingsRefused) hooks.onSettingsRefused(reason, stopped);
+    };
     return { nodeId: store.nodeId, address, port, store, server, metricsAddress: telemetry?.metricsAddress, stop, reload: (reason) => creds.reload(reason) };
   } catch (err) {
+    // Already stopped (store and telemetry closed with it).
+    if (err instanceof SettingsRefusedError) throw err;
     await telemetry?.shutdown();
     await store.close();
     throw err;

@@ -215,11 +215,12 @@ export const GOSSIP_SETTINGS: SettingGroup = {
   name: "gossip",
   about: "delta-state anti-entropy between the live members",
   settings: [
-    { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int", readme: true, description: "anti-entropy partitions (1-65535); keys hash into them, each with its own delta buffer and acks" },
+    { flag: "partitions", env: "DELTASET_PARTITIONS", path: "partitions", kind: "int", readme: true, description: "anti-entropy partitions (1-65535); keys hash into them, each with its own delta buffer and acks. The same on every node: a member refuses the join of a node whose value differs, and that node exits with status 2",
+      details: "Nodes with different partition counts cannot gossip with each other. A node sends its value with every Join, Ping and PingReq, and a member refuses one whose value differs (FAILED_PRECONDITION naming both values), so such a node is never listed ALIVE nor placed; the refused node logs why and exits with status 2 (also when it served alone at first because no seed answered). A node of an earlier version sends no value and is not checked. A data directory keeps the count it was created with." },
     {
       flag: "replication-factor", env: "DELTASET_REPLICATION_FACTOR", path: "replicationFactor", kind: "string", value: "all|R", readme: true,
       description: "copies of each partition: `all` (every node holds every key) or R >= 1 (the R live members ranked first by rendezvous hashing own it; the others forward its calls)",
-      details: "The default is `all`: every node answers every read from its own store, which small clusters and every tool that compares the nodes' local states rely on. Use 3 on clusters of more than about five nodes.",
+      details: "The default is `all`: every node answers every read from its own store, which small clusters and every tool that compares the nodes' local states rely on. Use 3 on clusters of more than about five nodes. The same on every node (`all` and R differ, whatever the cluster's size): nodes with different R compute different owners for a key, so a member refuses the join of a node whose value differs and that node exits with status 2, as with --partitions. To change R, stop every node and start them all with the new value.",
     },
     {
       flag: "forward-timeout-ms", env: "DELTASET_FORWARD_TIMEOUT_MS", path: "forwardTimeoutMs", kind: "int",

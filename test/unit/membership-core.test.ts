@@ -232,6 +232,50 @@ describe("membership core: single steps", () => {
     assert.equal(a.stats().refusedRequests, cases.length + 2);
   });
 
+  it("refuses a Join, Ping or PingReq whose partitions or replication factor differ; absent fields are not checked", () => {
+    const settings = { partitions: 64, replicationFactor: 3 };
+    const a = new MembershipCore({ cluster: CLUSTER, self: { nodeId: "a", address: "127.0.0.1:1001" }, settings, random: seededRandom(1), now: 0 });
+    const refused: [string, ReturnType<typeof a.handleJoin> | ReturnType<typeof a.handlePingReq>, string, RegExp][] = [
+      ["join partitions", a.handleJoin({ cluster: CLUSTER, self: info("b", 1002, MemberState.ALIVE), partitions: 32, replicationFactor: 3 }, 0), "partitions",
+        /^--partitions differs: joining node "b" \(127\.0\.0\.1:1002\) runs with --partitions 32 but member "a" with --partitions 64; every node of a cluster needs the same --partitions$/],
+      ["join all", a.handleJoin({ cluster: CLUSTER, self: info("b", 1002, MemberState.ALIVE), partitions: 64, replicationFactor: 0 }, 0), "replication-factor",
+        /--replication-factor all but member "a" with --replication-factor 3/],
+      ["ping", a.handlePing({ cluster: CLUSTER, from: "b", seq: 1n, target: "a", updates: [], replicationFactor: 2 }, 0), "replication-factor",
+        /node "b" runs with --replication-factor 2 but node "a" with --replication-factor 3/],
+      ["pingreq", a.handlePingReq({ cluster: CLUSTER, from: "b", seq: 1n, target: "c", targetAddress: "127.0.0.1:1003", timeoutMs: 1, updates: [], partitions: 16 }, 0), "partitions",
+        /--partitions 16 but node "a" with --partitions 64/],
+    ];
+    for (const [name, answer, setting, message] of refused) {
+      assert.ok(!answer.ok, name);
+      assert.equal(answer.refusal.code, "FAILED_PRECONDITION", name);
+      assert.equal(answer.refusal.setting, setting, name);
+      assert.match(answer.refusal.message, message, name);
+    }
+    // Refused before anything of the caller was taken: the view is a's alone, and a is in no cluster.
+    assert.deepEqual(a.members().map((m) => m.nodeId), ["a"]);
+    assert.equal(a.joined, false);
+    // An earlier version sends neither field: admitted. Matching values: admitted.
+    assert.ok(a.handleJoin({ cluster: CLUSTER, self: info("b", 1002, MemberState.ALIVE) }, 0).ok);
+    assert.ok(a.handleJoin({ cluster: CLUSTER, self: info("c", 1003, MemberState.ALIVE), ...settings }, 0).ok);
+    assert.ok(a.handlePing({ cluster: CLUSTER, from: "b", seq: 2n, target: "a", updates: [], ...settings }, 0).ok);
+    assert.deepEqual(a.members().map((m) => m.nodeId), ["a", "b", "c"]);
+    // What a sends carries its settings: joins, probes and indirect probes.
+    a.drain();
+    a.join(["127.0.0.1:1009"], 0);
+    const join = a.drain().calls.find((c) => c.kind === "join")!;
+    assert.equal(join.kind === "join" && join.request.partitions, 64);
+    assert.equal(join.kind === "join" && join.request.replicationFactor, 3);
+    a.tick(a.nextDeadline());
+    const ping = a.drain().calls.find((c) => c.kind === "ping")!;
+    assert.ok(ping.kind === "ping" && ping.request.partitions === 64 && ping.request.replicationFactor === 3);
+    // A core without settings sends none (and checks none).
+    const plain = core("p", 1010);
+    plain.join(["127.0.0.1:1001"], 0);
+    const plainJoin = plain.drain().calls[0]!;
+    assert.ok(plainJoin.kind === "join" && plainJoin.request.partitions === undefined && plainJoin.request.replicationFactor === undefined);
+    assert.ok(plain.handlePing({ cluster: CLUSTER, from: "b", seq: 1n, target: "p", updates: [], partitions: 7, replicationFactor: 9 }, 0).ok);
+  });
+
   it("treats an invalid reply as a failed call", () => {
     const a = core("a", 1001);
     a.join(["127.0.0.1:1002"], 0);

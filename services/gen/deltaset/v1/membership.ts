@@ -106,12 +106,33 @@ export interface MemberInfo {
   sinceUnixMs: bigint;
 }
 
-/** A request to join. */
+/**
+ * A request to join. A refusal because a setting differs (partitions, replication_factor) carries
+ * the trailing metadata x-deltaset-refused-setting naming the flag (partitions or
+ * replication-factor), so that the joining node can tell it from a seed that is down.
+ */
 export interface JoinRequest {
   /** Cluster name; a join to another cluster is refused. */
   cluster: string;
   /** The joining node. */
-  self?: MemberInfo | undefined;
+  self?:
+    | MemberInfo
+    | undefined;
+  /**
+   * The joining node's --partitions. A member whose own differs refuses the Join with
+   * FAILED_PRECONDITION naming both values: nodes with different partition counts cannot gossip
+   * with each other (every gossip frame between them is refused), so such a node must not own a
+   * partition. Absent (a node of an earlier version): not checked.
+   */
+  partitions?:
+    | number
+    | undefined;
+  /**
+   * The joining node's --replication-factor: R, or 0 for "all". A member whose own differs refuses
+   * the Join with FAILED_PRECONDITION naming both values: nodes with different R compute different
+   * owners for the same key. Absent (a node of an earlier version): not checked.
+   */
+  replicationFactor?: number | undefined;
 }
 
 /** The answer to a Join. */
@@ -150,6 +171,16 @@ export interface PingRequest {
   target: string;
   /** Piggybacked membership updates. */
   updates: MemberInfo[];
+  /**
+   * The prober's --partitions; a member whose own differs refuses the Ping with
+   * FAILED_PRECONDITION (so a node started with another value is found dead by its probers, and
+   * never counts itself joined through their probes). Absent (an earlier version): not checked.
+   */
+  partitions?:
+    | number
+    | undefined;
+  /** The prober's --replication-factor (R, or 0 for "all"); checked as partitions is. */
+  replicationFactor?: number | undefined;
 }
 
 /** An indirect probe request. */
@@ -168,6 +199,12 @@ export interface PingReqRequest {
   timeoutMs: number;
   /** Piggybacked membership updates. */
   updates: MemberInfo[];
+  /**
+   * The requester's --partitions and --replication-factor (R, or 0 for "all"), checked as a
+   * Ping's are. Absent (an earlier version): not checked.
+   */
+  partitions?: number | undefined;
+  replicationFactor?: number | undefined;
 }
 
 /** The answer to Ping or PingReq. */
@@ -364,7 +401,7 @@ export const MemberInfo: MessageFns<MemberInfo> = {
 };
 
 function createBaseJoinRequest(): JoinRequest {
-  return { cluster: "", self: undefined };
+  return { cluster: "", self: undefined, partitions: undefined, replicationFactor: undefined };
 }
 
 export const JoinRequest: MessageFns<JoinRequest> = {
@@ -374,6 +411,12 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     }
     if (message.self !== undefined) {
       MemberInfo.encode(message.self, writer.uint32(18).fork()).join();
+    }
+    if (message.partitions !== undefined) {
+      writer.uint32(24).uint32(message.partitions);
+    }
+    if (message.replicationFactor !== undefined) {
+      writer.uint32(32).uint32(message.replicationFactor);
     }
     return writer;
   },
@@ -407,6 +450,22 @@ export const JoinRequest: MessageFns<JoinRequest> = {
             message.self = MemberInfo.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.partitions = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.replicationFactor = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -423,6 +482,12 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     return {
       cluster: isSet(object.cluster) ? globalThis.String(object.cluster) : "",
       self: isSet(object.self) ? MemberInfo.fromJSON(object.self) : undefined,
+      partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : undefined,
+      replicationFactor: isSet(object.replicationFactor)
+        ? globalThis.Number(object.replicationFactor)
+        : isSet(object.replication_factor)
+        ? globalThis.Number(object.replication_factor)
+        : undefined,
     };
   },
 
@@ -433,6 +498,12 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     }
     if (message.self !== undefined) {
       obj.self = MemberInfo.toJSON(message.self);
+    }
+    if (message.partitions !== undefined) {
+      obj.partitions = Math.round(message.partitions);
+    }
+    if (message.replicationFactor !== undefined) {
+      obj.replicationFactor = Math.round(message.replicationFactor);
     }
     return obj;
   },
@@ -446,6 +517,8 @@ export const JoinRequest: MessageFns<JoinRequest> = {
     message.self = (object.self !== undefined && object.self !== null)
       ? MemberInfo.fromPartial(object.self)
       : undefined;
+    message.partitions = object.partitions ?? undefined;
+    message.replicationFactor = object.replicationFactor ?? undefined;
     return message;
   },
 };
@@ -713,7 +786,15 @@ export const LeaveReply: MessageFns<LeaveReply> = {
 };
 
 function createBasePingRequest(): PingRequest {
-  return { cluster: "", from: "", seq: 0n, target: "", updates: [] };
+  return {
+    cluster: "",
+    from: "",
+    seq: 0n,
+    target: "",
+    updates: [],
+    partitions: undefined,
+    replicationFactor: undefined,
+  };
 }
 
 export const PingRequest: MessageFns<PingRequest> = {
@@ -735,6 +816,12 @@ export const PingRequest: MessageFns<PingRequest> = {
     }
     for (const v of message.updates) {
       MemberInfo.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.partitions !== undefined) {
+      writer.uint32(48).uint32(message.partitions);
+    }
+    if (message.replicationFactor !== undefined) {
+      writer.uint32(56).uint32(message.replicationFactor);
     }
     return writer;
   },
@@ -792,6 +879,22 @@ export const PingRequest: MessageFns<PingRequest> = {
             message.updates.push(MemberInfo.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.partitions = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.replicationFactor = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -811,6 +914,12 @@ export const PingRequest: MessageFns<PingRequest> = {
       seq: isSet(object.seq) ? BigInt(object.seq) : 0n,
       target: isSet(object.target) ? globalThis.String(object.target) : "",
       updates: globalThis.Array.isArray(object?.updates) ? object.updates.map((e: any) => MemberInfo.fromJSON(e)) : [],
+      partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : undefined,
+      replicationFactor: isSet(object.replicationFactor)
+        ? globalThis.Number(object.replicationFactor)
+        : isSet(object.replication_factor)
+        ? globalThis.Number(object.replication_factor)
+        : undefined,
     };
   },
 
@@ -831,6 +940,12 @@ export const PingRequest: MessageFns<PingRequest> = {
     if (message.updates?.length) {
       obj.updates = message.updates.map((e) => MemberInfo.toJSON(e));
     }
+    if (message.partitions !== undefined) {
+      obj.partitions = Math.round(message.partitions);
+    }
+    if (message.replicationFactor !== undefined) {
+      obj.replicationFactor = Math.round(message.replicationFactor);
+    }
     return obj;
   },
 
@@ -844,12 +959,24 @@ export const PingRequest: MessageFns<PingRequest> = {
     message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
     message.target = object.target ?? "";
     message.updates = object.updates?.map((e) => MemberInfo.fromPartial(e)) || [];
+    message.partitions = object.partitions ?? undefined;
+    message.replicationFactor = object.replicationFactor ?? undefined;
     return message;
   },
 };
 
 function createBasePingReqRequest(): PingReqRequest {
-  return { cluster: "", from: "", seq: 0n, target: "", targetAddress: "", timeoutMs: 0, updates: [] };
+  return {
+    cluster: "",
+    from: "",
+    seq: 0n,
+    target: "",
+    targetAddress: "",
+    timeoutMs: 0,
+    updates: [],
+    partitions: undefined,
+    replicationFactor: undefined,
+  };
 }
 
 export const PingReqRequest: MessageFns<PingReqRequest> = {
@@ -877,6 +1004,12 @@ export const PingReqRequest: MessageFns<PingReqRequest> = {
     }
     for (const v of message.updates) {
       MemberInfo.encode(v!, writer.uint32(58).fork()).join();
+    }
+    if (message.partitions !== undefined) {
+      writer.uint32(64).uint32(message.partitions);
+    }
+    if (message.replicationFactor !== undefined) {
+      writer.uint32(72).uint32(message.replicationFactor);
     }
     return writer;
   },
@@ -950,6 +1083,22 @@ export const PingReqRequest: MessageFns<PingReqRequest> = {
             message.updates.push(MemberInfo.decode(reader, reader.uint32()));
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.partitions = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.replicationFactor = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -981,6 +1130,12 @@ export const PingReqRequest: MessageFns<PingReqRequest> = {
       updates: globalThis.Array.isArray(object?.updates)
         ? object.updates.map((e: any) => MemberInfo.fromJSON(e))
         : [],
+      partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : undefined,
+      replicationFactor: isSet(object.replicationFactor)
+        ? globalThis.Number(object.replicationFactor)
+        : isSet(object.replication_factor)
+        ? globalThis.Number(object.replication_factor)
+        : undefined,
     };
   },
 
@@ -1007,6 +1162,12 @@ export const PingReqRequest: MessageFns<PingReqRequest> = {
     if (message.updates?.length) {
       obj.updates = message.updates.map((e) => MemberInfo.toJSON(e));
     }
+    if (message.partitions !== undefined) {
+      obj.partitions = Math.round(message.partitions);
+    }
+    if (message.replicationFactor !== undefined) {
+      obj.replicationFactor = Math.round(message.replicationFactor);
+    }
     return obj;
   },
 
@@ -1022,6 +1183,8 @@ export const PingReqRequest: MessageFns<PingReqRequest> = {
     message.targetAddress = object.targetAddress ?? "";
     message.timeoutMs = object.timeoutMs ?? 0;
     message.updates = object.updates?.map((e) => MemberInfo.fromPartial(e)) || [];
+    message.partitions = object.partitions ?? undefined;
+    message.replicationFactor = object.replicationFactor ?? undefined;
     return message;
   },
 };
