@@ -267,7 +267,9 @@ export class MembershipCore {
     const bad =
       checkCluster(request.cluster, this.cluster) ??
       checkMember(request.self, "self") ??
-      checkSettings(request, this.settings, `joining node ${quote(request.self!.nodeId)} (${request.self!.address})`, `member ${quote(this.nodeId)}`);
+      checkSettings(request, this.settings, `joining node ${quote(request.self!.nodeId)} (${request.self!.address})`, `${this.joinedCluster ? "member" : "node"} ${quote(this.nodeId)}`);
+    // A node in no cluster yet speaks for none: the joiner keeps trying rather than giving up.
+    if (bad?.setting !== undefined) bad.inCluster = this.joinedCluster;
     if (bad) return this.refuse(bad);
     const joiner = request.self!;
     if (joiner.state !== MemberState.ALIVE) return this.refuse({ code: "INVALID_ARGUMENT", message: "self.state must be ALIVE" });

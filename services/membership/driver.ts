@@ -9,7 +9,7 @@ import { MembershipCore } from "./core.js";
 import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
 import { PeerPool } from "./peer-pool.js";
 import { ProbeTiming, type ProbeTimingStats } from "./probe-timing.js";
-import { REFUSED_SETTING_HEADER, isLive, type ClusterSetting, type ClusterSettings, type MembershipStats } from "./types.js";
+import { REFUSED_SETTING_HEADER, REFUSER_IN_CLUSTER_HEADER, isLive, type ClusterSetting, type ClusterSettings, type MembershipStats } from "./types.js";
 import type {
   Answer,
   DeferredAnswer,
@@ -38,8 +38,9 @@ export interface MembershipDriverOptions {
    */
   settings?: ClusterSettings;
   /**
-   * A member refused this node's Join because a setting differs (its message names both values).
-   * `joined` says whether this node is in a cluster all the same: for a join through the seeds,
+   * A node refused this node's Join because a setting differs (its message names both values).
+   * `refuserInCluster` says whether that node is in a cluster; `joined` whether this node is in
+   * one all the same: for a join through the seeds,
    * told once every call of that attempt has ended, so a refusal beside a seed that admitted the
    * node comes with joined = true.
    */
@@ -80,14 +81,17 @@ export interface SettingsRefusal {
   setting: ClusterSetting;
   /** The refusal's message, naming both nodes' values. */
   message: string;
+  /** The refusing node is in a cluster (false: it is alone, not joined, itself). */
+  refuserInCluster: boolean;
   joined: boolean;
 }
 
-/** The setting named by a Join's refusal, when a setting differing was the reason. */
-function refusedSetting(error: grpc.ServiceError): ClusterSetting | undefined {
+/** What a Join's refusal says, when a setting differing was the reason. */
+function refusedSetting(error: grpc.ServiceError): { setting: ClusterSetting; refuserInCluster: boolean } | undefined {
   if (error.code !== grpc.status.FAILED_PRECONDITION) return undefined;
   const value = error.metadata?.get(REFUSED_SETTING_HEADER)[0];
-  return value === "partitions" || value === "replication-factor" ? value : undefined;
+  if (value !== "partitions" && value !== "replication-factor") return undefined;
+  return { setting: value, refuserInCluster: error.metadata.get(REFUSER_IN_CLUSTER_HEADER)[0] !== "0" };
 }
 
 export type ChangeListener = (change: MembershipChange) => void;
@@ -398,9 +402,9 @@ export class MembershipDriver {
         if (this.state !== "running") return resolve(false);
         if (error) {
           if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);
-          const setting = call.kind === "join" ? refusedSetting(error) : undefined;
-          if (setting !== undefined) {
-            const refusal = { address: call.address, setting, message: error.details };
+          const refused = call.kind === "join" ? refusedSetting(error) : undefined;
+          if (refused !== undefined) {
+            const refusal = { address: call.address, ...refused, message: error.details };
             // A seed join attempt reports it once all its calls ended; another join (the periodic pull) at once.
             if (this.attemptCalls.has(call.id)) this.attemptCalls.set(call.id, refusal);
             else this.reportSettingsRefused(refusal);

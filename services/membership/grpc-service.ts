@@ -10,7 +10,7 @@ import {
   type WatchRequest,
 } from "../gen/deltaset/v1/membership.js";
 import { driverEndpoint, type MembershipDriver } from "./driver.js";
-import { REFUSED_SETTING_HEADER, type Answer, type MembershipChange, type Refusal } from "./types.js";
+import { REFUSED_SETTING_HEADER, REFUSER_IN_CLUSTER_HEADER, type Answer, type MembershipChange, type Refusal } from "./types.js";
 
 /** Most events a Watch stream may have queued before it is ended with RESOURCE_EXHAUSTED. */
 export const WATCH_BACKLOG_LIMIT = 4096;
@@ -29,6 +29,7 @@ function statusOf(refusal: Refusal): Partial<grpc.StatusObject> {
   if (refusal.setting === undefined) return { code: STATUS[refusal.code], details: refusal.message };
   const metadata = new grpc.Metadata();
   metadata.set(REFUSED_SETTING_HEADER, refusal.setting);
+  metadata.set(REFUSER_IN_CLUSTER_HEADER, refusal.inCluster === false ? "0" : "1");
   return { code: STATUS[refusal.code], details: refusal.message, metadata };
 }
 

@@ -76,10 +76,14 @@ export interface Refusal {
   message: string;
   /** A cluster-wide setting that differs between caller and this node (the flag's name). */
   setting?: ClusterSetting;
+  /** With setting: whether the refusing node is in a cluster (it then speaks for one). */
+  inCluster?: boolean;
 }
 
 /** Trailing metadata of a refusal because a cluster-wide setting differs: the flag's name. */
 export const REFUSED_SETTING_HEADER = "x-deltaset-refused-setting";
+/** Beside it: "1" when the refusing node is in a cluster, "0" when it is alone (not joined) itself. */
+export const REFUSER_IN_CLUSTER_HEADER = "x-deltaset-refuser-in-cluster";
 
 /** The flags every node of a cluster must set alike, checked on Join, Ping and PingReq. */
 export type ClusterSetting = "partitions" | "replication-factor";

@@ -113,16 +113,19 @@ export function nodeExtensions(
             // and Pings, so neither is placed on the other's partitions.
             settings: { partitions: config.partitions, replicationFactor: factor === "all" ? 0 : factor },
             onSettingsRefused: (refusal) => {
-              if (!refusal.joined) {
-                // Never a member: stop rather than serve alone with settings the cluster refuses.
+              if (!refusal.joined && refusal.refuserInCluster) {
+                // Never a member, refused by a cluster's member: stop rather than serve alone with
+                // settings the cluster refuses.
                 refusedSettings = true;
                 ctx.settingsRefused(`join refused by ${refusal.address}: ${refusal.message}`);
                 return;
               }
               const admitted = settingsWarnings.admit(refusal.address);
-              if (admitted !== undefined) {
-                ctx.log.error(`membership: the node at ${refusal.address} refused this node's join: its --${refusal.setting} differs from this node's; it is not a member of this cluster (give every node the same --${refusal.setting})`, { reason: refusal.message, suppressedSinceLast: admitted.suppressed });
-              }
+              if (admitted === undefined) return;
+              const fields = { reason: refusal.message, suppressedSinceLast: admitted.suppressed };
+              // Two nodes alone, each refusing the other: neither speaks for a cluster, both keep trying.
+              if (!refusal.joined) ctx.log.error(`membership: the node at ${refusal.address}, in no cluster either, refused this node's join: its --${refusal.setting} differs; this node keeps trying its seeds (give every node the same --${refusal.setting})`, fields);
+              else ctx.log.error(`membership: the node at ${refusal.address} refused this node's join: its --${refusal.setting} differs from this node's; it is not a member of this cluster (give every node the same --${refusal.setting})`, fields);
             },
             seeds: seedProvider(config),
             config: config.membership,

@@ -4,6 +4,7 @@
 //    refused: no member ever lists them ALIVE, they own nothing in the members' Owners, and they
 //    exit with status 2 naming the setting and both values;
 //  - a node that found no seed at first serves alone, and exits 2 once a member refuses it;
+//  - two nodes alone that refuse each other speak for no cluster: both keep running and log why;
 //  - a node with the same settings still joins.
 import { strict as assert } from "node:assert";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -15,7 +16,7 @@ import { after, before, describe, it } from "node:test";
 import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
 import { call, membershipClient } from "../../services/client/rpc.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { BIN, REPO, startNodeProcess } from "../helpers/node-process.ts";
+import { BIN, type NodeProcess, REPO, startNodeProcess } from "../helpers/node-process.ts";
 import { ownersAt } from "../helpers/placement.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
@@ -130,6 +131,29 @@ describe("cluster-wide settings are checked when a node joins (real processes)",
       for (const i of MEMBERS) assert.ok(!(await aliveAt(i)).includes("alone"));
     } finally {
       await seed.stop();
+    }
+  });
+
+  it("two nodes alone, each refusing the other, speak for no cluster: both keep running and say why", async () => {
+    const x = `127.0.20.15:${PORT}`;
+    const y = `127.0.20.16:${PORT}`;
+    const both = await Promise.allSettled([
+      startNodeProcess(nodeArgs("x", 15, ["--partitions", "16", ...TIMING], [y])),
+      startNodeProcess(nodeArgs("y", 16, ["--partitions", "8", ...TIMING], [x])),
+    ]);
+    for (const r of both) if (r.status === "fulfilled") started.push(r.value.child);
+    const [a, b] = both.map((r) => {
+      if (r.status === "rejected") throw r.reason;
+      return r.value;
+    }) as [NodeProcess, NodeProcess];
+    try {
+      for (const n of [a, b]) {
+        await eventually(`${n.nodeId} logs the refusal`, async () => n.logs(), (l) => /in no cluster either, refused this node's join: its --partitions differs/.test(l), 15_000);
+      }
+      assert.equal(a.child.exitCode, null, a.logs().slice(-2000));
+      assert.equal(b.child.exitCode, null, b.logs().slice(-2000));
+    } finally {
+      await Promise.all([a.kill(), b.kill()]);
     }
   });
 

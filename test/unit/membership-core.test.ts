@@ -237,9 +237,9 @@ describe("membership core: single steps", () => {
     const a = new MembershipCore({ cluster: CLUSTER, self: { nodeId: "a", address: "127.0.0.1:1001" }, settings, random: seededRandom(1), now: 0 });
     const refused: [string, ReturnType<typeof a.handleJoin> | ReturnType<typeof a.handlePingReq>, string, RegExp][] = [
       ["join partitions", a.handleJoin({ cluster: CLUSTER, self: info("b", 1002, MemberState.ALIVE), partitions: 32, replicationFactor: 3 }, 0), "partitions",
-        /^--partitions differs: joining node "b" \(127\.0\.0\.1:1002\) runs with --partitions 32 but member "a" with --partitions 64; every node of a cluster needs the same --partitions$/],
+        /^--partitions differs: joining node "b" \(127\.0\.0\.1:1002\) runs with --partitions 32 but node "a" with --partitions 64; every node of a cluster needs the same --partitions$/],
       ["join all", a.handleJoin({ cluster: CLUSTER, self: info("b", 1002, MemberState.ALIVE), partitions: 64, replicationFactor: 0 }, 0), "replication-factor",
-        /--replication-factor all but member "a" with --replication-factor 3/],
+        /--replication-factor all but node "a" with --replication-factor 3/],
       ["ping", a.handlePing({ cluster: CLUSTER, from: "b", seq: 1n, target: "a", updates: [], replicationFactor: 2 }, 0), "replication-factor",
         /node "b" runs with --replication-factor 2 but node "a" with --replication-factor 3/],
       ["pingreq", a.handlePingReq({ cluster: CLUSTER, from: "b", seq: 1n, target: "c", targetAddress: "127.0.0.1:1003", timeoutMs: 1, updates: [], partitions: 16 }, 0), "partitions",
@@ -250,6 +250,8 @@ describe("membership core: single steps", () => {
       assert.equal(answer.refusal.code, "FAILED_PRECONDITION", name);
       assert.equal(answer.refusal.setting, setting, name);
       assert.match(answer.refusal.message, message, name);
+      // a is in no cluster yet: a joiner is told so, and keeps trying instead of giving up.
+      if (name.startsWith("join")) assert.equal(answer.refusal.inCluster, false, name);
     }
     // Refused before anything of the caller was taken: the view is a's alone, and a is in no cluster.
     assert.deepEqual(a.members().map((m) => m.nodeId), ["a"]);
@@ -259,6 +261,9 @@ describe("membership core: single steps", () => {
     assert.ok(a.handleJoin({ cluster: CLUSTER, self: info("c", 1003, MemberState.ALIVE), ...settings }, 0).ok);
     assert.ok(a.handlePing({ cluster: CLUSTER, from: "b", seq: 2n, target: "a", updates: [], ...settings }, 0).ok);
     assert.deepEqual(a.members().map((m) => m.nodeId), ["a", "b", "c"]);
+    // Now a member of a cluster, a refuses as one.
+    const asMember = a.handleJoin({ cluster: CLUSTER, self: info("d", 1004, MemberState.ALIVE), partitions: 8 }, 0);
+    assert.ok(!asMember.ok && asMember.refusal.inCluster === true && /but member "a" with --partitions 64/.test(asMember.refusal.message));
     // What a sends carries its settings: joins, probes and indirect probes.
     a.drain();
     a.join(["127.0.0.1:1009"], 0);
