@@ -25,9 +25,8 @@ import { HASH_FAMILY } from "./element-hash.js";
 import { DecodeError, JoinConflictError } from "./errors.js";
 import { ByteReader, ByteWriter, FilterKind, FILTER_FORMAT, readHeader, writeHeader } from "./filter-common.js";
 import { type DecodeBound, type Lattice, joinIntoCopy } from "./lattice.js";
-import type { ClientOperations, RetryRequest, StateFigures } from "./operations.js";
-import { ReplicatedFbf, RetryFilterConflictError, RetryFilterLattice, pruneInPlace } from "./retry-filter.js";
-import { sameParams as sameRetryParams } from "./replicated-fbf-params.js";
+import type { ClientOperations, StateFigures } from "./operations.js";
+import { type ReplicatedFbf, RetryFilterLattice, pruneInPlace, retryIdDelta } from "./retry-filter.js";
 
 /** Most siblings a key holds: concurrent first Adds with as many different parameters. */
 export const MAX_SIBLINGS = 4;
@@ -226,16 +225,10 @@ export function siblingOperations<F>(ops: ClientOperations<F>): ClientOperations
     stateBytes: stateBytes === undefined ? undefined : (s) => s.filters.reduce((n, f) => n + stateBytes(f), 0),
     add: (s, elements, env) => new FilterSiblings([ops.add(s.main!, elements, env)]),
     addOnce(s, elements, env, retry) {
-      const held = s.retry.params;
-      if (held !== null && retry.explicit && !sameRetryParams(held, retry.params)) {
-        throw new RetryFilterConflictError(
-          `the key's retry filter has other parameters (m=${held.m}, k=${held.k}, period_ms=${held.periodMs}, past_epochs=${held.pastEpochs}) than asked (m=${retry.params.m}, k=${retry.params.k}, period_ms=${retry.params.periodMs}, past_epochs=${retry.params.pastEpochs}); leave retry_filter unset to use the key's`,
-        );
-      }
-      const ids = held === null ? ReplicatedFbf.empty(retry.params) : s.retry;
-      if (ids.contains(retry.id, retry.now)) return { duplicate: true };
+      const ids = retryIdDelta(s.retry, retry, "the key's");
+      if (ids === null) return { duplicate: true };
       // The id goes in with the add: one delta, one write. Epochs past the window are dropped here.
-      const delta = new FilterSiblings([ops.add(s.main!, elements, env)], ids.insertDelta(retry.id, retry.now));
+      const delta = new FilterSiblings([ops.add(s.main!, elements, env)], ids);
       pruneInPlace(s.retry, retry.now);
       RetryFilterLattice.joinInPlace(s.retry, delta.retry);
       return { duplicate: false, delta };

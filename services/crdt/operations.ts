@@ -4,8 +4,8 @@
 // own in the service. (The add-wins set and the counter have their own paths: the set is stored
 // element by element, and the counter has Increment.)
 import type { ObjectType } from "./lattice.js";
-import type { ReplicatedFbfParams } from "./replicated-fbf-params.js";
 import type { ReplicatedFbf } from "./replicated-fbf.js";
+import type { RetryRequest } from "./retry-filter.js";
 
 /** Parameters of a new key, as the client gave them (0 or undefined: the type's default). */
 export interface CreateParams {
@@ -29,17 +29,6 @@ export interface MutatorEnv {
   random: () => number;
   /** A fresh 64-bit id from a cryptographic source at the node (anonymous dots); seeded in simulations. */
   randomId: () => bigint;
-}
-
-/** An Add's request id, for types that recognise retries (the filters: filter-siblings.ts). */
-export interface RetryRequest {
-  id: string;
-  /** The node's clock (ms). */
-  now: number;
-  /** The retry filter a key without one gets. */
-  params: ReplicatedFbfParams;
-  /** The client named params: a key whose filter differs refuses the Add (RetryFilterConflictError). */
-  explicit: boolean;
 }
 
 /** Figures a Query reports about a probabilistic key. */

@@ -19,8 +19,7 @@ import { type Lattice, ObjectType, registerLattice } from "./lattice.js";
 import { type Totals, addToTotals, checkIncrement } from "./counter-range.js";
 import { CounterState } from "../gen/deltaset/v1/types.js";
 import { productOps } from "./product.js";
-import { type ReplicatedFbfParams, ReplicatedFbf, RetryFilterConflictError, RetryFilterLattice, prune } from "./retry-filter.js";
-import { sameParams } from "./replicated-fbf.js";
+import { type ReplicatedFbfParams, type ReplicatedFbf, RetryFilterLattice, prune, retryIdDelta } from "./retry-filter.js";
 
 export type { Totals };
 
@@ -104,16 +103,10 @@ export class PNCounter {
     params: ReplicatedFbfParams,
     explicit: boolean,
   ): { duplicate: boolean; delta: PNCounter | null } {
-    const held = this.filter.params;
-    if (held !== null && explicit && !sameParams(held, params)) {
-      throw new RetryFilterConflictError(
-        `the counter's retry filter has other parameters (m=${held.m}, k=${held.k}, period_ms=${held.periodMs}, past_epochs=${held.pastEpochs}) than asked (m=${params.m}, k=${params.k}, period_ms=${params.periodMs}, past_epochs=${params.pastEpochs}); leave retry_filter unset to use the key's`,
-      );
-    }
-    const filter = held === null ? ReplicatedFbf.empty(params) : this.filter;
-    if (filter.contains(id, now)) return { duplicate: true, delta: null };
+    const ids = retryIdDelta(this.filter, { id, now, params, explicit }, "the counter's");
+    if (ids === null) return { duplicate: true, delta: null };
     const c = this.incrementDelta(replica, amount);
-    return { duplicate: false, delta: new PNCounter(c.entries, c.ctx, filter.insertDelta(id, now)) };
+    return { duplicate: false, delta: new PNCounter(c.entries, c.ctx, ids) };
   }
 
   /** This state with its filter's epochs older than the retention window at now dropped. */

@@ -14,7 +14,7 @@ import { JoinConflictError } from "./errors.js";
 import { type Lattice } from "./lattice.js";
 import { HASH_FAMILY } from "./element-hash.js";
 import { ReplicatedFbf, ReplicatedFbfLattice, type ReplicatedFbfParams } from "./replicated-fbf.js";
-import { MAX_EPOCH_BITS, MAX_EPOCH_HASHES, paramsProblem } from "./replicated-fbf-params.js";
+import { MAX_EPOCH_BITS, MAX_EPOCH_HASHES, paramsProblem, sameParams } from "./replicated-fbf-params.js";
 
 export { retryFilterBytes } from "./replicated-fbf-params.js";
 
@@ -86,6 +86,35 @@ export function retryFilterParams(c: RetryFilterChoice): ReplicatedFbfParams {
 }
 
 const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** An operation's request id, at the node's clock, with the retry filter a key without one gets. */
+export interface RetryRequest {
+  id: string;
+  /** The node's clock (ms). */
+  now: number;
+  /** The retry filter a key without one gets. */
+  params: ReplicatedFbfParams;
+  /** The client named params: a key whose filter differs refuses the operation (RetryFilterConflictError). */
+  explicit: boolean;
+}
+
+/**
+ * An operation with a request id against its key's retry filter `held` (bottom: none yet): null
+ * for a retry (held holds the id), else the delta inserting the id, into a filter of r.params when
+ * held has none. RetryFilterConflictError when the client named other parameters than held's;
+ * `owner` names the key in its message ("the counter's"). The one check counters and filter keys share.
+ */
+export function retryIdDelta(held: ReplicatedFbf, r: RetryRequest, owner: string): ReplicatedFbf | null {
+  const p = held.params;
+  if (p !== null && r.explicit && !sameParams(p, r.params)) {
+    const q = r.params;
+    throw new RetryFilterConflictError(
+      `${owner} retry filter has other parameters (m=${p.m}, k=${p.k}, period_ms=${p.periodMs}, past_epochs=${p.pastEpochs}) than asked (m=${q.m}, k=${q.k}, period_ms=${q.periodMs}, past_epochs=${q.pastEpochs}); leave retry_filter unset to use the key's`,
+    );
+  }
+  const ids = p === null ? ReplicatedFbf.empty(r.params) : held;
+  return ids.contains(r.id, r.now) ? null : ids.insertDelta(r.id, r.now);
+}
 
 /** The fixed total order of parameters (negative: a before b). */
 export function compareParams(a: ReplicatedFbfParams, b: ReplicatedFbfParams): number {

@@ -2,7 +2,7 @@
 // of the object it names, then joined by the type's own join: for the add-wins set through
 // joinOwnDelta (the part the mutator read holds everything the join touches), for the others
 // through their layout. They run inside Store.mutate, under the key's lock.
-import { type AWSet, AWSetLattice, type CausalContext, CounterLattice, CounterRangeError, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams } from "../crdt/index.js";
+import { type AWSet, AWSetLattice, type CausalContext, CounterLattice, CounterRangeError, type Dot, ObjectType, type PNCounter, type RetryRequest } from "../crdt/index.js";
 import type { ObjectSlot, StoreEnv } from "./layout.js";
 import { layoutFor } from "./layouts.js";
 import { joinOwnDelta } from "./element-layout.js";
@@ -88,7 +88,7 @@ export async function incrementCounterOnce(
   env: StoreEnv,
   replicaId: string,
   amount: bigint,
-  retry: { id: string; now: number; params: ReplicatedFbfParams; explicit: boolean },
+  retry: RetryRequest,
 ): Promise<{ duplicate: boolean; value: bigint; dot?: Dot; delta?: PNCounter }> {
   const layout = layoutFor(ObjectType.COUNTER);
   const s = (await layout.load(o, env, [])) as PNCounter;

@@ -6,7 +6,7 @@
 // (crdt/) and its layout: Adds, Removes and Increments are the type's delta mutators run on the
 // part of the object they name, and every change, local or remote, goes through the layout's
 // join, which is the lattice's join.
-import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type ReplicatedFbfParams, latticeFor } from "../crdt/index.js";
+import { type AWSet, CausalContext, type Dot, ObjectType, type PNCounter, type RetryRequest, latticeFor } from "../crdt/index.js";
 import { StoreClosedError, TypeMismatchError, UnstorableTypeError } from "./errors.js";
 import type { ChunkLimits, JoinResult, StateChunk } from "./layout.js";
 import { layoutFor } from "./layouts.js";
@@ -140,7 +140,7 @@ export class Store extends StoreCore {
   async incrementOnce(
     key: string,
     amount: bigint,
-    retry: { id: string; now: number; params: ReplicatedFbfParams; explicit: boolean },
+    retry: RetryRequest,
   ): Promise<{ duplicate: boolean; value: bigint; dot?: Dot; delta?: PNCounter }> {
     // A duplicate writes nothing: mutate resolves it once every write queued before it is durable
     // (and rejects if that write failed).
