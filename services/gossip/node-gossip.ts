@@ -889,10 +889,8 @@ export class NodeGossip {
         ),
       handOver: (call, callback) => {
         this.x.receiveHandOver(call.request).then(
-          (a) => {
-            answer(a, callback);
-            if ("reply" in a) this.schedulePush();
-          },
+          // Removes taken over that applied here are pushed as they enter the buffer (onLocalBuffered).
+          (a) => answer(a, callback),
           (err: unknown) => {
             this.o.log.error("taking over deferred removes failed", { from: call.request.from, err });
             callback({ code: grpc.status.UNAVAILABLE, details: "could not take the removes; retry later", metadata: new grpc.Metadata() });
