@@ -12,7 +12,7 @@
 // partition's former holders (read-pull.ts): the copy here may hold only part of it.
 import * as grpc from "@grpc/grpc-js";
 import { ObjectType } from "../crdt/index.js";
-import { type AddResponse, ReplicaClient, type ReplicaServer, ReplicaService } from "../gen/deltaset/v1/replica.js";
+import { type AddRequest, type AddResponse, ReplicaClient, type ReplicaServer, ReplicaService } from "../gen/deltaset/v1/replica.js";
 import type { Ownership } from "../gossip/ownership.js";
 import type { Logger } from "../common/logger.js";
 import type { AddRoute } from "../replica/add-stream.js";
@@ -375,7 +375,7 @@ export class Router {
       // An Add with a request id is like an Increment with one: applied once only where its earlier
       // tries are known (after a move, those its former holders took too), and never sent on to
       // another owner once the first may have applied it.
-      add: this.unary("Add", this.pulled(impl.add, (req) => (req.requestId ?? "") !== ""), (c) => c.add, { unsentOnly: (req) => (req.requestId ?? "") !== "" }),
+      add: this.unary("Add", this.pulled(impl.add, carriesRequestId), (c) => c.add, { unsentOnly: carriesRequestId }),
       // A Remove without a context and a Delete act on what this node observed of the key: after
       // a move, all its former holders have of it (one with a context waits for the adds it names).
       remove: this.unary("Remove", this.pulled(impl.remove, (req) => req.context === undefined), (c) => c.remove),
@@ -421,6 +421,9 @@ function fromOwner(err: grpc.ServiceError, t: Target): Partial<grpc.ServiceError
   if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.DEADLINE_EXCEEDED) return err;
   return { code: err.code, details: `forwarded to the key's owner ${t.nodeId} (${t.address}), which did not answer: ${connectionFailureReason(err.details)}`, metadata: err.metadata };
 }
+
+/** An Add that carries a request id (applied once per id: pulled first, never failed over once sent). */
+const carriesRequestId = (req: AddRequest) => (req.requestId ?? "") !== "";
 
 /** A context in a first chunk that names no add at all: the key is absent where it was read. */
 function isEmptyContext(ctx: { vv: unknown[]; cloud: unknown[] } | undefined): boolean {
