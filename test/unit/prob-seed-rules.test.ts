@@ -68,6 +68,19 @@ describe("seed rules: unions", () => {
     for (const n of [0, 1, 2, 3, 100, 101, 102, 103]) assert.ok(local.query(item(n)), `item ${n}`);
   });
 
+  it("Current Generation with 'passOn' ORs the remote's current generation into the local copy as well", () => {
+    const p = paramsFor(2, 1024, 5, UnionStrategy.CurrentGeneration);
+    const local = Apbf.create(p);
+    const remote = Apbf.create(p);
+    seedInsert(remote, item(2));
+    seedUnion(local, remote, "fill", "passOn");
+    // Aligned fresh filters: the copies match slot for slot.
+    assert.deepEqual(local.shadows, remote.shadows);
+    const next = Apbf.create(p);
+    seedUnion(next, local, "fill", "local");
+    assert.ok(next.query(item(2)), "passed on from local's copy");
+  });
+
   it("Current Generation ORs the remote's current generation into the local slices only", () => {
     const p = paramsFor(2, 1024, 5, UnionStrategy.CurrentGeneration);
     const local = Apbf.create(p);
@@ -186,6 +199,24 @@ describe("seed rules: the tombstone join", () => {
     assert.ok(!e.tombstones.query(dotBytes(41n)));
     d.join(e);
     assert.ok(d.hasValue(key(1)), "the second hop does not carry the removal");
+  });
+
+  it("with 'passOn' a union writes the remote's copy into the local copy, so the second hop carries the removal too", () => {
+    const passOn = (p: typeof params) => new SeedProbHalf(p, "tombstone", "fill", "all", "passOn");
+    const a = passOn(params);
+    const b = passOn(params);
+    const c = passOn(params);
+    c.add(key(1), 41n);
+    a.join(c);
+    a.remove(key(1));
+    b.join(a); // b's copy now holds a's current generation as well as b's own insertions
+    const e = passOn(params);
+    e.join(b);
+    assert.ok(e.tombstones.query(dotBytes(41n)), "the removal reached e through b's copy");
+    const d = passOn(params);
+    d.add(key(1), 41n); // a stale copy elsewhere
+    d.join(e);
+    assert.ok(!d.hasValue(key(1)), "the second hop carries the removal");
   });
 
   it("an add retires the value's old dots into the tombstones", () => {
