@@ -28,6 +28,7 @@ import { type Holdings, PartitionClaims, holdingsFrom, partitionHoldings } from 
 import { type StateStreamSource, stateStream } from "./state-stream.js";
 import { type StateReceiveHost, receiveStateStream } from "./state-receive.js";
 import { type Answer, type Refusal, ackToProto } from "./answer.js";
+import { REFUSED_JOINS_BYTES, RefusedJoins } from "./refused-joins.js";
 
 
 /** Keys of one received frame joined into the store at once. */
@@ -40,6 +41,7 @@ export const CONTEXTS_CLAIM_MS = 10_000;
 export const CONTEXTS_REPLY_BYTES = 4 * 1024 * 1024;
 
 export { MAX_BUFFERED_STATE_ELEMENTS } from "./state-receive.js";
+export { REFUSED_JOINS_BYTES } from "./refused-joins.js";
 
 export interface ExchangeOptions {
   store: Store;
@@ -128,6 +130,12 @@ export interface ExchangeOptions {
   settleBytesPerPeriod?: number;
   /** The clock settle announcements count quiet time on, and unacknowledged changes are dated by (default Date.now; the simulator's own time). */
   clock?: () => number;
+  /**
+   * Encoded bytes of received states the store refused to join (counters whose join would leave
+   * int64) held to be joined again once their key changes here (refused-joins.ts); a refusal past
+   * it is not held. Default REFUSED_JOINS_BYTES.
+   */
+  refusedJoinsBytes?: number;
 }
 
 /** Counters of the transport (the engine keeps its own). */
@@ -192,6 +200,12 @@ export interface TransportCounters {
   settleTooLarge: number;
   /** Of settleAnnouncements, keys announced still changing, their first change settleMaxWaitMs old (hot keys). */
   settleOverdue: number;
+  /** Received states the store refused to join (counters out of int64), held to be joined again once their key changes. */
+  refusedJoinsHeld: number;
+  /** Refused states not held: refusedJoinsBytes was reached. Their key converges only when written again. */
+  refusedJoinsNotHeld: number;
+  /** Held refused states that joined on a later try (a change of their key brought them in range) and spread from here. */
+  refusedJoinsJoined: number;
 }
 
 /** What a tick sends one peer: delta frames (each under the message limit), then a state stream. */
@@ -229,6 +243,9 @@ export class GossipExchange {
     settleAnnouncements: 0,
     settleTooLarge: 0,
     settleOverdue: 0,
+    refusedJoinsHeld: 0,
+    refusedJoinsNotHeld: 0,
+    refusedJoinsJoined: 0,
     notOwnedRefused: 0,
     stateBytesApplied: 0,
     removesTakenOver: 0,
@@ -267,6 +284,10 @@ export class GossipExchange {
   private readonly greeted = new Set<string>();
   /** Until when every neighbour is greeted each period (identityContested, greetEveryNeighbourUntil). */
   private greetAllUntil = Number.NEGATIVE_INFINITY;
+  /** Received states the store refused to join, tried again when their key changes (refused-joins.ts). */
+  private readonly refusedJoins: RefusedJoins;
+  /** Durable changes of the store seen so far (Store.onChange): did a key change during a refused join? */
+  private storeChanges = 0;
 
   private constructor(
     private readonly o: ExchangeOptions,
@@ -277,6 +298,11 @@ export class GossipExchange {
     this.self = o.store.nodeId;
     this.claims = new PartitionClaims(o.contextsClaimMs ?? CONTEXTS_CLAIM_MS);
     this.decodeBound = decodeBoundOf(o);
+    this.refusedJoins = new RefusedJoins(o.refusedJoinsBytes ?? REFUSED_JOINS_BYTES);
+    o.store.onChange((key) => {
+      this.storeChanges++;
+      this.refusedJoins.changed(key);
+    });
     this.streamSource = { o, self: this.self, counters: this.counters, recordStateBytesSent: (bytes) => this.engine.recordStateBytesSent(bytes) };
     this.rr = o.sync.algorithm === 2 && o.sync.rr;
     this.settle = o.settleMs !== undefined && o.settleMs > 0 ? new SettleAnnouncer(o.settleMs, o.settleMaxWaitMs !== undefined && o.settleMaxWaitMs > 0 ? o.settleMaxWaitMs : Infinity) : undefined;
@@ -301,6 +327,8 @@ export class GossipExchange {
       onFrame: (from, items) => this.engine.onFrame(from, items),
       recordStateBytesReceived: (bytes) => this.engine.recordStateBytesReceived(bytes),
       spreadSettled: (key, settled) => this.spreadSettled(key, settled),
+      changeMark: () => this.storeChanges,
+      holdRefused: (key, type, state, from, mark) => this.holdRefused(key, type, state, from, mark),
       changedHere: (key, type) => this.changedHere(key, type),
       dropped: () => this.dropped(),
       skipOversized: (key, err, from) => this.skipOversized(key, err, from),
@@ -416,6 +444,8 @@ export class GossipExchange {
 
   /** One period: persist moved sequence numbers, then what to send to whom. */
   async tick(now: number, opts: TickOptions = {}): Promise<Outgoing[]> {
+    // First: what joins now enters the buffer, and its seqs are persisted with the others.
+    await this.retryRefused();
     await persistMovedSeqs(this.engine, this.o.store);
     const out: Outgoing[] = [];
     const limit = this.o.maxMessageBytes / 2;
@@ -620,10 +650,12 @@ export class GossipExchange {
   }
 
   /** Join one key's state into the store; returns the part that was new (per the RR contract). */
-  private async joinKey(key: string, ks: KeyedState): Promise<KeyedState | undefined> {
+  private async joinKey(key: string, ks: KeyedState, from: string): Promise<KeyedState | undefined> {
     try {
+      const mark = this.storeChanges;
       const r = await this.o.store.merge(key, ks.type, ks.state);
       this.spreadSettled(key, r.settled);
+      if (r.refused !== undefined) this.holdRefused(key, ks.type, ks.state, from, mark);
       if (!r.changed) return undefined;
       if (r.readChanged !== false) this.changedHere(key, ks.type);
       return { type: ks.type, state: this.rr ? r.newPart : ks.state };
@@ -634,6 +666,65 @@ export class GossipExchange {
       }
       throw err;
     }
+  }
+
+  /**
+   * A received state the store refused to join (a counter whose join would leave int64): still
+   * acknowledged, and held to be joined again once the key changes here (refused-joins.ts). mark:
+   * storeChanges before the join; a change since may already have made room, so it is tried at
+   * the next period.
+   */
+  private holdRefused(key: string, type: ObjectType, state: unknown, from: string, mark: number): void {
+    if (this.refusedJoins.hold(key, type, state, from, this.storeChanges !== mark)) {
+      this.counters.refusedJoinsHeld++;
+      return;
+    }
+    this.counters.refusedJoinsNotHeld++;
+    const told = this.skipLog.admit(`refused not held ${key}`);
+    if (told !== undefined) {
+      this.o.log.warn("a refused join is not held for another try: the refused joins held fill --gossip-refused-joins-bytes; the key converges only once written again", { key, from, held: this.refusedJoins.size, heldBytes: this.refusedJoins.bytes, suppressed: told.suppressed });
+    }
+  }
+
+  /**
+   * The held refused joins whose key changed since their last try, joined again. What joins now
+   * enters the buffer as this node's own change (every neighbour gets it: its sender may have
+   * dropped it since it was acknowledged). A held state of a partition this node no longer takes
+   * from its sender is forgotten; the partition's owners take it from that sender.
+   */
+  private async retryRefused(): Promise<void> {
+    const due = this.refusedJoins.takeDue();
+    if (due.length === 0) return;
+    await forEachBounded(due, FRAME_KEYS_AT_ONCE, async (h) => {
+      const partition = partitionOf(h.key, this.o.partitions);
+      if (this.o.accepts !== undefined && !this.o.accepts(partition, h.from)) {
+        this.refusedJoins.release(h);
+        return;
+      }
+      // As a received frame: local changes of the partition made meanwhile enter the buffer after this.
+      const gate = this.gate.openGate(partition);
+      try {
+        const r = await this.o.store.merge(h.key, h.type, h.state);
+        this.spreadSettled(h.key, r.settled);
+        // Still out of range: tried again at the key's next change.
+        if (r.refused !== undefined) return;
+        this.refusedJoins.release(h);
+        if (!r.changed) return;
+        this.counters.refusedJoinsJoined++;
+        if (r.readChanged !== false) this.changedHere(h.key, h.type);
+        this.engine.local(partition, new Map<string, KeyedState>([[h.key, { type: h.type, state: r.newPart }]]));
+        this.o.onLocalBuffered?.();
+      } catch (err) {
+        if (err instanceof TypeMismatchError || err instanceof JoinConflictError) {
+          this.refusedJoins.release(h);
+          this.skipConflict(h.key, err.message);
+          return;
+        }
+        throw err;
+      } finally {
+        this.gate.closeGate(gate);
+      }
+    });
   }
 
   /** A received key whose type or parameters conflict with this node's: left out, counted. */
@@ -717,7 +808,7 @@ export class GossipExchange {
     let acks: Ack[];
     try {
       await forEachBounded(joins.flat(), FRAME_KEYS_AT_ONCE, async (j) => {
-        j.part = await this.joinKey(j.key, j.ks);
+        j.part = await this.joinKey(j.key, j.ks, f.from);
       });
       const items: ReceivedItem<KeyedStates>[] = taken.map((d, i) => {
         // The new parts in the frame's key order, whatever order the joins finished in.

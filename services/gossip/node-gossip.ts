@@ -102,6 +102,8 @@ export interface NodeGossipOptions {
   settleMaxWaitMs?: number;
   /** Encoded bytes of settle announcements one period puts in the buffer, at most; the rest wait. */
   settleBytesPerPeriod?: number;
+  /** ExchangeOptions.refusedJoinsBytes: refused counter joins held to be joined again once their key changes. */
+  refusedJoinsBytes?: number;
   /** Who to gossip with among the live peers (overlay.ts): all of them (default) or the fingers. */
   overlay?: OverlayKind;
   /**
@@ -275,6 +277,7 @@ export class NodeGossip {
         settleMaxBytes: o.settleMaxBytes,
         settleMaxWaitMs: o.settleMaxWaitMs,
         settleBytesPerPeriod: o.settleBytesPerPeriod,
+        refusedJoinsBytes: o.refusedJoinsBytes,
       },
       // Frames are taken from any live member, not only this node's overlay neighbours: while
       // membership views differ, a node may be another's neighbour without the reverse.

@@ -59,6 +59,10 @@ export interface StateReceiveHost {
   /** A state chunk's payload of this many bytes arrived (the engine's bytesReceived.state). */
   recordStateBytesReceived(bytes: number): void;
   spreadSettled(key: string, settled: JoinResult<unknown>["settled"]): void;
+  /** A mark of the store's changes so far, taken before a join, for holdRefused. */
+  changeMark(): number;
+  /** A state the store refused to join (a counter out of int64): held to be joined again once its key changes (refused-joins.ts). */
+  holdRefused(key: string, type: ObjectType, state: unknown, from: string, mark: number): void;
   changedHere(key: string, type: ObjectType): void;
   dropped(): PartitionDrop[];
   /** A key whose state is above o.maxFilterBytes or o.maxStateBytes: left out (counted, logged). */
@@ -241,8 +245,11 @@ export async function receiveStateStream(
       try {
         const parts: unknown[] = [];
         h.counters.stateBytesApplied += payload.length;
+        const mark = h.changeMark();
         const r = await h.o.store.applyChunk(c.key, { type: c.type, senderCtx: ctx, rangeStart: c.rangeStart, rangeEnd: c.rangeEnd, rangeOpen: c.rangeOpen, slice });
         h.spreadSettled(c.key, r.settled);
+        // Only a type stored whole refuses, and it travels in one chunk: slice is its whole state.
+        if (r.refused !== undefined) h.holdRefused(c.key, c.type, slice, from, mark);
         if (r.changed) parts.push(r.newPart);
         if (r.changed && r.readChanged !== false) h.changedHere(c.key, c.type);
         if (c.keyDone) {

@@ -67,6 +67,8 @@ export interface GossipSettings {
   settleMaxWaitMs: number;
   /** Encoded bytes of settle announcements one gossip period sends, at most (the rest wait). */
   settleBytesPerPeriod: number;
+  /** Encoded bytes of refused counter joins held to be joined again once their key changes (gossip/refused-joins.ts). */
+  refusedJoinsBytes: number;
   /** Who a node gossips with: every live member, or its fingers in a ring of the live members (gossip/overlay.ts). */
   overlay: "all" | "fingers";
   /** Frames go on one long-lived ExchangeStream per neighbour (false: an Exchange call each). */
@@ -281,6 +283,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
     settleMaxBytes: 1024 * 1024,
     settleMaxWaitMs: 30_000,
     settleBytesPerPeriod: 4 * 1024 * 1024,
+    refusedJoinsBytes: 16 * 1024 * 1024,
     overlay: "all",
     exchangeStream: true,
     streamFramesInFlight: 32,
@@ -548,6 +551,9 @@ export function validateConfig(c: NodeConfig): void {
   }
   if (!(Number.isInteger(c.gossip.settleBytesPerPeriod) && c.gossip.settleBytesPerPeriod >= 1)) {
     throw new ConfigError(`gossip settleBytesPerPeriod (--gossip-settle-bytes-per-period) must be a positive integer, not ${c.gossip.settleBytesPerPeriod}`);
+  }
+  if (!(Number.isInteger(c.gossip.refusedJoinsBytes) && c.gossip.refusedJoinsBytes >= 0)) {
+    throw new ConfigError(`gossip refusedJoinsBytes (--gossip-refused-joins-bytes) must be a non-negative integer, not ${c.gossip.refusedJoinsBytes}`);
   }
   if (!(Number.isInteger(c.gossip.settleMaxBytes) && c.gossip.settleMaxBytes >= 1)) {
     throw new ConfigError(`gossip settleMaxBytes (--gossip-settle-max-bytes) must be a positive integer, not ${c.gossip.settleMaxBytes}`);

@@ -121,7 +121,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
     description: "Bytes of the deferred removes kept here (key, element and the context each waits for; bounded by --max-pending-remove-bytes)",
   });
   const refusedJoins = meter.createObservableCounter("deltaset_counter_joins_refused", {
-    description: "Counter joins (Merge, gossip) refused because the result would leave int64",
+    description: "Counter joins (Merge, gossip, and gossip's later tries of a join it refused) refused because the result would leave int64",
   });
   const retriesAbsorbed = meter.createObservableCounter("deltaset_counter_retries_absorbed", {
     description: "Increments with a request_id recognised as retries and acknowledged without being applied again",

@@ -314,6 +314,11 @@ export const GOSSIP_SETTINGS: SettingGroup = {
       description: "encoded bytes of settle announcements one gossip period puts in the delta buffers, at most (at least one key); keys past it wait for the next period, oldest change first",
     },
     {
+      flag: "gossip-refused-joins-bytes", env: "DELTASET_GOSSIP_REFUSED_JOINS_BYTES", path: "gossip.refusedJoinsBytes", kind: "int",
+      description: "encoded bytes of received counter states this node refused to join (their sum would leave int64) that it keeps in memory, to join once a change of the key (a decrement here or from elsewhere) brings them back in range; a refusal past it is not kept (counted in deltaset_gossip_transport_events_total, event refused_joins_not_held, and logged), and that key's replicas then meet only once it is written again (0: keep none)",
+      details: "The refusing node acknowledges what it refused, so its sender sends it no more: what is kept here is what lets the replicas converge without another write. A key whose sum stays out of range costs one join attempt per change of it and no traffic. Events refused_joins_held and refused_joins_joined count refusals kept and later joined.",
+    },
+    {
       flag: "gossip-exchange-stream", env: "DELTASET_GOSSIP_EXCHANGE_STREAM", path: "gossip.exchangeStream", kind: "bool",
       description: "send gossip frames on one long-lived ExchangeStream per neighbour instead of an Exchange call each (less CPU per frame: no call set-up); a neighbour without it gets calls",
     },

@@ -3,7 +3,8 @@
 // already holds an overflowed counter (written straight into LevelDB) answers OUT_OF_RANGE naming
 // the key, is reported by `deltaset verify`, and is repaired by a decrement; and two nodes whose
 // counters only overflow when joined each refuse the join for that key (logged, counted) while
-// every other key keeps converging.
+// every other key keeps converging, and once a decrement brings the sum back in range every node
+// joins what it refused, with no other write to the key.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -128,6 +129,46 @@ describe("counters at the int64 boundary", () => {
       cb?.close();
       await b?.stop();
       await a.stop();
+    }
+  });
+  it("three nodes whose increments overflow only together converge once a decrement brings the sum back in range, with no other write", async () => {
+    const addrs = ["127.0.23.11:7311", "127.0.23.12:7312", "127.0.23.13:7313"];
+    const METRICS = "127.0.23.11:9311";
+    const nodes: NodeProcess[] = [];
+    const clients: ReplicaClient[] = [];
+    const BIG = INT64_MAX - 807n;
+    try {
+      for (const [i, address] of addrs.entries()) {
+        const seeds = i === 0 ? [] : ["--seeds", addrs[0]!];
+        const metrics = i === 0 ? ["--metrics-listen", METRICS] : [];
+        nodes.push(await startNodeProcess(["--listen", address, "--data-dir", join(root, `three-${i}`), "--node-id", `n${i}`, ...seeds, ...metrics, ...FAST]));
+        clients.push(replicaClient(address));
+      }
+      const [ca, cb] = clients as [ReplicaClient, ReplicaClient];
+      // Every node gossips with the other two before the counter is written.
+      await call(ca, ca.add, { key: "ready", elements: [], texts: ["x"] });
+      await call(cb, cb.add, { key: "ready", elements: [], texts: ["y"] });
+      for (const c of clients) await eventually("the cluster formed", () => query(c, "ready"), (r) => r.size === 2n, 20_000);
+
+      // Both acknowledged; only their sum leaves int64, so each node refuses one of them.
+      const [a, b] = await Promise.all([incr(ca, "total", BIG), incr(cb, "total", 1000n)]);
+      assert.equal(a.value, BIG);
+      assert.equal(b.value, 1000n);
+      await eventually("a refuses b's increment", async () => nodes[0]!.logs(), (l) => /counter join refused[^\n]*"key":"total"/.test(l), 20_000);
+      await eventually("b refuses a's increment", async () => nodes[1]!.logs(), (l) => /counter join refused[^\n]*"key":"total"/.test(l), 20_000);
+      assert.equal((await query(ca, "total")).counterValue, BIG, "a keeps its own value");
+
+      assert.equal((await incr(ca, "total", -5000n)).value, BIG - 5000n);
+      // The true total, on every node, within a few gossip periods (100 ms here).
+      const total = BIG + 1000n - 5000n;
+      for (const c of clients) await eventually("every node reads the in-range total", () => query(c, "total"), (r) => r.counterValue === total, 10_000);
+      // a joined b's increment itself, on the change its own decrement made (the others may have
+      // had it with a's decrement, which carries a's totals).
+      const metrics = await (await fetch(`http://${METRICS}/metrics`)).text();
+      assert.match(metrics, /^deltaset_gossip_transport_events(_total)?\{event="refused_joins_joined"\} [1-9]/m);
+    } finally {
+      for (const c of clients) c.close();
+      for (const n of nodes) await n.stop();
     }
   });
 });

@@ -66,6 +66,14 @@ describe("configuration", () => {
     assert.throws(() => loadConfig({ "state-cache-bytes": "1000" }, {}), /storage\.stateCacheBytes must be an integer of at least 65536/);
   });
 
+  it("refused counter joins held: 16 MiB unless set, from flag, environment or file; a negative value names the flag", () => {
+    assert.equal(loadConfig({}, {}).gossip.refusedJoinsBytes, 16 * 1024 * 1024);
+    assert.equal(loadConfig({ "gossip-refused-joins-bytes": "0" }, {}).gossip.refusedJoinsBytes, 0);
+    assert.equal(loadConfig({}, { DELTASET_GOSSIP_REFUSED_JOINS_BYTES: "4096" }).gossip.refusedJoinsBytes, 4096);
+    assert.equal(loadConfig({ config: file({ gossip: { refusedJoinsBytes: 65536 } }) }, {}).gossip.refusedJoinsBytes, 65536);
+    assert.throws(() => loadConfig({ "gossip-refused-joins-bytes": "-1" }, {}), (e: Error) => e instanceof ConfigError && /--gossip-refused-joins-bytes/.test(e.message));
+  });
+
   it("peer reconnect backoff: 100 ms growing to 2 s unless set", () => {
     const d = loadConfig({}, {});
     assert.deepEqual([d.peerReconnectInitialMs, d.peerReconnectMaxMs], [100, 2000]);
