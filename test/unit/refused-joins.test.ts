@@ -78,13 +78,35 @@ describe("refused counter joins (simulation)", () => {
     await sim.close();
   });
 
-  it("a node restarted while holding a refusal gets it back from its neighbours' full state", async () => {
+  it("a node restarted while holding a refusal (losing it) still converges with the others after a decrement", async () => {
     const sim = await overflowTogether(21);
     await sim.restart("c");
     for (let i = 0; i < 10; i++) await sim.step();
     await increment(sim, "a", -5000n);
     assert.notEqual(await sim.runUntilConverged(10), -1, `did not converge: ${(await values(sim)).join(", ")}`);
     assert.deepEqual(await values(sim), [BIG - 4000n, BIG - 4000n, BIG - 4000n]);
+    await sim.close();
+  });
+});
+
+describe("refused counter joins of a full-state stream (simulation, two nodes)", () => {
+  it("a node restarted while holding a refusal holds it again from its neighbour's full state, and joins it on its own decrement", async () => {
+    const pair = new Map([["a", ["b"]], ["b", ["a"]]]);
+    const sim = await GossipSimulation.create({ topology: pair, sync: ALG2_BP_RR, partitions: 4, seed: 2, faults: NO_FAULTS });
+    await increment(sim, "a", BIG);
+    await increment(sim, "b", 1000n);
+    for (let i = 0; i < 10; i++) await sim.step();
+    assert.deepEqual(await values(sim), [BIG, 1000n]);
+    // What a held is lost with the restart; b's full state, the only other copy of b's increment,
+    // brings it back, and a refuses and holds it again.
+    await sim.restart("a");
+    for (let i = 0; i < 10; i++) await sim.step();
+    assert.ok(sim.transport("a").stateStreamsReceived > 0, "a received b's full state");
+    assert.equal(sim.transport("a").refusedJoinsHeld, 1);
+    // b joins a's decrement, which carries a's totals, directly: only a can bring b's 1000 to a.
+    await increment(sim, "a", -5000n);
+    assert.notEqual(await sim.runUntilConverged(10), -1, `did not converge: ${(await values(sim)).join(", ")}`);
+    assert.deepEqual(await values(sim), [BIG - 4000n, BIG - 4000n]);
     await sim.close();
   });
 });
