@@ -42,12 +42,15 @@ import {
   type PingRequest,
   type Refusal,
 } from "./types.js";
-import { checkAddress, checkCluster, checkMember, checkMembers, checkNodeId, checkSettings, quote } from "./validate.js";
+import { checkAddress, checkCluster, checkMember, checkMembers, checkNodeId, checkSameCluster, checkSettings, quote } from "./validate.js";
 
 export type { MembershipStats };
 
 export interface MembershipCoreOptions {
-  /** Cluster name; messages of another cluster are refused. */
+  /**
+   * Cluster name; messages of another cluster are refused as a setting that differs (--cluster),
+   * naming both names.
+   */
   cluster: string;
   /** This node. */
   self: NodeIdentity;
@@ -226,11 +229,11 @@ export class MembershipCore {
 
   handlePing(request: PingRequest, now: number): Answer<PingReply> {
     const bad =
-      checkCluster(request.cluster, this.cluster) ??
+      checkCluster(request.cluster) ??
       checkNodeId(request.from, "from") ??
       checkNodeId(request.target, "target") ??
       checkMembers(request.updates, "updates", this.config.maxUpdatesPerMessage) ??
-      checkSettings(request, this.settings, `node ${quote(request.from)}`, `node ${quote(this.nodeId)}`);
+      this.checkShared(request, `node ${quote(request.from)}`, `node ${quote(this.nodeId)}`);
     if (bad) return this.refuse(bad);
     if (request.from !== this.nodeId) this.joinedCluster = true;
     const corrections = this.suspicion.applyAll(request.updates, now);
@@ -248,12 +251,12 @@ export class MembershipCore {
 
   handlePingReq(request: PingReqRequest, now: number): DeferredAnswer {
     const bad =
-      checkCluster(request.cluster, this.cluster) ??
+      checkCluster(request.cluster) ??
       checkNodeId(request.from, "from") ??
       checkNodeId(request.target, "target") ??
       checkAddress(request.targetAddress, "target_address") ??
       checkMembers(request.updates, "updates", this.config.maxUpdatesPerMessage) ??
-      checkSettings(request, this.settings, `node ${quote(request.from)}`, `node ${quote(this.nodeId)}`);
+      this.checkShared(request, `node ${quote(request.from)}`, `node ${quote(this.nodeId)}`);
     if (bad) return this.refuse(bad);
     this.joinedCluster = true;
     const corrections = this.suspicion.applyAll(request.updates, now);
@@ -265,9 +268,9 @@ export class MembershipCore {
 
   handleJoin(request: JoinRequest, now: number): Answer<JoinReply> {
     const bad =
-      checkCluster(request.cluster, this.cluster) ??
+      checkCluster(request.cluster) ??
       checkMember(request.self, "self") ??
-      checkSettings(request, this.settings, `joining node ${quote(request.self!.nodeId)} (${request.self!.address})`, `${this.joinedCluster ? "member" : "node"} ${quote(this.nodeId)}`);
+      this.checkShared(request, `joining node ${quote(request.self!.nodeId)} (${request.self!.address})`, `${this.joinedCluster ? "member" : "node"} ${quote(this.nodeId)}`);
     // A node in no cluster yet speaks for none: the joiner keeps trying rather than giving up.
     if (bad?.setting !== undefined) bad.inCluster = this.joinedCluster;
     if (bad) return this.refuse(bad);
@@ -287,9 +290,10 @@ export class MembershipCore {
 
   handleLeave(request: LeaveRequest, now: number): Answer<LeaveReply> {
     const bad =
-      checkCluster(request.cluster, this.cluster) ??
+      checkCluster(request.cluster) ??
       checkNodeId(request.nodeId, "node_id") ??
-      (typeof request.incarnation === "bigint" && request.incarnation >= 0n ? undefined : { code: "INVALID_ARGUMENT" as const, message: "incarnation must be a uint64" });
+      (typeof request.incarnation === "bigint" && request.incarnation >= 0n ? undefined : { code: "INVALID_ARGUMENT" as const, message: "incarnation must be a uint64" }) ??
+      checkSameCluster(request.cluster, this.cluster, `node ${quote(request.nodeId)}`, `node ${quote(this.nodeId)}`);
     if (bad) return this.refuse(bad);
     const known = this.table.lookup(request.nodeId);
     // Nothing to record about a node never seen: there is no address to keep a tombstone for.
@@ -358,6 +362,15 @@ export class MembershipCore {
       kind: "join", id, address, timeoutMs: this.config.requestTimeoutMs,
       request: { cluster: this.cluster, self: toInfo(this.table.self), ...settingsFields(this.settings) },
     });
+  }
+
+  /** What every node of a cluster shares: its name, then the settings; a well-formed message is assumed. */
+  private checkShared(
+    request: { cluster: string; partitions?: number | undefined; replicationFactor?: number | undefined },
+    caller: string,
+    self: string,
+  ): Refusal | undefined {
+    return checkSameCluster(request.cluster, this.cluster, caller, self) ?? checkSettings(request, this.settings, caller, self);
   }
 
   private refuse(refusal: Refusal): { ok: false; refusal: Refusal } {

@@ -28,7 +28,7 @@ import type {
 } from "./types.js";
 
 export interface MembershipDriverOptions {
-  /** Cluster name; peers of another cluster are refused. */
+  /** Cluster name; peers of another cluster are refused (a Join of one as a setting that differs). */
   cluster: string;
   /** This node: stable id and the address peers dial. */
   self: NodeIdentity;
@@ -90,7 +90,7 @@ export interface SettingsRefusal {
 function refusedSetting(error: grpc.ServiceError): { setting: ClusterSetting; refuserInCluster: boolean } | undefined {
   if (error.code !== grpc.status.FAILED_PRECONDITION) return undefined;
   const value = error.metadata?.get(REFUSED_SETTING_HEADER)[0];
-  if (value !== "partitions" && value !== "replication-factor") return undefined;
+  if (value !== "cluster" && value !== "partitions" && value !== "replication-factor") return undefined;
   return { setting: value, refuserInCluster: error.metadata.get(REFUSER_IN_CLUSTER_HEADER)[0] !== "0" };
 }
 

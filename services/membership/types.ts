@@ -85,8 +85,8 @@ export const REFUSED_SETTING_HEADER = "x-deltaset-refused-setting";
 /** Beside it: "1" when the refusing node is in a cluster, "0" when it is alone (not joined) itself. */
 export const REFUSER_IN_CLUSTER_HEADER = "x-deltaset-refuser-in-cluster";
 
-/** The flags every node of a cluster must set alike, checked on Join, Ping and PingReq. */
-export type ClusterSetting = "partitions" | "replication-factor";
+/** The flags every node of a cluster must set alike, checked on Join, Ping and PingReq (the name on Leave too). */
+export type ClusterSetting = "cluster" | "partitions" | "replication-factor";
 
 /**
  * A node's cluster-wide settings as membership messages carry them: the partition count, and the

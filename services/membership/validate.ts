@@ -1,9 +1,9 @@
 // Checks on every message that comes from the network, before the core trusts any field of it.
 // Each check returns a Refusal (INVALID_ARGUMENT for a malformed message, FAILED_PRECONDITION for
-// a message of another cluster, or of a node whose partitions or replication factor differ) or
-// undefined when the message is fine.
+// a message of a node whose cluster name, partitions or replication factor differ) or undefined
+// when the message is fine.
 import { MemberState, type MemberInfo } from "../gen/deltaset/v1/membership.js";
-import type { ClusterSettings, Refusal } from "./types.js";
+import type { ClusterSetting, ClusterSettings, Refusal } from "./types.js";
 
 export const MAX_NODE_ID_LENGTH = 256;
 export const MAX_ADDRESS_LENGTH = 512;
@@ -39,16 +39,27 @@ export function checkName(value: unknown, field: string, maxLength: number): Ref
   return undefined;
 }
 
-export function checkCluster(cluster: unknown, own: string): Refusal | undefined {
-  const bad = checkName(cluster, "cluster", MAX_CLUSTER_LENGTH);
-  if (bad) return bad;
-  if (cluster !== own) {
-    return {
-      code: "FAILED_PRECONDITION",
-      message: `request is for cluster ${quote(cluster as string)} but this node belongs to ${quote(own)}`,
-    };
-  }
-  return undefined;
+/** A message's cluster name is well formed (whose it is: checkSameCluster). */
+export function checkCluster(cluster: unknown): Refusal | undefined {
+  return checkName(cluster, "cluster", MAX_CLUSTER_LENGTH);
+}
+
+/** A cluster-wide setting that differs, naming both nodes and values so it reads the same in either node's log. */
+function settingDiffers(flag: ClusterSetting, caller: string, their: string, self: string, mine: string): Refusal {
+  return {
+    code: "FAILED_PRECONDITION",
+    setting: flag,
+    message: `--${flag} differs: ${caller} runs with --${flag} ${their} but ${self} with --${flag} ${mine}; every node of a cluster needs the same --${flag}`,
+  };
+}
+
+/**
+ * The caller's cluster name (checked by checkCluster) against this node's: another name is refused
+ * as a setting that differs. Names are not secret (every peer message carries one in the clear,
+ * and with a cluster key only key holders get this far), so the refusal shows both.
+ */
+export function checkSameCluster(theirs: string, own: string, caller: string, self: string): Refusal | undefined {
+  return theirs === own ? undefined : settingDiffers("cluster", caller, quote(theirs), self, quote(own));
 }
 
 /** A replication factor as the flag spells it (0 on the wire is "all"). */
@@ -68,11 +79,7 @@ export function checkSettings(
   self: string,
 ): Refusal | undefined {
   if (own === undefined) return undefined;
-  const differs = (flag: "partitions" | "replication-factor", their: string, mine: string): Refusal => ({
-    code: "FAILED_PRECONDITION",
-    setting: flag,
-    message: `--${flag} differs: ${caller} runs with --${flag} ${their} but ${self} with --${flag} ${mine}; every node of a cluster needs the same --${flag}`,
-  });
+  const differs = (flag: ClusterSetting, their: string, mine: string) => settingDiffers(flag, caller, their, self, mine);
   if (theirs.partitions !== undefined && theirs.partitions !== own.partitions) {
     return differs("partitions", String(theirs.partitions), String(own.partitions));
   }

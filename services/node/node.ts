@@ -340,7 +340,7 @@ export async function startNode(
     };
     if (writeFailed !== undefined) onWriteFailure(writeFailed);
     const refusedLog = (reason: string) =>
-      nodeLog.error("the cluster refused this node's settings: it is not a member and stops; start it with the same --partitions and --replication-factor as the cluster's nodes", { reason });
+      nodeLog.error("the cluster refused this node's settings: it is not a member and stops; start it with the same --cluster, --partitions and --replication-factor as the cluster's nodes", { reason });
     if (refused !== undefined) {
       refusedLog(refused);
       await stop("settings refused by the cluster");

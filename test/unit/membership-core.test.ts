@@ -206,7 +206,14 @@ describe("membership core: single steps", () => {
     const other = a.handleJoin({ cluster: "other", self: info("b", 1002, MemberState.ALIVE) }, 0);
     assert.ok(!other.ok);
     assert.equal(other.refusal.code, "FAILED_PRECONDITION");
-    assert.match(other.refusal.message, /other/);
+    // Refused as a setting that differs, naming both names (the joiner then stops or keeps trying).
+    assert.equal(other.refusal.setting, "cluster");
+    assert.equal(other.refusal.inCluster, false);
+    assert.equal(other.refusal.message,
+      `--cluster differs: joining node "b" (127.0.0.1:1002) runs with --cluster "other" but node "a" with --cluster ${JSON.stringify(CLUSTER)}; every node of a cluster needs the same --cluster`);
+    const ping = a.handlePing({ cluster: "other", from: "b", seq: 1n, target: "a", updates: [] }, 0);
+    assert.ok(!ping.ok);
+    assert.equal(ping.refusal.setting, "cluster");
     const cases: [string, () => { ok: boolean; refusal?: { code: string } }][] = [
       ["empty cluster", () => a.handlePing({ cluster: "", from: "b", seq: 1n, target: "a", updates: [] }, 0)],
       ["empty from", () => a.handlePing({ cluster: CLUSTER, from: "", seq: 1n, target: "a", updates: [] }, 0)],
@@ -229,7 +236,7 @@ describe("membership core: single steps", () => {
     assert.equal(self.refusal.code, "FAILED_PRECONDITION");
     assert.deepEqual(a.members().map((m) => m.nodeId), ["a"]);
     assert.equal(a.drain().events.length, 0);
-    assert.equal(a.stats().refusedRequests, cases.length + 2);
+    assert.equal(a.stats().refusedRequests, cases.length + 3);
   });
 
   it("refuses a Join, Ping or PingReq whose partitions or replication factor differ; absent fields are not checked", () => {

@@ -107,14 +107,17 @@ export interface MemberInfo {
 }
 
 /**
- * A request to join. A refusal because a setting differs (partitions, replication_factor) carries
- * the trailing metadata x-deltaset-refused-setting naming the flag (partitions or
+ * A request to join. A refusal because a setting differs (cluster, partitions, replication_factor)
+ * carries the trailing metadata x-deltaset-refused-setting naming the flag (cluster, partitions or
  * replication-factor), so that the joining node can tell it from a seed that is down, and
  * x-deltaset-refuser-in-cluster: "1" when the refusing node is a member of a cluster (a joining
  * node that is in none then stops), "0" when it is alone itself (the joining node keeps trying).
  */
 export interface JoinRequest {
-  /** Cluster name; a join to another cluster is refused. */
+  /**
+   * Cluster name (--cluster). A member of another cluster refuses the Join with
+   * FAILED_PRECONDITION naming both names, as for partitions.
+   */
   cluster: string;
   /** The joining node. */
   self?:
