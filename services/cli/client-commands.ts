@@ -317,7 +317,9 @@ export async function removeCommand(args: string[]): Promise<void> {
 }
 
 export async function queryCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args, { "page-size": { type: "string", default: "100" }, all: { type: "boolean", default: false } });
+  // No page size unless asked: the node's default then, and a COUNTER key (which takes none) reads too.
+  const { values, positionals } = parse(args, { "page-size": { type: "string" }, all: { type: "boolean", default: false } });
+  const pageSize = numberFlag(values, "page-size");
   const conn = connection(values);
   const key = needKey(positionals, "deltaset query KEY [ELEMENT...] [--page-size N] [--all] [--addr HOST:PORT] [--hex] [--json]");
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
@@ -337,7 +339,7 @@ export async function queryCommand(args: string[]): Promise<void> {
     }
     let token: Buffer = Buffer.alloc(0);
     const members: string[] = [];
-    let first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
+    let first = await call(client, client.query, { key, elements: [], texts: [], pageSize, pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
     const type = first.type;
     const size = first.size;
     const counter = first.counterValue;
@@ -348,7 +350,7 @@ export async function queryCommand(args: string[]): Promise<void> {
       token = first.nextPageToken;
       if (!values.all || token.length === 0) break;
       out.progress(`${bar(members.length, Number(size))} ${members.length}/${size} members`);
-      first = await call(client, client.query, { key, elements: [], texts: [], pageSize: Number(values["page-size"]), pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
+      first = await call(client, client.query, { key, elements: [], texts: [], pageSize, pageToken: token, withText: false }, { timeoutMs, metadata: conn.metadata() });
     }
     out.done();
     const typeName = type === ObjectType.OBJECT_TYPE_UNSPECIFIED ? "none" : (ObjectType[type] ?? String(type));

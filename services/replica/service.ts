@@ -34,7 +34,7 @@ import { keyCalls, listedSize } from "./key-calls.js";
 import { type WatchPlacement, watchCall } from "./watch-calls.js";
 import { exportCalls } from "./export-calls.js";
 import { TypeMismatchError } from "../store/errors.js";
-import { checkKey, collectElements, ttlFrom, withText } from "./validation.js";
+import { checkCounterQuery, checkKey, collectElements, ttlFrom, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 import { memberBytesBudget, membersThatFit } from "../common/member-bytes.js";
 
@@ -226,6 +226,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
         probabilistic: false,
       };
       if (info?.type === ObjectType.COUNTER) {
+        checkCounterQuery(req);
         const counter = (await store.counter(req.key))!;
         const value = counter.value();
         // Only a data directory written before the range checks can hold such a value.

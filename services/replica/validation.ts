@@ -1,6 +1,7 @@
 // Request validation against the configured limits.
 import { type CausalContext, DecodeError, MAX_TTL_MS, contextFromProto } from "../crdt/index.js";
 import type { CausalContext as CausalContextMsg } from "../gen/deltaset/v1/types.js";
+import type { QueryRequest } from "../gen/deltaset/v1/replica.js";
 import type { Limits } from "./limits.js";
 import { invalid, tooLarge } from "./errors.js";
 
@@ -39,6 +40,23 @@ export function collectElements(
     }
   }
   return all;
+}
+
+/**
+ * A Query of a COUNTER key answers its value alone: a field that asks about members, elements or
+ * their dots is INVALID_ARGUMENT naming it, rather than ignored (the client meant another key or
+ * type). with_text only says how members would be shown, and is taken by generic readers.
+ */
+export function checkCounterQuery(req: QueryRequest): void {
+  const field =
+    req.elements.length > 0 ? "elements" :
+    req.texts.length > 0 ? "texts" :
+    req.pageSize !== 0 ? "page_size" :
+    req.pageToken.length > 0 ? "page_token" :
+    req.withDots === true ? "with_dots" : undefined;
+  if (field !== undefined) {
+    throw invalid(`key "${req.key}" holds a COUNTER, whose Query answers its value alone: leave ${field} unset (it applies to sets and filters)`);
+  }
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });

@@ -108,7 +108,7 @@ describe("export and import between clusters", () => {
   it("refuses a key of another type with FAILED_PRECONDITION, changing nothing", async () => {
     await clusterB.replica(0, (c) => call(c, c.increment, { key: "cnt", amount: 7n, requestId: "" }));
     await expectRefused(importTo(clusterB.addresses[0]!, "cnt", firstExport.slice(0, 3)), grpc.status.FAILED_PRECONDITION, /COUNTER/);
-    const q = await clusterB.replica(0, (c) => call(c, c.query, { key: "cnt", elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false }));
+    const q = await clusterB.replica(0, (c) => call(c, c.query, { key: "cnt", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
     assert.equal(q.counterValue, 7n);
   });
 
@@ -139,7 +139,7 @@ describe("export and import between clusters", () => {
     await importTo(clusterB.addresses[0]!, "hits", chunks);
     const q = await clusterB.replica(1, async (c) => {
       for (let i = 0; i < 100; i++) {
-        const r = await call(c, c.query, { key: "hits", elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false });
+        const r = await call(c, c.query, { key: "hits", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false });
         if (r.counterValue === 41n) return r;
         await new Promise((res) => setTimeout(res, 100));
       }

@@ -51,11 +51,11 @@ describe("a forwarding mark set by a client", () => {
     assert.equal(first.value, 5n);
     const retry = await c.replica(1, (r) => call(r, r.increment, inc, { metadata: marked() }));
     assert.equal(retry.duplicate, true, "the retry is answered as a duplicate");
-    const read = await c.replica(1, (r) => call(r, r.query, { key, elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false }, { metadata: marked() }));
+    const read = await c.replica(1, (r) => call(r, r.query, { key, elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { metadata: marked() }));
     assert.equal(read.counterValue, 5n, "the marked read was answered by the owner");
     // Nothing applied twice reaches the owner later by hand-off.
     await new Promise((r) => setTimeout(r, 1500));
-    const owner = await c.replica(0, (r) => call(r, r.query, { key, elements: [], texts: [], pageSize: 1, pageToken: Buffer.alloc(0), withText: false }));
+    const owner = await c.replica(0, (r) => call(r, r.query, { key, elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }));
     assert.equal(owner.counterValue, 5n);
   });
 });

@@ -304,7 +304,8 @@ export interface QueryRequest {
   /**
    * AWSET keys: fill the dots of each listed member (Member.dots) and of each queried element
    * present (ElementPresence.dots): the adds that keep it in the set, for clients that audit a
-   * set or build a Remove context of exactly those adds. Other types leave them empty.
+   * set or build a Remove context of exactly those adds. Other sets and filters leave them empty;
+   * a COUNTER key answers INVALID_ARGUMENT.
    */
   withDots?: boolean | undefined;
 }
@@ -4811,8 +4812,9 @@ export const ReplicaService = {
   /**
    * Membership of given elements, or one page of the members in element order, together with
    * the key's causal context for a later Remove. For a filter key, "maybe present" or absent per
-   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its value; a counter outside
-   * int64 (only a data directory written before the range checks can hold one) answers
+   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its
+   * value (elements, texts, page_size, page_token or with_dots there answer INVALID_ARGUMENT naming
+   * the field: a counter has no members); a counter outside int64 (only a data directory written before the range checks can hold one) answers
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query: {
@@ -5039,8 +5041,9 @@ export interface ReplicaServer extends UntypedServiceImplementation {
   /**
    * Membership of given elements, or one page of the members in element order, together with
    * the key's causal context for a later Remove. For a filter key, "maybe present" or absent per
-   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its value; a counter outside
-   * int64 (only a data directory written before the range checks can hold one) answers
+   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its
+   * value (elements, texts, page_size, page_token or with_dots there answer INVALID_ARGUMENT naming
+   * the field: a counter has no members); a counter outside int64 (only a data directory written before the range checks can hold one) answers
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query: handleUnaryCall<QueryRequest, QueryResponse>;
@@ -5204,8 +5207,9 @@ export interface ReplicaClient extends Client {
   /**
    * Membership of given elements, or one page of the members in element order, together with
    * the key's causal context for a later Remove. For a filter key, "maybe present" or absent per
-   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its value; a counter outside
-   * int64 (only a data directory written before the range checks can hold one) answers
+   * element, and the filter's fill (listing answers FAILED_PRECONDITION). For a COUNTER key, its
+   * value (elements, texts, page_size, page_token or with_dots there answer INVALID_ARGUMENT naming
+   * the field: a counter has no members); a counter outside int64 (only a data directory written before the range checks can hold one) answers
    * OUT_OF_RANGE with a message naming the key and its exact value.
    */
   query(
