@@ -66,6 +66,29 @@ function membersAfter(all: Buffer[], startAfter: Buffer | undefined): { members:
   return { members: after, total: all.length };
 }
 
+/** What --max-filter-bytes bounds in a new key of this type, for the refusal's message. */
+function sizedPart(name: string): string {
+  if (name === "AWSET_PROB") return "an AWSET_PROB key's tombstone filter";
+  return name.startsWith("SC") ? `an ${name} key's first sub-filter` : `${article(name)} ${name}`;
+}
+
+/** "a" or "an" before a type name read letter by letter (a GBF, an ORCF). */
+function article(name: string): string {
+  return /^[AEFHILMNORSX]/.test(name) ? "an" : "a";
+}
+
+/** The parameters that make a new key of this type smaller (FilterParams' names), and the type that grows instead. */
+function smallerFilter(name: string): string {
+  if (name === "AWSET_PROB") {
+    return "ask for a smaller capacity, a higher false_positive_rate or a lower level (or, given as hashes, age_slices and bits, fewer of them)";
+  }
+  const bloom = name === "GBF" || name === "SCGBF";
+  const lower = `ask for a smaller capacity or a higher false_positive_rate (or fewer ${bloom ? "bits" : "fingerprint_bits"})`;
+  // A series adds sub-filters as it fills: a smaller first one still holds as many elements.
+  if (name.startsWith("SC")) return `${lower}; the series adds sub-filters as it fills past capacity`;
+  return `${lower}, or use an SC${name} key, which grows as it fills`;
+}
+
 export function wholeTypeCalls(deps: WholeTypeDeps) {
   const { store, limits } = deps;
   const env = () => ({ replica: store.replicaId, random: deps.random, randomId: () => randomBytes(8).readBigUInt64BE(0) });
@@ -90,7 +113,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       const create = createParams(params);
       const checkSize = (bytes: number) => {
         if (bytes > limits.maxFilterBytes) {
-          throw tooLarge(`these parameters make a ${name} of ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ask for a smaller capacity or a higher false_positive_rate, or use a scalable type`);
+          throw tooLarge(`these parameters make ${sizedPart(name)} of ${bytes} bytes; the limit is ${limits.maxFilterBytes} (--max-filter-bytes): ${smallerFilter(name)}`);
         }
       };
       // The replica the operation ran under, not the store's current one: hand-off may draw a new

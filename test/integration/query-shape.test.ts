@@ -1,7 +1,8 @@
-// A Query answers what the key's type has, and refuses by name what it cannot use, on a real node
-// process over gRPC: a COUNTER key's Query answers its value (elements, texts, page_size,
-// page_token or with_dots answer INVALID_ARGUMENT naming the field), and `deltaset query` still
-// reads a counter.
+// Requests are answered in the terms of the key's type, on a real node process over gRPC:
+//  - a COUNTER key's Query answers its value (elements, texts, page_size, page_token or with_dots
+//    answer INVALID_ARGUMENT naming the field), and `deltaset query` still reads a counter;
+//  - an Add whose parameters make a filter above --max-filter-bytes is told which of that type's
+//    parameters to lower (an AWSET_PROB key's tombstone filter has no scalable type to move to).
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,10 +10,12 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import type { QueryRequest, ReplicaClient } from "../../services/gen/deltaset/v1/replica.ts";
+import { type FilterParams, ObjectType } from "../../services/gen/deltaset/v1/types.ts";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { type NodeProcess, runCli, startNodeProcess } from "../helpers/node-process.ts";
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-query-shape-"));
+const FILTER_LIMIT = 1 << 20;
 let node: NodeProcess;
 let c: ReplicaClient;
 
@@ -20,7 +23,7 @@ const query = (req: Partial<QueryRequest> & { key: string }) =>
   call(c, c.query, { elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false, ...req });
 
 before(async () => {
-  node = await startNodeProcess(["--listen", "127.0.24.30:0", "--data-dir", join(root, "n")]);
+  node = await startNodeProcess(["--listen", "127.0.24.30:0", "--data-dir", join(root, "n"), "--max-filter-bytes", String(FILTER_LIMIT)]);
   c = replicaClient(node.address);
 });
 
@@ -57,5 +60,32 @@ describe("Query refuses what the key's type cannot use (real node)", () => {
     const paged = await runCli(["query", "visits", "--addr", node.address, "--page-size", "5"]);
     assert.notEqual(paged.code, 0);
     assert.match(paged.stderr, /leave page_size unset/);
+  });
+});
+
+describe("an Add past --max-filter-bytes names the parameters of the key's type (real node)", () => {
+  const params = (p: Partial<FilterParams>): FilterParams => ({ capacity: 0n, falsePositiveRate: 0, hashes: 0, bits: 0n, fingerprintBits: 0, bucketSize: 0, ageSlices: 0, unionStrategy: 0, ...p });
+  const refusal = async (key: string, type: ObjectType, p: Partial<FilterParams>): Promise<string> => {
+    let details = "";
+    await assert.rejects(call(c, c.add, { key, elements: [], texts: ["a"], type, params: params(p) }), (e: grpc.ServiceError) => {
+      assert.equal(e.code, grpc.status.RESOURCE_EXHAUSTED, e.details);
+      details = e.details;
+      return true;
+    });
+    // Nothing was created.
+    assert.equal((await query({ key })).type, ObjectType.OBJECT_TYPE_UNSPECIFIED);
+    return details;
+  };
+
+  it("AWSET_PROB: its tombstone filter's capacity, false_positive_rate and level, and no scalable type", async () => {
+    const details = await refusal("prob-big", ObjectType.AWSET_PROB, { capacity: 1_000_000n });
+    assert.match(details, new RegExp(`^these parameters make an AWSET_PROB key's tombstone filter of \\d+ bytes; the limit is ${FILTER_LIMIT} \\(--max-filter-bytes\\): ask for a smaller capacity, a higher false_positive_rate or a lower level \\(or, given as hashes, age_slices and bits, fewer of them\\)$`));
+    assert.doesNotMatch(details, /scalable/);
+  });
+
+  it("a fixed filter may move to its scalable type; a series' first sub-filter is what is bounded", async () => {
+    assert.match(await refusal("gbf-big", ObjectType.GBF, { capacity: 10_000_000n }), /^these parameters make a GBF of \d+ bytes; .*\(or fewer bits\), or use an SCGBF key, which grows as it fills$/);
+    assert.match(await refusal("orcf-big", ObjectType.ORCF, { capacity: 10_000_000n }), /^these parameters make an ORCF of \d+ bytes; .*\(or fewer fingerprint_bits\), or use an SCORCF key, which grows as it fills$/);
+    assert.match(await refusal("scgbf-big", ObjectType.SCGBF, { capacity: 10_000_000n }), /^these parameters make an SCGBF key's first sub-filter of \d+ bytes; .*; the series adds sub-filters as it fills past capacity$/);
   });
 });
