@@ -80,11 +80,21 @@ function figures(s: FilterLike, loadFactor: number, count: number) {
   return { estimatedFalsePositiveRate: s.estimatedFpr(), loadFactor, estimatedCount: Math.round(count), parameters: s.params };
 }
 
-/** A series' figures: its parameters name how many sub-filters it has grown to. */
-function seriesFigures(s: FilterLike & { cardinality(): number; readonly subFilters: readonly unknown[] }, loadFactor: number) {
+/**
+ * A series' figures: its parameters (those its sub-filters use: `shown`) and how many sub-filters
+ * it has grown to.
+ */
+function seriesFigures<P extends object>(
+  s: FilterLike & { cardinality(): number; readonly subFilters: readonly unknown[]; readonly params: P | null },
+  loadFactor: number,
+  shown: (p: P) => object = (p) => p,
+) {
   const f = figures(s, loadFactor, s.cardinality());
-  return s.params === null ? f : { ...f, parameters: { ...(s.params as object), subFilters: s.subFilters.length } };
+  return s.params === null ? f : { ...f, parameters: { ...shown(s.params), subFilters: s.subFilters.length } };
 }
+
+/** A Bloom series' parameters: its SeriesParams carry cuckoo fields (buckets, kicks) it never uses. */
+const bloomSeriesShown = ({ capacity, fpr, tightening, seed }: SeriesParams) => ({ capacity, fpr, tightening, seed });
 
 const contains = (s: FilterLike, elements: readonly Uint8Array[]) => elements.map((e) => s.contains(e));
 
@@ -145,7 +155,7 @@ const scGbfOps: ClientOperations<ScGbf> = {
   add: (s, els) => addAll(s, els, (x, e) => x.addInPlace(e), ScGbfLattice),
   contains,
   probabilistic: true,
-  describe: (s) => seriesFigures(s, 0),
+  describe: (s) => seriesFigures(s, 0, bloomSeriesShown),
   isUnset: (s) => s.params === null,
 };
 

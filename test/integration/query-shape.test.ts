@@ -2,7 +2,9 @@
 //  - a COUNTER key's Query answers its value (elements, texts, page_size, page_token or with_dots
 //    answer INVALID_ARGUMENT naming the field), and `deltaset query` still reads a counter;
 //  - an Add whose parameters make a filter above --max-filter-bytes is told which of that type's
-//    parameters to lower (an AWSET_PROB key's tombstone filter has no scalable type to move to).
+//    parameters to lower (an AWSET_PROB key's tombstone filter has no scalable type to move to);
+//  - a filter key's Query reports in filter.parameters only the fields its type has (a Bloom
+//    series no buckets or kicks).
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -87,5 +89,22 @@ describe("an Add past --max-filter-bytes names the parameters of the key's type 
     assert.match(await refusal("gbf-big", ObjectType.GBF, { capacity: 10_000_000n }), /^these parameters make a GBF of \d+ bytes; .*\(or fewer bits\), or use an SCGBF key, which grows as it fills$/);
     assert.match(await refusal("orcf-big", ObjectType.ORCF, { capacity: 10_000_000n }), /^these parameters make an ORCF of \d+ bytes; .*\(or fewer fingerprint_bits\), or use an SCORCF key, which grows as it fills$/);
     assert.match(await refusal("scgbf-big", ObjectType.SCGBF, { capacity: 10_000_000n }), /^these parameters make an SCGBF key's first sub-filter of \d+ bytes; .*; the series adds sub-filters as it fills past capacity$/);
+  });
+});
+
+describe("filter.parameters reports the fields of the key's type (real node)", () => {
+  const parametersOf = async (key: string, type: ObjectType): Promise<Record<string, unknown>> => {
+    await call(c, c.add, { key, elements: [], texts: ["a", "b"], type });
+    const q = await query({ key, texts: ["a"] });
+    assert.equal(q.presence[0]!.present, true);
+    return JSON.parse(q.filter!.parameters) as Record<string, unknown>;
+  };
+
+  it("an SCGBF reports its series and Bloom fields, not a cuckoo series' buckets and kicks", async () => {
+    assert.deepEqual(Object.keys(await parametersOf("bloom-series", ObjectType.SCGBF)).sort(), ["capacity", "fpr", "seed", "subFilters", "tightening"]);
+    // As a GBF reports the Bloom filter's own fields, and a cuckoo series keeps its buckets.
+    assert.deepEqual(Object.keys(await parametersOf("bloom", ObjectType.GBF)).sort(), ["bits", "hashes", "seed"]);
+    const cuckoo = await parametersOf("cuckoo-series", ObjectType.SCGCF);
+    for (const field of ["bucketSize", "maxKicks", "buckets", "subFilters"]) assert.ok(field in cuckoo, `${field} in ${JSON.stringify(cuckoo)}`);
   });
 });

@@ -328,7 +328,8 @@ export interface FilterInfo {
   estimatedCount: bigint;
   /**
    * The key's parameters, as JSON (sizes, hashes, fingerprint bits; a scalable series' own
-   * parameters and `subFilters`, how many it has grown to).
+   * parameters: capacity, fpr, tightening and seed, for a cuckoo series also bucketSize, maxKicks
+   * and buckets, and `subFilters`, how many it has grown to).
    */
   parameters: string;
 }
