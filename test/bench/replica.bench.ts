@@ -3,7 +3,8 @@
 // 1. Layout: single-element Add latency when the set holds 1k, 100k and 1M elements, for the
 //    decomposed store (one record per element, seed 004's bigset design) and for an
 //    object-per-set baseline that keeps the whole set as one LevelDB value (the design bigset
-//    replaces), measured in-process in the same run with the same sync policy.
+//    replaces), measured in-process in the same run with the same sync policy; the decomposed
+//    stores are all filled first, then timed in rounds that take the sizes in turn.
 // 2. A real node process over gRPC: single-element Add throughput with 32 concurrent clients,
 //    batch Add (1000 per call, 4 in flight) elements/s while filling the set to 1M, Add latency at 1k/100k/1M,
 //    and the node's RSS at 1M elements.
@@ -69,8 +70,16 @@ async function timeAdds(add: (e: Buffer) => Promise<void>, n: number, prefix: st
   return out;
 }
 
+/** Timed rounds per size in layoutComparison (SAMPLES adds per size in all), after one untimed warm-up round. */
+const LAYOUT_ROUNDS = 5;
+
 async function layoutComparison(sync: SyncPolicy) {
   const rows: Array<{ size: number; decomposedP50: number; decomposedP99: number; baselineP50: number; baselineP99: number; fillElementsPerSec: number }> = [];
+  // Every size's store is filled first and then timed in rounds that take the sizes in turn, so
+  // whatever drifts during the run (JIT warm-up, the fills' background compactions, other load on
+  // the machine) falls on every size alike; one size after the other, the first size was timed on
+  // a cold process and the largest while its own fill was still being compacted.
+  const filled: Array<{ size: number; store: Store; fillElementsPerSec: number; samples: number[] }> = [];
   for (const size of SIZES) {
     const store = await Store.open({ dir: join(root, `dec-${sync}-${size}`), partitions: 64, partitionOf, sync });
     // The fill doubles as the in-process batch ingest rate (one caller, 1000 per Add, no gRPC).
@@ -78,10 +87,18 @@ async function layoutComparison(sync: SyncPolicy) {
     for (let i = 0; i < size; i += 1000) {
       await store.add("s", Array.from({ length: Math.min(1000, size - i) }, (_, j) => el("f", i + j)));
     }
-    const fillElementsPerSec = size / ((performance.now() - fillStart) / 1000);
-    const dec = await timeAdds((e) => store.add("s", [e]).then(() => undefined), SAMPLES, "new");
-    await store.close();
+    filled.push({ size, store, fillElementsPerSec: size / ((performance.now() - fillStart) / 1000), samples: [] });
+  }
+  const perRound = Math.ceil(SAMPLES / LAYOUT_ROUNDS);
+  for (let r = -1; r < LAYOUT_ROUNDS; r++) {
+    for (const f of filled) {
+      const times = await timeAdds((e) => f.store.add("s", [e]).then(() => undefined), perRound, `new${r}-`);
+      if (r >= 0) f.samples.push(...times);
+    }
+  }
+  for (const f of filled) await f.store.close();
 
+  for (const { size, samples: dec, fillElementsPerSec } of filled) {
     const db = new ClassicLevel<string, Buffer>(join(root, `obj-${sync}-${size}`), { valueEncoding: "buffer" });
     const base = new ObjectPerSetStore(db, sync === "fsync", "bench");
     await base.fill("s", size);
