@@ -89,6 +89,18 @@ export async function startNodeProcess(args: string[], env: NodeJS.ProcessEnv = 
   };
 }
 
+/**
+ * Start nodes at the same time (each may wait for the others, e.g. as its seeds); if any fails to
+ * start, the others are killed and the first failure is thrown.
+ */
+export async function startNodesTogether(argLists: string[][]): Promise<NodeProcess[]> {
+  const all = await Promise.allSettled(argLists.map((args) => startNodeProcess(args)));
+  const failed = all.find((r) => r.status === "rejected");
+  if (failed === undefined) return all.map((r) => (r as PromiseFulfilledResult<NodeProcess>).value);
+  await Promise.all(all.map((r) => (r.status === "fulfilled" ? r.value.kill() : undefined)));
+  throw (failed as PromiseRejectedResult).reason;
+}
+
 /** Run the CLI and capture its output; with timeoutMs, a run still going then is killed (code null). */
 export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs?: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [...NODE_FLAGS, BIN, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });

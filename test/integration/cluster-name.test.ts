@@ -11,10 +11,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
-import { call, membershipClient } from "../../services/client/rpc.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { BIN, type NodeProcess, REPO, startNodeProcess } from "../helpers/node-process.ts";
+import { BIN, type NodeProcess, REPO, startNodesTogether } from "../helpers/node-process.ts";
+import { aliveIds } from "../helpers/members.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-cluster-name-"));
@@ -24,15 +23,7 @@ const c = new TestCluster(dir, [1, 2].map((i) => `127.0.24.${i}:${PORT}`), ["--c
 const started: ChildProcess[] = [];
 
 /** The ids node i lists as ALIVE. */
-async function aliveAt(i: number): Promise<string[]> {
-  const m = membershipClient(c.addresses[i]!);
-  try {
-    const r = await call(m, m.members, { includeDeparted: false }, { timeoutMs: 3000 });
-    return r.members.filter((x) => x.state === MemberState.ALIVE).map((x) => x.nodeId).sort();
-  } finally {
-    m.close();
-  }
-}
+const aliveAt = (i: number) => aliveIds(c.addresses[i]!);
 
 function nodeArgs(name: string, host: number, flags: string[], seeds = c.addresses): string[] {
   return ["--listen", `127.0.24.${host}:${PORT}`, "--node-id", name, "--data-dir", join(dir, name), "--seeds", seeds.join(","), ...flags, ...TIMING];
@@ -70,15 +61,7 @@ describe("the cluster name is checked when a node joins (real processes)", () =>
   it("two nodes alone of different clusters, each refusing the other, both keep running and say why", async () => {
     const x = `127.0.24.15:${PORT}`;
     const y = `127.0.24.16:${PORT}`;
-    const both = await Promise.allSettled([
-      startNodeProcess(nodeArgs("x", 15, ["--cluster", "red"], [y])),
-      startNodeProcess(nodeArgs("y", 16, ["--cluster", "teal"], [x])),
-    ]);
-    for (const r of both) if (r.status === "fulfilled") started.push(r.value.child);
-    const [a, b] = both.map((r) => {
-      if (r.status === "rejected") throw r.reason;
-      return r.value;
-    }) as [NodeProcess, NodeProcess];
+    const [a, b] = (await startNodesTogether([nodeArgs("x", 15, ["--cluster", "red"], [y]), nodeArgs("y", 16, ["--cluster", "teal"], [x])])) as [NodeProcess, NodeProcess];
     try {
       for (const n of [a, b]) {
         await eventually(`${n.nodeId} logs the refusal`, async () => n.logs(), (l) => /in no cluster either, refused this node's join: its --cluster differs/.test(l), 15_000);

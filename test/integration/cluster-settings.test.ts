@@ -13,11 +13,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { MemberState } from "../../services/gen/deltaset/v1/membership.ts";
-import { call, membershipClient } from "../../services/client/rpc.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { BIN, type NodeProcess, REPO, startNodeProcess } from "../helpers/node-process.ts";
+import { BIN, type NodeProcess, REPO, startNodeProcess, startNodesTogether } from "../helpers/node-process.ts";
 import { ownersAt } from "../helpers/placement.ts";
+import { aliveIds } from "../helpers/members.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-cluster-settings-"));
@@ -30,15 +29,7 @@ const KEYS = Array.from({ length: 40 }, (_, k) => `key${k}`);
 const started: ChildProcess[] = [];
 
 /** The ids node i lists as ALIVE. */
-async function aliveAt(i: number): Promise<string[]> {
-  const m = membershipClient(c.addresses[i]!);
-  try {
-    const r = await call(m, m.members, { includeDeparted: false }, { timeoutMs: 3000 });
-    return r.members.filter((x) => x.state === MemberState.ALIVE).map((x) => x.nodeId).sort();
-  } finally {
-    m.close();
-  }
-}
+const aliveAt = (i: number) => aliveIds(c.addresses[i]!);
 
 /**
  * While `running` is pending, poll the members' views and Owners: every node id other than the
@@ -137,15 +128,7 @@ describe("cluster-wide settings are checked when a node joins (real processes)",
   it("two nodes alone, each refusing the other, speak for no cluster: both keep running and say why", async () => {
     const x = `127.0.20.15:${PORT}`;
     const y = `127.0.20.16:${PORT}`;
-    const both = await Promise.allSettled([
-      startNodeProcess(nodeArgs("x", 15, ["--partitions", "16", ...TIMING], [y])),
-      startNodeProcess(nodeArgs("y", 16, ["--partitions", "8", ...TIMING], [x])),
-    ]);
-    for (const r of both) if (r.status === "fulfilled") started.push(r.value.child);
-    const [a, b] = both.map((r) => {
-      if (r.status === "rejected") throw r.reason;
-      return r.value;
-    }) as [NodeProcess, NodeProcess];
+    const [a, b] = (await startNodesTogether([nodeArgs("x", 15, ["--partitions", "16", ...TIMING], [y]), nodeArgs("y", 16, ["--partitions", "8", ...TIMING], [x])])) as [NodeProcess, NodeProcess];
     try {
       for (const n of [a, b]) {
         await eventually(`${n.nodeId} logs the refusal`, async () => n.logs(), (l) => /in no cluster either, refused this node's join: its --partitions differs/.test(l), 15_000);
