@@ -169,8 +169,9 @@ export interface NodeConfig {
   /** Most bytes of all deferred removes kept here (key, element and unseen context of each). */
   maxPendingRemoveBytes: number;
   /**
-   * B: the most any two nodes' clocks are assumed to differ (ms). Counters' retry filters remember
-   * request ids for (N+1)·P - B; a received filter that puts its sender further away is reported.
+   * B: the most any two nodes' clocks are assumed to differ (ms). The retry filters of counters and
+   * filter keys remember request ids for (N+1)·P - B; a received filter that puts its sender
+   * further away is reported.
    */
   maxClockSkewMs: number;
   limits: Limits;

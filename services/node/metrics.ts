@@ -127,7 +127,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
     description: "Increments with a request_id recognised as retries and acknowledged without being applied again",
   });
   const skewReports = meter.createObservableCounter("deltaset_clock_skew_reports", {
-    description: "Received counter retry filters whose epochs put the sender's clock further than --max-clock-skew-ms from this node's (direction: ahead or behind)",
+    description: "Received retry filters (of counters and filter keys) whose epochs put the sender's clock further than --max-clock-skew-ms from this node's (direction: ahead or behind)",
   });
   const stateCacheReads = meter.createObservableCounter("deltaset_state_cache_reads", {
     description: "Reads of a key stored whole (filters, counters, probabilistic sets) by whether its decoded state was in memory (result: hit or miss; --state-cache-bytes)",

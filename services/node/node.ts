@@ -171,8 +171,8 @@ export async function startNode(
       if (admitted !== undefined) {
         storeLog.warn(
           e.report.direction === "ahead"
-            ? "a peer's counter retry filter shows its clock ahead of this node's by more than --max-clock-skew-ms (or this clock is behind): retries may be recognised for less than the reported retention"
-            : "a peer's counter retry filter shows its clock behind this node's by more than --max-clock-skew-ms (or its delta arrived late): retries may be recognised for less than the reported retention",
+            ? "a peer's retry filter (of a counter or a filter key) shows its clock ahead of this node's by more than --max-clock-skew-ms (or this clock is behind): retries may be recognised for less than the reported retention"
+            : "a peer's retry filter (of a counter or a filter key) shows its clock behind this node's by more than --max-clock-skew-ms (or its delta arrived late): retries may be recognised for less than the reported retention",
           { key: e.key, ...e.report, boundMs: config.maxClockSkewMs, ...admitted },
         );
       }

@@ -188,7 +188,7 @@ export const LIMITS_SETTINGS: SettingGroup = {
     { flag: "max-request-id-bytes", env: "DELTASET_MAX_REQUEST_ID_BYTES", path: "limits.maxRequestIdBytes", kind: "int", description: "most bytes (UTF-8) in an Increment's or Add's request_id; a longer one answers RESOURCE_EXHAUSTED" },
     {
       flag: "max-clock-skew-ms", env: "DELTASET_MAX_CLOCK_SKEW_MS", path: "maxClockSkewMs", kind: "int", readme: true,
-      description: "the most any two nodes' clocks may differ (ms); counters remember request ids for (N+1)·P minus this, an Import counts an export's wait less this against its times to live, and a node that sees a peer's clock further off logs it and counts it in deltaset_clock_skew_reports_total",
+      description: "the most any two nodes' clocks may differ (ms); counters and filter keys remember request ids for (N+1)·P minus this, an Import counts an export's wait less this against its times to live, and a node that sees a peer's clock further off logs it and counts it in deltaset_clock_skew_reports_total",
     },
     {
       flag: "max-pending-removes", env: "DELTASET_MAX_PENDING_REMOVES", path: "maxPendingRemoves", kind: "int", readme: true,

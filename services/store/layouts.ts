@@ -1,11 +1,12 @@
 // The stored form of each replicated type: ObjectType → layout. A new type needs its lattice in
 // crdt/ and one line here (wholeStateLayout(itsLattice) for a small state); the store, gossip and
 // the replica service then handle it with no code of their own.
-import { AWSetProbLattice, FILTER_LATTICES, ObjectType } from "../crdt/index.js";
+import { AWSetProbLattice, FILTER_LATTICES, type FilterSiblings, ObjectType } from "../crdt/index.js";
 import { counterLayout } from "./counter-layout.js";
 import { elementLayout } from "./element-layout.js";
 import { UnstorableTypeError } from "./errors.js";
 import type { ObjectLayout } from "./layout.js";
+import { filterKeyRetryIds } from "./received-retry-ids.js";
 import { wholeStateLayout } from "./whole-state-layout.js";
 
 const layouts = new Map<ObjectType, ObjectLayout<unknown>>();
@@ -33,7 +34,10 @@ registerLayout(ObjectType.COUNTER, counterLayout());
 // A bloom filter decodes to its bit array; the cuckoo filters' entries are objects (see
 // WholeStateOptions.memoryPerEncodedByte).
 const BLOOM = new Set<ObjectType>([ObjectType.GBF, ObjectType.SCGBF]);
-for (const l of FILTER_LATTICES) registerLayout(l.type, wholeStateLayout(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 36 }));
+// A filter key's retry filter (the request ids of its Adds) is received as a counter's is.
+for (const l of FILTER_LATTICES) {
+  registerLayout(l.type, wholeStateLayout<FilterSiblings<unknown>>(l as never, { log: true, memoryPerEncodedByte: BLOOM.has(l.type) ? 1 : 36, retryIds: filterKeyRetryIds }));
+}
 // The probabilistic add-wins set: its live dots and its tombstone filter, one record while small,
 // then a base and a log. Its join is not associative, so the log records each join an operation
 // made (a batch's steps), never a join of them, and replaying them in order gives the state. A

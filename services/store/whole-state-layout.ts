@@ -16,6 +16,7 @@ import type { BatchOp } from "./group-commit.js";
 import type { ObjectLayout, ObjectSlot, StateChunk, StoreEnv } from "./layout.js";
 import { stateBaseKey, stateDeltaKey } from "./keys.js";
 import { type Header, type StateLog, stateBytesOf } from "./records.js";
+import { type RetryIdsOf, receiveRetryIds } from "./received-retry-ids.js";
 
 export interface WholeStateOptions<S> {
   /**
@@ -46,6 +47,11 @@ export interface WholeStateOptions<S> {
    * left out: not reported).
    */
   readVersion?: (state: S) => number;
+  /**
+   * Where the state keeps the retry filter of its request ids (counters, filter keys): a received
+   * state's filter is pruned to this node's window and checked for clock skew (received-retry-ids.ts).
+   */
+  retryIds?: RetryIdsOf<S>;
   /**
    * Bytes a decoded state takes in memory per byte of its encoding, at most (what the cache of
    * decoded states counts); default 10. Measured on 2^18-2^19 elements: a bloom filter 1, a
@@ -153,8 +159,10 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
   }
 
-  const join: ObjectLayout<S>["join"] = async (o, env, incoming, wantNewPart) => {
+  const join: ObjectLayout<S>["join"] = async (o, env, received, wantNewPart) => {
     const state = await take(o, env);
+    const retry = opts.retryIds === undefined ? undefined : receiveRetryIds(opts.retryIds, env, o.key, state, received);
+    const incoming = retry?.incoming ?? received;
     if (opts.problems !== undefined) {
       const problems = opts.problems(lattice.join(state, incoming));
       if (problems.length > 0 && opts.problems(state).length === 0) {
@@ -176,6 +184,7 @@ export function wholeStateLayout<S>(lattice: Lattice<S>, opts: WholeStateOptions
     }
     // A local change made after the join (as an operation's delta would be), logged after it.
     const replied = reply !== undefined && lattice.joinInPlace(state, reply);
+    if (changed) retry?.joined();
     if (changed || replied) store(o, env, state, replied ? [incoming, reply] : [incoming]);
     else env.decoded.put(o.key, stateVersion(o.h), state, stateBytes(o.h));
     const read = readBefore === undefined ? {} : { readChanged: opts.readVersion!(state) !== readBefore };
