@@ -126,6 +126,10 @@ export function storeMetrics(meter: Meter, store: Store): void {
   const retriesAbsorbed = meter.createObservableCounter("deltaset_counter_retries_absorbed", {
     description: "Increments with a request_id recognised as retries and acknowledged without being applied again",
   });
+  // Its own metric, not an attribute of the counters' one: that name and its series stay as they were.
+  const filterRetriesAbsorbed = meter.createObservableCounter("deltaset_filter_retries_absorbed", {
+    description: "Adds to filter keys (GBF, GCF, ORCF, SC*) with a request_id recognised as retries and acknowledged without being applied again",
+  });
   const skewReports = meter.createObservableCounter("deltaset_clock_skew_reports", {
     description: "Received retry filters (of counters and filter keys) whose epochs put the sender's clock further than --max-clock-skew-ms from this node's (direction: ahead or behind)",
   });
@@ -154,6 +158,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
       const s = store.stats();
       r.observe(expired, s.expiredDots);
       r.observe(retriesAbsorbed, s.retriesAbsorbed);
+      r.observe(filterRetriesAbsorbed, s.filterRetriesAbsorbed);
       r.observe(skewReports, s.clockSkewReports.ahead, { direction: "ahead" });
       r.observe(skewReports, s.clockSkewReports.behind, { direction: "behind" });
       r.observe(batches, s.batches);
@@ -170,7 +175,7 @@ export function storeMetrics(meter: Meter, store: Store): void {
       r.observe(presenceSkipped, s.presence.skipped);
       r.observe(presenceBytes, s.presence.bytes);
     },
-    [batches, writes, headers, refusedJoins, pendingRemoves, pendingRemoveBytes, retriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog, presenceSkipped, presenceBytes],
+    [batches, writes, headers, refusedJoins, pendingRemoves, pendingRemoveBytes, retriesAbsorbed, filterRetriesAbsorbed, skewReports, expired, stateCacheReads, stateCacheBytes, stateLog, presenceSkipped, presenceBytes],
   );
 }
 

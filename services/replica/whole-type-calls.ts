@@ -139,6 +139,7 @@ export function wholeTypeCalls(deps: WholeTypeDeps) {
       });
       // A duplicate changed nothing: no delta to spread.
       if (r.delta !== undefined) deps.notify(key, type, r.delta);
+      if (r.result.duplicate) store.filterRetryAbsorbed();
       return { added: r.result.added, replica, counters: [], duplicate: r.result.duplicate };
     },
 

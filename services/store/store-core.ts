@@ -37,6 +37,7 @@ export abstract class StoreCore {
   /** Adds whose time to live ran out, removed from storage by expire(). */
   protected expiredDots = 0;
   protected retriesAbsorbed = 0;
+  private filterRetriesAbsorbed = 0;
   protected readonly skewReports = { ahead: 0, behind: 0 };
   protected readonly transfers = new TransferHolds();
   /** Which elements of add-wins sets certainly have no record (element-presence.ts). */
@@ -130,6 +131,8 @@ export abstract class StoreCore {
     pendingRemoveBytes: number;
     /** Increments with a request id answered as retries, not applied again. */
     retriesAbsorbed: number;
+    /** Adds to filter keys with a request id answered as retries, not applied again. */
+    filterRetriesAbsorbed: number;
     /** Received retry filters that put their sender's clock beyond the skew bound, by direction. */
     clockSkewReports: { ahead: number; behind: number };
     /** Adds removed from storage because their time to live ran out. */
@@ -151,12 +154,22 @@ export abstract class StoreCore {
       pendingRemoves: this.env.pending.size(),
       pendingRemoveBytes: this.env.pending.bytes(),
       retriesAbsorbed: this.retriesAbsorbed,
+      filterRetriesAbsorbed: this.filterRetriesAbsorbed,
       clockSkewReports: { ...this.skewReports },
       expiredDots: this.expiredDots,
       stateCache: { entries: this.env.decoded.size, estimatedBytes: this.env.decoded.estimatedBytes, hits: this.env.decoded.hits, misses: this.env.decoded.misses },
       stateLog: { ...this.env.stateLogCounts },
       presence: this.presence.stats(),
     };
+  }
+
+  /**
+   * An Add to a filter key answered as a retry of one already applied (its request id was in the
+   * key's retry filter): counted in stats().filterRetriesAbsorbed. The replica service runs the
+   * filters' operations through update(), which does not know what they answered.
+   */
+  filterRetryAbsorbed(): void {
+    this.filterRetriesAbsorbed++;
   }
 
   /** LevelDB's estimate of the bytes the replicated objects take on disk (cheap: index lookups); 0 in memory. */
