@@ -80,7 +80,7 @@ function article(name: string): string {
 /** The parameters that make a new key of this type smaller (FilterParams' names), and the type that grows instead. */
 function smallerFilter(name: string): string {
   if (name === "AWSET_PROB") {
-    return "ask for a smaller capacity, a higher false_positive_rate or a lower level (or, given as hashes, age_slices and bits, fewer of them)";
+    return "ask for a smaller capacity, a higher false_positive_rate or another level (with the default current-generation strategy, from a capacity of 4096 up, a higher level takes fewer bytes; or, given as hashes, age_slices and bits, fewer of them)";
   }
   const bloom = name === "GBF" || name === "SCGBF";
   const lower = `ask for a smaller capacity or a higher false_positive_rate (or fewer ${bloom ? "bits" : "fingerprint_bits"})`;

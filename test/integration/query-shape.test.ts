@@ -81,7 +81,7 @@ describe("an Add past --max-filter-bytes names the parameters of the key's type 
 
   it("AWSET_PROB: its tombstone filter's capacity, false_positive_rate and level, and no scalable type", async () => {
     const details = await refusal("prob-big", ObjectType.AWSET_PROB, { capacity: 1_000_000n });
-    assert.match(details, new RegExp(`^these parameters make an AWSET_PROB key's tombstone filter of \\d+ bytes; the limit is ${FILTER_LIMIT} \\(--max-filter-bytes\\): ask for a smaller capacity, a higher false_positive_rate or a lower level \\(or, given as hashes, age_slices and bits, fewer of them\\)$`));
+    assert.match(details, new RegExp(`^these parameters make an AWSET_PROB key's tombstone filter of \\d+ bytes; the limit is ${FILTER_LIMIT} \\(--max-filter-bytes\\): ask for a smaller capacity, a higher false_positive_rate or another level \\(with the default current-generation strategy, from a capacity of 4096 up, a higher level takes fewer bytes; or, given as hashes, age_slices and bits, fewer of them\\)$`));
     assert.doesNotMatch(details, /scalable/);
   });
 

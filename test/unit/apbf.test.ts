@@ -373,3 +373,17 @@ describe("APBF union refuses mismatched filters", () => {
     }
   });
 });
+
+describe("APBF size by level", () => {
+  // The advice an Add past --max-filter-bytes gives for an AWSET_PROB key (replica/whole-type-calls.ts).
+  it("with current-generation shadows (the default strategy), from a capacity of 4096 up, a higher level takes no more bytes at any rate", () => {
+    for (const strategy of [UnionStrategy.CurrentGeneration]) {
+      for (const error of [1, 2, 3, 4, 5]) {
+        for (const capacity of [4096, 16_384, 100_000, 1_000_000]) {
+          const sizes = Array.from({ length: error === 1 ? 5 : 6 }, (_, level) => Apbf.create(paramsFor(error, capacity, level, strategy)).byteSize());
+          for (let l = 1; l < sizes.length; l++) assert.ok(sizes[l]! <= sizes[l - 1]!, `error ${error}, capacity ${capacity}, strategy ${strategy}: ${sizes.join(", ")}`);
+        }
+      }
+    }
+  });
+});
