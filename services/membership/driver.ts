@@ -87,6 +87,9 @@ export interface SettingsRefusal {
 }
 
 /** What a Join's refusal says, when a setting differing was the reason. */
+/** Codes of a call the peer never answered (down, unreachable, too slow, cancelled here). */
+const NO_ANSWER = new Set<grpc.status>([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED]);
+
 function refusedSetting(error: grpc.ServiceError): { setting: ClusterSetting; refuserInCluster: boolean } | undefined {
   if (error.code !== grpc.status.FAILED_PRECONDITION) return undefined;
   const value = error.metadata?.get(REFUSED_SETTING_HEADER)[0];
@@ -142,6 +145,8 @@ export class MembershipDriver {
   /** Join calls of the seed join attempt under way, and the setting refusals among their answers. */
   private readonly refusedWarnings = logThrottle(60_000);
   private readonly attemptCalls = new Map<number, Omit<SettingsRefusal, "joined"> | undefined>();
+  /** Per seed address: why its last join call was refused when it answered with one (cleared by a join it took or a call that got no answer). */
+  private readonly joinRefusals = new Map<string, string>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private state: "new" | "running" | "stopped" = "new";
@@ -179,8 +184,18 @@ export class MembershipDriver {
       random: options.random,
       recheckMs: Math.max(config.probeIntervalMs, 1000),
       onError: (message, error) => this.log(message, error),
-      onStillAlone: (failures, tried) =>
-        this.warn("not in a cluster: no seed answered a join; this node serves alone meanwhile and keeps trying (check --seeds and that the seeds run and are reachable)", { joinAttempts: failures, lastTried: tried }),
+      onStillAlone: (failures, tried) => {
+        // A seed that answered with a refusal is up: say what it said, not that nobody answered.
+        const refusals = tried.flatMap((a) => {
+          const r = this.joinRefusals.get(a);
+          return r === undefined ? [] : [`${a}: ${r}`];
+        });
+        if (refusals.length === 0) {
+          this.warn("not in a cluster: no seed answered a join; this node serves alone meanwhile and keeps trying (check --seeds and that the seeds run and are reachable)", { joinAttempts: failures, lastTried: tried });
+        } else {
+          this.warn("not in a cluster: seeds refused this node's join; it serves alone meanwhile and keeps trying (an UNAUTHENTICATED refusal: the seeds hold no key of this node's --cluster-key-file; a setting that differs: start it with the cluster's)", { joinAttempts: failures, lastTried: tried, refusals });
+        }
+      },
     });
     endpoints.set(this, this.endpoint());
   }
@@ -400,6 +415,11 @@ export class MembershipDriver {
       const finish = (error: grpc.ServiceError | null, accept: () => void) => {
         settle();
         if (this.state !== "running") return resolve(false);
+        if (call.kind === "join") {
+          // Only an answer from the seed is a refusal; no answer (down, unreachable, timed out) is not.
+          if (error && !NO_ANSWER.has(error.code)) this.joinRefusals.set(call.address, `${grpc.status[error.code]} ${(error.details ?? "").slice(0, 300)}`);
+          else this.joinRefusals.delete(call.address);
+        }
         if (error) {
           if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);
           const refused = call.kind === "join" ? refusedSetting(error) : undefined;

@@ -66,6 +66,11 @@ describe("the cluster name is checked when a node joins (real processes)", () =>
       for (const n of [a, b]) {
         await eventually(`${n.nodeId} logs the refusal`, async () => n.logs(), (l) => /in no cluster either, refused this node's join: its --cluster differs/.test(l), 15_000);
       }
+      // Its warning while alone says the seed refused, quoting why, not that no seed answered.
+      for (const n of [a, b]) {
+        await eventually(`${n.nodeId} warns that seeds refused it`, async () => n.logs(), (l) => /seeds refused this node's join.*FAILED_PRECONDITION --cluster differs/.test(l), 20_000);
+        assert.doesNotMatch(n.logs(), /no seed answered a join/);
+      }
       assert.equal(a.child.exitCode, null, a.logs().slice(-2000));
       assert.equal(b.child.exitCode, null, b.logs().slice(-2000));
     } finally {
