@@ -329,7 +329,8 @@ export interface FilterInfo {
   /**
    * The key's parameters, as JSON (sizes, hashes, fingerprint bits; a scalable series' own
    * parameters: capacity, fpr, tightening and seed, for a cuckoo series also bucketSize, maxKicks
-   * and buckets, and `subFilters`, how many it has grown to).
+   * and buckets (0: each sub-filter takes the bucket count its own capacity needs, not a fixed
+   * one), and `subFilters`, how many it has grown to).
    */
   parameters: string;
 }
