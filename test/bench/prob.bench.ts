@@ -58,8 +58,12 @@ function seedFor(round: number, syncShare: number, load: Load, salt: number): nu
   return (0x5eed + round * 1_000_003 + Math.round(syncShare * 1000) * 7 + (load === "zipf" ? 50_021 : 0) + salt * 91_019) >>> 0;
 }
 
-function tableGroup(strategy: number, share: number, error: number, load: Load, rules: "seed" | "type" = "seed"): string {
-  return `${rules === "seed" ? "table" : "typeTable"}|${load}|${share}|${error}|${strategy}`;
+/** The main table's rules ("seed"), the type as implemented ("type"), the main table's rules read as the text words them ("text"). */
+type TableRules = "seed" | "type" | "text";
+const TABLE_PREFIX: Record<TableRules, string> = { seed: "table", type: "typeTable", text: "text" };
+
+function tableGroup(strategy: number, share: number, error: number, load: Load, rules: TableRules = "seed"): string {
+  return `${TABLE_PREFIX[rules]}|${load}|${share}|${error}|${strategy}`;
 }
 
 /**
@@ -104,7 +108,7 @@ function buildJobs(quick: boolean, trim: Trim): { jobs: Job[]; rounds: number; t
             add(tableGroup(strategy, share, error, load), same);
             // The whole table again under the text's readings (fill ratio limit, every bit into the
             // copy, a union leaving the local copy alone), every round: the earlier main table.
-            add(`text|${load}|${share}|${error}|${strategy}`, { ...same, fillRule: "fill", shadowRule: "all", copyUnion: "local" });
+            add(tableGroup(strategy, share, error, load, "text"), { ...same, fillRule: "fill", shadowRule: "all", copyUnion: "local" });
             // The cited APBF as published (its transitive copy line off), Current Generation only
             // (no other strategy keeps a copy), both loads, every round.
             if (strategy === UnionStrategy.CurrentGeneration) add(`copy|local|${load}|${share}|${error}`, { ...same, copyUnion: "local" });
@@ -276,6 +280,8 @@ async function main(): Promise<void> {
 
   // The tables.
   const table: Array<Record<string, unknown>> = [];
+  // The whole table under the text's readings (what the main table held before).
+  const thesisTextTable: Array<Record<string, unknown>> = [];
   for (const load of ["uniform", "zipf"] as const) {
     for (const share of [0.8, 0.4]) {
       for (const error of [2, 5]) {
@@ -287,12 +293,19 @@ async function main(): Promise<void> {
             ...cell(tableGroup(strategy, share, error, load)),
             typeAsImplemented: load === "uniform" && !trim.noType ? typeCell(cell(tableGroup(strategy, share, error, load, "type"))) : null,
           });
+          const t = cell(tableGroup(strategy, share, error, load, "text"));
+          thesisTextTable.push({
+            load, syncSharePct: pct, error, strategy: strategyName(strategy),
+            paperBadSyncPct: load === "uniform" ? PAPER[pct]![error]![strategy] : null,
+            badSyncPct: t.badSyncPct, badSyncPctPerRound: t.badSyncPctPerRound, fpShareOfBad: t.fpShareOfBad, fpShareOfCauses: t.fpShareOfCauses, probExclusiveStatePct: t.probExclusiveStatePct,
+          });
         }
       }
     }
   }
-  const row = (load: Load, pct: number, error: number, strategy: number) =>
-    table.find((r) => r.load === load && r.syncSharePct === pct && r.error === error && r.strategy === strategyName(strategy as UnionStrategy)) as unknown as Cell & { paperBadSyncPct: number | null };
+  const rowOf = (t: Array<Record<string, unknown>>, load: Load, pct: number, error: number, strategy: number) =>
+    t.find((r) => r.load === load && r.syncSharePct === pct && r.error === error && r.strategy === strategyName(strategy as UnionStrategy)) as unknown as Cell & { paperBadSyncPct: number | null };
+  const row = (load: Load, pct: number, error: number, strategy: number) => rowOf(table, load, pct, error, strategy);
 
   // Trends.
   const dynNames = ["static", "churn 0.1%", "churn 1%", "churn 10%", "dynamic 10/80/10", "zipf churn 1%"];
@@ -321,7 +334,7 @@ async function main(): Promise<void> {
     rows: (["uniform", "zipf"] as const).flatMap((load) => [0.8, 0.4].flatMap((share) => [2, 5].map((error) => {
       const pct = Math.round(share * 100);
       const published = cell(`copy|local|${load}|${share}|${error}`);
-      const text = (s: number) => cell(`text|${load}|${share}|${error}|${s}`);
+      const text = (s: number) => rowOf(thesisTextTable, load, pct, error, s);
       const main = row(load, pct, error, UnionStrategy.CurrentGeneration);
       const wf = row(load, pct, error, UnionStrategy.WholeFilter).badSyncPct;
       const as = row(load, pct, error, UnionStrategy.ActiveSlices).badSyncPct;
@@ -343,15 +356,6 @@ async function main(): Promise<void> {
       };
     }))),
   };
-
-  // The whole table under the text's readings (what the main table held before).
-  const thesisTextTable = table.map((r) => {
-    const c = cell(`text|${r.load}|${(r.syncSharePct as number) / 100}|${r.error}|${STRATEGIES.find((s) => strategyName(s) === r.strategy)}`);
-    return {
-      load: r.load, syncSharePct: r.syncSharePct, error: r.error, strategy: r.strategy, paperBadSyncPct: r.paperBadSyncPct,
-      badSyncPct: c.badSyncPct, badSyncPctPerRound: c.badSyncPctPerRound, fpShareOfBad: c.fpShareOfBad, fpShareOfCauses: c.fpShareOfCauses, probExclusiveStatePct: c.probExclusiveStatePct,
-    };
-  });
 
   // Memory.
   const memory = memoryFigures();
