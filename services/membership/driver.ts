@@ -9,7 +9,7 @@ import { MembershipCore } from "./core.js";
 import { SeedJoiner, type BackoffOptions, type SeedProvider } from "./discovery.js";
 import { PeerPool } from "./peer-pool.js";
 import { ProbeTiming, type ProbeTimingStats } from "./probe-timing.js";
-import { REFUSED_SETTING_HEADER, REFUSER_IN_CLUSTER_HEADER, isLive, type ClusterSetting, type ClusterSettings, type MembershipStats } from "./types.js";
+import { REFUSED_SETTING_HEADER, REFUSER_IN_CLUSTER_HEADER, isClusterSetting, isLive, type ClusterSetting, type ClusterSettings, type MembershipStats } from "./types.js";
 import type {
   Answer,
   DeferredAnswer,
@@ -86,14 +86,14 @@ export interface SettingsRefusal {
   joined: boolean;
 }
 
-/** What a Join's refusal says, when a setting differing was the reason. */
 /** Codes of a call the peer never answered (down, unreachable, too slow, cancelled here). */
 const NO_ANSWER = new Set<grpc.status>([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED]);
 
+/** What a Join's refusal says, when a setting differing was the reason. */
 function refusedSetting(error: grpc.ServiceError): { setting: ClusterSetting; refuserInCluster: boolean } | undefined {
   if (error.code !== grpc.status.FAILED_PRECONDITION) return undefined;
   const value = error.metadata?.get(REFUSED_SETTING_HEADER)[0];
-  if (value !== "cluster" && value !== "partitions" && value !== "replication-factor") return undefined;
+  if (!isClusterSetting(value)) return undefined;
   return { setting: value, refuserInCluster: error.metadata.get(REFUSER_IN_CLUSTER_HEADER)[0] !== "0" };
 }
 
@@ -142,8 +142,9 @@ export class MembershipDriver {
   private readonly probeTiming: ProbeTiming;
   private readonly dialAddress: MembershipDriverOptions["dialAddress"];
   private readonly onSettingsRefused: MembershipDriverOptions["onSettingsRefused"];
-  /** Join calls of the seed join attempt under way, and the setting refusals among their answers. */
+  /** Warnings about the nodes this one refused, once a minute per message. */
   private readonly refusedWarnings = logThrottle(60_000);
+  /** Join calls of the seed join attempt under way, and the setting refusals among their answers. */
   private readonly attemptCalls = new Map<number, Omit<SettingsRefusal, "joined"> | undefined>();
   /** Per seed address: why its last join call was refused when it answered with one (cleared by a join it took or a call that got no answer). */
   private readonly joinRefusals = new Map<string, string>();
@@ -287,9 +288,10 @@ export class MembershipDriver {
           return () => {};
         }
         const result: DeferredAnswer = this.core.handlePingReq(request, clock());
-        if (!result.ok) this.noteRefusal(result.refusal);
-        if (!result.ok) answer(result.refusal);
-        else if (result.pending === undefined) answer(result.reply);
+        if (!result.ok) {
+          this.noteRefusal(result.refusal);
+          answer(result.refusal);
+        } else if (result.pending === undefined) answer(result.reply);
         else this.deferred.set(result.pending, answer);
         this.pump();
         const pending = result.ok ? result.pending : undefined;

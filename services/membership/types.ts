@@ -86,7 +86,13 @@ export const REFUSED_SETTING_HEADER = "x-deltaset-refused-setting";
 export const REFUSER_IN_CLUSTER_HEADER = "x-deltaset-refuser-in-cluster";
 
 /** The flags every node of a cluster must set alike, checked on Join, Ping and PingReq (the name on Leave too). */
-export type ClusterSetting = "cluster" | "partitions" | "replication-factor";
+export const CLUSTER_SETTINGS = ["cluster", "partitions", "replication-factor"] as const;
+export type ClusterSetting = (typeof CLUSTER_SETTINGS)[number];
+
+/** Whether a refusal's header value names one of CLUSTER_SETTINGS. */
+export function isClusterSetting(value: unknown): value is ClusterSetting {
+  return (CLUSTER_SETTINGS as readonly unknown[]).includes(value);
+}
 
 /**
  * A node's cluster-wide settings as membership messages carry them: the partition count, and the
