@@ -76,8 +76,8 @@ export interface NodeContext {
   /** Aborted as the node starts to stop (before its running calls drain). */
   stopping: AbortSignal;
   /**
-   * The cluster refused this node's settings (a member refused its join: its --partitions or
-   * --replication-factor differ) before it was ever a member: the node stops instead of serving
+   * The cluster refused this node's settings (a member refused its join: its --cluster,
+   * --partitions or --replication-factor differ) before it was ever a member: the node stops instead of serving
    * alone (NodeHooks.onSettingsRefused). The first call counts.
    */
   settingsRefused(reason: string): void;
