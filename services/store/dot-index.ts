@@ -24,16 +24,28 @@ export type Bucket = Map<number, Uint8Array>;
 
 /** Value of a bucket record: per live dot, in offset order, u8 offset, varint length, element bytes. */
 export function encodeBucket(bucket: Bucket): Buffer {
-  const offsets = [...bucket.keys()].sort((a, b) => a - b);
-  let size = 0;
-  for (const o of offsets) {
-    const n = bucket.get(o)!.length;
-    size += 1 + varintSize(n) + n;
-  }
+  return encodeEntries(bucket, Buffer.alloc(0));
+}
+
+/**
+ * A bucket record holding the entries of before (a record's bytes, unread) followed by those of
+ * added, whose offsets must all be above before's: the record of a bucket that only gained dots
+ * newer than any it held (a local add), written without decoding what it held.
+ */
+export function appendToBucket(before: Uint8Array, added: Bucket): Buffer {
+  return encodeEntries(added, before);
+}
+
+function encodeEntries(bucket: Bucket, before: Uint8Array): Buffer {
+  // Offsets are below DOT_BUCKET: walking them in order spares sorting the keys.
+  let size = before.length;
+  for (const el of bucket.values()) size += 1 + varintSize(el.length) + el.length;
   const out = Buffer.allocUnsafe(size);
-  let at = 0;
-  for (const o of offsets) {
-    const el = bucket.get(o)!;
+  out.set(before, 0);
+  let at = before.length;
+  for (let o = 0; o < DOT_BUCKET; o++) {
+    const el = bucket.get(o);
+    if (el === undefined) continue;
     out[at++] = o;
     at = writeVarint(out, at, el.length);
     out.set(el, at);

@@ -4,7 +4,7 @@
 // which turns the changes into one batch of records: an element changed twice is written once,
 // and a bucket touched by many dots is read and written once.
 import { type CausalContext, type Dot, type ElementKey, elementBytes, elementKey, sameDot } from "../crdt/index.js";
-import { type Bucket, bucketOf, decodeBucket, encodeBucket, offsetOf, DOT_BUCKET } from "./dot-index.js";
+import { type Bucket, appendToBucket, bucketOf, decodeBucket, encodeBucket, offsetOf, DOT_BUCKET } from "./dot-index.js";
 import type { BatchOp, GroupCommit } from "./group-commit.js";
 import { type ElementPresence, type PresenceFilter, presenceHash } from "./element-presence.js";
 import { dotBucketKey, dotIndexPrefix, elementRecordKey, expiryKey } from "./keys.js";
@@ -29,7 +29,15 @@ interface BucketState {
   stored: Bucket | undefined;
   adds: Bucket;
   removes: Set<number>;
+  /**
+   * Every change so far adds a dot above all the object held of its replica before this operation
+   * (a local add's fresh dot): the stored entries stay as they are and the new ones follow them,
+   * so the record is written by appending, without decoding it.
+   */
+  appendOnly: boolean;
 }
+
+const EMPTY = new Uint8Array(0);
 
 export class WriteView {
   private readonly elements = new Map<ElementKey, ElementState>();
@@ -163,6 +171,7 @@ export class WriteView {
       const off = offsetOf(d.counter);
       b.adds.delete(off);
       b.removes.add(off);
+      b.appendOnly = false;
       if (live !== undefined) updateLiveDigest(live, s.bytes, d, -1);
     }
     for (const d of after) {
@@ -171,6 +180,7 @@ export class WriteView {
       const off = offsetOf(d.counter);
       b.removes.delete(off);
       b.adds.set(off, s.bytes);
+      if (d.counter <= this.ctxBefore.max(d.replica)) b.appendOnly = false;
       if (live !== undefined) updateLiveDigest(live, s.bytes, d, 1);
       // A dot that expires is found by the sweep (expiry.ts); its entry is dropped there, also
       // when the dot was removed before (a stale entry costs one lookup).
@@ -198,16 +208,27 @@ export class WriteView {
       }
     }
     const changed: BucketState[] = [];
+    const appended: BucketState[] = [];
     for (const perReplica of this.buckets.values()) {
-      for (const b of perReplica.values()) if (b.adds.size > 0 || b.removes.size > 0) changed.push(b);
+      for (const b of perReplica.values()) {
+        if (b.adds.size === 0 && b.removes.size === 0) continue;
+        if (b.appendOnly && b.stored === undefined) appended.push(b);
+        else changed.push(b);
+      }
+    }
+    if (appended.length > 0) {
+      const raws = await this.commit.getMany(appended.map((b) => b.key));
+      appended.forEach((b, i) => ops.push({ type: "put", key: b.key, value: appendToBucket(raws[i] ?? EMPTY, b.adds) }));
     }
     await this.readBuckets(changed.filter((b) => b.stored === undefined));
     for (const b of changed) {
-      const next: Bucket = new Map(b.stored);
+      // The stored entries were decoded for this operation alone: changed in place.
+      const next = b.stored!;
+      const had = next.size;
       for (const off of b.removes) next.delete(off);
       for (const [off, el] of b.adds) next.set(off, el);
       if (next.size === 0) {
-        if (b.stored!.size > 0) ops.push({ type: "del", key: b.key });
+        if (had > 0) ops.push({ type: "del", key: b.key });
       } else {
         ops.push({ type: "put", key: b.key, value: encodeBucket(next) });
       }
@@ -230,7 +251,7 @@ export class WriteView {
       }
       // Above every counter of this replica the object has seen: no live dot can be there.
       const empty = n * DOT_BUCKET > this.ctxBefore.max(replica);
-      b = { key: dotBucketKey(rp, n), stored: empty ? new Map() : undefined, adds: new Map(), removes: new Set() };
+      b = { key: dotBucketKey(rp, n), stored: empty ? new Map() : undefined, adds: new Map(), removes: new Set(), appendOnly: true };
       perReplica.set(n, b);
     }
     return b;

@@ -2,7 +2,7 @@
 import { strict as assert } from "node:assert";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { DOT_BUCKET, bucketOf, decodeBucket, encodeBucket, offsetOf } from "../../services/store/dot-index.ts";
+import { DOT_BUCKET, appendToBucket, bucketOf, decodeBucket, encodeBucket, offsetOf } from "../../services/store/dot-index.ts";
 
 const bucketArb = fc
   .uniqueArray(fc.record({ offset: fc.integer({ min: 0, max: DOT_BUCKET - 1 }), el: fc.uint8Array({ maxLength: 300 }) }), {
@@ -18,6 +18,17 @@ describe("dot-index buckets", () => {
         const back = decodeBucket(encodeBucket(b));
         assert.deepEqual([...back.keys()], [...b.keys()].sort((x, y) => x - y));
         for (const [o, el] of b) assert.deepEqual(Buffer.from(back.get(o)!), Buffer.from(el));
+      }),
+    );
+  });
+
+  it("appending entries above a record's offsets gives the record of their union", () => {
+    fc.assert(
+      fc.property(bucketArb, fc.integer({ min: 0, max: DOT_BUCKET }), (b, cut) => {
+        const below = new Map([...b].filter(([o]) => o < cut));
+        const above = new Map([...b].filter(([o]) => o >= cut));
+        assert.deepEqual(appendToBucket(encodeBucket(below), above), encodeBucket(b));
+        assert.deepEqual(appendToBucket(new Uint8Array(0), above), encodeBucket(above));
       }),
     );
   });
