@@ -45,6 +45,13 @@ export interface MembershipDriverOptions {
    * node comes with joined = true.
    */
   onSettingsRefused?: (refusal: SettingsRefusal) => void;
+  /**
+   * Told when this node, alone (never joined, or every other member gone), starts or stops being
+   * refused UNAUTHENTICATED by a seed that answered its join: the seeds hold no cluster key this
+   * node signs with (or its clock is beyond their proof window). The reason quotes the refusals;
+   * undefined once it is in a cluster again, or no seed refuses it that way any more.
+   */
+  onKeyRefused?: (reason: string | undefined) => void;
   /** Addresses to join through (staticSeeds or dnsSeeds). */
   seeds: SeedProvider;
   config?: Partial<MembershipConfig>;
@@ -148,6 +155,11 @@ export class MembershipDriver {
   private readonly attemptCalls = new Map<number, Omit<SettingsRefusal, "joined"> | undefined>();
   /** Per seed address: why its last join call was refused when it answered with one (cleared by a join it took or a call that got no answer). */
   private readonly joinRefusals = new Map<string, string>();
+  /** Seed addresses whose last answer to a join was UNAUTHENTICATED (a subset of joinRefusals' keys). */
+  private readonly keyRefusals = new Set<string>();
+  /** What onKeyRefused was last told. */
+  private keyRefusedReason: string | undefined;
+  private readonly onKeyRefused: MembershipDriverOptions["onKeyRefused"];
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private state: "new" | "running" | "stopped" = "new";
@@ -157,6 +169,7 @@ export class MembershipDriver {
     this.warn = options.warn ?? (() => {});
     this.dialAddress = options.dialAddress;
     this.onSettingsRefused = options.onSettingsRefused;
+    this.onKeyRefused = options.onKeyRefused;
     this.core = new MembershipCore({
       cluster: options.cluster,
       settings: options.settings,
@@ -194,7 +207,7 @@ export class MembershipDriver {
         if (refusals.length === 0) {
           this.warn("not in a cluster: no seed answered a join; this node serves alone meanwhile and keeps trying (check --seeds and that the seeds run and are reachable)", { joinAttempts: failures, lastTried: tried });
         } else {
-          this.warn("not in a cluster: seeds refused this node's join; it serves alone meanwhile and keeps trying (an UNAUTHENTICATED refusal: the seeds hold no key of this node's --cluster-key-file; a setting that differs: start it with the cluster's)", { joinAttempts: failures, lastTried: tried, refusals });
+          this.warn("not in a cluster: seeds refused this node's join; it keeps trying (an UNAUTHENTICATED refusal: the seeds hold no key of this node's --cluster-key-file, and it answers no client call meanwhile; a setting that differs: start it with the cluster's, it serves alone meanwhile)", { joinAttempts: failures, lastTried: tried, refusals });
         }
       },
     });
@@ -328,9 +341,23 @@ export class MembershipDriver {
     return this.core.joined;
   }
 
+  /** Tell onKeyRefused when whether this node, alone, is refused for its cluster key changed. */
+  private checkKeyRefused(): void {
+    if (this.onKeyRefused === undefined || this.state !== "running") return;
+    const alone = !this.core.joined || this.core.liveCount() <= 1;
+    const reason =
+      alone && this.keyRefusals.size > 0
+        ? `its seeds refuse its cluster key (${[...this.keyRefusals].map((a) => `${a}: ${this.joinRefusals.get(a) ?? "UNAUTHENTICATED"}`).join("; ")})`
+        : undefined;
+    if (reason === this.keyRefusedReason) return;
+    this.keyRefusedReason = reason;
+    this.onKeyRefused(reason);
+  }
+
   /** Deliver everything the core produced; returns the calls sent, each with its completion. */
   private pump(): { call: OutboundCall; done: Promise<boolean> }[] {
     const out = this.core.drain();
+    if (out.events.length > 0) this.checkKeyRefused();
     for (const change of out.events) {
       if (change.kind === "reaped") this.pruneChannels();
       for (const listener of this.listeners) {
@@ -421,6 +448,8 @@ export class MembershipDriver {
           // Only an answer from the seed is a refusal; no answer (down, unreachable, timed out) is not.
           if (error && !NO_ANSWER.has(error.code)) this.joinRefusals.set(call.address, `${grpc.status[error.code]} ${(error.details ?? "").slice(0, 300)}`);
           else this.joinRefusals.delete(call.address);
+          if (error?.code === grpc.status.UNAUTHENTICATED) this.keyRefusals.add(call.address);
+          else this.keyRefusals.delete(call.address);
         }
         if (error) {
           if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);
@@ -436,6 +465,7 @@ export class MembershipDriver {
           accept();
         }
         this.pump();
+        if (call.kind === "join") this.checkKeyRefused();
         resolve(!error);
       };
       let handle: grpc.ClientUnaryCall;

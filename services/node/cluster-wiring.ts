@@ -127,6 +127,7 @@ export function nodeExtensions(
               if (!refusal.joined) ctx.log.error(`membership: the node at ${refusal.address}, in no cluster either, refused this node's join: its --${refusal.setting} differs; this node keeps trying its seeds (give every node the same --${refusal.setting})`, fields);
               else ctx.log.error(`membership: the node at ${refusal.address} refused this node's join: its --${refusal.setting} differs from this node's; it is not a member of this cluster (give every node the same --${refusal.setting})`, fields);
             },
+            onKeyRefused: (reason) => ctx.keyRefused(reason),
             seeds: seedProvider(config),
             config: config.membership,
             warn: (message, fields) => ctx.log.warn(`membership: ${message}`, fields),

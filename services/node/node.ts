@@ -81,6 +81,12 @@ export interface NodeContext {
    * alone (NodeHooks.onSettingsRefused). The first call counts.
    */
   settingsRefused(reason: string): void;
+  /**
+   * This node, alone, is refused for its cluster key by the seeds that answer (reason), or no
+   * longer is (undefined): meanwhile it answers no client call and its health says NOT_SERVING,
+   * rather than take writes no other node would get until the key is fixed.
+   */
+  keyRefused(reason: string | undefined): void;
 }
 
 /**
@@ -208,9 +214,22 @@ export async function startNode(
     // Before the node serves, a refusal is kept and fails its start; once it serves, it stops it (below).
     let refused: string | undefined;
     let onSettingsRefused = (reason: string) => void (refused ??= reason);
+    // Client calls wait until the node opens (its parts started: the first join among them), and
+    // while its seeds refuse its cluster key.
+    const gate = new StartGate();
+    let stopping: Promise<void> | undefined;
+    const keyRefused = (reason: string | undefined) => {
+      gate.hold(reason);
+      if (reason !== undefined) {
+        nodeLog.error(`not in a cluster: ${reason}; client calls are refused UNAVAILABLE and health says NOT_SERVING until it joins (give it a key the cluster holds in --cluster-key-file and reload with SIGHUP)`, { reason });
+      } else {
+        nodeLog.info("cluster key no longer refused: serving clients");
+      }
+      if (gate.opened && stopping === undefined) setServing(health, gate.serving);
+    };
     const ctx: NodeContext = {
       config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router,
-      stopping: stopSignal.signal, settingsRefused: (reason) => onSettingsRefused(reason),
+      stopping: stopSignal.signal, settingsRefused: (reason) => onSettingsRefused(reason), keyRefused,
     };
     const exts = extensions.map((make) => make(ctx));
     // Told of every durable local change (calls, and a read's fetch from former holders): the
@@ -252,8 +271,6 @@ export async function startNode(
     });
     const access = accessInterceptor({ tokens: () => creds.tokens, onRefused: telemetry?.onRefused });
     const calls = activeCalls();
-    // Client calls wait until the node opens (its parts started: the first join among them).
-    const gate = new StartGate();
     const server = new StrictStringServer({ ...serverOptions(config.limits.maxMessageBytes, config.maxConcurrentStreams), interceptors: [peerAuth, access] }, calls, config.limits.maxRequestEntries);
     server.addService(
       ReplicaService,
@@ -304,11 +321,10 @@ export async function startNode(
     // Refused while starting: never opened to clients (the stop below follows in this same turn).
     if (refused === undefined) {
       gate.open();
-      setServing(health, true);
-      nodeLog.info("node serving", { address, nodeId: store.nodeId, dataDir: config.dataDir });
+      setServing(health, gate.serving);
+      nodeLog.info(gate.serving ? "node serving" : "node started, holding client calls: its seeds refuse its cluster key", { address, nodeId: store.nodeId, dataDir: config.dataDir });
     }
 
-    let stopping: Promise<void> | undefined;
     const stop = (reason = "stop requested") =>
       (stopping ??= (async () => {
         nodeLog.info("node stopping", { reason });

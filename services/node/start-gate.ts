@@ -2,7 +2,9 @@
 // NOT_SERVING meanwhile. The server is bound before the node's parts start (peers must reach it to
 // answer its join), and until its first join through the seeds has ended a node knows no other
 // member: it took every key for its own and answered reads of keys others own as absent (outside
-// check: 6 of 15 restarts answered a read OK and empty in the 10-37 ms before the join).
+// check: 6 of 15 restarts answered a read OK and empty in the 10-37 ms before the join). Once open,
+// client calls are held the same way while the node is alone and its seeds refuse its cluster key
+// (UNAUTHENTICATED): writes it took then would stay on it, out of every other node's reach.
 import * as grpc from "@grpc/grpc-js";
 import { type AnyHandler, wrapHandlers } from "./wrap-handlers.js";
 
@@ -10,10 +12,32 @@ const STARTING = { code: grpc.status.UNAVAILABLE, details: "node is starting: it
 
 export class StartGate {
   private isOpen = false;
+  /** Why client calls are held although the node is open (its seeds refuse its cluster key), or undefined. */
+  private heldFor: string | undefined;
+  /** What a held call is answered. */
+  private held = STARTING;
 
-  /** From now on calls go through. */
+  /** From now on calls go through (unless held). */
   open(): void {
     this.isOpen = true;
+  }
+
+  get opened(): boolean {
+    return this.isOpen;
+  }
+
+  /** Whether client calls go through now. */
+  get serving(): boolean {
+    return this.isOpen && this.heldFor === undefined;
+  }
+
+  /** Hold client calls for this reason, or (undefined) let them through again. */
+  hold(reason: string | undefined): void {
+    this.heldFor = reason;
+    this.held =
+      reason === undefined
+        ? STARTING
+        : { code: grpc.status.UNAVAILABLE, details: `this node is in no cluster: ${reason}; it answers no client call until it joins (call another node)` };
   }
 
   /** The service's handlers, each refusing until open. */
@@ -23,8 +47,8 @@ export class StartGate {
       // A call whose answer streams has no callback (Scan, Export, Watch, AddStream); a unary or
       // client-streaming one answers through its callback (Add, Import).
       const gated = method.responseStream
-        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.isOpen ? h(call) : call.emit("error", STARTING))
-        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.isOpen ? h(call, callback) : callback(STARTING));
+        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.serving ? h(call) : call.emit("error", this.isOpen ? this.held : STARTING))
+        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.serving ? h(call, callback) : callback(this.isOpen ? this.held : STARTING));
       return gated as AnyHandler;
     });
   }
