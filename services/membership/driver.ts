@@ -48,7 +48,8 @@ export interface MembershipDriverOptions {
   /**
    * Told when this node, alone (never joined, or every other member gone), starts or stops being
    * refused UNAUTHENTICATED by a seed that answered its join: the seeds hold no cluster key this
-   * node signs with (or its clock is beyond their proof window). The reason quotes the refusals;
+   * node signs with, its certificate is not of their CA, or its clock is beyond their proof
+   * window. The reason quotes the refusals;
    * undefined once it is in a cluster again, or no seed refuses it that way any more.
    */
   onKeyRefused?: (reason: string | undefined) => void;
@@ -207,7 +208,7 @@ export class MembershipDriver {
         if (refusals.length === 0) {
           this.warn("not in a cluster: no seed answered a join; this node serves alone meanwhile and keeps trying (check --seeds and that the seeds run and are reachable)", { joinAttempts: failures, lastTried: tried });
         } else {
-          this.warn("not in a cluster: seeds refused this node's join; it keeps trying (an UNAUTHENTICATED refusal: the seeds hold no key of this node's --cluster-key-file, and it answers no client call meanwhile; a setting that differs: start it with the cluster's, it serves alone meanwhile)", { joinAttempts: failures, lastTried: tried, refusals });
+          this.warn("not in a cluster: seeds refused this node's join; it keeps trying (an UNAUTHENTICATED refusal: the seeds hold no key of this node's --cluster-key-file, or its certificate is not of their CA, and it answers no client call meanwhile; a setting that differs: start it with the cluster's, it serves alone meanwhile)", { joinAttempts: failures, lastTried: tried, refusals });
         }
       },
     });
@@ -347,7 +348,7 @@ export class MembershipDriver {
     const alone = !this.core.joined || this.core.liveCount() <= 1;
     const reason =
       alone && this.keyRefusals.size > 0
-        ? `its seeds refuse its cluster key (${[...this.keyRefusals].map((a) => `${a}: ${this.joinRefusals.get(a) ?? "UNAUTHENTICATED"}`).join("; ")})`
+        ? `its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's (${[...this.keyRefusals].map((a) => `${a}: ${this.joinRefusals.get(a) ?? "UNAUTHENTICATED"}`).join("; ")})`
         : undefined;
     if (reason === this.keyRefusedReason) return;
     this.keyRefusedReason = reason;

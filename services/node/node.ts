@@ -82,8 +82,8 @@ export interface NodeContext {
    */
   settingsRefused(reason: string): void;
   /**
-   * This node, alone, is refused for its cluster key by the seeds that answer (reason), or no
-   * longer is (undefined): meanwhile it answers no client call and its health says NOT_SERVING,
+   * This node, alone, is refused as a peer (UNAUTHENTICATED: its cluster key or certificate) by the
+   * seeds that answer (reason), or no longer is (undefined): meanwhile it answers no client call and its health says NOT_SERVING,
    * rather than take writes no other node would get until the key is fixed.
    */
   keyRefused(reason: string | undefined): void;
@@ -215,15 +215,15 @@ export async function startNode(
     let refused: string | undefined;
     let onSettingsRefused = (reason: string) => void (refused ??= reason);
     // Client calls wait until the node opens (its parts started: the first join among them), and
-    // while its seeds refuse its cluster key.
+    // while its seeds refuse it as a peer (its cluster key or certificate).
     const gate = new StartGate();
     let stopping: Promise<void> | undefined;
     const keyRefused = (reason: string | undefined) => {
       gate.hold(reason);
       if (reason !== undefined) {
-        nodeLog.error(`not in a cluster: ${reason}; client calls are refused UNAVAILABLE and health says NOT_SERVING until it joins (give it a key the cluster holds in --cluster-key-file and reload with SIGHUP)`, { reason });
+        nodeLog.error(`not in a cluster: ${reason}; client calls are refused UNAVAILABLE and health says NOT_SERVING until it joins (give it a key the cluster holds in --cluster-key-file, or a certificate of the cluster's CA, and reload with SIGHUP)`, { reason });
       } else {
-        nodeLog.info("cluster key no longer refused: serving clients");
+        nodeLog.info("no longer refused as a peer: serving clients");
       }
       if (gate.opened && stopping === undefined) setServing(health, gate.serving);
     };
@@ -322,7 +322,7 @@ export async function startNode(
     if (refused === undefined) {
       gate.open();
       setServing(health, gate.serving);
-      nodeLog.info(gate.serving ? "node serving" : "node started, holding client calls: its seeds refuse its cluster key", { address, nodeId: store.nodeId, dataDir: config.dataDir });
+      nodeLog.info(gate.serving ? "node serving" : "node started, holding client calls: its seeds refuse it as a peer", { address, nodeId: store.nodeId, dataDir: config.dataDir });
     }
 
     const stop = (reason = "stop requested") =>

@@ -3,8 +3,9 @@
 // answer its join), and until its first join through the seeds has ended a node knows no other
 // member: it took every key for its own and answered reads of keys others own as absent (outside
 // check: 6 of 15 restarts answered a read OK and empty in the 10-37 ms before the join). Once open,
-// client calls are held the same way while the node is alone and its seeds refuse its cluster key
-// (UNAUTHENTICATED): writes it took then would stay on it, out of every other node's reach.
+// client calls are held the same way while the node is alone and its seeds refuse it as a peer
+// (UNAUTHENTICATED: its cluster key or certificate): writes it took then would stay on it, out of
+// every other node's reach.
 import * as grpc from "@grpc/grpc-js";
 import { type AnyHandler, wrapHandlers } from "./wrap-handlers.js";
 
@@ -12,7 +13,7 @@ const STARTING = { code: grpc.status.UNAVAILABLE, details: "node is starting: it
 
 export class StartGate {
   private isOpen = false;
-  /** Why client calls are held although the node is open (its seeds refuse its cluster key), or undefined. */
+  /** Why client calls are held although the node is open (its seeds refuse it as a peer), or undefined. */
   private heldFor: string | undefined;
   /** What a held call is answered. */
   private held = STARTING;

@@ -78,10 +78,10 @@ describe("a node refused for its cluster key (real processes)", () => {
     const bKey = keyFile("b", generateClusterKey());
     const b = await start(["--listen", "127.0.26.2:0", "--node-id", "kb", "--data-dir", join(dir, "kb"), "--seeds", a.address, "--cluster-key-file", bKey]);
 
-    await eventually("kb says its seeds refuse its key", async () => b.logs(), (l) => /not in a cluster: its seeds refuse its cluster key \(127\.0\.26\.1:\d+: UNAUTHENTICATED/.test(l), 15_000);
+    await eventually("kb says its seeds refuse its key", async () => b.logs(), (l) => /not in a cluster: its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's \(127\.0\.26\.1:\d+: UNAUTHENTICATED/.test(l), 15_000);
     const refused = await add(b.address, "on-b-while-refused");
     assert.equal(refused.code, grpc.status.UNAVAILABLE, refused.details);
-    assert.match(refused.details, /this node is in no cluster: its seeds refuse its cluster key .*UNAUTHENTICATED.*it answers no client call until it joins/);
+    assert.match(refused.details, /this node is in no cluster: its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's .*UNAUTHENTICATED.*it answers no client call until it joins/);
     assert.equal(await healthOf(b.address), 2, "NOT_SERVING while refused");
     // The seed itself serves: it is not the one refused.
     assert.equal((await add(a.address, "on-a")).code, 0);
@@ -93,7 +93,7 @@ describe("a node refused for its cluster key (real processes)", () => {
     b.child.kill("SIGHUP");
     await eventually("kb serves clients", async () => (await add(b.address, "on-b")).code, (c) => c === 0, 20_000);
     assert.equal(await healthOf(b.address), 1);
-    assert.match(b.logs(), /cluster key no longer refused: serving clients/);
+    assert.match(b.logs(), /no longer refused as a peer: serving clients/);
     await eventually("ka and kb both alive at ka", async () => aliveIds(a.address), (ids) => ids.join() === "ka,kb", 15_000);
     await eventually("kb's write reached ka", async () => members(a.address), (m) => m.join() === "on-a,on-b", 15_000);
     // Nothing of the refused call was written anywhere.
@@ -105,6 +105,6 @@ describe("a node refused for its cluster key (real processes)", () => {
     const c = await start(["--listen", "127.0.26.3:0", "--node-id", "kc", "--data-dir", join(dir, "kc"), "--seeds", "127.0.26.9:7999", "--cluster-key-file", keyFile("c", generateClusterKey())]);
     assert.equal((await add(c.address, "alone")).code, 0);
     assert.equal(await healthOf(c.address), 1);
-    assert.doesNotMatch(c.logs(), /refuse its cluster key/);
+    assert.doesNotMatch(c.logs(), /refuse it as a peer/);
   });
 });

@@ -1,8 +1,8 @@
 // TLS and mutual TLS with certificates made by openssl at test time: three nodes with certificates
 // of one cluster CA form a cluster and converge; clients need only server TLS; the peer services
 // refuse connections without a cluster certificate, and a node whose certificate comes from
-// another CA never becomes a member nor gets its writes in. Plus the loopback test behind the
-// "no TLS on a non-loopback address" warning.
+// another CA never becomes a member, takes no client write while refused, and gets nothing in.
+// Plus the loopback test behind the "no TLS on a non-loopback address" warning.
 import { strict as assert } from "node:assert";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -186,14 +186,19 @@ describe("three nodes with mutual TLS", () => {
       // It trusts the cluster CA (so it can verify the nodes) but holds a certificate of another CA.
       ...tlsArgs(certs.get("rogue")!, clusterCa.ca), ...FAST, "--log-level", "debug",
     ]);
+    // Its join attempts reach the cluster and are refused there (not a handshake failure).
+    await eventually("the rogue's join refused", async () => rogue!.logs(), (l) => /join call to .* failed: 16 UNAUTHENTICATED: peer calls need mutual TLS with a node certificate/.test(l));
+    // Refused as a peer and alone, it takes no write either: a write it took would stay on it.
     const rc = replicaClient(rogue.address, grpc.credentials.createSsl(readFileSync(otherCa.ca)));
     try {
-      await call(rc, rc.add, { key: "tls-set", elements: [Buffer.from("from-rogue")], texts: [] });
+      await eventually(
+        "the rogue holds client calls",
+        async () => statusOf(call(rc, rc.add, { key: "tls-set", elements: [Buffer.from("from-rogue")], texts: [] })),
+        (s) => s.code === grpc.status.UNAVAILABLE && /its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's .*UNAUTHENTICATED peer calls need mutual TLS/.test(s.details),
+      );
     } finally {
       rc.close();
     }
-    // Its join attempts reach the cluster and are refused there (not a handshake failure).
-    await eventually("the rogue's join refused", async () => rogue!.logs(), (l) => /join call to .* failed: 16 UNAUTHENTICATED: peer calls need mutual TLS with a node certificate/.test(l));
     await new Promise((r) => setTimeout(r, 2000));
     for (const n of nodes) {
       const view = await members(n.address);
