@@ -24,7 +24,7 @@ import { activeCalls, drainCalls } from "./active-calls.js";
 import { StrictStringServer } from "./strict-strings.js";
 import { RateLimitedWarn, peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { ForwardMarkCheck, MARK_PROOF_WINDOW_MS, forwardMarkSigner } from "./forward-marks.js";
-import { addOperatorServices, bind, serverOptions, setServing } from "./server.js";
+import { addOperatorServices, bind, serverOptions, setAlive, setServing } from "./server.js";
 import { StartGate } from "./start-gate.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { watchTlsHandshakes } from "./tls-handshake-log.js";
@@ -321,6 +321,7 @@ export async function startNode(
     // Refused while starting: never opened to clients (the stop below follows in this same turn).
     if (refused === undefined) {
       gate.open();
+      setAlive(health);
       setServing(health, gate.serving);
       nodeLog.info(gate.serving ? "node serving" : "node started, holding client calls: its seeds refuse it as a peer", { address, nodeId: store.nodeId, dataDir: config.dataDir });
     }

@@ -11,6 +11,12 @@ import { ConfigError } from "./config.js";
 export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
 export const PROTO_FILES = ["deltaset/v1/types.proto", "deltaset/v1/replica.proto", "deltaset/v1/gossip.proto", "deltaset/v1/membership.proto"];
 export const SERVICE_NAMES = ["deltaset.v1.Replica", "deltaset.v1.Gossip", "deltaset.v1.Membership"];
+/**
+ * The health name of the process itself, for liveness probes: SERVING once the node has started,
+ * whether or not it serves clients (service "" says that: a node held because its seeds refuse it
+ * as a peer is alive, and restarting it would not help).
+ */
+export const LIVENESS = "liveness";
 
 export function serverOptions(maxMessageBytes: number, maxConcurrentStreams?: number): grpc.ServerOptions {
   return {
@@ -29,7 +35,7 @@ export function serverOptions(maxMessageBytes: number, maxConcurrentStreams?: nu
 
 /** Add health and reflection services; returns the health implementation to flip status. */
 export function addOperatorServices(server: grpc.Server): NodeHealth {
-  const health = new NodeHealth(["", ...SERVICE_NAMES], "NOT_SERVING");
+  const health = new NodeHealth(["", LIVENESS, ...SERVICE_NAMES], "NOT_SERVING");
   health.addToServer(server);
   const definitions = protoLoader.loadSync([...PROTO_FILES, healthProtoPath], {
     includeDirs: [PROTO_DIR],
@@ -41,6 +47,11 @@ export function addOperatorServices(server: grpc.Server): NodeHealth {
   });
   new ReflectionService(definitions).addToServer(server);
   return health;
+}
+
+/** The node has started: its liveness name says SERVING from now on (until the process ends). */
+export function setAlive(health: NodeHealth): void {
+  health.setStatus(LIVENESS, "SERVING");
 }
 
 export function setServing(health: NodeHealth, serving: boolean): void {

@@ -2,8 +2,9 @@
 // real node processes, a node started with a key its seed does not hold answers client calls
 // UNAVAILABLE naming the refusal and its health says NOT_SERVING, while the seed serves; once its
 // key file holds the cluster's key and is reloaded (SIGHUP) it joins, serves, and what it takes
-// reaches the seed. A node whose seed does not answer at all still serves alone (the first node of
-// a cluster whose other seeds are not up yet).
+// reaches the seed. Its health name "liveness" says SERVING throughout (liveness probes ask it). A
+// node whose seed does not answer at all still serves alone (the first node of a cluster whose
+// other seeds are not up yet).
 import { strict as assert } from "node:assert";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,12 +33,14 @@ function keyFile(name: string, key: string): string {
   return path;
 }
 
-/** The node's overall health status (grpc.health.v1, service ""): 1 SERVING, 2 NOT_SERVING. */
-async function healthOf(address: string): Promise<number> {
+/** A health status of the node (grpc.health.v1; service "" by default, the node serving clients): 1 SERVING, 2 NOT_SERVING. */
+async function healthOf(address: string, service = ""): Promise<number> {
   const c = new grpc.Client(address, grpc.credentials.createInsecure());
+  // HealthCheckRequest { service = 1 }.
+  const request = service === "" ? Buffer.alloc(0) : Buffer.concat([Buffer.from([0x0a, service.length]), Buffer.from(service)]);
   try {
     const reply = await new Promise<Buffer>((resolve, reject) =>
-      c.makeUnaryRequest("/grpc.health.v1.Health/Check", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (err, r) => (err ? reject(err) : resolve(r!))),
+      c.makeUnaryRequest("/grpc.health.v1.Health/Check", (b: Buffer) => b, (b: Buffer) => b, request, (err, r) => (err ? reject(err) : resolve(r!))),
     );
     // HealthCheckResponse { status = 1 }: an empty message is UNKNOWN (0).
     return reply.length === 2 && reply[0] === 0x08 ? reply[1]! : 0;
@@ -83,6 +86,8 @@ describe("a node refused for its cluster key (real processes)", () => {
     assert.equal(refused.code, grpc.status.UNAVAILABLE, refused.details);
     assert.match(refused.details, /this node is in no cluster: its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's .*UNAUTHENTICATED.*it answers no client call until it joins/);
     assert.equal(await healthOf(b.address), 2, "NOT_SERVING while refused");
+    // Alive all the same: a liveness probe must not restart a node a restart would not mend.
+    assert.equal(await healthOf(b.address, "liveness"), 1, "liveness SERVING while refused");
     // The seed itself serves: it is not the one refused.
     assert.equal((await add(a.address, "on-a")).code, 0);
     assert.equal(await healthOf(a.address), 1);

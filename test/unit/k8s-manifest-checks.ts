@@ -272,6 +272,13 @@ export function wiringProblems(objects: K8sObject[], expect: WiringExpectations 
     }
     const port = resolve(probe.grpc?.port ?? probe.tcpSocket?.port ?? probe.httpGet?.port);
     if (port !== grpcPort) problems.push(`${kind} checks port ${port}, the node serves on ${grpcPort}`);
+    // Readiness asks whether the node serves clients (""); startup and liveness whether the process
+    // started ("liveness"): a node held for a key its seeds refuse must leave the Service, not restart.
+    if (probe.grpc !== undefined && probe.grpc !== null) {
+      const service = probe.grpc.service ?? "";
+      const want = kind === "readinessProbe" ? "" : "liveness";
+      if (service !== want) problems.push(`${kind} asks health service "${service}", expected "${want}"`);
+    }
   }
 
   // Services route to ports the container has.

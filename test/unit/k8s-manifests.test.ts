@@ -335,6 +335,8 @@ test("wiring checker: each broken link is reported", () => {
     ["selector", (o) => (svc(o, "deltaset").spec.selector = { "app.kubernetes.io/name": "deltaset-x" }), /Service deltaset selects no deltaset pods/],
     ["probe port", (o) => (nodeContainer(o).readinessProbe.grpc.port = 7071), /readinessProbe checks port 7071/],
     ["no liveness", (o) => delete nodeContainer(o).livenessProbe, /no livenessProbe/],
+    ["liveness on serving", (o) => delete nodeContainer(o).livenessProbe.grpc.service, /livenessProbe asks health service "", expected "liveness"/],
+    ["readiness on liveness", (o) => (nodeContainer(o).readinessProbe.grpc.service = "liveness"), /readinessProbe asks health service "liveness", expected ""/],
     ["data dir", (o) => (cm(o).data.DELTASET_DATA_DIR = "/data"), /DELTASET_DATA_DIR \/data is not on a writable mount/],
     ["root fs", (o) => (nodeContainer(o).securityContext.readOnlyRootFilesystem = false), /root filesystem is not read-only/],
     ["tmp", (o) => (nodeContainer(o).volumeMounts = nodeContainer(o).volumeMounts.filter((m: { name: string }) => m.name !== "tmp")), /no writable \/tmp/],
