@@ -342,6 +342,11 @@ export class MembershipDriver {
     return this.core.joined;
   }
 
+  /** Why this node, alone, is refused as a peer by its seeds (what onKeyRefused was last told), or undefined. */
+  get peerRefusal(): string | undefined {
+    return this.keyRefusedReason;
+  }
+
   /** Tell onKeyRefused when whether this node, alone, is refused for its cluster key changed. */
   private checkKeyRefused(): void {
     if (this.onKeyRefused === undefined || this.state !== "running") return;

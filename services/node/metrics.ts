@@ -231,11 +231,16 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
   const members = gauge("deltaset_members", "Members in this node's view, by state");
   const probeRtt = gauge("deltaset_membership_probe_rtt_ms", "Round trips of this node's recent direct probes (last 64), by stat: p50, p95, max; and the probe timeout (stat=\"timeout\"). Keep the timeout at about twice the p95");
   const identity = counter("deltaset_membership_identity_contests", "Another live process claimed this node's id (two nodes with one id, or a copied data directory): each time, this node draws a new replica id and logs an error");
+  const refusedAsPeer = gauge(
+    "deltaset_membership_refused_as_peer",
+    "1 while this node, alone, is refused UNAUTHENTICATED by the seeds that answer its join (a cluster key or certificate the cluster does not hold) and so answers no client call; else 0",
+  );
   const handOff = counter("deltaset_handoff_events", "Hand-off of partitions this node holds without owning them (--replication-factor R): partitions, keys and bytes dropped after their owners acknowledged them, keys kept for deferred removes");
 
   const observables: Observable[] = [
     bytesSent, bytesReceived, itemsSent, itemsReceived, framesSent, framesReceived, ticks, fallbacks, redundant, overflow,
     collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, unackedAge, neighbours, members, handOff, probeRtt, identity,
+    refusedAsPeer,
   ];
   meter.addBatchObservableCallback((r: BatchObservableResult) => {
     const src = getSources();
@@ -299,6 +304,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     }
     for (const [state, n] of byState) r.observe(members, n, { state });
     r.observe(identity, src.membership.stats().identityContests);
+    r.observe(refusedAsPeer, src.membership.peerRefusal === undefined ? 0 : 1);
     const rtt = src.membership.probeTimingStats();
     r.observe(probeRtt, rtt.timeoutMs, { stat: "timeout" });
     if (rtt.samples > 0) {

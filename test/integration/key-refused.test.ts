@@ -79,7 +79,9 @@ describe("a node refused for its cluster key (real processes)", () => {
     const clusterKey = generateClusterKey();
     const a = await start(["--listen", "127.0.26.1:0", "--node-id", "ka", "--data-dir", join(dir, "ka"), "--cluster-key-file", keyFile("a", clusterKey)]);
     const bKey = keyFile("b", generateClusterKey());
-    const b = await start(["--listen", "127.0.26.2:0", "--node-id", "kb", "--data-dir", join(dir, "kb"), "--seeds", a.address, "--cluster-key-file", bKey]);
+    const METRICS = "127.0.26.2:9426";
+    const b = await start(["--listen", "127.0.26.2:0", "--node-id", "kb", "--data-dir", join(dir, "kb"), "--seeds", a.address, "--cluster-key-file", bKey, "--metrics-listen", METRICS]);
+    const refusedGauge = async () => Number(/^deltaset_membership_refused_as_peer (\d+)/m.exec(await (await fetch(`http://${METRICS}/metrics`)).text())?.[1]);
 
     await eventually("kb says its seeds refuse its key", async () => b.logs(), (l) => /not in a cluster: its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's \(127\.0\.26\.1:\d+: UNAUTHENTICATED/.test(l), 15_000);
     const refused = await add(b.address, "on-b-while-refused");
@@ -88,6 +90,8 @@ describe("a node refused for its cluster key (real processes)", () => {
     assert.equal(await healthOf(b.address), 2, "NOT_SERVING while refused");
     // Alive all the same: a liveness probe must not restart a node a restart would not mend.
     assert.equal(await healthOf(b.address, "liveness"), 1, "liveness SERVING while refused");
+    // An alert can watch for it too.
+    assert.equal(await refusedGauge(), 1);
     // The seed itself serves: it is not the one refused.
     assert.equal((await add(a.address, "on-a")).code, 0);
     assert.equal(await healthOf(a.address), 1);
@@ -99,6 +103,7 @@ describe("a node refused for its cluster key (real processes)", () => {
     await eventually("kb serves clients", async () => (await add(b.address, "on-b")).code, (c) => c === 0, 20_000);
     assert.equal(await healthOf(b.address), 1);
     assert.match(b.logs(), /no longer refused as a peer: serving clients/);
+    assert.equal(await refusedGauge(), 0);
     await eventually("ka and kb both alive at ka", async () => aliveIds(a.address), (ids) => ids.join() === "ka,kb", 15_000);
     await eventually("kb's write reached ka", async () => members(a.address), (m) => m.join() === "on-a,on-b", 15_000);
     // Nothing of the refused call was written anywhere.
