@@ -154,10 +154,8 @@ export class MembershipDriver {
   private readonly refusedWarnings = logThrottle(60_000);
   /** Join calls of the seed join attempt under way, and the setting refusals among their answers. */
   private readonly attemptCalls = new Map<number, Omit<SettingsRefusal, "joined"> | undefined>();
-  /** Per seed address: why its last join call was refused when it answered with one (cleared by a join it took or a call that got no answer). */
-  private readonly joinRefusals = new Map<string, string>();
-  /** Seed addresses whose last answer to a join was UNAUTHENTICATED (a subset of joinRefusals' keys). */
-  private readonly keyRefusals = new Set<string>();
+  /** Per seed address: its last join call's refusal when it answered with one (cleared by a join it took or a call that got no answer). */
+  private readonly joinRefusals = new Map<string, { code: grpc.status; details: string }>();
   /** What onKeyRefused was last told. */
   private keyRefusedReason: string | undefined;
   private readonly onKeyRefused: MembershipDriverOptions["onKeyRefused"];
@@ -201,10 +199,7 @@ export class MembershipDriver {
       onError: (message, error) => this.log(message, error),
       onStillAlone: (failures, tried) => {
         // A seed that answered with a refusal is up: say what it said, not that nobody answered.
-        const refusals = tried.flatMap((a) => {
-          const r = this.joinRefusals.get(a);
-          return r === undefined ? [] : [`${a}: ${r}`];
-        });
+        const refusals = tried.flatMap((a) => (this.joinRefusals.has(a) ? [this.describeRefusal(a)] : []));
         if (refusals.length === 0) {
           this.warn("not in a cluster: no seed answered a join; this node serves alone meanwhile and keeps trying (check --seeds and that the seeds run and are reachable)", { joinAttempts: failures, lastTried: tried });
         } else {
@@ -347,14 +342,19 @@ export class MembershipDriver {
     return this.keyRefusedReason;
   }
 
+  /** "ADDRESS: CODE details" of a seed's last join refusal. */
+  private describeRefusal(address: string): string {
+    const r = this.joinRefusals.get(address)!;
+    return `${address}: ${grpc.status[r.code]} ${r.details}`;
+  }
+
   /** Tell onKeyRefused when whether this node, alone, is refused for its cluster key changed. */
   private checkKeyRefused(): void {
     if (this.onKeyRefused === undefined || this.state !== "running") return;
     const alone = !this.core.joined || this.core.liveCount() <= 1;
+    const refusedBy = alone ? [...this.joinRefusals].filter(([, r]) => r.code === grpc.status.UNAUTHENTICATED).map(([a]) => a) : [];
     const reason =
-      alone && this.keyRefusals.size > 0
-        ? `its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's (${[...this.keyRefusals].map((a) => `${a}: ${this.joinRefusals.get(a) ?? "UNAUTHENTICATED"}`).join("; ")})`
-        : undefined;
+      refusedBy.length > 0 ? `its seeds refuse it as a peer: its cluster key or node certificate is not the cluster's (${refusedBy.map((a) => this.describeRefusal(a)).join("; ")})` : undefined;
     if (reason === this.keyRefusedReason) return;
     this.keyRefusedReason = reason;
     this.onKeyRefused(reason);
@@ -452,10 +452,8 @@ export class MembershipDriver {
         if (this.state !== "running") return resolve(false);
         if (call.kind === "join") {
           // Only an answer from the seed is a refusal; no answer (down, unreachable, timed out) is not.
-          if (error && !NO_ANSWER.has(error.code)) this.joinRefusals.set(call.address, `${grpc.status[error.code]} ${(error.details ?? "").slice(0, 300)}`);
+          if (error && !NO_ANSWER.has(error.code)) this.joinRefusals.set(call.address, { code: error.code, details: (error.details ?? "").slice(0, 300) });
           else this.joinRefusals.delete(call.address);
-          if (error?.code === grpc.status.UNAUTHENTICATED) this.keyRefusals.add(call.address);
-          else this.keyRefusals.delete(call.address);
         }
         if (error) {
           if (call.kind === "join" || call.kind === "leave") this.log(`${call.kind} call to ${call.address} failed: ${error.message}`);

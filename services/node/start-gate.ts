@@ -13,10 +13,8 @@ const STARTING = { code: grpc.status.UNAVAILABLE, details: "node is starting: it
 
 export class StartGate {
   private isOpen = false;
-  /** Why client calls are held although the node is open (its seeds refuse it as a peer), or undefined. */
-  private heldFor: string | undefined;
-  /** What a held call is answered. */
-  private held = STARTING;
+  /** What a call is answered while the node, open, holds client calls (its seeds refuse it as a peer); undefined: it does not. */
+  private held: { code: grpc.status; details: string } | undefined;
 
   /** From now on calls go through (unless held). */
   open(): void {
@@ -29,16 +27,17 @@ export class StartGate {
 
   /** Whether client calls go through now. */
   get serving(): boolean {
-    return this.isOpen && this.heldFor === undefined;
+    return this.isOpen && this.held === undefined;
   }
 
   /** Hold client calls for this reason, or (undefined) let them through again. */
   hold(reason: string | undefined): void {
-    this.heldFor = reason;
-    this.held =
-      reason === undefined
-        ? STARTING
-        : { code: grpc.status.UNAVAILABLE, details: `this node is in no cluster: ${reason}; it answers no client call until it joins (call another node)` };
+    this.held = reason === undefined ? undefined : { code: grpc.status.UNAVAILABLE, details: `this node is in no cluster: ${reason}; it answers no client call until it joins (call another node)` };
+  }
+
+  /** What a call that may not go through is answered. */
+  private get refusal(): { code: grpc.status; details: string } {
+    return (this.isOpen ? this.held : undefined) ?? STARTING;
   }
 
   /** The service's handlers, each refusing until open. */
@@ -48,8 +47,8 @@ export class StartGate {
       // A call whose answer streams has no callback (Scan, Export, Watch, AddStream); a unary or
       // client-streaming one answers through its callback (Add, Import).
       const gated = method.responseStream
-        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.serving ? h(call) : call.emit("error", this.isOpen ? this.held : STARTING))
-        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.serving ? h(call, callback) : callback(this.isOpen ? this.held : STARTING));
+        ? (call: grpc.ServerWritableStream<unknown, unknown>) => (this.serving ? h(call) : call.emit("error", this.refusal))
+        : (call: unknown, callback: grpc.sendUnaryData<unknown>) => (this.serving ? h(call, callback) : callback(this.refusal));
       return gated as AnyHandler;
     });
   }

@@ -39,6 +39,9 @@ interface BucketState {
 
 const EMPTY = new Uint8Array(0);
 
+/** The entries of a bucket record as read (none when there is no record). */
+const storedOf = (raw: Uint8Array | undefined): Bucket => (raw === undefined ? new Map() : decodeBucket(raw));
+
 export class WriteView {
   private readonly elements = new Map<ElementKey, ElementState>();
   /** replica → bucket number → state. */
@@ -208,22 +211,22 @@ export class WriteView {
       }
     }
     const changed: BucketState[] = [];
-    const appended: BucketState[] = [];
     for (const perReplica of this.buckets.values()) {
-      for (const b of perReplica.values()) {
-        if (b.adds.size === 0 && b.removes.size === 0) continue;
-        if (b.appendOnly && b.stored === undefined) appended.push(b);
-        else changed.push(b);
-      }
+      for (const b of perReplica.values()) if (b.adds.size > 0 || b.removes.size > 0) changed.push(b);
     }
-    if (appended.length > 0) {
-      const raws = await this.commit.getMany(appended.map((b) => b.key));
-      appended.forEach((b, i) => ops.push({ type: "put", key: b.key, value: appendToBucket(raws[i] ?? EMPTY, b.adds) }));
-    }
-    await this.readBuckets(changed.filter((b) => b.stored === undefined));
+    // One read of the buckets not read yet: one that only gained dots newer than all it held is
+    // written by appending to its record as stored; the others are decoded and rewritten.
+    const unread = changed.filter((b) => b.stored === undefined);
+    const raws = unread.length === 0 ? [] : await this.commit.getMany(unread.map((b) => b.key));
+    unread.forEach((b, i) => {
+      if (b.appendOnly) ops.push({ type: "put", key: b.key, value: appendToBucket(raws[i] ?? EMPTY, b.adds) });
+      else b.stored = storedOf(raws[i]);
+    });
     for (const b of changed) {
+      // Left unread: appended above.
+      if (b.stored === undefined) continue;
       // The stored entries were decoded for this operation alone: changed in place.
-      const next = b.stored!;
+      const next = b.stored;
       const had = next.size;
       for (const off of b.removes) next.delete(off);
       for (const [off, el] of b.adds) next.set(off, el);
@@ -260,9 +263,6 @@ export class WriteView {
   private async readBuckets(list: BucketState[]): Promise<void> {
     if (list.length === 0) return;
     const raws = await this.commit.getMany(list.map((b) => b.key));
-    list.forEach((b, i) => {
-      const raw = raws[i];
-      b.stored = raw === undefined ? new Map() : decodeBucket(raw);
-    });
+    list.forEach((b, i) => (b.stored = storedOf(raws[i])));
   }
 }
