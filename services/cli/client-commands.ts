@@ -145,6 +145,18 @@ export function durationMs(raw: string, flag: string): number {
   return ms;
 }
 
+/** --copies N: the write concern (a positive integer), undefined when not given. */
+function copiesFlag(values: Values): number | undefined {
+  const raw = values.copies as string | undefined;
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 0xffffffff) throw new UsageError(`--copies ${raw}: a positive integer (nodes that must hold the write before the answer, this one included)`);
+  return Number(raw);
+}
+
+/** The copies an answer reports, for --json (none when the call asked for none). */
+const copiesField = (copies: number): { copies?: number } => (copies > 0 ? { copies } : {});
+const copiesText = (copies: number): string => (copies > 0 ? `; durable on ${copies} node(s)` : "");
+
 /** --ttl: a duration, or 0 for none (as ttl_ms 0 means in the API); undefined when not given. */
 function ttlFlag(raw: string | undefined): number | undefined {
   if (raw === undefined || /^\s*0+(ms|s|m|h|d)?\s*$/.test(raw)) return undefined;
@@ -179,6 +191,7 @@ export async function addCommand(args: string[]): Promise<void> {
     strategy: { type: "string" },
     ttl: { type: "string" },
     "request-id": { type: "string" },
+    copies: { type: "string" },
     stdin: { type: "boolean", default: false },
     batch: { type: "string" },
   });
@@ -186,7 +199,7 @@ export async function addCommand(args: string[]): Promise<void> {
   if (values.stdin === true) return addFromStdin(positionals, values, conn);
   const key = needKey(
     positionals,
-    "deltaset add KEY ELEMENT... [--ttl 30s|5m|2h|1d|MS] [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--request-id ID] [--addr HOST:PORT] [--hex] [--json]",
+    "deltaset add KEY ELEMENT... [--ttl 30s|5m|2h|1d|MS] [--type awset|awset-prob|gbf|gcf|orcf|scgbf|scgcf|scorcf] [--capacity N] [--fpr RATE] [--hashes K --bits M] [--fingerprint-bits L] [--bucket-size C] [--level 0-5] [--age-slices L] [--strategy whole-filter|active-slices|current-generation] [--request-id ID] [--copies N] [--addr HOST:PORT] [--hex] [--json]",
   );
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
@@ -209,11 +222,12 @@ export async function addCommand(args: string[]): Promise<void> {
     const ttl = ttlFlag(values.ttl as string | undefined);
     const ttlMs = ttl === undefined ? undefined : BigInt(ttl);
     const requestId = values["request-id"] as string | undefined;
-    const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs, requestId }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const copies = copiesFlag(values);
+    const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs, requestId, copies }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     const out = createOutput(values.json as boolean);
     out.result(
-      { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })), duplicate: res.duplicate },
-      res.duplicate ? `request ${requestId} was applied to "${key}" before: not added again` : `added ${res.added} new element(s) to "${key}" (${elements.length} given)`,
+      { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })), duplicate: res.duplicate, ...copiesField(res.copies) },
+      (res.duplicate ? `request ${requestId} was applied to "${key}" before: not added again` : `added ${res.added} new element(s) to "${key}" (${elements.length} given)`) + copiesText(res.copies),
     );
   } finally {
     client.close();
@@ -226,6 +240,7 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
   if (positionals.length > 1) throw new UsageError("with --stdin the elements come from stdin, not the command line");
   if (values.type !== undefined) throw new UsageError("--stdin adds to add-wins sets only (no --type)");
   if (values["request-id"] !== undefined) throw new UsageError("--request-id names one Add call; --stdin streams many (add-wins sets need none)");
+  if (values.copies !== undefined) throw new UsageError("--copies applies to one Add call; --stdin streams acknowledge what is durable on the node called");
   const batchSize = values.batch === undefined ? 1000 : numberFlag(values, "batch");
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new UsageError("--batch must be a positive integer");
   if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe or redirect one element per line into it");
@@ -302,15 +317,15 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
 }
 
 export async function removeCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args);
+  const { values, positionals } = parse(args, { copies: { type: "string" } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset remove KEY ELEMENT... [--addr HOST:PORT] [--hex] [--json]");
+  const key = needKey(positionals, "deltaset remove KEY ELEMENT... [--copies N] [--addr HOST:PORT] [--hex] [--json]");
   const elements = elementsFrom(positionals.slice(1), values.hex as boolean);
   if (elements.length === 0) throw new UsageError("give at least one element");
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.remove, { key, elements, texts: [] }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
-    createOutput(values.json as boolean).result({ key, removed: res.removed }, `removed ${res.removed} element(s) from "${key}"`);
+    const res = await call(client, client.remove, { key, elements, texts: [], copies: copiesFlag(values) }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    createOutput(values.json as boolean).result({ key, removed: res.removed, ...copiesField(res.copies) }, `removed ${res.removed} element(s) from "${key}"` + copiesText(res.copies));
   } finally {
     client.close();
   }
@@ -410,9 +425,9 @@ export async function scanCommand(args: string[]): Promise<void> {
 }
 
 export async function incrCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args, { "request-id": { type: "string" } });
+  const { values, positionals } = parse(args, { "request-id": { type: "string" }, copies: { type: "string" } });
   const conn = connection(values);
-  const usage = "deltaset incr KEY [AMOUNT] [--request-id ID] [--addr HOST:PORT] [--json]  (AMOUNT defaults to 1; a negative one after '--')";
+  const usage = "deltaset incr KEY [AMOUNT] [--request-id ID] [--copies N] [--addr HOST:PORT] [--json]  (AMOUNT defaults to 1; a negative one after '--')";
   const key = needKey(positionals, usage);
   atMost(positionals, 2, usage);
   const raw = positionals[1] ?? "1";
@@ -423,10 +438,10 @@ export async function incrCommand(args: string[]): Promise<void> {
   const requestId = (values["request-id"] as string | undefined) ?? "";
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId, copies: copiesFlag(values) }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
     createOutput(values.json as boolean).result(
-      { key, value: res.value, duplicate: res.duplicate },
-      res.duplicate ? `${key} = ${res.value} (request ${requestId} was applied before: not counted again)` : `${key} = ${res.value}`,
+      { key, value: res.value, duplicate: res.duplicate, ...copiesField(res.copies) },
+      (res.duplicate ? `${key} = ${res.value} (request ${requestId} was applied before: not counted again)` : `${key} = ${res.value}`) + copiesText(res.copies),
     );
   } finally {
     client.close();

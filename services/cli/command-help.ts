@@ -30,6 +30,7 @@ const OPTION_TEXT: Record<string, string> = {
   "chunk-bytes": "bytes per chunk, at most",
   count: "print only how many members",
   "start-after": "begin after this element (give it in hex with --hex): resume a scan that failed",
+  copies: "answer only once this many nodes hold the write durably, the one called included (a write concern; needs gossip algorithm alg2)",
   "request-id": "retry-safe increment, or Add to a filter key: a retry with the same id is applied once",
   prefix: "keys starting with this prefix",
   quiet: "print nothing: the exit status alone tells (0: every set agrees)",

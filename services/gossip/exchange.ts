@@ -99,6 +99,8 @@ export interface ExchangeOptions {
    * from here, so one that waited is not left for the period. Settle announcements are not told.
    */
   onLocalBuffered?: () => void;
+  /** Told after a neighbour's acks were taken, with their partitions (writes waiting for copies). */
+  onAcked?: (partitions: number[]) => void;
   random: () => number;
   /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
   ops?: PayloadOps<KeyedStates>;
@@ -375,6 +377,11 @@ export class GossipExchange {
     return held === undefined ? oldest : Math.max(oldest, this.ageClock() - held);
   }
 
+  /** Resolves once every durable local change of partition p made so far is in the delta buffer (it has a seq). */
+  localBuffered(partition: number): Promise<void> {
+    return this.gate.released(partition);
+  }
+
   /** Whether durable local changes of partition p wait behind received payloads (local-gate.ts): not in the buffer, no seq yet. */
   localChangesWaiting(partition: number): boolean {
     return this.gate.holds(partition);
@@ -606,7 +613,9 @@ export class GossipExchange {
 
   /** A peer's acks, but those of partitions whose acks this very message reset. */
   private takeAcks(from: string, acks: ReadonlyArray<{ partition: number; seq: bigint }>, reset: ReadonlySet<number>): void {
-    this.engine.onAcks(from, acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) })));
+    const taken = acks.filter((a) => !reset.has(a.partition)).map((a) => ({ partition: a.partition, seq: Number(a.seq) }));
+    this.engine.onAcks(from, taken);
+    if (taken.length > 0) this.o.onAcked?.(taken.map((a) => a.partition));
   }
 
   /** This node's dropped partitions, as its frames and replies carry them. */

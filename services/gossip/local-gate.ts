@@ -13,6 +13,8 @@ export class LocalGate<T> {
   private readonly open = new Map<number, number>();
   /** Held changes per partition, each with the gates of its partition open when it arrived, and when. */
   private readonly held = new Map<number, Array<{ item: T; waitsFor: number[]; at: number }>>();
+  /** Per partition, who waits for its held changes to be released (released). */
+  private readonly drainWaiters = new Map<number, Array<() => void>>();
 
   constructor(
     private readonly release: (item: T) => void,
@@ -34,7 +36,22 @@ export class LocalGate<T> {
     const queue = this.held.get(partition);
     if (queue === undefined) return;
     while (queue.length > 0 && queue[0]!.waitsFor.every((g) => !this.open.has(g))) this.release(queue.shift()!.item);
-    if (queue.length === 0) this.held.delete(partition);
+    if (queue.length === 0) {
+      this.held.delete(partition);
+      const waiters = this.drainWaiters.get(partition);
+      this.drainWaiters.delete(partition);
+      for (const w of waiters ?? []) w();
+    }
+  }
+
+  /** Resolves once no local change of partition p waits here: every one offered so far has its seq. */
+  released(partition: number): Promise<void> {
+    if (!this.holds(partition)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.drainWaiters.get(partition);
+      if (list === undefined) this.drainWaiters.set(partition, [resolve]);
+      else list.push(resolve);
+    });
   }
 
   /** A local change of partition p: into the buffer now, or after the payloads of p being joined (behind earlier held ones). */

@@ -28,6 +28,8 @@ import { StallTimer } from "../common/stall-timer.js";
 import type { Holdings } from "./catch-up.js";
 import { streamRefusalOf } from "../common/stream-refusal.js";
 import { STATE_SENDER_HEADER } from "./state-receive.js";
+import { CopyWaiters } from "./copy-waiters.js";
+import { partitionOf } from "./partition.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
 
@@ -197,6 +199,8 @@ export class NodeGossip {
   private greetAfterMoveMs = 0;
   /** Members now suspected (setSuspects). */
   private suspects: ReadonlySet<string> = new Set();
+  /** Client writes waiting until enough neighbours acknowledged them (confirmCopies). */
+  private readonly copyWaiters: CopyWaiters;
 
   /** Use create(), which restores the durable sequence numbers. */
   private constructor(
@@ -204,6 +208,17 @@ export class NodeGossip {
     private readonly x: GossipExchange,
   ) {
     this.lossRandom = seededRandom(o.lossSeed ?? 1);
+    this.copyWaiters = new CopyWaiters(
+      (p, seq) => {
+        let held = 0;
+        for (const j of x.engine.peersOf(p)) if (x.engine.ackOf(p, j) >= seq) held++;
+        return held;
+      },
+      (ms, fn) => {
+        const t = setTimeout(fn, ms);
+        return () => clearTimeout(t);
+      },
+    );
     const own = o.ownership;
     if (own !== undefined && !own.full) {
       const graceMs = Math.max(2000, 5 * o.intervalMs);
@@ -257,6 +272,7 @@ export class NodeGossip {
         onPeerHeard: (peer, leaving) => self?.peerHeard(peer, leaving),
         // Every local change that enters the buffer is pushed, one that waited behind a received frame too.
         onLocalBuffered: () => self?.schedulePush(),
+        onAcked: (partitions) => self?.copyWaiters.acked(partitions),
         accepts:
           o.ownership === undefined || o.ownership.full
             ? undefined
@@ -322,6 +338,36 @@ export class NodeGossip {
   onLocalDelta(key: string, type: ObjectType, delta: unknown): void {
     // Pushed (pushLocalMs) once it is in the buffer: at once, or after the received payloads of its partition it waits for (onLocalBuffered).
     this.x.local(key, type, delta);
+  }
+
+  /**
+   * How many other nodes could confirm a copy of a write of key now: the neighbours its partition
+   * is gossiped with (its other owners with placement). Undefined under Algorithm 1, which has no
+   * acknowledgements.
+   */
+  copyHolders(key: string): number | undefined {
+    if (this.x.engine.algorithm !== 2) return undefined;
+    return this.x.engine.peersOf(partitionOf(key, this.o.partitions)).length;
+  }
+
+  /**
+   * A durable local change of key was just reported (onLocalDelta): push it to the partition's
+   * neighbours now and resolve with how many hold it durably (their Algorithm 2 acks reached its
+   * seq), once need do or after timeoutMs. Later changes of the partition may share the seq
+   * waited for: a wait can only be longer, never answer early.
+   */
+  async confirmCopies(key: string, need: number, timeoutMs: number): Promise<number> {
+    const p = partitionOf(key, this.o.partitions);
+    const started = Date.now();
+    await this.x.localBuffered(p);
+    const seq = this.x.engine.seq(p);
+    void this.tick("push");
+    return this.copyWaiters.wait(p, seq, need, timeoutMs - (Date.now() - started));
+  }
+
+  /** Writes waiting for copies now. */
+  get copiesWaiting(): number {
+    return this.copyWaiters.size;
   }
 
   /** With pushLocalMs: one push to every neighbour after the delay (changes within it share it). */
@@ -473,6 +519,7 @@ export class NodeGossip {
     if (this.timer) clearInterval(this.timer);
     if (this.pushTimer) clearTimeout(this.pushTimer);
     if (this.pushRetryTimer) clearTimeout(this.pushRetryTimer);
+    this.copyWaiters.endAll();
     this.o.log.info("gossip totals", { engine: this.x.engine.counters, transport: this.x.counters });
     for (const p of this.peers.values()) {
       p.frames?.close();

@@ -182,6 +182,8 @@ export function nodeExtensions(
             ownership: ctx.ownership,
           });
           gossipImpl = gossip.service();
+          const g = gossip;
+          ctx.copies.confirmer = { holders: (key) => g.copyHolders(key), confirm: (key, need, timeoutMs) => g.confirmCopies(key, need, timeoutMs) };
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);
           syncPeers();
           gossip.start();

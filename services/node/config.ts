@@ -125,6 +125,11 @@ export interface NodeConfig {
    */
   forwardTimeoutMs: number;
   /**
+   * The longest a write asking for copies (Add, Remove, Increment) waits for the other nodes'
+   * acknowledgements before it answers DEADLINE_EXCEEDED (ms); the call's deadline, when sooner, wins.
+   */
+  copiesTimeoutMs: number;
+  /**
    * For this long after a partition's owners changed (ms), a Query, Scan or Export that finds its
    * key absent at one owner asks the next (a new owner may not have received the partition yet); 0: never.
    */
@@ -213,6 +218,7 @@ export const DEFAULT_CONFIG: NodeConfig = {
   partitions: 64,
   replicationFactor: "all",
   forwardTimeoutMs: 10_000,
+  copiesTimeoutMs: 5000,
   readAfterMoveMs: 30_000,
   peerReconnectInitialMs: 100,
   peerReconnectMaxMs: 2000,
@@ -534,6 +540,7 @@ export function validateConfig(c: NodeConfig): void {
   if (!Number.isInteger(c.partitions) || c.partitions < 1 || c.partitions > 65535) throw new ConfigError(`partitions must be 1..65535, not ${c.partitions}`);
   replicationFactorOf(c);
   if (!(Number.isInteger(c.forwardTimeoutMs) && c.forwardTimeoutMs > 0)) throw new ConfigError(`forwardTimeoutMs (--forward-timeout-ms) must be a positive integer, not ${c.forwardTimeoutMs}`);
+  if (!(Number.isInteger(c.copiesTimeoutMs) && c.copiesTimeoutMs > 0)) throw new ConfigError(`copiesTimeoutMs (--copies-timeout-ms) must be a positive integer, not ${c.copiesTimeoutMs}`);
   if (!(Number.isInteger(c.readAfterMoveMs) && c.readAfterMoveMs >= 0)) throw new ConfigError(`readAfterMoveMs (--read-after-move-ms) must be a non-negative integer, not ${c.readAfterMoveMs}`);
   if (!(Number.isInteger(c.peerReconnectInitialMs) && c.peerReconnectInitialMs > 0)) throw new ConfigError(`peerReconnectInitialMs (--peer-reconnect-initial-ms) must be a positive integer, not ${c.peerReconnectInitialMs}`);
   if (!(Number.isInteger(c.peerReconnectMaxMs) && c.peerReconnectMaxMs >= c.peerReconnectInitialMs)) {

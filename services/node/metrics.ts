@@ -235,12 +235,16 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     "deltaset_membership_refused_as_peer",
     "1 while this node, alone, is refused UNAUTHENTICATED by the seeds that answer its join (a cluster key or certificate the cluster does not hold) and so answers no client call; else 0",
   );
+  const copiesWaiting = gauge(
+    "deltaset_writes_waiting_for_copies",
+    "Client writes (Add, Remove, Increment asking for copies) made here and waiting for other nodes to acknowledge that they hold them durably",
+  );
   const handOff = counter("deltaset_handoff_events", "Hand-off of partitions this node holds without owning them (--replication-factor R): partitions, keys and bytes dropped after their owners acknowledged them, keys kept for deferred removes");
 
   const observables: Observable[] = [
     bytesSent, bytesReceived, itemsSent, itemsReceived, framesSent, framesReceived, ticks, fallbacks, redundant, overflow,
     collected, transport, bufferBytes, bufferBytesMax, bufferEntries, lagMax, lagSum, lagging, unackedAge, neighbours, members, handOff, probeRtt, identity,
-    refusedAsPeer,
+    refusedAsPeer, copiesWaiting,
   ];
   meter.addBatchObservableCallback((r: BatchObservableResult) => {
     const src = getSources();
@@ -305,6 +309,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     for (const [state, n] of byState) r.observe(members, n, { state });
     r.observe(identity, src.membership.stats().identityContests);
     r.observe(refusedAsPeer, src.membership.peerRefusal === undefined ? 0 : 1);
+    r.observe(copiesWaiting, src.gossip.copiesWaiting);
     const rtt = src.membership.probeTimingStats();
     r.observe(probeRtt, rtt.timeoutMs, { stat: "timeout" });
     if (rtt.samples > 0) {

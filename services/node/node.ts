@@ -8,6 +8,7 @@ import { peerChannelOptions as peerChannelOptionsOf } from "./peer-channel.js";
 import { ReplicaService } from "../gen/deltaset/v1/replica.js";
 import { partitionOf } from "../gossip/partition.js";
 import { createReplicaService, type LocalDeltaListener } from "../replica/service.js";
+import type { CopyConfirmer } from "../replica/copies.js";
 import { Store, type StoreWriteError } from "../store/store.js";
 import { accessInterceptor } from "./auth.js";
 import { ConfigError, type NodeConfig, replicationFactorOf } from "./config.js";
@@ -87,6 +88,8 @@ export interface NodeContext {
    * rather than take writes no other node would get until the key is fixed.
    */
   keyRefused(reason: string | undefined): void;
+  /** What client writes asking for copies wait on: set by the gossip layer once it runs. */
+  copies: { confirmer?: CopyConfirmer };
 }
 
 /**
@@ -229,7 +232,7 @@ export async function startNode(
     };
     const ctx: NodeContext = {
       config, log: nodeLog, store, advertise: () => advertise, peerCredentials: creds.peerCredentials(), peerChannelOptions, telemetry, ownership, router,
-      stopping: stopSignal.signal, settingsRefused: (reason) => onSettingsRefused(reason), keyRefused,
+      stopping: stopSignal.signal, settingsRefused: (reason) => onSettingsRefused(reason), keyRefused, copies: {},
     };
     const exts = extensions.map((make) => make(ctx));
     // Told of every durable local change (calls, and a read's fetch from former holders): the
@@ -285,6 +288,8 @@ export async function startNode(
         addRoute: (call) => router.addRoute(call),
         stopping: stopSignal.signal,
         placement: ownership,
+        copies: () => ctx.copies.confirmer,
+        copiesTimeoutMs: config.copiesTimeoutMs,
         owners: (key) => {
           const p = ownership.partitionOf(key);
           return { partition: p, owners: ownership.ownerAddresses(p), replicationFactor: String(factor), local: ownership.owns(p) };

@@ -37,6 +37,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import { checkCounterQuery, checkKey, collectElements, ttlFrom, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 import { memberBytesBudget, membersThatFit } from "../common/member-bytes.js";
+import { type CopyConfirmer, awaitCopies, copiesAsked, deadlineMs } from "./copies.js";
 
 /** Called after every durable local change, with the delta to spread. */
 export type LocalDeltaListener = (key: string, type: ObjectType, delta: unknown) => void;
@@ -60,6 +61,10 @@ export interface ReplicaServiceDeps {
   stopping?: AbortSignal;
   /** Partition placement: a watch ends once this node no longer owns what it follows (watch-calls.ts). */
   placement?: WatchPlacement;
+  /** What writes asking for copies wait on (the gossip layer, once it runs); none: this node alone holds anything. */
+  copies?: () => CopyConfirmer | undefined;
+  /** The longest such a write waits (ms); default 5000 (--copies-timeout-ms). */
+  copiesTimeoutMs?: number;
 }
 
 export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
@@ -75,10 +80,10 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   };
 
   /** Wrap a unary handler: errors become statuses, and every call is observed. */
-  function unary<Req, Res>(method: string, fn: (req: Req) => Promise<Res>) {
+  function unary<Req, Res>(method: string, fn: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>) {
     return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
       const started = performance.now();
-      fn(call.request).then(
+      fn(call.request, call).then(
         (res) => {
           deps.onCall?.(method, 0, performance.now() - started);
           callback(null, res);
@@ -137,6 +142,15 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   };
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
   const keyOps = keyCalls({ store, limits, notify, clearWhole: (key, type, name) => whole.clear(key, type, name) });
+  /**
+   * A write's copies, once it was made and reported (notify): how many nodes hold it durably, or
+   * 0 when the request asked for none (copiesAsked).
+   */
+  async function copiesOf(key: string, copies: number | undefined, call: ServerUnaryCall<unknown, unknown>, what: string): Promise<number> {
+    if (copies === undefined) return 0;
+    return awaitCopies(deps.copies?.(), key, copies, { deadline: deadlineMs(call.getDeadline()), timeoutMs: deps.copiesTimeoutMs ?? 5000, now: Date.now(), what });
+  }
+
   const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall, clockSkewBoundMs: skewBound });
 
   /**
@@ -172,38 +186,45 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   }
 
   return {
-    add: unary("Add", async (req) => {
+    add: unary("Add", async (req, call) => {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
       const type = await typeForAdd(req.key, req.type);
       const ttlMs = ttlOf(req.ttlMs, type);
       // Checked for every type; the sets record no ids (an element added twice reads as once).
       const retry = retryOf(req.requestId, req.retryFilter);
-      if (type !== ObjectType.AWSET) return whole.add(req.key, type, typeName(type), elements, req.params, retry);
+      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+      if (type !== ObjectType.AWSET) {
+        const res = await whole.add(req.key, type, typeName(type), elements, req.params, retry);
+        return { ...res, copies: await copiesOf(req.key, copies, call, "add") };
+      }
       const r = await store.add(req.key, elements, ttlMs);
       notify(req.key, ObjectType.AWSET, r.delta);
       // The replica the dots were minted under, not the store's current one: hand-off may draw a
       // new replica id while the add waits to be durable.
-      return { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)), duplicate: false };
+      const res = { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)), duplicate: false };
+      return { ...res, copies: await copiesOf(req.key, copies, call, "add") };
     }),
 
-    remove: unary("Remove", async (req) => {
+    remove: unary("Remove", async (req, call) => {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
+      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
       const type = await store.typeOf(req.key);
       if (type !== undefined && type !== ObjectType.AWSET && type !== ObjectType.COUNTER) {
         // Its adds carry anonymous dots, which no context can name: a context would be ignored.
         if (type === ObjectType.AWSET_PROB && req.context !== undefined) {
           throw invalid(`key "${req.key}" holds an AWSET_PROB, whose removes take no context (its adds carry anonymous dots): leave context unset to remove every add of the elements this node has seen`);
         }
-        return whole.remove(req.key, type, typeName(type), elements);
+        const res = await whole.remove(req.key, type, typeName(type), elements);
+        return { ...res, copies: await copiesOf(req.key, copies, call, "remove") };
       }
       const observed = req.context === undefined ? undefined : contextFromProto(req.context);
       // Adds the context covers that have not arrived here yet are removed when they arrive
       // (deferred removes, store/pending-removes.ts): the answer says how many elements wait.
       const r = await store.remove(req.key, elements, observed);
       if (!r.delta.ctx.isEmpty()) notify(req.key, ObjectType.AWSET, r.delta);
-      return { removed: r.removed, pending: r.pending, unseenAdds: BigInt(r.unseenDots) };
+      return { removed: r.removed, pending: r.pending, unseenAdds: BigInt(r.unseenDots), copies: await copiesOf(req.key, copies, call, "remove") };
     }),
 
     query: unary("Query", durableRead(async (req: QueryRequest): Promise<QueryResponse> => {
@@ -356,18 +377,20 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       return { changed: r.changed, size: BigInt(size) };
     }),
 
-    increment: unary("Increment", async (req) => {
+    increment: unary("Increment", async (req, call) => {
       checkKey(req.key, limits);
       if (req.amount === 0n) throw invalid("amount must not be zero");
       const retry = retryOf(req.requestId, req.retryFilter);
+      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
       if (retry === undefined) {
         const r = await store.increment(req.key, req.amount);
         notify(req.key, ObjectType.COUNTER, r.delta);
-        return { value: r.value, dot: dotToProto(r.dot), duplicate: false };
+        return { value: r.value, dot: dotToProto(r.dot), duplicate: false, copies: await copiesOf(req.key, copies, call, "increment") };
       }
       const r = await store.incrementOnce(req.key, req.amount, retry);
       if (r.delta !== undefined) notify(req.key, ObjectType.COUNTER, r.delta);
-      return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate };
+      // A retry recognised as a duplicate waits as well: for everything of the key's partition made here so far.
+      return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate, copies: await copiesOf(req.key, copies, call, "increment") };
     }),
 
     export: transfer.export,

@@ -222,7 +222,21 @@ export interface AddRequest {
    * (which creates the filter); unset fields take their defaults. A later Add naming other
    * parameters than the key's answers FAILED_PRECONDITION. Only with a request_id.
    */
-  retryFilter?: RetryFilterParams | undefined;
+  retryFilter?:
+    | RetryFilterParams
+    | undefined;
+  /**
+   * Write concern: answer only once this many nodes hold the write durably, this node included
+   * (0 or 1: this node alone, the default). The node makes the write, pushes it to the key's
+   * other holders at once and waits for their gossip acknowledgements, each sent only once the
+   * write is on that node's disk. Counted among the nodes this node gossips the key's partition
+   * with (its other owners under --replication-factor R); refused UNAVAILABLE, with nothing
+   * written, when fewer are members now, and FAILED_PRECONDITION under --gossip-algorithm alg1,
+   * which has no acknowledgements. Not confirmed within the deadline (the call's, at most
+   * --copies-timeout-ms): DEADLINE_EXCEEDED naming how many held it; the write stays where it
+   * was made and spreads as any other.
+   */
+  copies?: number | undefined;
 }
 
 /** The outcome of an Add. */
@@ -241,6 +255,11 @@ export interface AddResponse {
    * (here or on another node): nothing was applied again, and added is 0.
    */
   duplicate: boolean;
+  /**
+   * How many nodes held the write durably when it was answered, this one included: set when the
+   * request asked for copies, 0 otherwise.
+   */
+  copies: number;
 }
 
 /** Remove elements from a set. */
@@ -256,7 +275,21 @@ export interface RemoveRequest {
    * Query or Scan). Adds the client had not seen survive (add wins). Unset: remove every dot
    * this node has observed.
    */
-  context?: CausalContext | undefined;
+  context?:
+    | CausalContext
+    | undefined;
+  /**
+   * Write concern: answer only once this many nodes hold the write durably, this node included
+   * (0 or 1: this node alone, the default). The node makes the write, pushes it to the key's
+   * other holders at once and waits for their gossip acknowledgements, each sent only once the
+   * write is on that node's disk. Counted among the nodes this node gossips the key's partition
+   * with (its other owners under --replication-factor R); refused UNAVAILABLE, with nothing
+   * written, when fewer are members now, and FAILED_PRECONDITION under --gossip-algorithm alg1,
+   * which has no acknowledgements. Not confirmed within the deadline (the call's, at most
+   * --copies-timeout-ms): DEADLINE_EXCEEDED naming how many held it; the write stays where it
+   * was made and spreads as any other.
+   */
+  copies?: number | undefined;
 }
 
 /** The outcome of a Remove. */
@@ -276,6 +309,11 @@ export interface RemoveResponse {
    * context's whole size: none of it belongs to this key here (a context read from another key?).
    */
   unseenAdds: bigint;
+  /**
+   * How many nodes held the write durably when it was answered, this one included: set when the
+   * request asked for copies, 0 otherwise.
+   */
+  copies: number;
 }
 
 /** Query membership or list members. */
@@ -453,7 +491,21 @@ export interface IncrementRequest {
    * creates the filter); unset fields take their defaults. A later call naming other parameters
    * than the key's answers FAILED_PRECONDITION.
    */
-  retryFilter?: RetryFilterParams | undefined;
+  retryFilter?:
+    | RetryFilterParams
+    | undefined;
+  /**
+   * Write concern: answer only once this many nodes hold the write durably, this node included
+   * (0 or 1: this node alone, the default). The node makes the write, pushes it to the key's
+   * other holders at once and waits for their gossip acknowledgements, each sent only once the
+   * write is on that node's disk. Counted among the nodes this node gossips the key's partition
+   * with (its other owners under --replication-factor R); refused UNAVAILABLE, with nothing
+   * written, when fewer are members now, and FAILED_PRECONDITION under --gossip-algorithm alg1,
+   * which has no acknowledgements. Not confirmed within the deadline (the call's, at most
+   * --copies-timeout-ms): DEADLINE_EXCEEDED naming how many held it; the write stays where it
+   * was made and spreads as any other.
+   */
+  copies?: number | undefined;
 }
 
 /** How a counter's retry filter is sized and how long it remembers request ids. */
@@ -503,6 +555,11 @@ export interface IncrementResponse {
    * another node): nothing was applied again, and value is the counter's current value here.
    */
   duplicate: boolean;
+  /**
+   * How many nodes held the write durably when it was answered, this one included: set when the
+   * request asked for copies, 0 otherwise.
+   */
+  copies: number;
 }
 
 /** Export a key's state, or the part of it a context lacks. */
@@ -1901,6 +1958,7 @@ function createBaseAddRequest(): AddRequest {
     ttlMs: undefined,
     requestId: undefined,
     retryFilter: undefined,
+    copies: undefined,
   };
 }
 
@@ -1932,6 +1990,9 @@ export const AddRequest: MessageFns<AddRequest> = {
     }
     if (message.retryFilter !== undefined) {
       RetryFilterParams.encode(message.retryFilter, writer.uint32(66).fork()).join();
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(72).uint32(message.copies);
     }
     return writer;
   },
@@ -2013,6 +2074,14 @@ export const AddRequest: MessageFns<AddRequest> = {
             message.retryFilter = RetryFilterParams.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2045,6 +2114,7 @@ export const AddRequest: MessageFns<AddRequest> = {
         : isSet(object.retry_filter)
         ? RetryFilterParams.fromJSON(object.retry_filter)
         : undefined,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
     };
   },
 
@@ -2074,6 +2144,9 @@ export const AddRequest: MessageFns<AddRequest> = {
     if (message.retryFilter !== undefined) {
       obj.retryFilter = RetryFilterParams.toJSON(message.retryFilter);
     }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -2094,12 +2167,13 @@ export const AddRequest: MessageFns<AddRequest> = {
     message.retryFilter = (object.retryFilter !== undefined && object.retryFilter !== null)
       ? RetryFilterParams.fromPartial(object.retryFilter)
       : undefined;
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
 
 function createBaseAddResponse(): AddResponse {
-  return { added: 0, replica: "", counters: [], duplicate: false };
+  return { added: 0, replica: "", counters: [], duplicate: false, copies: 0 };
 }
 
 export const AddResponse: MessageFns<AddResponse> = {
@@ -2122,6 +2196,9 @@ export const AddResponse: MessageFns<AddResponse> = {
     }
     if (message.duplicate !== false) {
       writer.uint32(40).bool(message.duplicate);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(48).uint32(message.copies);
     }
     return writer;
   },
@@ -2181,6 +2258,14 @@ export const AddResponse: MessageFns<AddResponse> = {
             message.duplicate = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2199,6 +2284,7 @@ export const AddResponse: MessageFns<AddResponse> = {
       replica: isSet(object.replica) ? globalThis.String(object.replica) : "",
       counters: globalThis.Array.isArray(object?.counters) ? object.counters.map((e: any) => BigInt(e)) : [],
       duplicate: isSet(object.duplicate) ? globalThis.Boolean(object.duplicate) : false,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
     };
   },
 
@@ -2216,6 +2302,9 @@ export const AddResponse: MessageFns<AddResponse> = {
     if (message.duplicate !== false) {
       obj.duplicate = message.duplicate;
     }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -2228,12 +2317,13 @@ export const AddResponse: MessageFns<AddResponse> = {
     message.replica = object.replica ?? "";
     message.counters = object.counters?.map((e) => BigInt(e)) || [];
     message.duplicate = object.duplicate ?? false;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };
 
 function createBaseRemoveRequest(): RemoveRequest {
-  return { key: "", elements: [], texts: [], context: undefined };
+  return { key: "", elements: [], texts: [], context: undefined, copies: undefined };
 }
 
 export const RemoveRequest: MessageFns<RemoveRequest> = {
@@ -2249,6 +2339,9 @@ export const RemoveRequest: MessageFns<RemoveRequest> = {
     }
     if (message.context !== undefined) {
       CausalContext.encode(message.context, writer.uint32(34).fork()).join();
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(40).uint32(message.copies);
     }
     return writer;
   },
@@ -2298,6 +2391,14 @@ export const RemoveRequest: MessageFns<RemoveRequest> = {
             message.context = CausalContext.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2318,6 +2419,7 @@ export const RemoveRequest: MessageFns<RemoveRequest> = {
         : [],
       texts: globalThis.Array.isArray(object?.texts) ? object.texts.map((e: any) => globalThis.String(e)) : [],
       context: isSet(object.context) ? CausalContext.fromJSON(object.context) : undefined,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
     };
   },
 
@@ -2335,6 +2437,9 @@ export const RemoveRequest: MessageFns<RemoveRequest> = {
     if (message.context !== undefined) {
       obj.context = CausalContext.toJSON(message.context);
     }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -2349,12 +2454,13 @@ export const RemoveRequest: MessageFns<RemoveRequest> = {
     message.context = (object.context !== undefined && object.context !== null)
       ? CausalContext.fromPartial(object.context)
       : undefined;
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
 
 function createBaseRemoveResponse(): RemoveResponse {
-  return { removed: 0, pending: 0, unseenAdds: 0n };
+  return { removed: 0, pending: 0, unseenAdds: 0n, copies: 0 };
 }
 
 export const RemoveResponse: MessageFns<RemoveResponse> = {
@@ -2370,6 +2476,9 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
         throw new globalThis.Error("value provided for field message.unseenAdds of type uint64 too large");
       }
       writer.uint32(24).uint64(message.unseenAdds);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(32).uint32(message.copies);
     }
     return writer;
   },
@@ -2411,6 +2520,14 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
             message.unseenAdds = reader.uint64() as bigint;
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2432,6 +2549,7 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
         : isSet(object.unseen_adds)
         ? BigInt(object.unseen_adds)
         : 0n,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
     };
   },
 
@@ -2446,6 +2564,9 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
     if (message.unseenAdds !== 0n) {
       obj.unseenAdds = message.unseenAdds.toString();
     }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -2459,6 +2580,7 @@ export const RemoveResponse: MessageFns<RemoveResponse> = {
     message.unseenAdds = (object.unseenAdds !== undefined && object.unseenAdds !== null)
       ? BigInt(object.unseenAdds)
       : 0n;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };
@@ -3575,7 +3697,7 @@ export const MergeResponse: MessageFns<MergeResponse> = {
 };
 
 function createBaseIncrementRequest(): IncrementRequest {
-  return { key: "", amount: 0n, requestId: "", retryFilter: undefined };
+  return { key: "", amount: 0n, requestId: "", retryFilter: undefined, copies: undefined };
 }
 
 export const IncrementRequest: MessageFns<IncrementRequest> = {
@@ -3594,6 +3716,9 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
     }
     if (message.retryFilter !== undefined) {
       RetryFilterParams.encode(message.retryFilter, writer.uint32(34).fork()).join();
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(40).uint32(message.copies);
     }
     return writer;
   },
@@ -3643,6 +3768,14 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
             message.retryFilter = RetryFilterParams.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3669,6 +3802,7 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
         : isSet(object.retry_filter)
         ? RetryFilterParams.fromJSON(object.retry_filter)
         : undefined,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
     };
   },
 
@@ -3686,6 +3820,9 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
     if (message.retryFilter !== undefined) {
       obj.retryFilter = RetryFilterParams.toJSON(message.retryFilter);
     }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -3700,6 +3837,7 @@ export const IncrementRequest: MessageFns<IncrementRequest> = {
     message.retryFilter = (object.retryFilter !== undefined && object.retryFilter !== null)
       ? RetryFilterParams.fromPartial(object.retryFilter)
       : undefined;
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
@@ -4055,7 +4193,7 @@ export const RetryFilterInfo: MessageFns<RetryFilterInfo> = {
 };
 
 function createBaseIncrementResponse(): IncrementResponse {
-  return { value: 0n, dot: undefined, duplicate: false };
+  return { value: 0n, dot: undefined, duplicate: false, copies: 0 };
 }
 
 export const IncrementResponse: MessageFns<IncrementResponse> = {
@@ -4071,6 +4209,9 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     }
     if (message.duplicate !== false) {
       writer.uint32(24).bool(message.duplicate);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(32).uint32(message.copies);
     }
     return writer;
   },
@@ -4112,6 +4253,14 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
             message.duplicate = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4129,6 +4278,7 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
       value: isSet(object.value) ? BigInt(object.value) : 0n,
       dot: isSet(object.dot) ? Dot.fromJSON(object.dot) : undefined,
       duplicate: isSet(object.duplicate) ? globalThis.Boolean(object.duplicate) : false,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
     };
   },
 
@@ -4143,6 +4293,9 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     if (message.duplicate !== false) {
       obj.duplicate = message.duplicate;
     }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -4154,6 +4307,7 @@ export const IncrementResponse: MessageFns<IncrementResponse> = {
     message.value = (object.value !== undefined && object.value !== null) ? BigInt(object.value) : 0n;
     message.dot = (object.dot !== undefined && object.dot !== null) ? Dot.fromPartial(object.dot) : undefined;
     message.duplicate = object.duplicate ?? false;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };

@@ -1,0 +1,169 @@
+// A write concern (`copies` on Add, Remove and Increment), with real node processes: a write
+// answered with copies N is on N nodes' disks when the client reads the answer, so it survives
+// its own node's SIGKILL at once; one that cannot have its copies now changes nothing, and one
+// whose copies do not come within the deadline says how many it got and stays made.
+// The gossip period is 10 s and local pushes are off, so ordinary gossip cannot be what brought
+// a write to the other nodes within the test (the control below shows it does not).
+import { strict as assert } from "node:assert";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { call } from "../../services/client/rpc.ts";
+import { eventually } from "../helpers/eventually.ts";
+import { startNodeProcess } from "../helpers/node-process.ts";
+import { TestCluster } from "../helpers/test-cluster.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "deltaset-copies-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const SLOW_GOSSIP = ["--gossip-interval-ms", "10000", "--partitions", "16", "--copies-timeout-ms", "1500"];
+const bufs = (xs: string[]) => xs.map((x) => Buffer.from(x));
+
+/** Code and details of a failed call. */
+async function failure(p: Promise<unknown>): Promise<{ code: number; details: string }> {
+  try {
+    await p;
+  } catch (err) {
+    const e = err as grpc.ServiceError;
+    return { code: e.code, details: e.details };
+  }
+  assert.fail("the call succeeded");
+}
+
+/** Wait until node i's writes can have `copies` copies (the members know each other): a warm-up Add. */
+async function copiesReady(c: TestCluster, i: number, copies: number): Promise<void> {
+  await eventually(
+    `${copies} nodes to hold a copy`,
+    () => c.replica(i, (r) => call(r, r.add, { key: "warm", elements: bufs(["w"]), texts: [], copies }, { timeoutMs: 5000 })),
+    (res) => res.copies === copies,
+    30_000,
+  );
+}
+
+describe("write copies: an answer with copies N means N nodes hold the write durably", () => {
+  it("Add, Remove and Increment with copies 3 are readable on every node at once, and survive their node's SIGKILL", async () => {
+    const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${i}:7701`), SLOW_GOSSIP, "a");
+    try {
+      await c.startAll();
+      // Once the three know each other, a write can have 3 copies.
+      await copiesReady(c, 0, 3);
+
+      // Control: without copies, an add is on its own node only (the period is 10 s, pushes are off).
+      await c.replica(0, (r) => call(r, r.add, { key: "plain", elements: bufs(["p0", "p1"]), texts: [] }, { timeoutMs: 5000 }));
+      assert.deepEqual(await c.read(1, "plain"), [], "plain adds reached node 1 without copies: the test cannot tell copies from gossip");
+
+      const elements = Array.from({ length: 24 }, (_, i) => `e${String(i).padStart(2, "0")}`);
+      const answers = await Promise.all(
+        elements.map((e) => c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs([e]), texts: [], copies: 3 }, { timeoutMs: 5000 }))),
+      );
+      assert.deepEqual(new Set(answers.map((a) => a.copies)), new Set([3]));
+      await c.replica(0, (r) => call(r, r.add, { key: "gone", elements: bufs(["x", "y"]), texts: [] }, { timeoutMs: 5000 }));
+      const removed = await c.replica(0, (r) => call(r, r.remove, { key: "gone", elements: bufs(["x"]), texts: [], copies: 3 }, { timeoutMs: 5000 }));
+      assert.equal(removed.copies, 3);
+      const inc = await c.replica(0, (r) => call(r, r.increment, { key: "n", amount: 7n, requestId: "", copies: 3 }, { timeoutMs: 5000 }));
+      assert.equal(inc.copies, 3);
+
+      // The writing node dies at once: the others already hold all of it (no waiting).
+      await c.kill(0);
+      for (const i of [1, 2]) {
+        assert.deepEqual(await c.read(i, "k"), elements, `node ${i} lacks adds acknowledged with copies 3`);
+        // The remove came with the add it removes (a remove's delta carries the dots it covers, not the add).
+        assert.ok(!(await c.read(i, "gone")).includes("x"), `node ${i} still lists an element removed with copies 3`);
+        const q = await c.replica(i, (r) => call(r, r.query, { key: "n", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 5000 }));
+        assert.equal(q.counterValue, 7n, `node ${i} lacks an increment acknowledged with copies 3`);
+      }
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("copies beyond the key's holders: UNAVAILABLE with nothing written; a holder that does not answer: DEADLINE_EXCEEDED, the write stays", async () => {
+    const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${10 + i}:7702`), SLOW_GOSSIP, "b");
+    try {
+      await c.startAll();
+      await copiesReady(c, 0, 3);
+      const four = await failure(c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs(["four"]), texts: [], copies: 4 }, { timeoutMs: 5000 })));
+      assert.equal(four.code, grpc.status.UNAVAILABLE, four.details);
+      assert.match(four.details, /copies 4 cannot be had: 3 nodes hold/);
+      assert.deepEqual(await c.read(0, "k"), [], "a write refused for its copies was made");
+
+      // Node 2 stops answering (SIGSTOP) but is still a member: its copy never comes.
+      c.nodes.get(2)!.child.kill("SIGSTOP");
+      try {
+        const started = Date.now();
+        const late = await failure(c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs(["late"]), texts: [], copies: 3 }, { timeoutMs: 5000 })));
+        assert.equal(late.code, grpc.status.DEADLINE_EXCEEDED, late.details);
+        assert.match(late.details, /2 of the 3 copies asked were confirmed within 1500 ms/);
+        assert.ok(Date.now() - started >= 1400, "answered before --copies-timeout-ms");
+        // A client deadline shorter than --copies-timeout-ms: the node answers first, with its count.
+        const short = await failure(c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs(["short"]), texts: [], copies: 3 }, { timeoutMs: 600 })));
+        assert.equal(short.code, grpc.status.DEADLINE_EXCEEDED);
+        assert.match(short.details, /2 of the 3 copies asked/, "the client's own deadline came first");
+        // Two copies are there to be had.
+        const two = await c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs(["two"]), texts: [], copies: 2 }, { timeoutMs: 5000 }));
+        assert.equal(two.copies, 2);
+        assert.deepEqual(await c.read(1, "k"), ["late", "short", "two"], "node 1 lacks writes it confirmed");
+      } finally {
+        c.nodes.get(2)!.child.kill("SIGCONT");
+      }
+      // The writes that missed their copies stayed made, and reach node 2 as any write does.
+      await c.converged("k", [0, 1, 2], ["late", "short", "two"], 30_000);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("with --replication-factor 2, a call to a non-owner is forwarded with its copies: both owners hold the write when it is answered", async () => {
+    const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${30 + i}:7704`), [...SLOW_GOSSIP, "--replication-factor", "2"], "r");
+    try {
+      await c.startAll();
+      // Placement is settled once every node names the same two owners of the key.
+      const owners = await eventually(
+        "the three nodes to agree on two owners of the key",
+        () => Promise.all([0, 1, 2].map((i) => c.replica(i, (r) => call(r, r.owners, { key: "k" }, { timeoutMs: 5000 })))),
+        (rs) => rs.every((o) => o.owners.length === 2 && JSON.stringify(o.owners) === JSON.stringify(rs[0]!.owners)),
+        30_000,
+      );
+      const owning = owners[0]!.owners.map((o) => c.addresses.indexOf(o.address));
+      const other = [0, 1, 2].find((i) => !owning.includes(i))!;
+      await copiesReady(c, other, 2);
+      const res = await c.replica(other, (r) => call(r, r.add, { key: "k", elements: bufs(["fwd"]), texts: [], copies: 2 }, { timeoutMs: 5000 }));
+      assert.equal(res.copies, 2);
+      for (const i of owning) assert.ok((await c.read(i, "k")).includes("fwd"), `owner ${i} lacks a forwarded add acknowledged with copies 2`);
+      const three = await failure(c.replica(other, (r) => call(r, r.add, { key: "k", elements: bufs(["three"]), texts: [], copies: 3 }, { timeoutMs: 5000 })));
+      assert.equal(three.code, grpc.status.UNAVAILABLE, three.details);
+      assert.match(three.details, /copies 3 cannot be had: 2 nodes hold/);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("a node alone refuses copies 2 (UNAVAILABLE), and under Algorithm 1, which has no acknowledgements, any copies above 1 (FAILED_PRECONDITION)", async () => {
+    for (const [algorithm, code, text] of [
+      ["alg2", grpc.status.UNAVAILABLE, /this node alone holds the key's partition/],
+      ["alg1", grpc.status.FAILED_PRECONDITION, /--gossip-algorithm alg1 does not send/],
+    ] as const) {
+      const n = await startNodeProcess(["--listen", `127.0.27.${algorithm === "alg2" ? 21 : 22}:7703`, "--data-dir", join(dir, `alone-${algorithm}`), "--gossip-algorithm", algorithm]);
+      try {
+        const { replicaClient } = await import("../../services/client/rpc.ts");
+        const r = replicaClient(n.address);
+        try {
+          const f = await failure(call(r, r.add, { key: "k", elements: bufs(["x"]), texts: [], copies: 2 }, { timeoutMs: 5000 }));
+          assert.equal(f.code, code, f.details);
+          assert.match(f.details, text);
+          const q = await call(r, r.query, { key: "k", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 5000 });
+          assert.equal(q.size, 0n, "a write refused for its copies was made");
+          // copies 1 is this node alone: made and answered as without copies.
+          const one = await call(r, r.add, { key: "k", elements: bufs(["x"]), texts: [], copies: 1 }, { timeoutMs: 5000 });
+          assert.equal(one.added, 1);
+        } finally {
+          r.close();
+        }
+      } finally {
+        await n.kill();
+      }
+    }
+  });
+});
