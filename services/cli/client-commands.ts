@@ -153,6 +153,13 @@ function copiesFlag(values: Values): number | undefined {
   return Number(raw);
 }
 
+/** An answer that confirms fewer copies than asked comes from a node that ignores the field (an earlier version). */
+function checkCopies(asked: number | undefined, copies: number): void {
+  if (asked !== undefined && asked > 1 && copies < asked) {
+    throw new Error(`the node answered without confirming the ${asked} copies asked (it reports ${copies}: an earlier version that ignores --copies?); the write is made on that node`);
+  }
+}
+
 /** The copies an answer reports, for --json (none when the call asked for none). */
 const copiesField = (copies: number): { copies?: number } => (copies > 0 ? { copies } : {});
 const copiesText = (copies: number): string => (copies > 0 ? `; durable on ${copies} node(s)` : "");
@@ -224,6 +231,7 @@ export async function addCommand(args: string[]): Promise<void> {
     const requestId = values["request-id"] as string | undefined;
     const copies = copiesFlag(values);
     const res = await call(client, client.add, { key, elements, texts: [], type, params, ttlMs, requestId, copies }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    checkCopies(copies, res.copies);
     const out = createOutput(values.json as boolean);
     out.result(
       { key, added: res.added, dots: res.counters.map((counter) => ({ replica: res.replica, counter })), duplicate: res.duplicate, ...copiesField(res.copies) },
@@ -324,7 +332,9 @@ export async function removeCommand(args: string[]): Promise<void> {
   if (elements.length === 0) throw new UsageError("give at least one element");
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.remove, { key, elements, texts: [], copies: copiesFlag(values) }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const copies = copiesFlag(values);
+    const res = await call(client, client.remove, { key, elements, texts: [], copies }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    checkCopies(copies, res.copies);
     createOutput(values.json as boolean).result({ key, removed: res.removed, ...copiesField(res.copies) }, `removed ${res.removed} element(s) from "${key}"` + copiesText(res.copies));
   } finally {
     client.close();
@@ -438,7 +448,9 @@ export async function incrCommand(args: string[]): Promise<void> {
   const requestId = (values["request-id"] as string | undefined) ?? "";
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId, copies: copiesFlag(values) }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    const copies = copiesFlag(values);
+    const res = await call(client, client.increment, { key, amount: BigInt(raw), requestId, copies }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    checkCopies(copies, res.copies);
     createOutput(values.json as boolean).result(
       { key, value: res.value, duplicate: res.duplicate, ...copiesField(res.copies) },
       (res.duplicate ? `${key} = ${res.value} (request ${requestId} was applied before: not counted again)` : `${key} = ${res.value}`) + copiesText(res.copies),

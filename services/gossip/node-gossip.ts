@@ -359,7 +359,12 @@ export class NodeGossip {
   async confirmCopies(key: string, need: number, timeoutMs: number): Promise<number> {
     const p = partitionOf(key, this.o.partitions);
     const started = Date.now();
-    await this.x.localBuffered(p);
+    // Behind received payloads of its partition (local-gate.ts), the change has no seq yet; one
+    // still held at the deadline is on no other node.
+    let timer: NodeJS.Timeout | undefined;
+    const buffered = await Promise.race([this.x.localBuffered(p).then(() => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), timeoutMs)))]);
+    clearTimeout(timer);
+    if (!buffered) return 0;
     const seq = this.x.engine.seq(p);
     void this.tick("push");
     return this.copyWaiters.wait(p, seq, need, timeoutMs - (Date.now() - started));

@@ -10,7 +10,7 @@ const host = process.argv[2] ?? "127.0.0.1";
 const server = new grpc.Server(serverOptions(64 * 1024 * 1024));
 const unimplemented = (_call: unknown, cb: grpc.sendUnaryData<never>) => cb({ code: grpc.status.UNIMPLEMENTED, details: "no-op server" } as grpc.ServiceError);
 server.addService(ReplicaService, {
-  add: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 0, replica: "", counters: [] }),
+  add: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 0, replica: "", counters: [], duplicate: false, copies: 0 }),
   addStream: (call: grpc.ServerDuplexStream<AddStreamRequest, AddStreamAck>) => {
     call.on("data", (req: AddStreamRequest) => call.write({ seq: req.seq, batches: 1, elements: BigInt(req.elements.length), added: 0n }));
     call.on("end", () => call.end());

@@ -37,14 +37,14 @@ const refuseRemove: grpc.ServerInterceptor = (method, next) => {
 before(async () => {
   server = new StrictStringServer({ interceptors: [refuseRemove] }, calls);
   server.addService(ReplicaService, {
-    add: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 1, replica: "r", counters: [1n] }),
+    add: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 1, replica: "r", counters: [1n], duplicate: false, copies: 0 }),
     query: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb({ code: grpc.status.FAILED_PRECONDITION, details: "handler says no" } as grpc.ServiceError),
-    remove: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { removed: 0, pending: 0, unseenAdds: 0n }),
+    remove: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { removed: 0, pending: 0, unseenAdds: 0n, copies: 0 }),
     delete: () => {
       throw new Error("a handler that throws");
     },
     increment: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => {
-      release = () => cb(null, { value: 1n, duplicate: false });
+      release = () => cb(null, { value: 1n, duplicate: false, copies: 0 });
       incrementing?.();
     },
     scan: (c: grpc.ServerWritableStream<unknown, unknown>) => {

@@ -12,7 +12,7 @@ import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { call } from "../../services/client/rpc.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { startNodeProcess } from "../helpers/node-process.ts";
+import { runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-copies-"));
@@ -62,6 +62,10 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       await c.replica(0, (r) => call(r, r.add, { key: "gone", elements: bufs(["x", "y"]), texts: [] }, { timeoutMs: 5000 }));
       const removed = await c.replica(0, (r) => call(r, r.remove, { key: "gone", elements: bufs(["x"]), texts: [], copies: 3 }, { timeoutMs: 5000 }));
       assert.equal(removed.copies, 3);
+      // The CLI's --copies, as a script would read it.
+      const cli = await runCli(["add", "cli", "c1", "--copies", "3", "--addr", c.addresses[0]!, "--json"]);
+      assert.equal(cli.code, 0, cli.stderr);
+      assert.equal(JSON.parse(cli.stdout).copies, 3);
       const inc = await c.replica(0, (r) => call(r, r.increment, { key: "n", amount: 7n, requestId: "", copies: 3 }, { timeoutMs: 5000 }));
       assert.equal(inc.copies, 3);
 
@@ -69,6 +73,7 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       await c.kill(0);
       for (const i of [1, 2]) {
         assert.deepEqual(await c.read(i, "k"), elements, `node ${i} lacks adds acknowledged with copies 3`);
+        assert.deepEqual(await c.read(i, "cli"), ["c1"], `node ${i} lacks the CLI's add with --copies 3`);
         // The remove came with the add it removes (a remove's delta carries the dots it covers, not the add).
         assert.ok(!(await c.read(i, "gone")).includes("x"), `node ${i} still lists an element removed with copies 3`);
         const q = await c.replica(i, (r) => call(r, r.query, { key: "n", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 5000 }));

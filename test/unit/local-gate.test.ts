@@ -72,6 +72,26 @@ describe("LocalGate", () => {
     assert.equal(g.waiting, 0);
   });
 
+  it("released: resolves once every change of the partition held so far is in (a write waiting for copies needs its seq)", async () => {
+    const out: string[] = [];
+    const g = new LocalGate<string>((x) => out.push(x));
+    let free = false;
+    await g.released(0).then(() => (free = true));
+    assert.equal(free, true, "nothing held: at once");
+    const f = g.openGate(0);
+    g.offer(0, "a");
+    let done = false;
+    void g.released(0).then(() => (done = true));
+    void g.released(1).then(() => out.push("partition 1 free"));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(done, false, "a is still held");
+    assert.deepEqual(out, ["partition 1 free"]);
+    g.closeGate(f);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(done, true);
+    assert.deepEqual(out, ["partition 1 free", "a"]);
+  });
+
   it("a change offered before a gate opens does not wait for it", () => {
     const out: string[] = [];
     const g = new LocalGate<string>((x) => out.push(x));

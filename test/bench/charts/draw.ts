@@ -24,6 +24,7 @@ import { probClusterChart } from "./prob-cluster.js";
 import { probSettleChart } from "./prob-settle.js";
 import { replicaChart } from "./replica.js";
 import { syncChart } from "./sync.js";
+import { writeCopiesChart } from "./write-copies.js";
 
 const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "crdt.json": crdtChart,
@@ -43,6 +44,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "gossip-transport.json": gossipTransportChart,
   "add-stream-routing.json": addStreamRoutingChart,
   "catch-up.json": catchUpChart,
+  "write-copies.json": writeCopiesChart,
 };
 
 /** A chaos run's file: <scenario>-<nodes>n.json. */

@@ -257,7 +257,8 @@ export interface AddResponse {
   duplicate: boolean;
   /**
    * How many nodes held the write durably when it was answered, this one included: set when the
-   * request asked for copies, 0 otherwise.
+   * request asked for copies, 0 otherwise. Below the copies asked (0) from a node of an earlier
+   * version, which does not know the field: the write is then on that node alone.
    */
   copies: number;
 }
@@ -311,7 +312,8 @@ export interface RemoveResponse {
   unseenAdds: bigint;
   /**
    * How many nodes held the write durably when it was answered, this one included: set when the
-   * request asked for copies, 0 otherwise.
+   * request asked for copies, 0 otherwise. Below the copies asked (0) from a node of an earlier
+   * version, which does not know the field: the write is then on that node alone.
    */
   copies: number;
 }
@@ -557,7 +559,8 @@ export interface IncrementResponse {
   duplicate: boolean;
   /**
    * How many nodes held the write durably when it was answered, this one included: set when the
-   * request asked for copies, 0 otherwise.
+   * request asked for copies, 0 otherwise. Below the copies asked (0) from a node of an earlier
+   * version, which does not know the field: the write is then on that node alone.
    */
   copies: number;
 }

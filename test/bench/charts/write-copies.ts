@@ -1,0 +1,35 @@
+// The chart of docs/results/write-copies.json (npm run bench:write-copies): what asking for 1, 2
+// or 3 copies costs an Add on 3 nodes: latency of one call at a time (p50, p99), and Adds/s with
+// 32 in flight.
+import { type ChartSpec, barChart, panels } from "../lib/plot.js";
+import type { ResultDoc } from "../lib/results.js";
+
+interface Metrics {
+  latency: Array<{ copies: number; p50: number; p99: number }>;
+  throughput: Array<{ copies: number; callsPerSecond: number }>;
+}
+
+export function writeCopiesChart(doc: ResultDoc): ChartSpec {
+  const m = doc.metrics as unknown as Metrics;
+  const categories = m.latency.map((l) => `copies ${l.copies}`);
+  return panels(
+    [
+      barChart({
+        title: "Add latency, one call at a time (ms)",
+        categories,
+        series: [
+          { name: "p50", values: m.latency.map((l) => l.p50) },
+          { name: "p99", values: m.latency.map((l) => l.p99) },
+        ],
+        yLabel: "ms",
+      }),
+      barChart({
+        title: "Adds/s, 32 in flight",
+        categories,
+        series: [{ name: "Adds/s", values: m.throughput.map((t) => t.callsPerSecond) }],
+        yLabel: "calls/s",
+      }),
+    ],
+    { columns: 2, title: "Write copies on 3 nodes (fsync)" },
+  );
+}
