@@ -244,11 +244,10 @@ export async function addCommand(args: string[]): Promise<void> {
 
 /** deltaset add KEY --stdin: one element per line of stdin, streamed (AddStream) in batches. */
 async function addFromStdin(positionals: string[], values: Values, conn: ReturnType<typeof connection>): Promise<void> {
-  const key = needKey(positionals, "deltaset add KEY --stdin [--batch N] [--addr HOST:PORT] [--hex] [--json]  (one element per line)");
+  const key = needKey(positionals, "deltaset add KEY --stdin [--batch N] [--copies N] [--addr HOST:PORT] [--hex] [--json]  (one element per line)");
   if (positionals.length > 1) throw new UsageError("with --stdin the elements come from stdin, not the command line");
   if (values.type !== undefined) throw new UsageError("--stdin adds to add-wins sets only (no --type)");
   if (values["request-id"] !== undefined) throw new UsageError("--request-id names one Add call; --stdin streams many (add-wins sets need none)");
-  if (values.copies !== undefined) throw new UsageError("--copies applies to one Add call; --stdin streams acknowledge what is durable on the node called");
   const batchSize = values.batch === undefined ? 1000 : numberFlag(values, "batch");
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new UsageError("--batch must be a positive integer");
   if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe or redirect one element per line into it");
@@ -290,6 +289,7 @@ async function addFromStdin(positionals: string[], values: Values, conn: ReturnT
       metadata: conn.metadata(),
       stallMs: Number(values.timeout),
       ttlMs: ttlFlag(values.ttl as string | undefined),
+      copies: copiesFlag(values),
       onAck: (a) => {
         for (let b = acked.batches; b < a.batches; b++) batchLines[b] = undefined;
         acked = a;

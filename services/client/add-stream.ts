@@ -21,6 +21,8 @@ export async function addStream(
     metadata?: grpc.Metadata;
     onAck?: (acked: AddStreamResult) => void;
     ttlMs?: number;
+    /** Each batch is acknowledged once this many nodes hold it durably (AddStreamRequest.copies). */
+    copies?: number;
     /** Cancel the stream, and reject, when batches wait this long (ms) with no acknowledgement. */
     stallMs?: number;
   } = {},
@@ -35,19 +37,26 @@ export async function addStream(
   let over = false;
   /** When the stream last moved: an ack, or a batch sent with none outstanding before it. */
   let movedAt = performance.now();
-  let stalled: Error | undefined;
+  /** Why this side cancelled the call (no ack in time, or copies not confirmed): what the caller gets. */
+  let cancelledFor: Error | undefined;
   const stallMs = opts.stallMs;
   const watchdog =
     stallMs === undefined
       ? undefined
       : setInterval(() => {
           if (over || sentSeq === ackedSeq || performance.now() - movedAt < stallMs) return;
-          stalled = new Error(`no acknowledgement for ${stallMs} ms with ${sentSeq - ackedSeq} batch(es) outstanding (after batch ${ackedSeq}): the stream was cancelled`);
+          cancelledFor = new Error(`no acknowledgement for ${stallMs} ms with ${sentSeq - ackedSeq} batch(es) outstanding (after batch ${ackedSeq}): the stream was cancelled`);
           call.cancel();
         }, Math.max(10, Math.min(1000, stallMs / 4)));
   const done = new Promise<void>((resolve, reject) => {
     call.on("data", (ack: AddStreamAck) => {
       movedAt = performance.now();
+      // A node of an earlier version ignores copies: its acks say 0, and its batches are on it alone.
+      if (opts.copies !== undefined && opts.copies > 1 && ack.copies < opts.copies && cancelledFor === undefined) {
+        cancelledFor = new Error(`batches up to seq ${ack.seq} were acknowledged with ${ack.copies} of the ${opts.copies} copies asked (a node of an earlier version, which ignores copies?): the stream was cancelled; they are made on that node`);
+        call.cancel();
+        return;
+      }
       ackedSeq = ack.seq;
       acked.batches += ack.batches;
       acked.elements += Number(ack.elements);
@@ -58,7 +67,7 @@ export async function addStream(
     call.on("error", (err) => {
       over = true;
       wake?.();
-      reject(stalled ?? err);
+      reject(cancelledFor ?? err);
     });
     call.on("end", () => {
       over = true;
@@ -95,7 +104,7 @@ export async function addStream(
       if (over) break;
       if (sentSeq === ackedSeq) movedAt = performance.now();
       sentSeq++;
-      if (!call.write({ key, elements, texts: [], seq: sentSeq, ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs) })) await drained();
+      if (!call.write({ key, elements, texts: [], seq: sentSeq, ttlMs: opts.ttlMs === undefined ? undefined : BigInt(opts.ttlMs), copies: opts.copies })) await drained();
     }
   } finally {
     call.end();

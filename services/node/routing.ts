@@ -270,16 +270,23 @@ export class Router {
     return (key) => {
       const targets = this.targets(key, call.metadata);
       if (targets === undefined) return undefined;
-      return (elements, ttlMs) => {
+      return (elements, ttlMs, copies) => {
         const opts = { ...options, deadline: Math.min(streamDeadline, Date.now() + this.d.forwardTimeoutMs) };
         const buffers = elements.map((e) => (Buffer.isBuffer(e) ? e : Buffer.from(e.buffer, e.byteOffset, e.byteLength)));
-        const req = { key, elements: buffers, texts: [], type: ObjectType.AWSET, ttlMs: ttlMs === undefined ? undefined : BigInt(ttlMs) };
+        const req = { key, elements: buffers, texts: [], type: ObjectType.AWSET, ttlMs: ttlMs === undefined ? undefined : BigInt(ttlMs), copies };
         return new Promise<number>((resolve, reject) =>
           this.attempt<AddResponse>(
             "AddStream",
             targets,
             (c, cb) => c.add(req, metadata, opts, cb),
-            (err, res, t) => (err !== null ? reject(new RpcError(err.code, `at owner ${t.nodeId} (${t.address}): ${err.details}`)) : resolve(res!.added)),
+            (err, res, t) => {
+              if (err !== null) return reject(new RpcError(err.code, `at owner ${t.nodeId} (${t.address}): ${err.details}`));
+              // An owner of an earlier version ignores copies (answers 0): its add is on it alone.
+              if (copies !== undefined && res!.copies < copies) {
+                return reject(new RpcError(grpc.status.UNAVAILABLE, `at owner ${t.nodeId} (${t.address}): ${res!.copies} of the ${copies} copies asked confirmed (a node of an earlier version?); the add is made there`));
+              }
+              resolve(res!.added);
+            },
           ),
         );
       };

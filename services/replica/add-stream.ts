@@ -21,6 +21,7 @@ import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import { checkKey, collectElements, ttlFrom } from "./validation.js";
+import { type CopyConfirmer, awaitCopies, copiesAsked, deadlineMs } from "./copies.js";
 
 export interface AddStreamDeps {
   store: Store;
@@ -30,13 +31,17 @@ export interface AddStreamDeps {
   onCall?: (method: string, code: number, ms: number) => void;
   /** Per call: where adds of keys owned elsewhere go (undefined: every add is made here). */
   route?: (call: ServerDuplexStream<AddStreamRequest, AddStreamAck>) => AddRoute | undefined;
+  /** What batches asking for copies wait on (service.ts); none: this node alone holds anything. */
+  copies?: () => CopyConfirmer | undefined;
+  /** The longest a batch waits for its copies (ms, --copies-timeout-ms); default 5000. */
+  copiesTimeoutMs?: number;
 }
 
 /**
  * For a key this node does not own: a function adding elements to it at an owner, resolving with
  * how many were new once that owner made them durable; undefined when the add is made here.
  */
-export type AddRoute = (key: string) => ((elements: Uint8Array[], ttlMs: number | undefined) => Promise<number>) | undefined;
+export type AddRoute = (key: string) => ((elements: Uint8Array[], ttlMs: number | undefined, copies: number | undefined) => Promise<number>) | undefined;
 
 interface Batch {
   /** Undefined for a message that did not decode (it has no seq to name). */
@@ -45,6 +50,8 @@ interface Batch {
   /** Its elements' bytes with framing, counted in the window until it is acknowledged. */
   bytes: number;
   added: number;
+  /** Nodes that held it when done, when it asked for copies (else 0). */
+  copies: number;
   done: boolean;
   error?: unknown;
 }
@@ -78,7 +85,7 @@ export function addStreamCall(deps: AddStreamDeps) {
     const queue: Batch[] = [];
     let queuedBytes = 0;
     /** Received and not yet started: consecutive batches of one key start as one add. */
-    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined }> = [];
+    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined; copies: number | undefined }> = [];
     /** Adds running here and at owners. */
     let running = 0;
     let runningAtOwners = 0;
@@ -110,11 +117,13 @@ export function addStreamCall(deps: AddStreamDeps) {
       let batches = 0;
       let elements = 0;
       let added = 0;
+      let copies = Number.POSITIVE_INFINITY;
+      const ack = () => call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added), copies: copies === Number.POSITIVE_INFINITY ? 0 : copies });
       while (queue.length > 0 && queue[0]!.done) {
         const b = queue.shift()!;
         queuedBytes -= b.bytes;
         if (b.error !== undefined) {
-          if (batches > 0) call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added) });
+          if (batches > 0) ack();
           const which = b.seq !== undefined ? `batch seq ${b.seq}` : lastSeq < 0n ? "the first batch" : `the batch after seq ${lastSeq}`;
           const e = b.error instanceof RpcError ? new RpcError(b.error.code, `${which}: ${b.error.message}`) : b.error;
           finish(e);
@@ -124,8 +133,9 @@ export function addStreamCall(deps: AddStreamDeps) {
         batches++;
         elements += b.elements;
         added += b.added;
+        copies = Math.min(copies, b.copies);
       }
-      if (batches > 0) call.write({ seq, batches, elements: BigInt(elements), added: BigInt(added) });
+      if (batches > 0) ack();
       if (call.isPaused() && queue.length < window && queuedBytes < windowBytes) call.resume();
       if (inputEnded && queue.length === 0) finish();
     };
@@ -145,7 +155,8 @@ export function addStreamCall(deps: AddStreamDeps) {
         const keyBytes = Buffer.byteLength(first.key, "utf8");
         const fits = (n: { batch: Batch; elements: Uint8Array[] }) =>
           elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.batch.bytes + keyBytes + GROUP_OVERHEAD <= limits.maxMessageBytes;
-        while (waiting.length > 0 && waiting[0]!.key === first.key && waiting[0]!.ttlMs === first.ttlMs && fits(waiting[0]!)) {
+        const same = (n: { key: string; ttlMs: number | undefined; copies: number | undefined }) => n.key === first.key && n.ttlMs === first.ttlMs && n.copies === first.copies;
+        while (waiting.length > 0 && same(waiting[0]!) && fits(waiting[0]!)) {
           const next = waiting.shift()!;
           group.push(next);
           elements.push(...next.elements);
@@ -154,8 +165,26 @@ export function addStreamCall(deps: AddStreamDeps) {
         const atOwner = remote !== undefined;
         if (atOwner) runningAtOwners++;
         else running++;
-        (atOwner ? remote(elements, first.ttlMs) : apply(first.key, elements, first.ttlMs)).then(
-          (added) => {
+        // An owner waits for the copies itself (its Add carries them); an add made here frees its
+        // slot once durable here, and its batches wait for their copies outside it.
+        const made = atOwner ? remote(elements, first.ttlMs, first.copies) : apply(first.key, elements, first.ttlMs);
+        void made.then(
+          () => {},
+          () => {},
+        ).finally(() => {
+          if (atOwner) runningAtOwners--;
+          else running--;
+          pump();
+        });
+        const copies = first.copies;
+        // How many nodes hold it: an owner checked its copies (routing.ts) before answering.
+        const held = copies === undefined ? made.then((added) => ({ added, copies: 0 })) : atOwner ? made.then((added) => ({ added, copies })) : made.then(async (added) => {
+          const n = await awaitCopies(deps.copies?.(), first.key, copies, { deadline: deadlineMs(call.getDeadline()), timeoutMs: deps.copiesTimeoutMs ?? 5000, now: Date.now(), what: "batch" });
+          return { added, copies: n };
+        });
+        held.then(
+          ({ added, copies: n }) => {
+            for (const g of group) g.batch.copies = n;
             // The group's new elements are counted on its last batch: acks sum them anyway.
             group.at(-1)!.batch.added = added;
             for (const g of group) g.batch.done = true;
@@ -169,8 +198,6 @@ export function addStreamCall(deps: AddStreamDeps) {
             }
           },
         ).finally(() => {
-          if (atOwner) runningAtOwners--;
-          else running--;
           settle();
           pump();
         });
@@ -182,7 +209,7 @@ export function addStreamCall(deps: AddStreamDeps) {
       // Refused before it was decoded, or for a string that is not UTF-8 (node/strict-strings.ts):
       // a stand-in that may have no fields, ended here after the acks of the batches before it.
       const refusal = streamRefusalOf(req);
-      const batch: Batch = { seq: typeof req.seq === "bigint" ? req.seq : undefined, elements: refusal === undefined ? req.elements.length + req.texts.length : 0, bytes: 0, added: 0, done: false };
+      const batch: Batch = { seq: typeof req.seq === "bigint" ? req.seq : undefined, elements: refusal === undefined ? req.elements.length + req.texts.length : 0, bytes: 0, added: 0, copies: 0, done: false };
       queue.push(batch);
       try {
         if (refusal !== undefined) throw new RpcError(refusal.code, refusal.details);
@@ -192,7 +219,8 @@ export function addStreamCall(deps: AddStreamDeps) {
         const elements = collectElements(req.elements, req.texts, limits, { required: true });
         batch.bytes = elements.reduce((n, e) => n + e.length + ELEMENT_OVERHEAD, 0);
         queuedBytes += batch.bytes;
-        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs) });
+        const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs), copies });
         pump();
       } catch (err) {
         // Nothing after a refused batch is started: the stream ends at it.

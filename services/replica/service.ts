@@ -395,7 +395,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
 
     export: transfer.export,
     import: transfer.import,
-    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute }),
+    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute, copies: deps.copies, copiesTimeoutMs: deps.copiesTimeoutMs }),
     keys: unary("Keys", durableRead((req: KeysRequest) => keyOps.keys(req))),
     delete: unary("Delete", (req) => keyOps.deleteKey(req)),
     watch: watchCall({ store, limits, log, onCall: deps.onCall, stopping: deps.stopping, placement: deps.placement }),

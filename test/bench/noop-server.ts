@@ -12,7 +12,7 @@ const unimplemented = (_call: unknown, cb: grpc.sendUnaryData<never>) => cb({ co
 server.addService(ReplicaService, {
   add: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => cb(null, { added: 0, replica: "", counters: [], duplicate: false, copies: 0 }),
   addStream: (call: grpc.ServerDuplexStream<AddStreamRequest, AddStreamAck>) => {
-    call.on("data", (req: AddStreamRequest) => call.write({ seq: req.seq, batches: 1, elements: BigInt(req.elements.length), added: 0n }));
+    call.on("data", (req: AddStreamRequest) => call.write({ seq: req.seq, batches: 1, elements: BigInt(req.elements.length), added: 0n, copies: 0 }));
     call.on("end", () => call.end());
   },
   remove: unimplemented,

@@ -5,14 +5,17 @@
 // The gossip period is 10 s and local pushes are off, so ordinary gossip cannot be what brought
 // a write to the other nodes within the test (the control below shows it does not).
 import { strict as assert } from "node:assert";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { call } from "../../services/client/rpc.ts";
+import { addStream } from "../../services/client/add-stream.ts";
 import { eventually } from "../helpers/eventually.ts";
-import { runCli, startNodeProcess } from "../helpers/node-process.ts";
+import { BIN, REPO, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "deltaset-copies-"));
@@ -68,12 +71,24 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       assert.equal(JSON.parse(cli.stdout).copies, 3);
       const inc = await c.replica(0, (r) => call(r, r.increment, { key: "n", amount: 7n, requestId: "", copies: 3 }, { timeoutMs: 5000 }));
       assert.equal(inc.copies, 3);
+      // AddStream: every ack says 3, through the CLI's --stdin --copies.
+      const streamed = Array.from({ length: 1500 }, (_, i) => `s${String(i).padStart(4, "0")}`);
+      const child = spawn(process.execPath, [BIN, "add", "streamed", "--stdin", "--batch", "100", "--copies", "3", "--addr", c.addresses[0]!, "--json"], { cwd: REPO, stdio: ["pipe", "pipe", "pipe"] });
+      let out = "";
+      let errText = "";
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      child.stderr.on("data", (d: Buffer) => (errText += d.toString()));
+      child.stdin.end(streamed.join("\n") + "\n");
+      const [code] = await once(child, "exit");
+      assert.equal(code, 0, errText);
+      assert.equal(JSON.parse(out).elements, 1500);
 
       // The writing node dies at once: the others already hold all of it (no waiting).
       await c.kill(0);
       for (const i of [1, 2]) {
         assert.deepEqual(await c.read(i, "k"), elements, `node ${i} lacks adds acknowledged with copies 3`);
         assert.deepEqual(await c.read(i, "cli"), ["c1"], `node ${i} lacks the CLI's add with --copies 3`);
+        assert.deepEqual(await c.read(i, "streamed"), streamed, `node ${i} lacks streamed batches acknowledged with copies 3`);
         // The remove came with the add it removes (a remove's delta carries the dots it covers, not the add).
         assert.ok(!(await c.read(i, "gone")).includes("x"), `node ${i} still lists an element removed with copies 3`);
         const q = await c.replica(i, (r) => call(r, r.query, { key: "n", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 5000 }));
@@ -106,6 +121,10 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
         const short = await failure(c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs(["short"]), texts: [], copies: 3 }, { timeoutMs: 600 })));
         assert.equal(short.code, grpc.status.DEADLINE_EXCEEDED);
         assert.match(short.details, /2 of the 3 copies asked/, "the client's own deadline came first");
+        // A stream whose batch cannot get its copies ends naming that batch.
+        const stream = await failure(c.replica(0, (r) => addStream(r, "k-stream", [[Buffer.from("st")]], { copies: 3 })));
+        assert.equal(stream.code, grpc.status.DEADLINE_EXCEEDED, stream.details);
+        assert.match(stream.details, /^batch seq 1: the batch is made and durable here, but 2 of the 3 copies asked/);
         // Two copies are there to be had.
         const two = await c.replica(0, (r) => call(r, r.add, { key: "k", elements: bufs(["two"]), texts: [], copies: 2 }, { timeoutMs: 5000 }));
         assert.equal(two.copies, 2);

@@ -162,10 +162,20 @@ export interface AddStreamRequest {
    * As Add's ttl_ms: the batch's elements expire this many milliseconds after they are added (0:
    * never). Consecutive batches of one key are added together only when their ttl_ms is the same.
    */
-  ttlMs?: bigint | undefined;
+  ttlMs?:
+    | bigint
+    | undefined;
+  /**
+   * As Add's copies: the batch is acknowledged only once this many nodes hold it durably, this one
+   * included (0 or 1: this node alone). A batch whose copies cannot be had now ends the stream
+   * with UNAVAILABLE, one whose copies are not confirmed in time with DEADLINE_EXCEEDED, each
+   * naming the batch's seq (the batches before it are acknowledged first). Consecutive batches
+   * of one key are added together only when their copies are the same.
+   */
+  copies?: number | undefined;
 }
 
-/** Every batch up to seq (inclusive) is durable on the node. */
+/** Every batch up to seq (inclusive) is durable on the node (and on as many nodes as its copies asked). */
 export interface AddStreamAck {
   /** The seq of the last batch this ack covers. */
   seq: bigint;
@@ -174,6 +184,12 @@ export interface AddStreamAck {
   elements: bigint;
   /** Of those elements, how many were not members before. */
   added: bigint;
+  /**
+   * The fewest nodes that held any of the batches acknowledged here, this one included, when
+   * they asked for copies; 0 when they asked for none, or from a node of an earlier version,
+   * which ignores copies (its batches are then on it alone).
+   */
+  copies: number;
 }
 
 /** Add elements to a set. */
@@ -1685,7 +1701,7 @@ export const DeleteResponse: MessageFns<DeleteResponse> = {
 };
 
 function createBaseAddStreamRequest(): AddStreamRequest {
-  return { key: "", elements: [], texts: [], seq: 0n, ttlMs: undefined };
+  return { key: "", elements: [], texts: [], seq: 0n, ttlMs: undefined, copies: undefined };
 }
 
 export const AddStreamRequest: MessageFns<AddStreamRequest> = {
@@ -1710,6 +1726,9 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
         throw new globalThis.Error("value provided for field message.ttlMs of type uint64 too large");
       }
       writer.uint32(40).uint64(message.ttlMs);
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(48).uint32(message.copies);
     }
     return writer;
   },
@@ -1767,6 +1786,14 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
             message.ttlMs = reader.uint64() as bigint;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1788,6 +1815,7 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
       texts: globalThis.Array.isArray(object?.texts) ? object.texts.map((e: any) => globalThis.String(e)) : [],
       seq: isSet(object.seq) ? BigInt(object.seq) : 0n,
       ttlMs: isSet(object.ttlMs) ? BigInt(object.ttlMs) : isSet(object.ttl_ms) ? BigInt(object.ttl_ms) : undefined,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
     };
   },
 
@@ -1808,6 +1836,9 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
     if (message.ttlMs !== undefined) {
       obj.ttlMs = message.ttlMs.toString();
     }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -1821,12 +1852,13 @@ export const AddStreamRequest: MessageFns<AddStreamRequest> = {
     message.texts = object.texts?.map((e) => e) || [];
     message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
     message.ttlMs = (object.ttlMs !== undefined && object.ttlMs !== null) ? BigInt(object.ttlMs) : undefined;
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
 
 function createBaseAddStreamAck(): AddStreamAck {
-  return { seq: 0n, batches: 0, elements: 0n, added: 0n };
+  return { seq: 0n, batches: 0, elements: 0n, added: 0n, copies: 0 };
 }
 
 export const AddStreamAck: MessageFns<AddStreamAck> = {
@@ -1851,6 +1883,9 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
         throw new globalThis.Error("value provided for field message.added of type uint64 too large");
       }
       writer.uint32(32).uint64(message.added);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(40).uint32(message.copies);
     }
     return writer;
   },
@@ -1900,6 +1935,14 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
             message.added = reader.uint64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1918,6 +1961,7 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
       batches: isSet(object.batches) ? globalThis.Number(object.batches) : 0,
       elements: isSet(object.elements) ? BigInt(object.elements) : 0n,
       added: isSet(object.added) ? BigInt(object.added) : 0n,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
     };
   },
 
@@ -1935,6 +1979,9 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
     if (message.added !== 0n) {
       obj.added = message.added.toString();
     }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -1947,6 +1994,7 @@ export const AddStreamAck: MessageFns<AddStreamAck> = {
     message.batches = object.batches ?? 0;
     message.elements = (object.elements !== undefined && object.elements !== null) ? BigInt(object.elements) : 0n;
     message.added = (object.added !== undefined && object.added !== null) ? BigInt(object.added) : 0n;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };
