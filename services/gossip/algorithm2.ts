@@ -287,6 +287,18 @@ export class Alg2Partition<P> {
     ranges.splice(i, j - i, [from, to]);
   }
 
+  /**
+   * Whether j holds the delta a local operation buffered when it left c at seq (the delta at
+   * seq - 1), durably: A(j) reached seq, or a tail push j acknowledged covers it. The second
+   * does not wait for everything before it: a write asking for copies is not held up by the
+   * partition's older backlog to j.
+   */
+  holds(peer: string, seq: number): boolean {
+    if (this.ackOf(peer) >= seq) return true;
+    const ranges = this.ackedRanges.get(peer);
+    return ranges !== undefined && ranges.some(([from, to]) => from < seq && seq <= to);
+  }
+
   /** Acked ranges of j waiting for A(j) to reach them (bounded by merging; for tests). */
   pendingRanges(peer: string): number {
     return this.ackedRanges.get(peer)?.length ?? 0;

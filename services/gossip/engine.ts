@@ -582,6 +582,12 @@ export class AntiEntropyEngine<P> {
 
   // ------------------------------------------------------------------ inspection
 
+  /** Algorithm 2: whether neighbour j holds the delta that left the partition's c at seq (Alg2Partition.holds); Algorithm 1: never known. */
+  holds(partition: number, peer: string, seq: number): boolean {
+    this.checkPartition(partition);
+    return this.sync.algorithm === 2 && this.alg2[partition]!.holds(peer, seq);
+  }
+
   /** Algorithm 2: A(j) for a partition. */
   ackOf(partition: number, peer: string): number {
     this.checkPartition(partition);

@@ -211,7 +211,7 @@ export class NodeGossip {
     this.copyWaiters = new CopyWaiters(
       (p, seq) => {
         let held = 0;
-        for (const j of x.engine.peersOf(p)) if (x.engine.ackOf(p, j) >= seq) held++;
+        for (const j of x.engine.peersOf(p)) if (x.engine.holds(p, j, seq)) held++;
         return held;
       },
       (ms, fn) => {
@@ -353,7 +353,7 @@ export class NodeGossip {
   /**
    * A durable local change of key was just reported (onLocalDelta): push it to the partition's
    * neighbours now and resolve with how many hold it durably (their Algorithm 2 acks reached its
-   * seq), once need do or after timeoutMs. Later changes of the partition may share the seq
+   * seq, or acknowledged a tail push that carried it), once need do or after timeoutMs. Later changes of the partition may share the seq
    * waited for: a wait can only be longer, never answer early.
    */
   async confirmCopies(key: string, need: number, timeoutMs: number): Promise<number> {

@@ -4,7 +4,8 @@
 // of frames and acks that are reordered, duplicated or lost:
 //  - safety: A(j) never passes a delta the neighbour does not hold (an ack promises everything
 //    below A(j) is there, and GC drops what every neighbour acked);
-//  - liveness: once links behave, periods bring A(j) to c.
+//  - liveness: once links behave, periods bring A(j) to c;
+//  - holds(j, seq), which writes asking for copies count, is true only of deltas j holds.
 // The payload is the set of delta seqs, so what the neighbour holds is exactly what arrived.
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -66,6 +67,8 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
       const check = () => {
         const a = part.ackOf("j");
         for (let l = 0; l < a; l++) assert.ok(held.has(l), `A(j) = ${a} but j lacks delta ${l}`);
+        // What a write asking for copies counts: never a delta j lacks.
+        for (let seq = 1; seq <= part.seq; seq++) if (part.holds("j", seq)) assert.ok(held.has(seq - 1), `holds(j, ${seq}) but j lacks delta ${seq - 1}`);
       };
       for (const s of steps) {
         switch (s.kind) {
@@ -234,4 +237,19 @@ test("tail pushes acked while A(j) is stuck keep one pending range, and A(j) tak
   assert.ok(part.ack("j", again.seq));
   assert.equal(part.ackOf("j"), part.seq);
   assert.equal(part.pendingRanges("j"), 0);
+});
+
+test("holds: a delta carried by an acknowledged tail push is held though A(j) is stuck below it", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  part.append(new Set([0]), "self");
+  part.plan("j", false); // lost: A(j) stays at 0
+  part.append(new Set([1]), "self");
+  part.append(new Set([2]), "self");
+  const push = part.planTail("j", false, 4);
+  assert.ok(push.kind === "delta" && [...push.payload].sort().join() === "1,2");
+  assert.equal(part.holds("j", 3), false, "not before the ack");
+  assert.ok(part.ack("j", push.seq));
+  assert.equal(part.ackOf("j"), 0);
+  assert.deepEqual([1, 2, 3].map((seq) => part.holds("j", seq)), [false, true, true], "deltas 1 and 2 are held, delta 0 is not");
+  assert.equal(part.holds("k", 3), false, "another neighbour holds nothing");
 });

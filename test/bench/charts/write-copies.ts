@@ -1,12 +1,13 @@
 // The chart of docs/results/write-copies.json (npm run bench:write-copies): what asking for 1, 2
 // or 3 copies costs an Add on 3 nodes: latency of one call at a time (p50, p99), and Adds/s with
-// 32 in flight.
+// 32 in flight, and AddStream elements/s.
 import { type ChartSpec, barChart, panels } from "../lib/plot.js";
 import type { ResultDoc } from "../lib/results.js";
 
 interface Metrics {
   latency: Array<{ copies: number; p50: number; p99: number }>;
   throughput: Array<{ copies: number; callsPerSecond: number }>;
+  streams?: Array<{ copies: number; elementsPerSecond: number }>;
 }
 
 export function writeCopiesChart(doc: ResultDoc): ChartSpec {
@@ -29,7 +30,17 @@ export function writeCopiesChart(doc: ResultDoc): ChartSpec {
         series: [{ name: "Adds/s", values: m.throughput.map((t) => t.callsPerSecond) }],
         yLabel: "calls/s",
       }),
+      ...(m.streams === undefined
+        ? []
+        : [
+            barChart({
+              title: "AddStream elements/s (4 streams, 100 per batch)",
+              categories,
+              series: [{ name: "elements/s", values: m.streams.map((t) => t.elementsPerSecond) }],
+              yLabel: "elements/s",
+            }),
+          ]),
     ],
-    { columns: 2, title: "Write copies on 3 nodes (fsync)" },
+    { columns: 3, title: "Write copies on 3 nodes (fsync)" },
   );
 }
