@@ -170,7 +170,11 @@ export function addStreamCall(deps: AddStreamDeps) {
         const made = atOwner ? remote(elements, first.ttlMs, first.copies) : apply(first.key, elements, first.ttlMs);
         void made.then(
           () => {},
-          () => {},
+          // Before the slot's pump below: nothing waiting starts after a failed add.
+          () => {
+            refused = true;
+            failed = true;
+          },
         ).finally(() => {
           if (atOwner) runningAtOwners--;
           else running--;

@@ -127,3 +127,27 @@ describe("AddStream refusal behind waiting batches", () => {
     await store.close();
   });
 });
+
+describe("AddStream add failure behind waiting batches", () => {
+  it("starts none of the batches waiting for a slot once a running add failed, and ends naming the failed batch", async () => {
+    const { store, release } = await heldStore();
+    const started: string[] = [];
+    const add = store.add.bind(store);
+    store.add = async (key: string, ...rest: unknown[]) => {
+      started.push(key);
+      if (key === "bad") throw new Error("disk says no");
+      return (add as (k: string, ...r: unknown[]) => ReturnType<Store["add"]>)(key, ...rest);
+    };
+    const call = start(store, {});
+    let ended: { code?: number; details?: string; message?: string } | undefined;
+    call.on("error", (e: { code?: number; details?: string }) => (ended = e));
+    const toKey = (s: number, key: string) => ({ key, elements: [Buffer.from(`e${s}`)], texts: [], seq: BigInt(s), ttlMs: undefined }) as AddStreamRequest;
+    // Four run at once (the first fails at once), the fifth waits for a slot.
+    for (const [s, key] of ["bad", "k2", "k3", "k4", "k5"].entries()) call.emit("data", toKey(s + 1, key));
+    await releaseUntil(call, release, 0n).catch(() => {});
+    await settled();
+    assert.ok(ended !== undefined, "the stream ended with the failure");
+    assert.ok(!started.includes("k5"), `a batch received after the failed one was started: ${started.join(",")}`);
+    await store.close();
+  });
+});
