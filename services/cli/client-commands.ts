@@ -531,14 +531,16 @@ export async function keysCommand(args: string[]): Promise<void> {
 }
 
 export async function deleteCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args);
+  const { values, positionals } = parse(args, { copies: { type: "string" } });
   const conn = connection(values);
-  const key = needKey(positionals, "deltaset delete KEY [--addr HOST:PORT] [--json]  (removes every element this node has seen)");
+  const key = needKey(positionals, "deltaset delete KEY [--copies N] [--addr HOST:PORT] [--json]  (removes every element this node has seen)");
   if (positionals.length > 1) throw new UsageError("deltaset delete takes one key");
   const client = replicaClient(values.addr as string, conn.creds);
   try {
-    const res = await call(client, client.delete, { key }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
-    createOutput(values.json as boolean).result({ key, removed: Number(res.removed) }, `removed ${res.removed} element(s) from "${key}"`);
+    const copies = copiesFlag(values);
+    const res = await call(client, client.delete, { key, copies }, { timeoutMs: Number(values.timeout), metadata: conn.metadata() });
+    checkCopies(copies, res.copies);
+    createOutput(values.json as boolean).result({ key, removed: Number(res.removed), ...copiesField(res.copies) }, `removed ${res.removed} element(s) from "${key}"` + copiesText(res.copies));
   } finally {
     client.close();
   }

@@ -1,4 +1,4 @@
-// A client's write concern: `copies` on Add, Remove and Increment asks the node to answer only
+// A client's write concern: `copies` on Add, Remove, Increment, Delete and AddStream batches asks the node to answer only
 // once that many nodes hold the write durably, itself included. Checked before the write (a
 // request that cannot be met now changes nothing), awaited after it through the gossip layer's
 // acknowledgements (gossip/copy-waiters.ts).

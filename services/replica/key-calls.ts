@@ -64,7 +64,7 @@ export function keyCalls(deps: KeyCallsDeps) {
     return { keys: out, nextPageToken: more && out.length > 0 ? encodePageToken(tokenScope(req.prefix), Buffer.from(out.at(-1)!.key, "utf8")) : Buffer.alloc(0) };
   }
 
-  async function deleteKey(req: DeleteRequest): Promise<DeleteResponse> {
+  async function deleteKey(req: DeleteRequest): Promise<Omit<DeleteResponse, "copies">> {
     checkKey(req.key, limits);
     const type = await store.typeOf(req.key);
     if (type === undefined) throw new RpcError(status.NOT_FOUND, `key "${req.key}" does not exist on this node`);

@@ -397,7 +397,11 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
     import: transfer.import,
     addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute, copies: deps.copies, copiesTimeoutMs: deps.copiesTimeoutMs }),
     keys: unary("Keys", durableRead((req: KeysRequest) => keyOps.keys(req))),
-    delete: unary("Delete", (req) => keyOps.deleteKey(req)),
+    delete: unary("Delete", async (req, call) => {
+      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+      const res = await keyOps.deleteKey(req);
+      return { ...res, copies: await copiesOf(req.key, copies, call, "delete") };
+    }),
     watch: watchCall({ store, limits, log, onCall: deps.onCall, stopping: deps.stopping, placement: deps.placement }),
     owners: unary("Owners", async (req) => {
       checkKey(req.key, limits);

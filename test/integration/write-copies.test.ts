@@ -46,7 +46,7 @@ async function copiesReady(c: TestCluster, i: number, copies: number): Promise<v
 }
 
 describe("write copies: an answer with copies N means N nodes hold the write durably", () => {
-  it("Add, Remove and Increment with copies 3 are readable on every node at once, and survive their node's SIGKILL", async () => {
+  it("Add, Remove, Delete, Increment and AddStream with copies 3 are readable on every node at once, and survive their node's SIGKILL", async () => {
     const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${i}:7701`), SLOW_GOSSIP, "a");
     try {
       await c.startAll();
@@ -65,6 +65,10 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       await c.replica(0, (r) => call(r, r.add, { key: "gone", elements: bufs(["x", "y"]), texts: [] }, { timeoutMs: 5000 }));
       const removed = await c.replica(0, (r) => call(r, r.remove, { key: "gone", elements: bufs(["x"]), texts: [], copies: 3 }, { timeoutMs: 5000 }));
       assert.equal(removed.copies, 3);
+      // A Delete of a key every node holds: answered with 3 copies, so no node lists its elements.
+      await c.replica(0, (r) => call(r, r.add, { key: "wiped", elements: bufs(["w1", "w2"]), texts: [], copies: 3 }, { timeoutMs: 5000 }));
+      const deleted = await c.replica(0, (r) => call(r, r.delete, { key: "wiped", copies: 3 }, { timeoutMs: 5000 }));
+      assert.deepEqual([deleted.removed, deleted.copies], [2n, 3]);
       // The CLI's --copies, as a script would read it.
       const cli = await runCli(["add", "cli", "c1", "--copies", "3", "--addr", c.addresses[0]!, "--json"]);
       assert.equal(cli.code, 0, cli.stderr);
@@ -88,6 +92,7 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       for (const i of [1, 2]) {
         assert.deepEqual(await c.read(i, "k"), elements, `node ${i} lacks adds acknowledged with copies 3`);
         assert.deepEqual(await c.read(i, "cli"), ["c1"], `node ${i} lacks the CLI's add with --copies 3`);
+        assert.deepEqual(await c.read(i, "wiped"), [], `node ${i} still lists elements of a key deleted with copies 3`);
         assert.deepEqual(await c.read(i, "streamed"), streamed, `node ${i} lacks streamed batches acknowledged with copies 3`);
         // The remove came with the add it removes (a remove's delta carries the dots it covers, not the add).
         assert.ok(!(await c.read(i, "gone")).includes("x"), `node ${i} still lists an element removed with copies 3`);

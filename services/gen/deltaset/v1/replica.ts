@@ -141,11 +141,18 @@ export interface KeysResponse {
 
 export interface DeleteRequest {
   key: string;
+  /** As Add's copies: answer only once this many nodes hold the delete durably, this one included. */
+  copies?: number | undefined;
 }
 
 export interface DeleteResponse {
   /** Elements that were removed (those whose every observed add was removed). */
   removed: bigint;
+  /**
+   * How many nodes held the delete durably when it was answered, this one included, when the
+   * request asked for copies; 0 otherwise (or from a node of an earlier version).
+   */
+  copies: number;
 }
 
 /** One batch of an AddStream. */
@@ -1564,13 +1571,16 @@ export const KeysResponse: MessageFns<KeysResponse> = {
 };
 
 function createBaseDeleteRequest(): DeleteRequest {
-  return { key: "" };
+  return { key: "", copies: undefined };
 }
 
 export const DeleteRequest: MessageFns<DeleteRequest> = {
   encode(message: DeleteRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.key !== "") {
       writer.uint32(10).string(message.key);
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(16).uint32(message.copies);
     }
     return writer;
   },
@@ -1596,6 +1606,14 @@ export const DeleteRequest: MessageFns<DeleteRequest> = {
             message.key = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1609,13 +1627,19 @@ export const DeleteRequest: MessageFns<DeleteRequest> = {
   },
 
   fromJSON(object: any): DeleteRequest {
-    return { key: isSet(object.key) ? globalThis.String(object.key) : "" };
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
+    };
   },
 
   toJSON(message: DeleteRequest): unknown {
     const obj: any = {};
     if (message.key !== "") {
       obj.key = message.key;
+    }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
     }
     return obj;
   },
@@ -1626,12 +1650,13 @@ export const DeleteRequest: MessageFns<DeleteRequest> = {
   fromPartial<I extends Exact<DeepPartial<DeleteRequest>, I>>(object: I): DeleteRequest {
     const message = createBaseDeleteRequest();
     message.key = object.key ?? "";
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
 
 function createBaseDeleteResponse(): DeleteResponse {
-  return { removed: 0n };
+  return { removed: 0n, copies: 0 };
 }
 
 export const DeleteResponse: MessageFns<DeleteResponse> = {
@@ -1641,6 +1666,9 @@ export const DeleteResponse: MessageFns<DeleteResponse> = {
         throw new globalThis.Error("value provided for field message.removed of type uint64 too large");
       }
       writer.uint32(8).uint64(message.removed);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(16).uint32(message.copies);
     }
     return writer;
   },
@@ -1666,6 +1694,14 @@ export const DeleteResponse: MessageFns<DeleteResponse> = {
             message.removed = reader.uint64() as bigint;
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1679,13 +1715,19 @@ export const DeleteResponse: MessageFns<DeleteResponse> = {
   },
 
   fromJSON(object: any): DeleteResponse {
-    return { removed: isSet(object.removed) ? BigInt(object.removed) : 0n };
+    return {
+      removed: isSet(object.removed) ? BigInt(object.removed) : 0n,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
+    };
   },
 
   toJSON(message: DeleteResponse): unknown {
     const obj: any = {};
     if (message.removed !== 0n) {
       obj.removed = message.removed.toString();
+    }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
     }
     return obj;
   },
@@ -1696,6 +1738,7 @@ export const DeleteResponse: MessageFns<DeleteResponse> = {
   fromPartial<I extends Exact<DeepPartial<DeleteResponse>, I>>(object: I): DeleteResponse {
     const message = createBaseDeleteResponse();
     message.removed = (object.removed !== undefined && object.removed !== null) ? BigInt(object.removed) : 0n;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };
