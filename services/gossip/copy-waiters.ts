@@ -1,9 +1,9 @@
-// Writes waiting for copies (a client's write concern, `copies` on Add, Remove and Increment).
+// Writes waiting for copies (a client's write concern, `copies` on the Replica service's writes).
 // A local change of partition p enters the delta buffer at some seq; under Algorithm 2 a
-// neighbour's ack n for p promises that it holds, durably, every delta of p below n (acks go out
-// only after the join is on disk: engine.ts). So a write that took seq s is held by each
-// neighbour whose ack for p has reached s. Each waiter is checked when acks of its partition
-// arrive and answers once enough neighbours hold it, or at its deadline with how many did.
+// neighbour's ack n for p promises that it holds, durably, every delta of p below n, and its ack
+// of a tail push the deltas that push carried (acks go out only after the join is on disk:
+// engine.ts, Alg2Partition.holds). Each waiter is checked when acks of its partition arrive and
+// answers once enough neighbours hold its seq, or at its deadline with how many did.
 // Pure: the ack table and the timers are handed in.
 
 /** A timer that calls fn after ms; returns its cancel. */
@@ -19,7 +19,7 @@ export class CopyWaiters {
   private readonly waiting = new Map<number, Set<Waiter>>();
 
   constructor(
-    /** How many of partition p's neighbours acknowledged it up to seq. */
+    /** How many of partition p's neighbours hold the change that took seq. */
     private readonly heldBy: (partition: number, seq: number) => number,
     private readonly setTimer: SetTimer,
   ) {}

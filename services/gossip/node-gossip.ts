@@ -29,6 +29,7 @@ import type { Holdings } from "./catch-up.js";
 import { streamRefusalOf } from "../common/stream-refusal.js";
 import { STATE_SENDER_HEADER } from "./state-receive.js";
 import { CopyWaiters } from "./copy-waiters.js";
+import { withTimeout } from "../common/with-timeout.js";
 import { partitionOf } from "./partition.js";
 
 export { MAX_BUFFERED_STATE_ELEMENTS, type TransportCounters } from "./exchange.js";
@@ -353,17 +354,18 @@ export class NodeGossip {
   /**
    * A durable local change of key was just reported (onLocalDelta): push it to the partition's
    * neighbours now and resolve with how many hold it durably (their Algorithm 2 acks reached its
-   * seq, or acknowledged a tail push that carried it), once need do or after timeoutMs. Later changes of the partition may share the seq
-   * waited for: a wait can only be longer, never answer early.
+   * seq, or they acknowledged a tail push that carried it), once need do or after timeoutMs. Later
+   * changes of the partition may share the seq waited for: a wait can only be longer, never answer early.
    */
   async confirmCopies(key: string, need: number, timeoutMs: number): Promise<number> {
     const p = partitionOf(key, this.o.partitions);
     const started = Date.now();
     // Behind received payloads of its partition (local-gate.ts), the change has no seq yet; one
     // still held at the deadline is on no other node.
-    let timer: NodeJS.Timeout | undefined;
-    const buffered = await Promise.race([this.x.localBuffered(p).then(() => true), new Promise<false>((r) => (timer = setTimeout(() => r(false), timeoutMs)))]);
-    clearTimeout(timer);
+    const buffered = await withTimeout(this.x.localBuffered(p), timeoutMs, "local change buffered").then(
+      () => true,
+      () => false,
+    );
     if (!buffered) return 0;
     const seq = this.x.engine.seq(p);
     void this.tick("push");

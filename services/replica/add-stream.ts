@@ -21,7 +21,7 @@ import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import { checkKey, collectElements, ttlFrom } from "./validation.js";
-import { type CopyConfirmer, awaitCopies, copiesAsked, deadlineMs } from "./copies.js";
+import { type WriteCopies, writeCopies } from "./copies.js";
 
 export interface AddStreamDeps {
   store: Store;
@@ -31,10 +31,8 @@ export interface AddStreamDeps {
   onCall?: (method: string, code: number, ms: number) => void;
   /** Per call: where adds of keys owned elsewhere go (undefined: every add is made here). */
   route?: (call: ServerDuplexStream<AddStreamRequest, AddStreamAck>) => AddRoute | undefined;
-  /** What batches asking for copies wait on (service.ts); none: this node alone holds anything. */
-  copies?: () => CopyConfirmer | undefined;
-  /** The longest a batch waits for its copies (ms, --copies-timeout-ms); default 5000. */
-  copiesTimeoutMs?: number;
+  /** Batches asking for copies (service.ts); default: none can be had beyond this node. */
+  copies?: WriteCopies;
 }
 
 /**
@@ -64,6 +62,7 @@ const GROUP_OVERHEAD = 64;
 
 export function addStreamCall(deps: AddStreamDeps) {
   const { store, limits, log } = deps;
+  const copies = deps.copies ?? writeCopies(() => undefined);
 
   /** Several batches of one key as one add (AWSET keys only), spread. Resolves once durable. */
   async function apply(key: string, elements: Uint8Array[], ttlMs: number | undefined): Promise<number> {
@@ -180,12 +179,11 @@ export function addStreamCall(deps: AddStreamDeps) {
           else running--;
           pump();
         });
-        const copies = first.copies;
         // How many nodes hold it: an owner checked its copies (routing.ts) before answering.
-        const held = copies === undefined ? made.then((added) => ({ added, copies: 0 })) : atOwner ? made.then((added) => ({ added, copies })) : made.then(async (added) => {
-          const n = await awaitCopies(deps.copies?.(), first.key, copies, { deadline: deadlineMs(call.getDeadline()), timeoutMs: deps.copiesTimeoutMs ?? 5000, now: Date.now(), what: "batch" });
-          return { added, copies: n };
-        });
+        const held = made.then(async (added) => ({
+          added,
+          copies: atOwner ? (first.copies ?? 0) : await copies.held(first.key, first.copies, call, "batch"),
+        }));
         held.then(
           ({ added, copies: n }) => {
             for (const g of group) g.batch.copies = n;
@@ -223,8 +221,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         const elements = collectElements(req.elements, req.texts, limits, { required: true });
         batch.bytes = elements.reduce((n, e) => n + e.length + ELEMENT_OVERHEAD, 0);
         queuedBytes += batch.bytes;
-        const copies = copiesAsked(req.copies, req.key, deps.copies?.());
-        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs), copies });
+        waiting.push({ batch, key: req.key, elements, ttlMs: ttlFrom(req.ttlMs), copies: copies.asked(req.copies, req.key) });
         pump();
       } catch (err) {
         // Nothing after a refused batch is started: the stream ends at it.

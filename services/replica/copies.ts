@@ -44,7 +44,7 @@ export function copiesAsked(requested: number | undefined, key: string, confirme
  * do. Not within the call's deadline (less a margin) or timeoutMs: DEADLINE_EXCEEDED naming how
  * many did; the write stays made.
  */
-export async function awaitCopies(
+async function awaitCopies(
   /** Undefined: none any more (the node stops), so none confirms. */
   confirmer: CopyConfirmer | undefined,
   key: string,
@@ -61,6 +61,27 @@ export async function awaitCopies(
 }
 
 /** A call's deadline in ms since the epoch (Infinity without one). */
-export function deadlineMs(d: Date | number): number {
+function deadlineMs(d: Date | number): number {
   return d instanceof Date ? d.getTime() : d;
+}
+
+/** The write concern as the Replica service's calls use it: checked before a write, awaited after. */
+export interface WriteCopies {
+  /** copiesAsked with the node's confirmer of now. */
+  asked(requested: number | undefined, key: string): number | undefined;
+  /** After the write of key was reported by call: the copies that hold it (0 when none were asked), or DEADLINE_EXCEEDED. */
+  held(key: string, copies: number | undefined, call: { getDeadline(): Date | number }, what: string): Promise<number>;
+}
+
+/**
+ * confirmer: the gossip layer's, once it runs (undefined before: this node alone holds anything);
+ * timeoutMs: --copies-timeout-ms.
+ */
+export function writeCopies(confirmer: () => CopyConfirmer | undefined, timeoutMs = 5000): WriteCopies {
+  return {
+    asked: (requested, key) => copiesAsked(requested, key, confirmer()),
+    // The deadline is read only when copies were asked: this runs on every write.
+    held: async (key, copies, call, what) =>
+      copies === undefined ? 0 : awaitCopies(confirmer(), key, copies, { deadline: deadlineMs(call.getDeadline()), timeoutMs, now: Date.now(), what }),
+  };
 }

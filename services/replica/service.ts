@@ -37,7 +37,7 @@ import { TypeMismatchError } from "../store/errors.js";
 import { checkCounterQuery, checkKey, collectElements, ttlFrom, withText } from "./validation.js";
 import { PAGE_TOKEN_OVERHEAD, decodePageToken, encodePageToken } from "./page-token.js";
 import { memberBytesBudget, membersThatFit } from "../common/member-bytes.js";
-import { type CopyConfirmer, awaitCopies, copiesAsked, deadlineMs } from "./copies.js";
+import { type CopyConfirmer, writeCopies } from "./copies.js";
 
 /** Called after every durable local change, with the delta to spread. */
 export type LocalDeltaListener = (key: string, type: ObjectType, delta: unknown) => void;
@@ -142,14 +142,8 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   };
   const whole = wholeTypeCalls({ store, limits, notify, random: Math.random });
   const keyOps = keyCalls({ store, limits, notify, clearWhole: (key, type, name) => whole.clear(key, type, name) });
-  /**
-   * A write's copies, once it was made and reported (notify): how many nodes hold it durably, or
-   * 0 when the request asked for none (copiesAsked).
-   */
-  async function copiesOf(key: string, copies: number | undefined, call: ServerUnaryCall<unknown, unknown>, what: string): Promise<number> {
-    if (copies === undefined) return 0;
-    return awaitCopies(deps.copies?.(), key, copies, { deadline: deadlineMs(call.getDeadline()), timeoutMs: deps.copiesTimeoutMs ?? 5000, now: Date.now(), what });
-  }
+  /** Writes asking for copies: checked before they are made, waited for after (copies.ts). */
+  const copies = writeCopies(() => deps.copies?.(), deps.copiesTimeoutMs);
 
   const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall, clockSkewBoundMs: skewBound });
 
@@ -193,23 +187,23 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       const ttlMs = ttlOf(req.ttlMs, type);
       // Checked for every type; the sets record no ids (an element added twice reads as once).
       const retry = retryOf(req.requestId, req.retryFilter);
-      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+      const asked = copies.asked(req.copies, req.key);
       if (type !== ObjectType.AWSET) {
         const res = await whole.add(req.key, type, typeName(type), elements, req.params, retry);
-        return { ...res, copies: await copiesOf(req.key, copies, call, "add") };
+        return { ...res, copies: await copies.held(req.key, asked, call, "add") };
       }
       const r = await store.add(req.key, elements, ttlMs);
       notify(req.key, ObjectType.AWSET, r.delta);
       // The replica the dots were minted under, not the store's current one: hand-off may draw a
       // new replica id while the add waits to be durable.
       const res = { added: r.added, replica: r.dots[0]?.replica ?? store.replicaId, counters: r.dots.map((d) => BigInt(d.counter)), duplicate: false };
-      return { ...res, copies: await copiesOf(req.key, copies, call, "add") };
+      return { ...res, copies: await copies.held(req.key, asked, call, "add") };
     }),
 
     remove: unary("Remove", async (req, call) => {
       checkKey(req.key, limits);
       const elements = collectElements(req.elements, req.texts, limits, { required: true });
-      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+      const asked = copies.asked(req.copies, req.key);
       const type = await store.typeOf(req.key);
       if (type !== undefined && type !== ObjectType.AWSET && type !== ObjectType.COUNTER) {
         // Its adds carry anonymous dots, which no context can name: a context would be ignored.
@@ -217,14 +211,14 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
           throw invalid(`key "${req.key}" holds an AWSET_PROB, whose removes take no context (its adds carry anonymous dots): leave context unset to remove every add of the elements this node has seen`);
         }
         const res = await whole.remove(req.key, type, typeName(type), elements);
-        return { ...res, copies: await copiesOf(req.key, copies, call, "remove") };
+        return { ...res, copies: await copies.held(req.key, asked, call, "remove") };
       }
       const observed = req.context === undefined ? undefined : contextFromProto(req.context);
       // Adds the context covers that have not arrived here yet are removed when they arrive
       // (deferred removes, store/pending-removes.ts): the answer says how many elements wait.
       const r = await store.remove(req.key, elements, observed);
       if (!r.delta.ctx.isEmpty()) notify(req.key, ObjectType.AWSET, r.delta);
-      return { removed: r.removed, pending: r.pending, unseenAdds: BigInt(r.unseenDots), copies: await copiesOf(req.key, copies, call, "remove") };
+      return { removed: r.removed, pending: r.pending, unseenAdds: BigInt(r.unseenDots), copies: await copies.held(req.key, asked, call, "remove") };
     }),
 
     query: unary("Query", durableRead(async (req: QueryRequest): Promise<QueryResponse> => {
@@ -381,26 +375,26 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       checkKey(req.key, limits);
       if (req.amount === 0n) throw invalid("amount must not be zero");
       const retry = retryOf(req.requestId, req.retryFilter);
-      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+      const asked = copies.asked(req.copies, req.key);
       if (retry === undefined) {
         const r = await store.increment(req.key, req.amount);
         notify(req.key, ObjectType.COUNTER, r.delta);
-        return { value: r.value, dot: dotToProto(r.dot), duplicate: false, copies: await copiesOf(req.key, copies, call, "increment") };
+        return { value: r.value, dot: dotToProto(r.dot), duplicate: false, copies: await copies.held(req.key, asked, call, "increment") };
       }
       const r = await store.incrementOnce(req.key, req.amount, retry);
       if (r.delta !== undefined) notify(req.key, ObjectType.COUNTER, r.delta);
       // A retry recognised as a duplicate waits as well: for everything of the key's partition made here so far.
-      return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate, copies: await copiesOf(req.key, copies, call, "increment") };
+      return { value: r.value, dot: r.dot === undefined ? undefined : dotToProto(r.dot), duplicate: r.duplicate, copies: await copies.held(req.key, asked, call, "increment") };
     }),
 
     export: transfer.export,
     import: transfer.import,
-    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute, copies: deps.copies, copiesTimeoutMs: deps.copiesTimeoutMs }),
+    addStream: addStreamCall({ store, limits, log, notify, onCall: deps.onCall, route: deps.addRoute, copies }),
     keys: unary("Keys", durableRead((req: KeysRequest) => keyOps.keys(req))),
     delete: unary("Delete", async (req, call) => {
-      const copies = copiesAsked(req.copies, req.key, deps.copies?.());
+      const asked = copies.asked(req.copies, req.key);
       const res = await keyOps.deleteKey(req);
-      return { ...res, copies: await copiesOf(req.key, copies, call, "delete") };
+      return { ...res, copies: await copies.held(req.key, asked, call, "delete") };
     }),
     watch: watchCall({ store, limits, log, onCall: deps.onCall, stopping: deps.stopping, placement: deps.placement }),
     owners: unary("Owners", async (req) => {
