@@ -146,7 +146,7 @@ export function durationMs(raw: string, flag: string): number {
 }
 
 /** --copies N: the write concern (a positive integer), undefined when not given. */
-function copiesFlag(values: Values): number | undefined {
+export function copiesFlag(values: Values): number | undefined {
   const raw = values.copies as string | undefined;
   if (raw === undefined) return undefined;
   if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > 0xffffffff) throw new UsageError(`--copies ${raw}: a positive integer (nodes that must hold the write before the answer, this one included)`);
@@ -154,15 +154,15 @@ function copiesFlag(values: Values): number | undefined {
 }
 
 /** An answer that confirms fewer copies than asked comes from a node that ignores the field (an earlier version). */
-function checkCopies(asked: number | undefined, copies: number): void {
+export function checkCopies(asked: number | undefined, copies: number): void {
   if (asked !== undefined && asked > 1 && copies < asked) {
     throw new Error(`the node answered without confirming the ${asked} copies asked (it reports ${copies}: an earlier version that ignores --copies?); the write is made on that node`);
   }
 }
 
 /** The copies an answer reports, for --json (none when the call asked for none). */
-const copiesField = (copies: number): { copies?: number } => (copies > 0 ? { copies } : {});
-const copiesText = (copies: number): string => (copies > 0 ? `; durable on ${copies} node(s)` : "");
+export const copiesField = (copies: number): { copies?: number } => (copies > 0 ? { copies } : {});
+export const copiesText = (copies: number): string => (copies > 0 ? `; durable on ${copies} node(s)` : "");
 
 /** --ttl: a duration, or 0 for none (as ttl_ms 0 means in the API); undefined when not given. */
 function ttlFlag(raw: string | undefined): number | undefined {

@@ -10,7 +10,7 @@ import { type AWSet, CausalContext as CrdtContext, ObjectType, contextFromProto,
 import { catchUpSlice } from "../client/watch.js";
 import { CausalContext } from "../gen/deltaset/v1/types.js";
 import { replicaClient } from "../client/rpc.js";
-import { UsageError, connection, needKey, parse } from "./client-commands.js";
+import { UsageError, checkCopies, connection, copiesField, copiesFlag, copiesText, needKey, parse } from "./client-commands.js";
 import { DelimitedStreamError, delimited, readDelimited } from "./delimited.js";
 import { createOutput, elementShower } from "./output.js";
 
@@ -80,8 +80,9 @@ export async function exportCommand(args: string[]): Promise<void> {
 }
 
 export async function importCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parse(args, { timeout: { type: "string", default: STREAM_TIMEOUT } });
-  const key = needKey(positionals, "deltaset import KEY [--addr HOST:PORT] < FILE");
+  const { values, positionals } = parse(args, { timeout: { type: "string", default: STREAM_TIMEOUT }, copies: { type: "string" } });
+  const key = needKey(positionals, "deltaset import KEY [--copies N] [--addr HOST:PORT] < FILE");
+  const copies = copiesFlag(values);
   if (process.stdin.isTTY) throw new UsageError("stdin is a terminal: pipe `deltaset export KEY --addr ...` into it or redirect a file");
   const conn = connection(values);
   const client = replicaClient(values.addr as string, conn.creds);
@@ -99,6 +100,8 @@ export async function importCommand(args: string[]): Promise<void> {
           }
           // The stream goes to KEY, whatever key it was exported from.
           chunk.key = first ? key : "";
+          // The write concern is the first chunk's, whatever the export carried.
+          chunk.copies = first ? copies : undefined;
           first = false;
           if (!call.write(chunk)) await once(call, "drain");
         }
@@ -108,9 +111,10 @@ export async function importCommand(args: string[]): Promise<void> {
         reject(err instanceof DelimitedStreamError ? new UsageError(`stdin: ${err.message}`) : err);
       });
     });
+    checkCopies(copies, res.copies);
     createOutput(values.json as boolean).result(
-      { key, changed: res.changed, chunks: res.chunks, size: res.size },
-      `imported ${res.chunks} chunk(s) into "${key}": ${res.changed ? "changed" : "nothing new"}, ${res.size} member(s)`,
+      { key, changed: res.changed, chunks: res.chunks, size: res.size, ...copiesField(res.copies) },
+      `imported ${res.chunks} chunk(s) into "${key}": ${res.changed ? "changed" : "nothing new"}, ${res.size} member(s)` + copiesText(res.copies),
     );
   } finally {
     client.close();

@@ -229,7 +229,7 @@ export const GOSSIP_SETTINGS: SettingGroup = {
     },
     {
       flag: "copies-timeout-ms", env: "DELTASET_COPIES_TIMEOUT_MS", path: "copiesTimeoutMs", kind: "int",
-      description: "the longest an Add, Remove, Increment, Delete or AddStream batch that asks for copies (a write concern) waits for the other nodes' acknowledgements that they hold it durably; past it (or past the call's deadline, when sooner) the call answers DEADLINE_EXCEEDED naming how many held it, and the write stays made",
+      description: "the longest an Add, Remove, Increment, Delete, Merge, Import or AddStream batch that asks for copies (a write concern) waits for the other nodes' acknowledgements that they hold it durably; past it (or past the call's deadline, when sooner) the call answers DEADLINE_EXCEEDED naming how many held it, and the write stays made",
     },
     {
       flag: "read-after-move-ms", env: "DELTASET_READ_AFTER_MOVE_MS", path: "readAfterMoveMs", kind: "int",

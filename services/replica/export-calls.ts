@@ -12,6 +12,7 @@ import { applyImport } from "./import-apply.js";
 import type { Limits } from "./limits.js";
 import { PacedWriter } from "./reader-wait.js";
 import { checkKey, sinceFrom } from "./validation.js";
+import type { WriteCopies } from "./copies.js";
 
 export interface ExportCallsDeps {
   store: Store;
@@ -21,6 +22,8 @@ export interface ExportCallsDeps {
   onCall?: (method: string, code: number, ms: number) => void;
   /** B: how far an exporting node's clock may be behind this one's (--max-clock-skew-ms); Import does not count that much of an export's wait. */
   clockSkewBoundMs: number;
+  /** The write concern an Import's first chunk may ask for. */
+  copies: WriteCopies;
 }
 
 export function exportCalls(deps: ExportCallsDeps) {
@@ -68,7 +71,7 @@ export function exportCalls(deps: ExportCallsDeps) {
 
     import(call: ServerReadableStream<ExportChunk, ImportResponse>, callback: sendUnaryData<ImportResponse>) {
       const started = performance.now();
-      applyImport({ store, limits, notify: deps.notify, clockSkewBoundMs: deps.clockSkewBoundMs }, call).then(
+      applyImport({ store, limits, notify: deps.notify, clockSkewBoundMs: deps.clockSkewBoundMs, copies: { writes: deps.copies, call } }, call).then(
         (res) => {
           deps.onCall?.("Import", 0, performance.now() - started);
           callback(null, res);

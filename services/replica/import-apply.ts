@@ -28,6 +28,7 @@ import { PieceError, PieceGatherer, PiecesTooLargeError, type PieceShape } from 
 import type { Limits } from "./limits.js";
 import { checkKey } from "./validation.js";
 import { listedSize } from "./key-calls.js";
+import type { WriteCopies } from "./copies.js";
 
 export interface ImportDeps {
   store: Store;
@@ -35,6 +36,8 @@ export interface ImportDeps {
   notify: (key: string, type: ObjectType, delta: unknown) => void;
   /** How far the exporting node's clock may be behind this one's (ms): that much of a wait is not counted. */
   clockSkewBoundMs: number;
+  /** A client's Import: the write concern its first chunk may ask for (copies.ts), within its call's deadline. */
+  copies?: { writes: WriteCopies; call: { getDeadline(): Date | number } };
 }
 
 /** One chunk, checked and decoded: nothing of it has been applied yet. */
@@ -65,6 +68,7 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   // A whole-state type's export larger than a chunk comes in pieces (common/chunk-pieces.ts).
   const pieces = new PieceGatherer<ExportChunk>(exportChunkPieces(() => key), deps.limits.maxStateBytes);
   let started = false;
+  let asked: number | undefined;
   const spread = (r: JoinResult<unknown>, t: ObjectType) => {
     if (r.refused !== undefined) throw outOfRange(`${r.refused}; ${count} chunk(s) before this one were applied, this one was not`);
     if (r.changed) {
@@ -79,6 +83,8 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
       if (order.done) throw invalid(`a chunk after the last one (chunk ${count}): an Import stream carries one export`);
       if (!started) {
         ({ key, type } = await firstChunk(deps, piece));
+        // Before anything is applied: copies that cannot be had now import nothing.
+        asked = deps.copies?.writes.asked(piece.copies, key);
         release = await store.beginTransfer(key);
         started = true;
       } else if ((piece.key !== "" && piece.key !== key) || piece.type !== type) {
@@ -111,7 +117,9 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   if (!order.done) {
     throw invalid(`the stream ended before its last chunk: ${count} chunk(s) were applied (each is safe alone), the export's context was not; import the whole export again`);
   }
-  return { key, changed, chunks: BigInt(count), size: BigInt(listedSize(await store.keyInfo(key))) };
+  const size = BigInt(listedSize(await store.keyInfo(key)));
+  const copies = deps.copies === undefined ? 0 : await deps.copies.writes.held(key, asked, deps.copies.call, "import");
+  return { key, changed, chunks: BigInt(count), size, copies };
 }
 
 /** The key and type a stream's first chunk names, checked against the key as stored here. */

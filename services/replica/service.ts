@@ -145,7 +145,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
   /** Writes asking for copies: checked before they are made, waited for after (copies.ts). */
   const copies = writeCopies(() => deps.copies?.(), deps.copiesTimeoutMs);
 
-  const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall, clockSkewBoundMs: skewBound });
+  const transfer = exportCalls({ store, limits, log, notify, onCall: deps.onCall, clockSkewBoundMs: skewBound, copies });
 
   /**
    * The type an Add writes: the one asked for, else the key's, else AWSET. A key of another type
@@ -347,7 +347,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       }
     },
 
-    merge: unary("Merge", async (req) => {
+    merge: unary("Merge", async (req, call) => {
       checkKey(req.key, limits);
       if (req.state === undefined) throw invalid("state is required: {type, payload}");
       if (req.state.type === ObjectType.OBJECT_TYPE_UNSPECIFIED) throw invalid("state.type must be set (AWSET, COUNTER or a filter type)");
@@ -360,6 +360,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
           }
         }
       }
+      const asked = copies.asked(req.copies, req.key);
       const r = await store.merge(req.key, req.state.type, state);
       if (r.refused !== undefined) throw outOfRange(`${r.refused}; nothing was changed`);
       if (r.changed) notify(req.key, req.state.type, r.newPart);
@@ -368,7 +369,7 @@ export function createReplicaService(deps: ReplicaServiceDeps): ReplicaServer {
       if (r.settled !== undefined) notify(req.key, r.settled.type, r.settled.delta);
       // A set stored whole (AWSET_PROB) counts its members from its state, as Keys and Import do.
       const size = req.state.type === ObjectType.AWSET ? r.size : listedSize(await store.keyInfo(req.key));
-      return { changed: r.changed, size: BigInt(size) };
+      return { changed: r.changed, size: BigInt(size), copies: await copies.held(req.key, asked, call, "merge") };
     }),
 
     increment: unary("Increment", async (req, call) => {

@@ -12,7 +12,7 @@ const COMMANDS: Record<string, string[]> = {
   scan: ["--chunk", "--count"],
   incr: ["--request-id"],
   export: ["--since-file", "--next-since-file", "--chunk-bytes"],
-  import: [],
+  import: ["--copies"],
   keys: ["--prefix", "--all"],
   delete: [],
   watch: ["--prefix", "--since-file"],

@@ -1,4 +1,4 @@
-// A write concern (`copies` on Add, Remove and Increment), with real node processes: a write
+// A write concern (`copies` on Add, Remove, Increment, Delete, Merge, Import and AddStream), with real node processes: a write
 // answered with copies N is on N nodes' disks when the client reads the answer, so it survives
 // its own node's SIGKILL at once; one that cannot have its copies now changes nothing, and one
 // whose copies do not come within the deadline says how many it got and stays made.
@@ -13,8 +13,10 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { call } from "../../services/client/rpc.ts";
+import { AWSet, AWSetLattice, ObjectType } from "../../services/crdt/index.ts";
 import { addStream } from "../../services/client/add-stream.ts";
 import { eventually } from "../helpers/eventually.ts";
+import { exportOf, importTo } from "../helpers/export-import.ts";
 import { BIN, REPO, runCli, startNodeProcess } from "../helpers/node-process.ts";
 import { TestCluster } from "../helpers/test-cluster.ts";
 
@@ -87,6 +89,21 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       assert.equal(code, 0, errText);
       assert.equal(JSON.parse(out).elements, 1500);
 
+      // Merge: a state made elsewhere, joined with copies 3.
+      const outside = AWSet.bottom();
+      outside.joinInPlace(outside.addDelta("elsewhere", bufs(["m1", "m2"])));
+      const merged = await c.replica(0, (r) => call(r, r.merge, { key: "merged", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(outside)) }, copies: 3 }, { timeoutMs: 5000 }));
+      assert.deepEqual([merged.changed, merged.copies], [true, 3]);
+      // Import through the CLI: node 0's "plain" (on node 0 alone) exported and imported as "moved" with --copies 3.
+      const pipe = spawn("bash", ["-c", `"$0" "$1" export plain --addr "$2" | "$0" "$1" import moved --copies 3 --addr "$2" --json`, process.execPath, BIN, c.addresses[0]!], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
+      let imported = "";
+      let importErr = "";
+      pipe.stdout.on("data", (d: Buffer) => (imported += d.toString()));
+      pipe.stderr.on("data", (d: Buffer) => (importErr += d.toString()));
+      const [importCode] = await once(pipe, "exit");
+      assert.equal(importCode, 0, importErr);
+      assert.deepEqual([JSON.parse(imported).size, JSON.parse(imported).copies], ["2", 3], "the JSON prints 64-bit counts as strings");
+
       // The writing node dies at once: the others already hold all of it (no waiting).
       await c.kill(0);
       for (const i of [1, 2]) {
@@ -94,6 +111,8 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
         assert.deepEqual(await c.read(i, "cli"), ["c1"], `node ${i} lacks the CLI's add with --copies 3`);
         assert.deepEqual(await c.read(i, "wiped"), [], `node ${i} still lists elements of a key deleted with copies 3`);
         assert.deepEqual(await c.read(i, "streamed"), streamed, `node ${i} lacks streamed batches acknowledged with copies 3`);
+        assert.deepEqual(await c.read(i, "merged"), ["m1", "m2"], `node ${i} lacks a merge acknowledged with copies 3`);
+        assert.deepEqual(await c.read(i, "moved"), ["p0", "p1"], `node ${i} lacks an import acknowledged with copies 3`);
         // The remove came with the add it removes (a remove's delta carries the dots it covers, not the add).
         assert.ok(!(await c.read(i, "gone")).includes("x"), `node ${i} still lists an element removed with copies 3`);
         const q = await c.replica(i, (r) => call(r, r.query, { key: "n", elements: [], texts: [], pageSize: 0, pageToken: Buffer.alloc(0), withText: false }, { timeoutMs: 5000 }));
@@ -113,6 +132,17 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       assert.equal(four.code, grpc.status.UNAVAILABLE, four.details);
       assert.match(four.details, /copies 4 cannot be had: 3 nodes hold/);
       assert.deepEqual(await c.read(0, "k"), [], "a write refused for its copies was made");
+      // The same for a Merge and an Import: refused before anything is joined.
+      const outside = AWSet.bottom();
+      outside.joinInPlace(outside.addDelta("elsewhere", bufs(["m"])));
+      const mergeFour = await failure(c.replica(0, (r) => call(r, r.merge, { key: "k", state: { type: ObjectType.AWSET, payload: Buffer.from(AWSetLattice.encode(outside)) }, copies: 4 }, { timeoutMs: 5000 })));
+      assert.equal(mergeFour.code, grpc.status.UNAVAILABLE, mergeFour.details);
+      await c.replica(0, (r) => call(r, r.add, { key: "src", elements: bufs(["i1", "i2"]), texts: [] }, { timeoutMs: 5000 }));
+      const chunks = await exportOf(c.addresses[0]!, "src");
+      const importFour = await failure(importTo(c.addresses[0]!, "k", chunks.map((ch, i) => ({ ...ch, copies: i === 0 ? 4 : undefined }))));
+      assert.equal(importFour.code, grpc.status.UNAVAILABLE, importFour.details);
+      assert.match(importFour.details, /copies 4 cannot be had/);
+      assert.deepEqual(await c.read(0, "k"), [], "a merge or import refused for its copies was joined");
 
       // Node 2 stops answering (SIGSTOP) but is still a member: its copy never comes.
       c.nodes.get(2)!.child.kill("SIGSTOP");

@@ -481,7 +481,15 @@ export interface MergeRequest {
   /** The key to merge into. */
   key: string;
   /** The state or delta; its type must match the key's type when the key exists. */
-  state?: EncodedState | undefined;
+  state?:
+    | EncodedState
+    | undefined;
+  /**
+   * As Add's copies: answer only once this many nodes hold the merged state durably, this one
+   * included (a merge that changed nothing waits for what this node made of the key's partition
+   * so far). Refused before anything is joined when they cannot be had now.
+   */
+  copies?: number | undefined;
 }
 
 /** The outcome of a Merge. */
@@ -490,6 +498,11 @@ export interface MergeResponse {
   changed: boolean;
   /** Number of members after the merge (for sets). */
   size: bigint;
+  /**
+   * How many nodes held the merge durably when it was answered, this one included, when the
+   * request asked for copies; 0 otherwise (or from a node of an earlier version).
+   */
+  copies: number;
 }
 
 /** Add an amount to a counter. */
@@ -707,7 +720,15 @@ export interface ExportChunk {
    * moved or altered is refused. Pieces that carry neither (an export from a version before
    * these fields) are joined in the order they come, unchecked.
    */
-  payloadSha256?: Buffer | undefined;
+  payloadSha256?:
+    | Buffer
+    | undefined;
+  /**
+   * Import, first chunk only (later chunks and Export leave it unset): as Add's copies, the
+   * import is answered only once this many nodes hold all of it durably, this one included.
+   * Checked before the first chunk is applied: when they cannot be had now, nothing is imported.
+   */
+  copies?: number | undefined;
 }
 
 /** The outcome of an Import. */
@@ -723,6 +744,11 @@ export interface ImportResponse {
    * the other types (Query gives their figures).
    */
   size: bigint;
+  /**
+   * How many nodes held the import durably when it was answered, this one included, when the
+   * first chunk asked for copies; 0 otherwise (or from a node of an earlier version).
+   */
+  copies: number;
 }
 
 function createBaseOwnersRequest(): OwnersRequest {
@@ -3616,7 +3642,7 @@ export const ScanChunk: MessageFns<ScanChunk> = {
 };
 
 function createBaseMergeRequest(): MergeRequest {
-  return { key: "", state: undefined };
+  return { key: "", state: undefined, copies: undefined };
 }
 
 export const MergeRequest: MessageFns<MergeRequest> = {
@@ -3626,6 +3652,9 @@ export const MergeRequest: MessageFns<MergeRequest> = {
     }
     if (message.state !== undefined) {
       EncodedState.encode(message.state, writer.uint32(18).fork()).join();
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(24).uint32(message.copies);
     }
     return writer;
   },
@@ -3659,6 +3688,14 @@ export const MergeRequest: MessageFns<MergeRequest> = {
             message.state = EncodedState.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3675,6 +3712,7 @@ export const MergeRequest: MessageFns<MergeRequest> = {
     return {
       key: isSet(object.key) ? globalThis.String(object.key) : "",
       state: isSet(object.state) ? EncodedState.fromJSON(object.state) : undefined,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
     };
   },
 
@@ -3685,6 +3723,9 @@ export const MergeRequest: MessageFns<MergeRequest> = {
     }
     if (message.state !== undefined) {
       obj.state = EncodedState.toJSON(message.state);
+    }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
     }
     return obj;
   },
@@ -3698,12 +3739,13 @@ export const MergeRequest: MessageFns<MergeRequest> = {
     message.state = (object.state !== undefined && object.state !== null)
       ? EncodedState.fromPartial(object.state)
       : undefined;
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
 
 function createBaseMergeResponse(): MergeResponse {
-  return { changed: false, size: 0n };
+  return { changed: false, size: 0n, copies: 0 };
 }
 
 export const MergeResponse: MessageFns<MergeResponse> = {
@@ -3716,6 +3758,9 @@ export const MergeResponse: MessageFns<MergeResponse> = {
         throw new globalThis.Error("value provided for field message.size of type uint64 too large");
       }
       writer.uint32(16).uint64(message.size);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(24).uint32(message.copies);
     }
     return writer;
   },
@@ -3749,6 +3794,14 @@ export const MergeResponse: MessageFns<MergeResponse> = {
             message.size = reader.uint64() as bigint;
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3765,6 +3818,7 @@ export const MergeResponse: MessageFns<MergeResponse> = {
     return {
       changed: isSet(object.changed) ? globalThis.Boolean(object.changed) : false,
       size: isSet(object.size) ? BigInt(object.size) : 0n,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
     };
   },
 
@@ -3776,6 +3830,9 @@ export const MergeResponse: MessageFns<MergeResponse> = {
     if (message.size !== 0n) {
       obj.size = message.size.toString();
     }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -3786,6 +3843,7 @@ export const MergeResponse: MessageFns<MergeResponse> = {
     const message = createBaseMergeResponse();
     message.changed = object.changed ?? false;
     message.size = (object.size !== undefined && object.size !== null) ? BigInt(object.size) : 0n;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };
@@ -4550,6 +4608,7 @@ function createBaseExportChunk(): ExportChunk {
     exportedAtMs: 0n,
     pieceOffset: undefined,
     payloadSha256: undefined,
+    copies: undefined,
   };
 }
 
@@ -4605,6 +4664,9 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     }
     if (message.payloadSha256 !== undefined) {
       writer.uint32(122).bytes(message.payloadSha256);
+    }
+    if (message.copies !== undefined) {
+      writer.uint32(128).uint32(message.copies);
     }
     return writer;
   },
@@ -4742,6 +4804,14 @@ export const ExportChunk: MessageFns<ExportChunk> = {
             message.payloadSha256 = Buffer.from(reader.bytes());
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4799,6 +4869,7 @@ export const ExportChunk: MessageFns<ExportChunk> = {
         : isSet(object.payload_sha256)
         ? Buffer.from(bytesFromBase64(object.payload_sha256))
         : undefined,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : undefined,
     };
   },
 
@@ -4849,6 +4920,9 @@ export const ExportChunk: MessageFns<ExportChunk> = {
     if (message.payloadSha256 !== undefined) {
       obj.payloadSha256 = base64FromBytes(message.payloadSha256);
     }
+    if (message.copies !== undefined) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -4884,12 +4958,13 @@ export const ExportChunk: MessageFns<ExportChunk> = {
       ? BigInt(object.pieceOffset)
       : undefined;
     message.payloadSha256 = object.payloadSha256 ?? undefined;
+    message.copies = object.copies ?? undefined;
     return message;
   },
 };
 
 function createBaseImportResponse(): ImportResponse {
-  return { key: "", changed: false, chunks: 0n, size: 0n };
+  return { key: "", changed: false, chunks: 0n, size: 0n, copies: 0 };
 }
 
 export const ImportResponse: MessageFns<ImportResponse> = {
@@ -4911,6 +4986,9 @@ export const ImportResponse: MessageFns<ImportResponse> = {
         throw new globalThis.Error("value provided for field message.size of type uint64 too large");
       }
       writer.uint32(32).uint64(message.size);
+    }
+    if (message.copies !== 0) {
+      writer.uint32(40).uint32(message.copies);
     }
     return writer;
   },
@@ -4960,6 +5038,14 @@ export const ImportResponse: MessageFns<ImportResponse> = {
             message.size = reader.uint64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.copies = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4978,6 +5064,7 @@ export const ImportResponse: MessageFns<ImportResponse> = {
       changed: isSet(object.changed) ? globalThis.Boolean(object.changed) : false,
       chunks: isSet(object.chunks) ? BigInt(object.chunks) : 0n,
       size: isSet(object.size) ? BigInt(object.size) : 0n,
+      copies: isSet(object.copies) ? globalThis.Number(object.copies) : 0,
     };
   },
 
@@ -4995,6 +5082,9 @@ export const ImportResponse: MessageFns<ImportResponse> = {
     if (message.size !== 0n) {
       obj.size = message.size.toString();
     }
+    if (message.copies !== 0) {
+      obj.copies = Math.round(message.copies);
+    }
     return obj;
   },
 
@@ -5007,6 +5097,7 @@ export const ImportResponse: MessageFns<ImportResponse> = {
     message.changed = object.changed ?? false;
     message.chunks = (object.chunks !== undefined && object.chunks !== null) ? BigInt(object.chunks) : 0n;
     message.size = (object.size !== undefined && object.size !== null) ? BigInt(object.size) : 0n;
+    message.copies = object.copies ?? 0;
     return message;
   },
 };
