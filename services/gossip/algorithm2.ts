@@ -28,11 +28,15 @@
 // Tail pushes (ours, for replication lag under link latency): a push of fresh local changes
 // sends only what was never sent to j, D[S(j), c) with S(j) the highest seq sent to j, instead of
 // the whole unacknowledged interval, so pushes can follow each other without waiting a round
-// trip for acks and without resending what is in flight. Its ack n then does not mean "j holds
-// everything below n", only "j holds [S, n)": it raises A(j) only once A(j) reaches S (acked
-// ranges join up, in any order). A push the caller knows did not arrive (not sent, or its call
-// failed) is handed back (tailNotSent), so the next push carries it again; one lost unseen is
-// repaired by the periods, which still send the whole D[A(j), c) (lines 22-28 unchanged).
+// trip for acks and without resending what is in flight. Its ack then does not mean "j holds
+// everything below c", only "j holds [S, c)": it raises A(j) only once A(j) reaches S (acked
+// ranges join up, in any order). So that an ack says which of the two it answers, a tail push
+// carries a label of its own as its seq (receivers only echo it), from TAIL_LABELS up, above any
+// c: with c for both, the ack of a push and that of a period's interval sent at the same c could
+// not be told apart, nor a repeated ack of the push from a period's. A push the caller knows did
+// not arrive (not sent, or its call failed) is handed back (tailNotSent), so the next push
+// carries it again; one lost unseen is repaired by the periods, which still send the whole
+// D[A(j), c) (lines 22-28 unchanged).
 import { type PayloadOps, joinPayloads } from "./payload.js";
 
 export interface BufferedDelta<P> {
@@ -59,6 +63,9 @@ export type Alg2Plan<P> =
   /** BP left nothing to send: every unacked delta came from the target; its ack was advanced. */
   | { kind: "advanced"; seq: number; held: number };
 
+/** Tail pushes' seqs (labels) start here: above any c a partition reaches, and safe as a double. */
+export const TAIL_LABELS = 2 ** 50;
+
 export class Alg2Partition<P> {
   private c: number;
   private readonly buffer: BufferedDelta<P>[] = [];
@@ -66,8 +73,10 @@ export class Alg2Partition<P> {
   private readonly acks = new Map<string, number>();
   /** S(j): the highest seq sent to j (tail pushes start there). */
   private readonly sent = new Map<string, number>();
-  /** Tail pushes to j not acked yet: their seq n → the seq they started at. */
-  private readonly tails = new Map<string, Map<number, number>>();
+  /** Tail pushes to j not acked yet: their label → the interval [from, to) they carry. */
+  private readonly tails = new Map<string, Map<number, { from: number; to: number }>>();
+  /** The next tail push's label. */
+  private nextLabel = TAIL_LABELS;
   /**
    * Tail pushes j acked that do not join A(j) yet: [from, n) ranges, sorted, disjoint and not
    * touching (addRange merges), so a stuck A(j) under a stream of pushes keeps one range.
@@ -134,19 +143,21 @@ export class Alg2Partition<P> {
   }
 
   /**
-   * A(j) = max(A(j), n); for a tail push's n, only once A(j) reaches where that push started.
-   * False (and nothing changed) when n is beyond c: no such seq was sent.
+   * A(j) = max(A(j), n); for a tail push's label, its interval joins A(j) once A(j) reaches where
+   * it starts. A label already taken (a repeated ack) or handed back changes nothing. False (and
+   * nothing changed) when no such seq or label was sent.
    */
   ack(peer: string, n: number): boolean {
-    if (!Number.isSafeInteger(n) || n < 0 || n > this.c) return false;
-    const from = this.tails.get(peer)?.get(n);
-    if (from !== undefined) {
-      this.tails.get(peer)!.delete(n);
-      if (from > this.ackOf(peer)) {
-        this.addRange(peer, from, n);
-        return true;
-      }
+    if (!Number.isSafeInteger(n) || n < 0) return false;
+    if (n >= TAIL_LABELS) {
+      const tails = this.tails.get(peer);
+      const t = tails?.get(n);
+      if (t === undefined) return n < this.nextLabel;
+      tails!.delete(n);
+      this.ackedRangeOrRaise(peer, t.from, t.to);
+      return true;
     }
+    if (n > this.c) return false;
     this.raiseAck(peer, n);
     return true;
   }
@@ -165,7 +176,7 @@ export class Alg2Partition<P> {
     if (a > this.ackOf(peer)) this.acks.set(peer, a);
     // Tail pushes ending at or below A(j) no longer matter: an ack of theirs changes nothing.
     const tails = this.tails.get(peer);
-    if (tails !== undefined) for (const to of tails.keys()) if (to <= a) tails.delete(to);
+    if (tails !== undefined) for (const [label, t] of tails) if (t.to <= a) tails.delete(label);
   }
 
   /**
@@ -186,17 +197,17 @@ export class Alg2Partition<P> {
   }
 
   /**
-   * The tail push to j with seq n never reached j (it was not sent, or its send failed): S(j) goes
-   * back to where it started, so the next push carries its deltas again instead of leaving them to
-   * the next period. Nothing changes once j acked it (its entry is gone).
+   * The tail push to j with this label never reached j (it was not sent, or its send failed): S(j)
+   * goes back to where it started, so the next push carries its deltas again instead of leaving
+   * them to the next period. Nothing changes once j acked it (its entry is gone).
    */
-  tailNotSent(peer: string, n: number): void {
+  tailNotSent(peer: string, label: number): void {
     const tails = this.tails.get(peer);
-    const from = tails?.get(n);
-    if (from === undefined) return;
-    tails!.delete(n);
+    const t = tails?.get(label);
+    if (t === undefined) return;
+    tails!.delete(label);
     // S(j) never reads below A(j) (sentTo), so an ack that passed `from` meanwhile still holds.
-    if (from < this.sentTo(peer)) this.sent.set(peer, from);
+    if (t.from < this.sentTo(peer)) this.sent.set(peer, t.from);
   }
 
   /** S(j). */
@@ -235,7 +246,7 @@ export class Alg2Partition<P> {
   }
 
   /**
-   * A tail push to j: the deltas never sent to j, D[S(j), c), with seq c (see the header). None
+   * A tail push to j: the deltas never sent to j, D[S(j), c), with a label as its seq (see the header). None
    * when nothing is new for j or maxInFlight tail pushes to j are unacked; full state (an ordinary
    * plan, acked as one) when j needs it or the interval holds a hole.
    */
@@ -263,8 +274,9 @@ export class Alg2Partition<P> {
     }
     let tails = this.tails.get(peer);
     if (tails === undefined) this.tails.set(peer, (tails = new Map()));
-    tails.set(this.c, from);
-    return { kind: "delta", seq: this.c, payload: joinPayloads(this.ops, parts), held };
+    const label = this.nextLabel++;
+    tails.set(label, { from, to: this.c });
+    return { kind: "delta", seq: label, payload: joinPayloads(this.ops, parts), held };
   }
 
   private ackedRangeOrRaise(peer: string, from: number, to: number): void {
@@ -288,15 +300,17 @@ export class Alg2Partition<P> {
   }
 
   /**
-   * Whether j holds the delta a local operation buffered when it left c at seq (the delta at
-   * seq - 1), durably: A(j) reached seq, or a tail push j acknowledged covers it. The second
-   * does not wait for everything before it: a write asking for copies is not held up by the
-   * partition's older backlog to j.
+   * Whether j holds, durably, every delta in [from, to) (those a write asking for copies buffered
+   * there): A(j) reached to, or an acknowledged tail push range covers what lies above A(j). The
+   * second does not wait for everything before from: a write asking for copies is not held up by
+   * the partition's older backlog to j. An empty interval is held.
    */
-  holds(peer: string, seq: number): boolean {
-    if (this.ackOf(peer) >= seq) return true;
+  holdsRange(peer: string, from: number, to: number): boolean {
+    const lo = Math.max(from, this.ackOf(peer));
+    if (lo >= to) return true;
+    // Acked ranges are apart from A(j) and from each other: what is above A(j) lies in one or none.
     const ranges = this.ackedRanges.get(peer);
-    return ranges !== undefined && ranges.some(([from, to]) => from < seq && seq <= to);
+    return ranges !== undefined && ranges.some(([f, t]) => f <= lo && to <= t);
   }
 
   /** Acked ranges of j waiting for A(j) to reach them (bounded by merging; for tests). */

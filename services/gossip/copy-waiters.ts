@@ -1,16 +1,19 @@
 // Writes waiting for copies (a client's write concern, `copies` on the Replica service's writes).
-// A local change of partition p enters the delta buffer at some seq; under Algorithm 2 a
-// neighbour's ack n for p promises that it holds, durably, every delta of p below n, and its ack
-// of a tail push the deltas that push carried (acks go out only after the join is on disk:
-// engine.ts, Alg2Partition.holds). Each waiter is checked when acks of its partition arrive and
-// answers once enough neighbours hold its seq, or at its deadline with how many did.
+// A write's local changes of partition p enter the delta buffer at seqs inside an interval
+// [from, to) known to the writer (the partition's c before the write and once it was buffered);
+// under Algorithm 2 a neighbour's ack n for p promises that it holds, durably, every delta of p
+// below n, and its ack of a tail push the deltas that push carried (acks go out only after the
+// join is on disk: engine.ts, Alg2Partition.holdsRange). Each waiter is checked when acks of its
+// partition arrive and answers once enough neighbours hold its interval, or at its deadline with
+// how many did.
 // Pure: the ack table and the timers are handed in.
 
 /** A timer that calls fn after ms; returns its cancel. */
 export type SetTimer = (ms: number, fn: () => void) => () => void;
 
 interface Waiter {
-  seq: number;
+  from: number;
+  to: number;
   need: number;
   done: (held: number) => void;
 }
@@ -19,23 +22,24 @@ export class CopyWaiters {
   private readonly waiting = new Map<number, Set<Waiter>>();
 
   constructor(
-    /** How many of partition p's neighbours hold the change that took seq. */
-    private readonly heldBy: (partition: number, seq: number) => number,
+    /** How many of partition p's neighbours hold its deltas [from, to). */
+    private readonly heldBy: (partition: number, from: number, to: number) => number,
     private readonly setTimer: SetTimer,
   ) {}
 
   /**
-   * Resolves with how many neighbours hold partition p up to seq: as soon as need do, or after
-   * timeoutMs with however many did then (fewer than need).
+   * Resolves with how many neighbours hold partition p's deltas [from, to): as soon as need do,
+   * or after timeoutMs with however many did then (fewer than need).
    */
-  wait(partition: number, seq: number, need: number, timeoutMs: number): Promise<number> {
-    const now = this.heldBy(partition, seq);
+  wait(partition: number, from: number, to: number, need: number, timeoutMs: number): Promise<number> {
+    const now = this.heldBy(partition, from, to);
     if (now >= need || timeoutMs <= 0) return Promise.resolve(now);
     return new Promise((resolve) => {
       let set = this.waiting.get(partition);
       if (set === undefined) this.waiting.set(partition, (set = new Set()));
       const w: Waiter = {
-        seq,
+        from,
+        to,
         need,
         done: (held) => {
           cancel();
@@ -43,7 +47,7 @@ export class CopyWaiters {
           resolve(held);
         },
       };
-      const cancel = this.setTimer(timeoutMs, () => w.done(this.heldBy(partition, seq)));
+      const cancel = this.setTimer(timeoutMs, () => w.done(this.heldBy(partition, from, to)));
       set.add(w);
     });
   }
@@ -54,7 +58,7 @@ export class CopyWaiters {
       const set = this.waiting.get(p);
       if (set === undefined) continue;
       for (const w of [...set]) {
-        const held = this.heldBy(p, w.seq);
+        const held = this.heldBy(p, w.from, w.to);
         if (held >= w.need) w.done(held);
       }
     }
@@ -62,7 +66,7 @@ export class CopyWaiters {
 
   /** Answer every waiter now with what it has (the node stops). */
   endAll(): void {
-    for (const [p, set] of this.waiting) for (const w of [...set]) w.done(this.heldBy(p, w.seq));
+    for (const [p, set] of this.waiting) for (const w of [...set]) w.done(this.heldBy(p, w.from, w.to));
   }
 
   /** Writes waiting (a gauge). */

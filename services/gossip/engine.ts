@@ -582,10 +582,10 @@ export class AntiEntropyEngine<P> {
 
   // ------------------------------------------------------------------ inspection
 
-  /** Algorithm 2: whether neighbour j holds the delta that left the partition's c at seq (Alg2Partition.holds); Algorithm 1: never known. */
-  holds(partition: number, peer: string, seq: number): boolean {
+  /** Algorithm 2: whether neighbour j holds the partition's deltas [from, to) (Alg2Partition.holdsRange); Algorithm 1: never known. */
+  holdsRange(partition: number, peer: string, from: number, to: number): boolean {
     this.checkPartition(partition);
-    return this.sync.algorithm === 2 && this.alg2[partition]!.holds(peer, seq);
+    return this.sync.algorithm === 2 && this.alg2[partition]!.holdsRange(peer, from, to);
   }
 
   /** Algorithm 2: A(j) for a partition. */

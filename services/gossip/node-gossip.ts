@@ -210,9 +210,9 @@ export class NodeGossip {
   ) {
     this.lossRandom = seededRandom(o.lossSeed ?? 1);
     this.copyWaiters = new CopyWaiters(
-      (p, seq) => {
+      (p, from, to) => {
         let held = 0;
-        for (const j of x.engine.peersOf(p)) if (x.engine.holds(p, j, seq)) held++;
+        for (const j of x.engine.peersOf(p)) if (x.engine.holdsRange(p, j, from, to)) held++;
         return held;
       },
       (ms, fn) => {
@@ -351,13 +351,21 @@ export class NodeGossip {
     return this.x.engine.peersOf(partitionOf(key, this.o.partitions)).length;
   }
 
+  /** The seq of key's partition now: taken before a write asking for copies (confirmCopies' since). */
+  copyMark(key: string): number {
+    return this.x.engine.seq(partitionOf(key, this.o.partitions));
+  }
+
   /**
-   * A durable local change of key was just reported (onLocalDelta): push it to the partition's
-   * neighbours now and resolve with how many hold it durably (their Algorithm 2 acks reached its
-   * seq, or they acknowledged a tail push that carried it), once need do or after timeoutMs. Later
-   * changes of the partition may share the seq waited for: a wait can only be longer, never answer early.
+   * A write of key made since copyMark gave `since` was just reported (onLocalDelta, one or more
+   * changes): push it to the partition's neighbours now and resolve with how many hold it durably,
+   * once need do or after timeoutMs. Its changes took seqs in [since, c) with c read once they are
+   * all buffered; a neighbour holds them when its Algorithm 2 ack reached c, or tail pushes it
+   * acknowledged carried all of [since, c) above its ack. Other writes' changes in that interval
+   * make the wait longer, never the answer early. A write that buffered nothing (a retry found a
+   * duplicate, a merge that changed nothing) waits for everything of the partition made here.
    */
-  async confirmCopies(key: string, need: number, timeoutMs: number): Promise<number> {
+  async confirmCopies(key: string, need: number, timeoutMs: number, since: number): Promise<number> {
     const p = partitionOf(key, this.o.partitions);
     const started = Date.now();
     // Behind received payloads of its partition (local-gate.ts), the change has no seq yet; one
@@ -367,9 +375,9 @@ export class NodeGossip {
       () => false,
     );
     if (!buffered) return 0;
-    const seq = this.x.engine.seq(p);
+    const to = this.x.engine.seq(p);
     void this.tick("push");
-    return this.copyWaiters.wait(p, seq, need, timeoutMs - (Date.now() - started));
+    return this.copyWaiters.wait(p, to > since ? since : 0, to, need, timeoutMs - (Date.now() - started));
   }
 
   /** Writes waiting for copies now. */

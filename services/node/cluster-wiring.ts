@@ -183,7 +183,11 @@ export function nodeExtensions(
           });
           gossipImpl = gossip.service();
           const g = gossip;
-          ctx.copies.confirmer = { holders: (key) => g.copyHolders(key), confirm: (key, need, timeoutMs) => g.confirmCopies(key, need, timeoutMs) };
+          ctx.copies.confirmer = {
+            holders: (key) => g.copyHolders(key),
+            mark: (key) => g.copyMark(key),
+            confirm: (key, need, timeoutMs, since) => g.confirmCopies(key, need, timeoutMs, since),
+          };
           for (const [key, type, delta] of pending.splice(0)) gossip.onLocalDelta(key, type as never, delta as never);
           syncPeers();
           gossip.start();

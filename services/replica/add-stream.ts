@@ -21,7 +21,7 @@ import type { Store } from "../store/store.js";
 import { RpcError, invalid, toServiceError } from "./errors.js";
 import type { Limits } from "./limits.js";
 import { checkKey, collectElements, ttlFrom } from "./validation.js";
-import { type WriteCopies, writeCopies } from "./copies.js";
+import { type Asked, type WriteCopies, writeCopies } from "./copies.js";
 
 export interface AddStreamDeps {
   store: Store;
@@ -84,7 +84,7 @@ export function addStreamCall(deps: AddStreamDeps) {
     const queue: Batch[] = [];
     let queuedBytes = 0;
     /** Received and not yet started: consecutive batches of one key start as one add. */
-    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined; copies: number | undefined }> = [];
+    const waiting: Array<{ batch: Batch; key: string; elements: Uint8Array[]; ttlMs: number | undefined; copies: Asked | undefined }> = [];
     /** Adds running here and at owners. */
     let running = 0;
     let runningAtOwners = 0;
@@ -154,7 +154,8 @@ export function addStreamCall(deps: AddStreamDeps) {
         const keyBytes = Buffer.byteLength(first.key, "utf8");
         const fits = (n: { batch: Batch; elements: Uint8Array[] }) =>
           elements.length + n.elements.length <= limits.maxElementsPerCall && bytes + n.batch.bytes + keyBytes + GROUP_OVERHEAD <= limits.maxMessageBytes;
-        const same = (n: { key: string; ttlMs: number | undefined; copies: number | undefined }) => n.key === first.key && n.ttlMs === first.ttlMs && n.copies === first.copies;
+        // The group waits for what changed since its first batch's mark (the earliest of its batches).
+        const same = (n: { key: string; ttlMs: number | undefined; copies: Asked | undefined }) => n.key === first.key && n.ttlMs === first.ttlMs && n.copies?.copies === first.copies?.copies;
         while (waiting.length > 0 && same(waiting[0]!) && fits(waiting[0]!)) {
           const next = waiting.shift()!;
           group.push(next);
@@ -166,7 +167,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         else running++;
         // An owner waits for the copies itself (its Add carries them); an add made here frees its
         // slot once durable here, and its batches wait for their copies outside it.
-        const made = atOwner ? remote(elements, first.ttlMs, first.copies) : apply(first.key, elements, first.ttlMs);
+        const made = atOwner ? remote(elements, first.ttlMs, first.copies?.copies) : apply(first.key, elements, first.ttlMs);
         void made.then(
           () => {},
           // Before the slot's pump below: nothing waiting starts after a failed add.
@@ -182,7 +183,7 @@ export function addStreamCall(deps: AddStreamDeps) {
         // How many nodes hold it: an owner checked its copies (routing.ts) before answering.
         const held = made.then(async (added) => ({
           added,
-          copies: atOwner ? (first.copies ?? 0) : await copies.held(first.key, first.copies, call, "batch"),
+          copies: atOwner ? (first.copies?.copies ?? 0) : await copies.held(first.key, first.copies, call, "batch"),
         }));
         held.then(
           ({ added, copies: n }) => {

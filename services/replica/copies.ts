@@ -9,8 +9,16 @@ import { RpcError } from "./errors.js";
 export interface CopyConfirmer {
   /** Other nodes that could confirm a copy of a write of key now; undefined under Algorithm 1 (no acknowledgements). */
   holders(key: string): number | undefined;
-  /** After the write of key was reported: how many other nodes hold it durably, once need do or after timeoutMs. */
-  confirm(key: string, need: number, timeoutMs: number): Promise<number>;
+  /** Where the changes of a write of key made from now on will be found (taken before the write). */
+  mark(key: string): number;
+  /** After the write of key was reported: how many other nodes hold what it changed since the mark, once need do or after timeoutMs. */
+  confirm(key: string, need: number, timeoutMs: number, since: number): Promise<number>;
+}
+
+/** A write's concern, taken before the write: the copies it asks for and its confirmer's mark. */
+export interface Asked {
+  copies: number;
+  since: number;
 }
 
 /** Answered this long before the call's deadline, so that the client reads the count, not its own timeout. */
@@ -20,7 +28,7 @@ const DEADLINE_MARGIN_MS = 50;
  * The copies a request asks for, or undefined when this node alone will do (unset, 0 or 1).
  * Throws, before anything is written, when they cannot be had now.
  */
-export function copiesAsked(requested: number | undefined, key: string, confirmer: CopyConfirmer | undefined): number | undefined {
+export function copiesAsked(requested: number | undefined, key: string, confirmer: CopyConfirmer | undefined): Asked | undefined {
   if (requested === undefined || requested <= 1) return undefined;
   const others = confirmer?.holders(key);
   if (confirmer !== undefined && others === undefined) {
@@ -36,7 +44,7 @@ export function copiesAsked(requested: number | undefined, key: string, confirme
       `copies ${requested} cannot be had: ${nodes === 1 ? "this node alone holds" : `${nodes} nodes hold`} the key's partition now (members it gossips with, its owners under --replication-factor); nothing was written: ask for at most ${nodes}, or retry once more nodes are members`,
     );
   }
-  return requested;
+  return { copies: requested, since: confirmer!.mark(key) };
 }
 
 /**
@@ -48,11 +56,11 @@ async function awaitCopies(
   /** Undefined: none any more (the node stops), so none confirms. */
   confirmer: CopyConfirmer | undefined,
   key: string,
-  copies: number,
+  { copies, since }: Asked,
   o: { deadline: number; timeoutMs: number; now: number; what: string },
 ): Promise<number> {
   const timeoutMs = Math.max(0, Math.min(o.timeoutMs, o.deadline - o.now - DEADLINE_MARGIN_MS));
-  const held = 1 + (confirmer === undefined ? 0 : await confirmer.confirm(key, copies - 1, timeoutMs));
+  const held = 1 + (confirmer === undefined ? 0 : await confirmer.confirm(key, copies - 1, timeoutMs, since));
   if (held >= copies) return held;
   throw new RpcError(
     status.DEADLINE_EXCEEDED,
@@ -67,10 +75,10 @@ function deadlineMs(d: Date | number): number {
 
 /** The write concern as the Replica service's calls use it: checked before a write, awaited after. */
 export interface WriteCopies {
-  /** copiesAsked with the node's confirmer of now. */
-  asked(requested: number | undefined, key: string): number | undefined;
+  /** copiesAsked with the node's confirmer of now: call it just before the write. */
+  asked(requested: number | undefined, key: string): Asked | undefined;
   /** After the write of key was reported by call: the copies that hold it (0 when none were asked), or DEADLINE_EXCEEDED. */
-  held(key: string, copies: number | undefined, call: { getDeadline(): Date | number }, what: string): Promise<number>;
+  held(key: string, asked: Asked | undefined, call: { getDeadline(): Date | number }, what: string): Promise<number>;
 }
 
 /**
@@ -81,7 +89,7 @@ export function writeCopies(confirmer: () => CopyConfirmer | undefined, timeoutM
   return {
     asked: (requested, key) => copiesAsked(requested, key, confirmer()),
     // The deadline is read only when copies were asked: this runs on every write.
-    held: async (key, copies, call, what) =>
-      copies === undefined ? 0 : awaitCopies(confirmer(), key, copies, { deadline: deadlineMs(call.getDeadline()), timeoutMs, now: Date.now(), what }),
+    held: async (key, asked, call, what) =>
+      asked === undefined ? 0 : awaitCopies(confirmer(), key, asked, { deadline: deadlineMs(call.getDeadline()), timeoutMs, now: Date.now(), what }),
   };
 }

@@ -28,7 +28,7 @@ import { PieceError, PieceGatherer, PiecesTooLargeError, type PieceShape } from 
 import type { Limits } from "./limits.js";
 import { checkKey } from "./validation.js";
 import { listedSize } from "./key-calls.js";
-import type { WriteCopies } from "./copies.js";
+import type { Asked, WriteCopies } from "./copies.js";
 
 export interface ImportDeps {
   store: Store;
@@ -68,7 +68,7 @@ export async function applyImport(deps: ImportDeps, chunks: AsyncIterable<Export
   // A whole-state type's export larger than a chunk comes in pieces (common/chunk-pieces.ts).
   const pieces = new PieceGatherer<ExportChunk>(exportChunkPieces(() => key), deps.limits.maxStateBytes);
   let started = false;
-  let asked: number | undefined;
+  let asked: Asked | undefined;
   const spread = (r: JoinResult<unknown>, t: ObjectType) => {
     if (r.refused !== undefined) throw outOfRange(`${r.refused}; ${count} chunk(s) before this one were applied, this one was not`);
     if (r.changed) {

@@ -5,12 +5,12 @@
 //  - safety: A(j) never passes a delta the neighbour does not hold (an ack promises everything
 //    below A(j) is there, and GC drops what every neighbour acked);
 //  - liveness: once links behave, periods bring A(j) to c;
-//  - holds(j, seq), which writes asking for copies count, is true only of deltas j holds.
+//  - holdsRange(j, from, to), which writes asking for copies count, is true only of deltas j holds.
 // The payload is the set of delta seqs, so what the neighbour holds is exactly what arrived.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { Alg2Partition } from "../../services/gossip/algorithm2.js";
+import { Alg2Partition, TAIL_LABELS } from "../../services/gossip/algorithm2.js";
 import type { PayloadOps } from "../../services/gossip/payload.js";
 
 type Ids = ReadonlySet<number>;
@@ -67,8 +67,13 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
       const check = () => {
         const a = part.ackOf("j");
         for (let l = 0; l < a; l++) assert.ok(held.has(l), `A(j) = ${a} but j lacks delta ${l}`);
-        // What a write asking for copies counts: never a delta j lacks.
-        for (let seq = 1; seq <= part.seq; seq++) if (part.holds("j", seq)) assert.ok(held.has(seq - 1), `holds(j, ${seq}) but j lacks delta ${seq - 1}`);
+        // What a write asking for copies counts: never an interval with a delta j lacks.
+        for (let from = 0; from < part.seq; from++) {
+          for (let to = from + 1; to <= part.seq; to++) {
+            if (!part.holdsRange("j", from, to)) continue;
+            for (let l = from; l < to; l++) assert.ok(held.has(l), `holdsRange(j, ${from}, ${to}) but j lacks delta ${l}`);
+          }
+        }
       };
       for (const s of steps) {
         switch (s.kind) {
@@ -149,7 +154,15 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
       assert.equal(part.ackOf("j"), part.seq);
       for (let l = 0; l < part.seq; l++) assert.ok(held.has(l), `j lacks delta ${l} after the links healed`);
     }),
-    { numRuns: 500 },
+    {
+      numRuns: 500,
+      // Always run: a push's repeated ack, after a restart (c = 1, nothing buffered below) and
+      // after a lost push, once taken for an ack of everything below c.
+      examples: [
+        [[{ kind: "local" }, { kind: "push" }, { kind: "deliver", pick: 0, duplicate: false }, { kind: "ack", pick: 0, duplicate: true }, { kind: "ack", pick: 0, duplicate: false }], false, 1],
+        [[{ kind: "local" }, { kind: "push" }, { kind: "lose", pick: 0 }, { kind: "local" }, { kind: "push" }, { kind: "deliver", pick: 0, duplicate: false }, { kind: "ack", pick: 0, duplicate: true }, { kind: "ack", pick: 0, duplicate: false }], false, 0],
+      ],
+    },
   );
 });
 
@@ -162,14 +175,22 @@ test("tail pushes send only what was never sent, and their acks join A(j) in any
   part.append(new Set([2]), "self");
   const p3 = part.planTail("j", true, 8);
   assert.deepEqual([p1, p2, p3].map((p) => (p.kind === "delta" ? [...p.payload] : p.kind)), [[0], [1], [2]]);
+  // Each push's seq is a label of its own, above any c, so its ack names it.
+  const [s1, s2, s3] = [p1, p2, p3].map((p) => p.kind === "delta" ? p.seq : -1);
+  assert.ok(s1! >= TAIL_LABELS && s2! > s1! && s3! > s2!, "tail pushes carry distinct labels above every c");
   // The last push is acked first: j holds [2, 3) only, so A(j) stays.
-  assert.ok(part.ack("j", 3));
+  assert.ok(part.ack("j", s3!));
   assert.equal(part.ackOf("j"), 0);
-  assert.ok(part.ack("j", 2));
+  assert.ok(part.ack("j", s2!));
+  assert.equal(part.ackOf("j"), 0);
+  // A repeated ack of a push is known for what it is: it promises that push's deltas, not all below c.
+  assert.ok(part.ack("j", s2!));
   assert.equal(part.ackOf("j"), 0);
   // The first push's ack joins all three ranges.
-  assert.ok(part.ack("j", 1));
+  assert.ok(part.ack("j", s1!));
   assert.equal(part.ackOf("j"), 3);
+  // A label never sent is refused.
+  assert.equal(part.ack("j", s3! + 1), false);
   // Nothing new: no push; a period sends nothing either.
   assert.equal(part.planTail("j", true, 8).kind, "none");
   assert.equal(part.plan("j", true).kind, "none");
@@ -182,7 +203,10 @@ test("a lost tail push is sent again by the period, whole interval from A(j)", (
   part.append(new Set([1]), "self");
   const p2 = part.planTail("j", true, 8);
   assert.ok(p2.kind === "delta" && [...p2.payload].join() === "1");
-  assert.ok(part.ack("j", 2)); // j holds [1, 2) only
+  assert.ok(part.ack("j", p2.seq)); // j holds [1, 2) only
+  assert.equal(part.ackOf("j"), 0);
+  // Repeated (an at-least-once link), the push's ack still promises [1, 2) only.
+  assert.ok(part.ack("j", p2.seq));
   assert.equal(part.ackOf("j"), 0);
   const period = part.plan("j", true);
   assert.ok(period.kind === "delta" && [...period.payload].sort().join() === "0,1");
@@ -239,7 +263,7 @@ test("tail pushes acked while A(j) is stuck keep one pending range, and A(j) tak
   assert.equal(part.pendingRanges("j"), 0);
 });
 
-test("holds: a delta carried by an acknowledged tail push is held though A(j) is stuck below it", () => {
+test("holdsRange: deltas carried by an acknowledged tail push are held though A(j) is stuck below them", () => {
   const part = new Alg2Partition(ops, 0, 0);
   part.append(new Set([0]), "self");
   part.plan("j", false); // lost: A(j) stays at 0
@@ -247,9 +271,46 @@ test("holds: a delta carried by an acknowledged tail push is held though A(j) is
   part.append(new Set([2]), "self");
   const push = part.planTail("j", false, 4);
   assert.ok(push.kind === "delta" && [...push.payload].sort().join() === "1,2");
-  assert.equal(part.holds("j", 3), false, "not before the ack");
+  assert.equal(part.holdsRange("j", 1, 3), false, "not before the ack");
   assert.ok(part.ack("j", push.seq));
   assert.equal(part.ackOf("j"), 0);
-  assert.deepEqual([1, 2, 3].map((seq) => part.holds("j", seq)), [false, true, true], "deltas 1 and 2 are held, delta 0 is not");
-  assert.equal(part.holds("k", 3), false, "another neighbour holds nothing");
+  assert.deepEqual(
+    [[1, 2], [2, 3], [1, 3], [0, 1], [0, 3]].map(([f, t]) => part.holdsRange("j", f!, t!)),
+    [true, true, true, false, false],
+    "deltas 1 and 2 are held, delta 0 is not",
+  );
+  assert.equal(part.holdsRange("k", 2, 3), false, "another neighbour holds nothing");
+});
+
+test("holdsRange: a write's interval is held only when every delta in it is, not when a later push's range covers its end", () => {
+  // Write W buffered delta 1; before its interval was read another write buffered delta 2. A push
+  // carrying delta 1 is in flight while a later push carrying only delta 2 is acknowledged.
+  const part = new Alg2Partition(ops, 0, 0);
+  part.append(new Set([0]), "self");
+  const first = part.plan("j", false);
+  assert.ok(part.ack("j", first.kind === "delta" ? first.seq : -1));
+  part.append(new Set([1]), "self");
+  const carriesW = part.planTail("j", false, 4); // in flight
+  part.append(new Set([2]), "self");
+  const later = part.planTail("j", false, 4);
+  assert.ok(carriesW.kind === "delta" && later.kind === "delta" && [...later.payload].join() === "2");
+  assert.ok(part.ack("j", later.seq));
+  assert.equal(part.holdsRange("j", 1, 3), false, "W's delta 1 is not on j yet");
+  assert.equal(part.holdsRange("j", 2, 3), true);
+  assert.ok(part.ack("j", carriesW.seq));
+  assert.equal(part.holdsRange("j", 1, 3), true);
+  assert.equal(part.ackOf("j"), 3);
+});
+
+test("a repeated ack of a tail push sent after a lost one does not raise A(j) over the lost deltas", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  part.append(new Set([0]), "self");
+  part.planTail("j", false, 4); // lost, unseen
+  part.append(new Set([1]), "self");
+  const push = part.planTail("j", false, 4);
+  assert.ok(push.kind === "delta" && [...push.payload].join() === "1");
+  for (let i = 0; i < 3; i++) assert.ok(part.ack("j", push.seq));
+  assert.equal(part.ackOf("j"), 0, "j lacks delta 0");
+  assert.equal(part.holdsRange("j", 0, 1), false);
+  assert.equal(part.holdsRange("j", 1, 2), true);
 });

@@ -33,17 +33,17 @@ function ackTable() {
       m.set(peer, Math.max(m.get(peer) ?? 0, n));
       acks.set(p, m);
     },
-    heldBy: (p: number, seq: number) => [...(acks.get(p)?.values() ?? [])].filter((a) => a >= seq).length,
+    heldBy: (p: number, _from: number, to: number) => [...(acks.get(p)?.values() ?? [])].filter((a) => a >= to).length,
   };
 }
 
-describe("CopyWaiters: a write answers once enough neighbours acknowledged its seq", () => {
+describe("CopyWaiters: a write answers once enough neighbours acknowledged its interval of seqs", () => {
   it("resolves when the need is met by acks of its partition, not before, and not by other partitions", async () => {
     const t = manualTimers();
     const a = ackTable();
     const w = new CopyWaiters(a.heldBy, t.setTimer);
     let got: number | undefined;
-    void w.wait(3, 5, 2, 1000).then((n) => (got = n));
+    void w.wait(3, 4, 5, 2, 1000).then((n) => (got = n));
     a.ack(3, "b", 5);
     w.acked([3]);
     await Promise.resolve();
@@ -69,9 +69,9 @@ describe("CopyWaiters: a write answers once enough neighbours acknowledged its s
     const a = ackTable();
     const w = new CopyWaiters(a.heldBy, t.setTimer);
     a.ack(0, "b", 10);
-    assert.equal(await w.wait(0, 7, 1, 1000), 1);
+    assert.equal(await w.wait(0, 6, 7, 1, 1000), 1);
     let got: number | undefined;
-    void w.wait(0, 7, 2, 1000).then((n) => (got = n));
+    void w.wait(0, 6, 7, 2, 1000).then((n) => (got = n));
     t.advance(999);
     await Promise.resolve();
     assert.equal(got, undefined);
@@ -81,14 +81,14 @@ describe("CopyWaiters: a write answers once enough neighbours acknowledged its s
     assert.equal(w.size, 0);
   });
 
-  it("answers each waiter of a partition by its own seq, and endAll answers the rest with what they have", async () => {
+  it("answers each waiter of a partition by its own interval, and endAll answers the rest with what they have", async () => {
     const t = manualTimers();
     const a = ackTable();
     const w = new CopyWaiters(a.heldBy, t.setTimer);
     const got = new Map<string, number>();
-    void w.wait(1, 3, 1, 5000).then((n) => got.set("early", n));
-    void w.wait(1, 8, 1, 5000).then((n) => got.set("late", n));
-    void w.wait(2, 1, 2, 5000).then((n) => got.set("other", n));
+    void w.wait(1, 2, 3, 1, 5000).then((n) => got.set("early", n));
+    void w.wait(1, 7, 8, 1, 5000).then((n) => got.set("late", n));
+    void w.wait(2, 0, 1, 2, 5000).then((n) => got.set("other", n));
     a.ack(1, "b", 4);
     w.acked([1]);
     await new Promise((r) => setImmediate(r));

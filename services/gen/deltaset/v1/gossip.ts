@@ -86,8 +86,9 @@ export interface PartitionPayload {
   /** Delta-group or full state. */
   kind: PayloadKind;
   /**
-   * Algorithm 2: the sender's sequence number c_i when the payload was built; the receiver
-   * acknowledges it. 0 under Algorithm 1 (no acknowledgement wanted).
+   * Algorithm 2: the sender's sequence number c_i when the payload was built, or for a push of
+   * only the sender's newest deltas a label of the sender's own (2^50 and up); the receiver
+   * acknowledges it as it is. 0 under Algorithm 1 (no acknowledgement wanted).
    */
   seq: bigint;
   /** The keys the payload touches. */
@@ -98,7 +99,10 @@ export interface PartitionPayload {
 export interface PartitionAck {
   /** Partition number. */
   partition: number;
-  /** The sender's sequence number being acknowledged: every delta below it is held. */
+  /**
+   * The seq being acknowledged, as the payload carried it: for a sequence number, every delta
+   * below it is held; for a push's label, the deltas that push carried.
+   */
   seq: bigint;
 }
 
