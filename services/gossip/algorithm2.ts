@@ -73,8 +73,11 @@ export class Alg2Partition<P> {
   private readonly acks = new Map<string, number>();
   /** S(j): the highest seq sent to j (tail pushes start there). */
   private readonly sent = new Map<string, number>();
-  /** Tail pushes to j not acked yet: their label → the interval [from, to) they carry. */
-  private readonly tails = new Map<string, Map<number, { from: number; to: number }>>();
+  /**
+   * Tail pushes to j not acked yet: their label → the interval [from, to) they carry; `range` for
+   * a push of one write's interval (planRange), which S(j) does not count.
+   */
+  private readonly tails = new Map<string, Map<number, { from: number; to: number; range?: true }>>();
   /** The next tail push's label. */
   private nextLabel = TAIL_LABELS;
   /**
@@ -207,7 +210,7 @@ export class Alg2Partition<P> {
     if (t === undefined) return;
     tails!.delete(label);
     // S(j) never reads below A(j) (sentTo), so an ack that passed `from` meanwhile still holds.
-    if (t.from < this.sentTo(peer)) this.sent.set(peer, t.from);
+    if (t.range !== true && t.from < this.sentTo(peer)) this.sent.set(peer, t.from);
   }
 
   /** S(j). */
@@ -218,6 +221,44 @@ export class Alg2Partition<P> {
   /** Tail pushes to j in flight (sent, not acked). */
   tailsInFlight(peer: string): number {
     return this.tails.get(peer)?.size ?? 0;
+  }
+
+  /**
+   * A push of D[from, to) alone to j, for a write asking for copies whose deltas those are, while j
+   * waits for a full state (its ack is below the buffer's start: a tail push to it is that state,
+   * which can take long and holds the write's copy behind every key of the partition). Labelled
+   * like a tail push, its ack is an acknowledged range (holdsRange); S(j) stays, so the deltas are
+   * still owed to j's ordinary sends. None when j does not need a full state (the tail push
+   * carries the interval), when j holds it or a push of it to j is in flight, when part of it is
+   * not buffered or is a hole, or at maxInFlight.
+   */
+  planRange(peer: string, from: number, to: number, bp: boolean, maxInFlight: number): Alg2Plan<P> {
+    const first = this.buffer[0];
+    if (first === undefined || first.seq <= this.ackOf(peer) || from < first.seq || to > this.c || from >= to) return { kind: "none" };
+    if (this.holdsRange(peer, from, to) || this.tailsInFlight(peer) >= maxInFlight) return { kind: "none" };
+    const tails = this.tails.get(peer);
+    if (tails !== undefined) for (const t of tails.values()) if (t.range === true && t.from <= from && to <= t.to) return { kind: "none" };
+    const parts: P[] = [];
+    let held = 0;
+    for (let i = from - first.seq; i < to - first.seq; i++) {
+      const e = this.buffer[i]!;
+      if (e.hole === true) return { kind: "none" };
+      if (bp && e.origin === peer) {
+        held++;
+        continue;
+      }
+      parts.push(e.delta);
+    }
+    if (parts.length === 0) {
+      // Every delta of it came from j.
+      this.ackedRangeOrRaise(peer, from, to);
+      return { kind: "advanced", seq: this.c, held };
+    }
+    let mine = tails;
+    if (mine === undefined) this.tails.set(peer, (mine = new Map()));
+    const label = this.nextLabel++;
+    mine.set(label, { from, to, range: true });
+    return { kind: "delta", seq: label, payload: joinPayloads(this.ops, parts), held };
   }
 
   /** What to ship to j this period (lines 22-28). Mutates A(j) only in the BP "advanced" case. */

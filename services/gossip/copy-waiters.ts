@@ -69,6 +69,13 @@ export class CopyWaiters {
     for (const [p, set] of this.waiting) for (const w of [...set]) w.done(this.heldBy(p, w.from, w.to));
   }
 
+  /** The intervals waited for, per partition (a push sends them to neighbours catching up). */
+  intervals(): Array<{ partition: number; from: number; to: number }> {
+    const out: Array<{ partition: number; from: number; to: number }> = [];
+    for (const [partition, set] of this.waiting) for (const w of set) out.push({ partition, from: w.from, to: w.to });
+    return out;
+  }
+
   /** Writes waiting (a gauge). */
   get size(): number {
     let n = 0;

@@ -85,6 +85,11 @@ export interface TickOptions {
    * what a left-out neighbour misses waits for the next full state, as a lost message would.
    */
   skip?: (peer: string) => boolean;
+  /**
+   * With tail: the intervals of writes waiting for copies. A neighbour that needs a partition's
+   * full state gets, beside it, each such interval of the partition alone (Alg2Partition.planRange).
+   */
+  ranges?: ReadonlyArray<{ partition: number; from: number; to: number }>;
 }
 
 /** Unacked tail pushes per neighbour and partition; past it, pushes wait for acks (or a period). */
@@ -508,6 +513,7 @@ export class AntiEntropyEngine<P> {
           case "state":
             this.counters.stateFallbacks++;
             items.push({ partition: part.partition, kind: PayloadKind.STATE, seq: plan.seq });
+            if (opts.tail === true) this.planRanges(part, to, cfg.bp, opts.ranges, items);
             break;
           case "delta":
             this.counters.bpHeldBack += plan.held;
@@ -523,6 +529,19 @@ export class AntiEntropyEngine<P> {
     }
     this.gc();
     return frames;
+  }
+
+  /** Beside a full state a push sends j: the waiting writes' intervals of the partition, each alone. */
+  private planRanges(part: Alg2Partition<P>, to: string, bp: boolean, ranges: TickOptions["ranges"], items: FrameItem<P>[]): void {
+    for (const r of ranges ?? []) {
+      if (r.partition !== part.partition) continue;
+      const plan = part.planRange(to, r.from, r.to, bp, MAX_TAILS_IN_FLIGHT);
+      if (plan.kind === "advanced") this.counters.bpHeldBack += plan.held;
+      if (plan.kind !== "delta") continue;
+      this.counters.bpHeldBack += plan.held;
+      this.counters.bytesSent.delta += this.ops.sizeBytes(plan.payload);
+      items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: plan.seq, payload: plan.payload });
+    }
   }
 
   /** Drop the deltas every current neighbour has acked (runs at the end of each tick). */

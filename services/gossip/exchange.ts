@@ -101,6 +101,8 @@ export interface ExchangeOptions {
   onLocalBuffered?: () => void;
   /** Told after a neighbour's acks were taken, with their partitions (writes waiting for copies). */
   onAcked?: (partitions: number[]) => void;
+  /** A peer's acks went back (it restarted, or dropped partitions): what it held is sent again. */
+  onAcksReset?: (peer: string) => void;
   random: () => number;
   /** The engine's payload sizes (the simulator caches encodings); keyedStatesOps by default. */
   ops?: PayloadOps<KeyedStates>;
@@ -629,7 +631,10 @@ export class GossipExchange {
       peer,
       dropped.filter((d) => d.count <= BigInt(Number.MAX_SAFE_INTEGER)).map((d) => ({ partition: d.partition, count: Number(d.count) })),
     );
-    if (reset.size > 0) this.o.log.info("peer dropped partitions it held: it gets their full state when it owns them", { peer, partitions: [...reset] });
+    if (reset.size > 0) {
+      this.o.log.info("peer dropped partitions it held: it gets their full state when it owns them", { peer, partitions: [...reset] });
+      this.o.onAcksReset?.(peer);
+    }
     return reset;
   }
 
@@ -637,6 +642,7 @@ export class GossipExchange {
   private noticeBoot(peer: string, boot: bigint): boolean {
     if (!this.engine.noticeBoot(peer, boot)) return false;
     this.o.log.info("peer restarted: it gets full state", { peer });
+    this.o.onAcksReset?.(peer);
     return true;
   }
 

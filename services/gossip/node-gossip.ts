@@ -274,6 +274,10 @@ export class NodeGossip {
         // Every local change that enters the buffer is pushed, one that waited behind a received frame too.
         onLocalBuffered: () => self?.schedulePush(),
         onAcked: (partitions) => self?.copyWaiters.acked(partitions),
+        // Pushes of waiting writes to that peer went unacknowledged for good: push them again.
+        onAcksReset: () => {
+          if (self !== undefined && self.copyWaiters.size > 0) void self.tick("push");
+        },
         accepts:
           o.ownership === undefined || o.ownership.full
             ? undefined
@@ -376,8 +380,10 @@ export class NodeGossip {
     );
     if (!buffered) return 0;
     const to = this.x.engine.seq(p);
+    // Waiting first: the push sends the waiting writes' intervals to neighbours catching up.
+    const held = this.copyWaiters.wait(p, to > since ? since : 0, to, need, timeoutMs - (Date.now() - started));
     void this.tick("push");
-    return this.copyWaiters.wait(p, to > since ? since : 0, to, need, timeoutMs - (Date.now() - started));
+    return held;
   }
 
   /** Writes waiting for copies now. */
@@ -604,7 +610,8 @@ export class NodeGossip {
               return busy;
             }
           : undefined;
-      for (let out of await this.x.tick(Date.now(), push !== undefined ? { tail: true } : { skip })) {
+      const opts = push !== undefined ? { tail: true, ranges: this.copyWaiters.intervals() } : { skip };
+      for (let out of await this.x.tick(Date.now(), opts)) {
         const peer = this.peers.get(out.to);
         if (peer === undefined) continue;
         // A push that ships full state (the peer needs it) counts as a period's exchange: never two.
@@ -685,7 +692,9 @@ export class NodeGossip {
   private resumePush(peer: PeerLink): void {
     if (peer.pushWaiting !== true) return;
     peer.pushWaiting = false;
-    this.schedulePush();
+    // Writes waiting for copies do not wait for the push delay (nor for a push delay of 0: off).
+    if (this.copyWaiters.size > 0) void this.tick("push");
+    else this.schedulePush();
   }
 
   /**

@@ -199,6 +199,44 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
     }
   });
 
+  it("a holder that restarted behind the delta buffer confirms a write's copy while it still takes its full state", async () => {
+    // A small buffer: the bulk load below leaves it, so node 2 needs the partition's full state
+    // when it comes back, which takes seconds for 150 000 elements here.
+    const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${40 + i}:7705`), [...SLOW_GOSSIP, "--gossip-max-buffer-bytes", "65536", "--partitions", "1"], "h");
+    try {
+      await c.startAll();
+      await copiesReady(c, 0, 3);
+      await c.kill(2);
+      const { replicaClient } = await import("../../services/client/rpc.ts");
+      const { batchFill } = await import("../bench/lib/fill.ts");
+      const clients = Array.from({ length: 4 }, () => replicaClient(c.addresses[0]!));
+      try {
+        await batchFill(clients, "bulk", 0, 150_000, (i) => Buffer.from(`b${String(i).padStart(6, "0")}`));
+      } finally {
+        for (const x of clients) x.close();
+      }
+      await c.start(2);
+      // Until node 0 counts node 2 a member again, copies 3 cannot be had (UNAVAILABLE, nothing written).
+      const first = await eventually(
+        "node 2 to be a holder again",
+        () =>
+          c.replica(0, (r) => call(r, r.add, { key: "w", elements: bufs(["w1"]), texts: [], copies: 3 }, { timeoutMs: 5000 })).then(
+            (res) => ({ copies: res.copies, code: grpc.status.OK, details: "" }),
+            (err: grpc.ServiceError) => ({ copies: 0, code: err.code, details: err.details }),
+          ),
+        (res) => res.code !== grpc.status.UNAVAILABLE,
+        30_000,
+      );
+      // The first write that could have its copies had them within --copies-timeout-ms (1.5 s),
+      // not after node 2's full state: its delta went to node 2 alone beside that state.
+      assert.deepEqual([first.code, first.copies], [grpc.status.OK, 3], first.details);
+      assert.deepEqual(await c.read(2, "w"), ["w1"]);
+      await eventually("node 2 to take the bulk load's full state", () => c.size(2, "bulk"), (n) => n === 150_000, 60_000);
+    } finally {
+      await c.close();
+    }
+  });
+
   it("a node alone refuses copies 2 (UNAVAILABLE), and under Algorithm 1, which has no acknowledgements, any copies above 1 (FAILED_PRECONDITION)", async () => {
     for (const [algorithm, code, text] of [
       ["alg2", grpc.status.UNAVAILABLE, /this node alone holds the key's partition/],

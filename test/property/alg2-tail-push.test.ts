@@ -34,7 +34,11 @@ type Step =
   | { kind: "lose"; pick: number }
   | { kind: "ack"; pick: number; duplicate: boolean }
   | { kind: "loseAck"; pick: number }
-  | { kind: "fromPeer" };
+  | { kind: "fromPeer" }
+  /** A push of one write's interval alone (planRange), as beside a full state j needs. */
+  | { kind: "range"; from: number; length: number }
+  /** The buffer's budget drops its oldest deltas: j falls below its start and needs a full state. */
+  | { kind: "trim"; keep: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ kind: "local" as const }) },
@@ -48,6 +52,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant("ack" as const), pick: fc.nat(), duplicate: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("loseAck" as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.constant({ kind: "fromPeer" as const }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("range" as const), from: fc.nat(), length: fc.integer({ min: 1, max: 3 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("trim" as const), keep: fc.nat(4) }) },
 );
 
 test("tail pushes: A(j) never passes what the neighbour holds, and periods bring it to c", () => {
@@ -101,6 +107,16 @@ test("tail pushes: A(j) never passes what the neighbour holds, and periods bring
             if (plan.kind === "delta") part.tailNotSent("j", plan.seq);
             break;
           }
+          case "range": {
+            // An interval inside what is buffered now (planRange refuses others).
+            const first = part.bufferEntries[0]?.seq ?? part.seq;
+            const from = first + (s.from % Math.max(1, part.seq - first));
+            send(part.planRange("j", from, Math.min(part.seq, from + s.length), bp, 4));
+            break;
+          }
+          case "trim":
+            part.enforceLimit(s.keep * 8);
+            break;
           case "pushFailing": {
             const plan = part.planTail("j", bp, 4);
             if (plan.kind === "delta") failing.push({ seq: plan.seq, ids: plan.payload });
@@ -313,4 +329,41 @@ test("a repeated ack of a tail push sent after a lost one does not raise A(j) ov
   assert.equal(part.ackOf("j"), 0, "j lacks delta 0");
   assert.equal(part.holdsRange("j", 0, 1), false);
   assert.equal(part.holdsRange("j", 1, 2), true);
+});
+
+test("planRange: a neighbour waiting for a full state gets a write's interval alone, acknowledged as a range", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  for (let i = 0; i < 6; i++) part.append(new Set([i]), "self");
+  // The budget dropped deltas 0-3: j (ack 0) needs a full state for them.
+  part.enforceLimit(2 * 8);
+  assert.equal(part.bufferEntries[0]!.seq, 4);
+  assert.equal(part.planTail("j", true, 4).kind, "state", "a tail push to j is its full state");
+  assert.equal(part.planRange("j", 3, 5, true, 4).kind, "none", "delta 3 is no longer buffered");
+  const range = part.planRange("j", 5, 6, true, 4);
+  assert.ok(range.kind === "delta" && [...range.payload].join() === "5", "the write's delta 5 alone");
+  assert.equal(part.planRange("j", 5, 6, true, 4).kind, "none", "not again while in flight");
+  assert.ok(part.ack("j", range.seq));
+  assert.equal(part.ackOf("j"), 0, "the range promises nothing below it");
+  assert.deepEqual([part.holdsRange("j", 5, 6), part.holdsRange("j", 4, 6)], [true, false]);
+  assert.equal(part.planRange("j", 5, 6, true, 4).kind, "none", "held already");
+  // The full state's ack takes A(j) past it; a neighbour that needs no full state gets tails, not ranges.
+  const state = part.plan("j", true);
+  assert.equal(state.kind, "state");
+  assert.ok(part.ack("j", state.seq));
+  assert.equal(part.ackOf("j"), 6);
+  part.append(new Set([6]), "self");
+  assert.equal(part.planRange("j", 6, 7, true, 4).kind, "none");
+  assert.equal(part.planTail("j", true, 4).kind, "delta");
+});
+
+test("planRange: a lost range push leaves S(j) alone, so ordinary pushes still carry its deltas", () => {
+  const part = new Alg2Partition(ops, 0, 0);
+  for (let i = 0; i < 4; i++) part.append(new Set([i]), "self");
+  part.enforceLimit(2 * 8); // buffered: 2, 3
+  const range = part.planRange("j", 3, 4, true, 4);
+  assert.equal(range.kind, "delta");
+  part.tailNotSent("j", range.kind === "delta" ? range.seq : -1);
+  assert.equal(part.sentTo("j"), 0);
+  const again = part.planRange("j", 3, 4, true, 4);
+  assert.ok(again.kind === "delta" && again.seq !== (range.kind === "delta" ? range.seq : -1), "sent again, under a new label");
 });

@@ -252,6 +252,28 @@ describe("Algorithm 2: garbage collection and full-state fallback", () => {
       c: [[0, "state", 3, []]],
     });
   });
+
+  it("a push with the intervals of writes waiting for copies sends a neighbour that needs full state each interval alone beside it", () => {
+    const e = alg2({ maxBufferBytes: 4 });
+    e.local(0, S("aa"));
+    e.local(0, S("bb"));
+    e.onAcks("b", [{ partition: 0, seq: 2 }]);
+    e.local(0, S("cc")); // over the budget: "aa" goes, c (ack 0) needs state
+    const frames = e.tick(0, { tail: true, ranges: [{ partition: 0, from: 2, to: 3 }, { partition: 1, from: 0, to: 1 }] });
+    const sent = summary(frames);
+    // b needs no state: its tail carries the write. c gets its full state and the write's delta alone, under a label.
+    assert.deepEqual(sent.b!.map((i) => [i[1], i[3]]), [["delta", ["cc"]]]);
+    assert.deepEqual(sent.c!.map((i) => [i[1], i[3]]), [["state", []], ["delta", ["cc"]]]);
+    const label = sent.c![1]![2] as number;
+    assert.ok(label >= 2 ** 50, "the interval's push carries a label, not c");
+    e.onAcks("c", [{ partition: 0, seq: label }]);
+    assert.equal(e.holdsRange(0, "c", 2, 3), true);
+    assert.equal(e.holdsRange(0, "c", 1, 3), false);
+    assert.equal(e.ackOf(0, "c"), 0, "c still needs its full state");
+    // A push without intervals sends c its state only.
+    e.local(0, S("dd"));
+    assert.deepEqual(summary(e.tick(1, { tail: true })).c!.map((i) => i[1]), ["state"]);
+  });
 });
 
 describe("Algorithm 2: BP and RR", () => {
