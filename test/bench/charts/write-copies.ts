@@ -1,6 +1,6 @@
 // The chart of docs/results/write-copies.json (npm run bench:write-copies): what asking for 1, 2
 // or 3 copies costs an Add on 3 nodes: latency of one call at a time (p50, p99), and Adds/s with
-// 32 in flight, and AddStream elements/s.
+// 32 in flight, and AddStream elements/s; and how soon a holder catching up confirms copies.
 import { type ChartSpec, barChart, panels } from "../lib/plot.js";
 import type { ResultDoc } from "../lib/results.js";
 
@@ -8,6 +8,7 @@ interface Metrics {
   latency: Array<{ copies: number; p50: number; p99: number }>;
   throughput: Array<{ copies: number; callsPerSecond: number }>;
   streams?: Array<{ copies: number; elementsPerSecond: number }>;
+  catchUp?: { bulk: number; listeningMs: number; restartToFirstConfirmedMs?: number; caughtUpMs?: number };
 }
 
 export function writeCopiesChart(doc: ResultDoc): ChartSpec {
@@ -40,7 +41,17 @@ export function writeCopiesChart(doc: ResultDoc): ChartSpec {
               yLabel: "elements/s",
             }),
           ]),
+      ...(m.catchUp === undefined
+        ? []
+        : [
+            barChart({
+              title: `A holder back after missing ${m.catchUp.bulk} elements: ms after its restart`,
+              categories: ["listening", "first copies-3 Add answered", "holding the elements"],
+              series: [{ name: "ms", values: [m.catchUp.listeningMs, m.catchUp.restartToFirstConfirmedMs ?? 0, m.catchUp.caughtUpMs ?? 0] }],
+              yLabel: "ms",
+            }),
+          ]),
     ],
-    { columns: 3, title: "Write copies on 3 nodes (fsync)" },
+    { columns: 2, title: "Write copies on 3 nodes (fsync)" },
   );
 }
