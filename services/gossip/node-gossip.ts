@@ -692,7 +692,11 @@ export class NodeGossip {
   private resumePush(peer: PeerLink): void {
     if (peer.pushWaiting !== true) return;
     peer.pushWaiting = false;
-    // Writes waiting for copies do not wait for the push delay (nor for a push delay of 0: off).
+    this.pushAgain();
+  }
+
+  /** A push that did not go out goes again: at once for writes waiting for copies (also with pushes of local changes off), else after the push delay. */
+  private pushAgain(): void {
     if (this.copyWaiters.size > 0) void this.tick("push");
     else this.schedulePush();
   }
@@ -711,7 +715,7 @@ export class NodeGossip {
     const delay = Math.min(this.o.intervalMs, first * 2 ** Math.min(failures - 1, 20));
     this.pushRetryTimer = setTimeout(() => {
       this.pushRetryTimer = undefined;
-      this.schedulePush();
+      this.pushAgain();
     }, delay);
   }
 
