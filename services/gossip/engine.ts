@@ -538,6 +538,7 @@ export class AntiEntropyEngine<P> {
       const plan = part.planRange(to, r.from, r.to, bp, MAX_TAILS_IN_FLIGHT);
       if (plan.kind === "advanced") this.counters.bpHeldBack += plan.held;
       if (plan.kind !== "delta") continue;
+      this.counters.copyRanges++;
       this.counters.bpHeldBack += plan.held;
       this.counters.bytesSent.delta += this.ops.sizeBytes(plan.payload);
       items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: plan.seq, payload: plan.payload });

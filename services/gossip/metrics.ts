@@ -47,6 +47,8 @@ export interface GossipCounters {
   peerRestarts: number;
   /** Partitions whose acks for a peer were reset because the peer said it dropped them. */
   peerDrops: number;
+  /** Algorithm 2: intervals of writes waiting for copies pushed alone to a neighbour that needs full state. */
+  copyRanges: number;
 }
 
 export function newCounters(): GossipCounters {
@@ -67,6 +69,7 @@ export function newCounters(): GossipCounters {
     largeCatchUps: 0,
     peerRestarts: 0,
     peerDrops: 0,
+    copyRanges: 0,
     bufferOverflowDrops: 0,
     deltasCollected: 0,
     bpHeldBack: 0,

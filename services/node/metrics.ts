@@ -271,11 +271,13 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
     r.observe(collected, c.deltasCollected);
     for (const [event, n] of Object.entries(src.gossip.counters)) r.observe(transport, n, eventAttrs(event));
     // Engine events that matter to an operator beside the transport's: large received catch-ups
-    // forwarded by full state, peers whose acks were reset after they restarted, and partitions
-    // whose acks were reset after their peer said it dropped them (hand-off).
+    // forwarded by full state, peers whose acks were reset after they restarted, partitions
+    // whose acks were reset after their peer said it dropped them (hand-off), and writes'
+    // intervals pushed alone to a neighbour catching up so that it confirms their copies.
     r.observe(transport, c.largeCatchUps, eventAttrs("largeCatchUps"));
     r.observe(transport, c.peerRestarts, eventAttrs("peerRestarts"));
     r.observe(transport, c.peerDrops, eventAttrs("peerDrops"));
+    r.observe(transport, c.copyRanges, eventAttrs("copyRanges"));
     for (const [event, n] of Object.entries(src.gossip.handOffCounters ?? {})) r.observe(handOff, n, eventAttrs(event));
     let bytes = 0;
     let maxBytes = 0;

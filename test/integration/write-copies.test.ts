@@ -204,7 +204,7 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
     // when it comes back, which takes seconds for 150 000 elements here.
     const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${40 + i}:7705`), [...SLOW_GOSSIP, "--gossip-max-buffer-bytes", "65536", "--partitions", "1"], "h");
     try {
-      await c.startAll();
+      await Promise.all([0, 1, 2].map((i) => c.start(i, i === 0 ? ["--metrics-listen", "127.0.27.40:7706"] : [])));
       await copiesReady(c, 0, 3);
       await c.kill(2);
       const { replicaClient } = await import("../../services/client/rpc.ts");
@@ -231,6 +231,10 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
       // not after node 2's full state: its delta went to node 2 alone beside that state.
       assert.deepEqual([first.code, first.copies], [grpc.status.OK, 3], first.details);
       assert.deepEqual(await c.read(2, "w"), ["w1"]);
+      // Node 0 says how: the write's interval went alone beside the full state.
+      const metrics = await (await fetch("http://127.0.27.40:7706/metrics")).text();
+      const ranges = /deltaset_gossip_transport_events_total\{event="copy_ranges"[^}]*\} (\d+)/.exec(metrics);
+      assert.ok(ranges !== null && Number(ranges[1]) > 0, `copy_ranges counted on node 0: ${ranges?.[0]}`);
       await eventually("node 2 to take the bulk load's full state", () => c.size(2, "bulk"), (n) => n === 150_000, 60_000);
     } finally {
       await c.close();
