@@ -1,4 +1,4 @@
-// A client's write concern: `copies` on Add, Remove, Increment, Delete and AddStream batches asks the node to answer only
+// A client's write concern: `copies` on Add, Remove, Increment, Delete, Merge, an Import's first chunk and AddStream batches asks the node to answer only
 // once that many nodes hold the write durably, itself included. Checked before the write (a
 // request that cannot be met now changes nothing), awaited after it through the gossip layer's
 // acknowledgements (gossip/copy-waiters.ts).
@@ -44,6 +44,7 @@ export function copiesAsked(requested: number | undefined, key: string, confirme
       `copies ${requested} cannot be had: ${nodes === 1 ? "this node alone holds" : `${nodes} nodes hold`} the key's partition now (members it gossips with, its owners under --replication-factor); nothing was written: ask for at most ${nodes}, or retry once more nodes are members`,
     );
   }
+  // nodes > 1 here: the confirmer exists.
   return { copies: requested, since: confirmer!.mark(key) };
 }
 
