@@ -241,6 +241,30 @@ describe("write copies: an answer with copies N means N nodes hold the write dur
     }
   });
 
+  it("writes answered with copies 2 survive the loss of their node's disk: SIGKILL, data directory wiped, restarted empty", async () => {
+    const c = new TestCluster(dir, [1, 2, 3].map((i) => `127.0.27.${50 + i}:7707`), SLOW_GOSSIP, "d");
+    try {
+      await c.startAll();
+      await copiesReady(c, 0, 2);
+      const elements = Array.from({ length: 30 }, (_, i) => `d${String(i).padStart(2, "0")}`);
+      const answers = await Promise.all(
+        elements.map((e, i) => c.replica(0, (r) => call(r, r.add, { key: `disk${i % 3}`, elements: bufs([e]), texts: [], copies: 2 }, { timeoutMs: 5000 }))),
+      );
+      assert.ok(answers.every((a) => a.copies >= 2), "every add was answered with 2 copies");
+      // The disk that took them is gone: each add is on node 1 or node 2 (or both), by its answer.
+      await c.wipeAndRestart(0);
+      const kept = new Set<string>();
+      for (const i of [1, 2]) for (let k = 0; k < 3; k++) for (const e of await c.read(i, `disk${k}`)) kept.add(e);
+      assert.deepEqual([...kept].sort(), elements, "an add answered with copies 2 was lost with its node's disk");
+      // And the wiped node takes them back from the others.
+      for (let k = 0; k < 3; k++) {
+        await c.converged(`disk${k}`, [0, 1, 2], elements.filter((_, i) => i % 3 === k), 30_000);
+      }
+    } finally {
+      await c.close();
+    }
+  });
+
   it("a node alone refuses copies 2 (UNAVAILABLE), and under Algorithm 1, which has no acknowledgements, any copies above 1 (FAILED_PRECONDITION)", async () => {
     for (const [algorithm, code, text] of [
       ["alg2", grpc.status.UNAVAILABLE, /this node alone holds the key's partition/],
