@@ -238,27 +238,7 @@ export class Alg2Partition<P> {
     if (this.holdsRange(peer, from, to) || this.tailsInFlight(peer) >= maxInFlight) return { kind: "none" };
     const tails = this.tails.get(peer);
     if (tails !== undefined) for (const t of tails.values()) if (t.range === true && t.from <= from && to <= t.to) return { kind: "none" };
-    const parts: P[] = [];
-    let held = 0;
-    for (let i = from - first.seq; i < to - first.seq; i++) {
-      const e = this.buffer[i]!;
-      if (e.hole === true) return { kind: "none" };
-      if (bp && e.origin === peer) {
-        held++;
-        continue;
-      }
-      parts.push(e.delta);
-    }
-    if (parts.length === 0) {
-      // Every delta of it came from j.
-      this.ackedRangeOrRaise(peer, from, to);
-      return { kind: "advanced", seq: this.c, held };
-    }
-    let mine = tails;
-    if (mine === undefined) this.tails.set(peer, (mine = new Map()));
-    const label = this.nextLabel++;
-    mine.set(label, { from, to, range: true });
-    return { kind: "delta", seq: label, payload: joinPayloads(this.ops, parts), held };
+    return this.labelledPush(peer, from, to, bp, true) ?? { kind: "none" };
   }
 
   /** What to ship to j this period (lines 22-28). Mutates A(j) only in the BP "advanced" case. */
@@ -296,27 +276,39 @@ export class Alg2Partition<P> {
     if (from >= this.c || this.tailsInFlight(peer) >= maxInFlight) return { kind: "none" };
     const first = this.buffer[0];
     if (first === undefined || first.seq > this.ackOf(peer)) return { kind: "state", seq: this.c };
+    const push = this.labelledPush(peer, from, this.c, bp);
+    if (push === undefined) return { kind: "state", seq: this.c };
+    this.sent.set(peer, this.c);
+    return push;
+  }
+
+  /**
+   * The buffered deltas [from, to) as a push to j under a new label (planTail, planRange; range:
+   * planRange's, which S(j) does not count). "advanced" when BP leaves nothing to send: every one
+   * came from j, so j holds [from, to), which joins A(j) like an acked push. Undefined when the
+   * interval holds a hole: only a full state carries it.
+   */
+  private labelledPush(peer: string, from: number, to: number, bp: boolean, range?: true): Alg2Plan<P> | undefined {
+    const start = this.buffer[0]!.seq;
     const parts: P[] = [];
     let held = 0;
-    for (let i = from - first.seq; i < this.buffer.length; i++) {
+    for (let i = from - start; i < to - start; i++) {
       const e = this.buffer[i]!;
-      if (e.hole === true) return { kind: "state", seq: this.c };
+      if (e.hole === true) return undefined;
       if (bp && e.origin === peer) {
         held++;
         continue;
       }
       parts.push(e.delta);
     }
-    this.sent.set(peer, this.c);
     if (parts.length === 0) {
-      // Everything new came from j: [from, c) is held there; it joins A(j) like an acked push.
-      this.ackedRangeOrRaise(peer, from, this.c);
+      this.ackedRangeOrRaise(peer, from, to);
       return { kind: "advanced", seq: this.c, held };
     }
     let tails = this.tails.get(peer);
     if (tails === undefined) this.tails.set(peer, (tails = new Map()));
     const label = this.nextLabel++;
-    tails.set(label, { from, to: this.c });
+    tails.set(label, range === true ? { from, to, range } : { from, to });
     return { kind: "delta", seq: label, payload: joinPayloads(this.ops, parts), held };
   }
 

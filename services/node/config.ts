@@ -125,7 +125,7 @@ export interface NodeConfig {
    */
   forwardTimeoutMs: number;
   /**
-   * The longest a write asking for copies (Add, Remove, Increment, Delete, an AddStream batch) waits for the other nodes'
+   * The longest a write asking for copies (Add, Remove, Increment, Delete, Merge, Import, an AddStream batch) waits for the other nodes'
    * acknowledgements before it answers DEADLINE_EXCEEDED (ms); the call's deadline, when sooner, wins.
    */
   copiesTimeoutMs: number;

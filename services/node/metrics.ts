@@ -237,7 +237,7 @@ export function clusterMetrics(meter: Meter, getSources: () => ClusterSources | 
   );
   const copiesWaiting = gauge(
     "deltaset_writes_waiting_for_copies",
-    "Client writes (Add, Remove, Increment, Delete and AddStream batches asking for copies) made here and waiting for other nodes to acknowledge that they hold them durably",
+    "Client writes (Add, Remove, Increment, Delete, Merge, Import and AddStream batches asking for copies) made here and waiting for other nodes to acknowledge that they hold them durably",
   );
   const handOff = counter("deltaset_handoff_events", "Hand-off of partitions this node holds without owning them (--replication-factor R): partitions, keys and bytes dropped after their owners acknowledged them, keys kept for deferred removes");
 
