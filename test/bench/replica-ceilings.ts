@@ -9,7 +9,7 @@
 // batches, no deltaset code (storageCeiling). Redis SADD (AOF everysec) beside them, unpipelined
 // (32 connections) and pipelined (4 connections, 1000 per round trip), when redis-server is installed.
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ClassicLevel } from "classic-level";
 import { createInterface } from "node:readline";
@@ -24,13 +24,31 @@ const NOOP = fileURLToPath(new URL("./noop-server.ts", import.meta.url));
 // Run through the same module loader as a node, so both servers run the same transformed code.
 const REGISTER = fileURLToPath(new URL("../../bin/register-ts.mjs", import.meta.url));
 
-async function startNoop(host: string): Promise<{ address: string; stop: () => Promise<void> }> {
+async function startNoop(host: string): Promise<{ address: string; pid: number; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, ["--import", REGISTER, NOOP, host], { stdio: ["ignore", "pipe", "inherit"] });
   const address = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on("line", (l) => l.startsWith("listening ") && resolve(l.slice(10)));
     child.once("exit", (code) => reject(new Error(`no-op server exited (${code})`)));
   });
-  return { address, stop: async () => void (child.kill("SIGTERM"), await new Promise((r) => child.once("exit", r))) };
+  return { address, pid: child.pid!, stop: async () => void (child.kill("SIGTERM"), await new Promise((r) => child.once("exit", r))) };
+}
+
+/** CPU time (ms, user + system) of a process's main thread, the one that runs its event loop. */
+function mainThreadCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * (1000 / 100);
+}
+
+/**
+ * unaryRate, also measuring the server's event-loop CPU per call: a server whose event loop is
+ * saturated can answer at most 1e6 / that many calls a second, whatever the client does.
+ */
+async function unaryRateWithCpu(channels: Client[], seconds: number, tag: string, serverPid: number): Promise<{ rate: number; mainCpuMicrosPerCall: number }> {
+  const before = mainThreadCpuMs(serverPid);
+  const start = performance.now();
+  const rate = await unaryRate(channels, seconds, tag);
+  const calls = rate * ((performance.now() - start) / 1000);
+  return { rate, mainCpuMicrosPerCall: ((mainThreadCpuMs(serverPid) - before) * 1000) / calls };
 }
 
 /** 32 single-element Adds in flight over the channels for `seconds`; returns calls/s. */
@@ -112,6 +130,7 @@ export async function clientApiCeilings(quick: boolean, root: string) {
   const redis = redisAvailable() ? await startRedis("127.0.0.57", 6390) : undefined;
   const nodeCh = Array.from({ length: 4 }, () => replicaClient(node.address));
   const noopCh = Array.from({ length: 4 }, () => replicaClient(noop.address));
+  const cpu = { noopUnary: [] as number[], unary: [] as number[] };
   const runs = { noopUnary: [] as number[], unary: [] as number[], storageCeiling: [] as number[], redisUnpipelined: [] as number[], redisPipelined: [] as number[] };
   const streamRuns = STREAM_SHAPES.map((shape) => ({ ...shape, noop: [] as number[], node: [] as number[] }));
   try {
@@ -123,8 +142,12 @@ export async function clientApiCeilings(quick: boolean, root: string) {
       await streamRate(noopCh, 1, `warm${shape.perMessage}`, shape);
     }
     for (let r = 0; r < rounds; r++) {
-      runs.noopUnary.push(await unaryRate(noopCh, seconds, `nu${r}`));
-      runs.unary.push(await unaryRate(nodeCh, seconds, `u${r}`));
+      const nu = await unaryRateWithCpu(noopCh, seconds, `nu${r}`, noop.pid);
+      const u = await unaryRateWithCpu(nodeCh, seconds, `u${r}`, node.child.pid!);
+      runs.noopUnary.push(nu.rate);
+      runs.unary.push(u.rate);
+      cpu.noopUnary.push(nu.mainCpuMicrosPerCall);
+      cpu.unary.push(u.mainCpuMicrosPerCall);
       for (const sr of streamRuns) {
         sr.noop.push(await streamRate(noopCh, seconds, `ns${sr.perMessage}-${r}`, sr));
         sr.node.push(await streamRate(nodeCh, seconds, `s${sr.perMessage}-${r}`, sr));
@@ -135,7 +158,7 @@ export async function clientApiCeilings(quick: boolean, root: string) {
         runs.redisPipelined.push(await saddRate("127.0.0.57", redis.port, 4, 1000, seconds, `rp${r}`));
       }
       console.log(
-        `ceilings round ${r + 1}: unary ${runs.unary.at(-1)!.toFixed(0)}/s (no-op ${runs.noopUnary.at(-1)!.toFixed(0)}), stream el/s ` +
+        `ceilings round ${r + 1}: unary ${runs.unary.at(-1)!.toFixed(0)}/s (no-op ${runs.noopUnary.at(-1)!.toFixed(0)}; event-loop CPU per call ${cpu.unary.at(-1)!.toFixed(0)} µs, no-op ${cpu.noopUnary.at(-1)!.toFixed(0)} µs), stream el/s ` +
           streamRuns.map((sr) => `${sr.node.at(-1)!.toFixed(0)} at ${sr.perMessage}/message (no-op ${sr.noop.at(-1)!.toFixed(0)})`).join(", ") +
           `, LevelDB puts ${runs.storageCeiling.at(-1)!.toFixed(0)}/s` +
           (redis ? `, redis SADD ${runs.redisUnpipelined.at(-1)!.toFixed(0)}/s unpipelined, ${runs.redisPipelined.at(-1)!.toFixed(0)}/s pipelined` : ""),
@@ -162,6 +185,13 @@ export async function clientApiCeilings(quick: boolean, root: string) {
     means: m,
     streams,
     unaryVsNoop: m.unary! / m.noopUnary!,
+    /**
+     * Each server's event-loop (main-thread) CPU per unary call, means over the rounds, and their
+     * ratio (no-op / node): the most the node's rate can be of the no-op's on a machine where both
+     * event loops are saturated (enough cores for the client). Where the client or the cores limit
+     * the no-op first, as on a small machine, unaryVsNoop is above it.
+     */
+    unaryMainCpu: { nodeMicrosPerCall: mean(cpu.unary), noopMicrosPerCall: mean(cpu.noopUnary), eventLoopBoundRatio: mean(cpu.noopUnary) / mean(cpu.unary) },
     /** The stream target's ratio: one element per message. */
     streamVsNoop: single.vsNoop,
     redis:
