@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { ConfigError, type NodeConfig, configFlags, loadConfig, withBoolValues } from "./config.js";
 import type { Logger } from "../common/logger.js";
 import { type ClusterSources, type RpcRecorder, certificateMetrics, clusterMetrics, rpcMetrics, storeMetrics } from "./metrics.js";
+import { runtimeMetrics } from "./runtime-metrics.js";
 import type { Store } from "../store/store.js";
 
 /** Runs fn inside a span (child of the active one); the span ends when fn settles. */
@@ -178,10 +179,12 @@ async function startMetrics(config: NodeConfig, nodeId: string, store: Store) {
     throw new ConfigError(`metrics listen ${config.metricsListen}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   storeMetrics(meter, store);
+  const stopRuntime = runtimeMetrics(meter);
   return {
     address,
     meter,
     async shutdown() {
+      stopRuntime();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await provider.shutdown();

@@ -158,6 +158,25 @@ describe("two nodes with metrics, console tracing and OTLP tracing", () => {
     assert.doesNotMatch(b1, /partition="/);
   });
 
+  it("reports the node process: CPU, memory, event loop, garbage collection", async () => {
+    const before = await scrape(metricsOf(n1));
+    await workload("r", 40);
+    // The node's gossip and the workload allocate: young-generation collections happen within seconds.
+    const now = await eventually("a minor collection recorded", () => scrape(metricsOf(n1)), (t) => sample(t, "deltaset_gc_duration_seconds_count", { kind: "minor" }) > 0);
+    assert.ok(sample(now, "deltaset_process_cpu_seconds_total", { mode: "user" }) > sample(before, "deltaset_process_cpu_seconds_total", { mode: "user" }), "user CPU grows with the workload");
+    const rss = sample(now, "deltaset_process_resident_memory_bytes");
+    const used = sample(now, "deltaset_heap_bytes", { state: "used" });
+    assert.ok(rss > 10 * 2 ** 20 && used > 2 ** 20 && used <= sample(now, "deltaset_heap_bytes", { state: "total" }) && used < rss, `rss ${rss}, heap used ${used}`);
+    const elu = sample(now, "deltaset_event_loop_utilization");
+    assert.ok(elu > 0 && elu <= 1, `event loop utilization ${elu}`);
+    // Lateness, not the sampling period (10 ms): an idle loop runs its timer well within that.
+    const p50 = sample(now, "deltaset_event_loop_delay_seconds", { stat: "p50" });
+    const max = sample(now, "deltaset_event_loop_delay_seconds", { stat: "max" });
+    assert.match(now, /^deltaset_event_loop_delay_seconds\{stat="p99"\} /m);
+    assert.ok(p50 >= 0 && p50 < 0.01 && p50 <= max, `event loop delay p50 ${p50} s, max ${max} s`);
+    assert.ok(sample(now, "deltaset_gc_duration_seconds_sum", { kind: "minor" }) > 0);
+  });
+
   it("records gRPC server spans and a span per anti-entropy frame sent and received (console exporter)", async () => {
     // A write on m2 too, so that anti-entropy runs in both directions.
     const c = replicaClient(n2.address);
