@@ -106,8 +106,11 @@ describe("a node refused for its cluster key (real processes)", () => {
     assert.equal(await refusedGauge(), 0);
     await eventually("ka and kb both alive at ka", async () => aliveIds(a.address), (ids) => ids.join() === "ka,kb", 15_000);
     await eventually("kb's write reached ka", async () => members(a.address), (m) => m.join() === "on-a,on-b", 15_000);
+    // ka's write reaches kb by its own gossip, not necessarily by the time kb's reached ka.
+    await eventually("ka's write reached kb", async () => members(b.address), (m) => m.includes("on-a"), 15_000);
     // Nothing of the refused call was written anywhere.
     assert.deepEqual(await members(b.address), ["on-a", "on-b"]);
+    assert.deepEqual(await members(a.address), ["on-a", "on-b"]);
   });
 
   it("serves alone when its seed does not answer at all", { timeout: 60_000 }, async () => {
