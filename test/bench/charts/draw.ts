@@ -18,6 +18,7 @@ import { crdtChart } from "./crdt.js";
 import { evalChart } from "./eval.js";
 import { evalTypesChart } from "./eval-types.js";
 import { gossipTransportChart } from "./gossip-transport.js";
+import { http2GcChart } from "./http2-gc.js";
 import { scaleChart } from "./scale.js";
 import { membershipChart } from "./membership.js";
 import { probClusterChart } from "./prob-cluster.js";
@@ -44,6 +45,7 @@ const BY_NAME: Record<string, (doc: ResultDoc) => ChartSpec> = {
   "gossip-transport.json": gossipTransportChart,
   "add-stream-routing.json": addStreamRoutingChart,
   "catch-up.json": catchUpChart,
+  "http2-gc.json": http2GcChart,
   "write-copies.json": writeCopiesChart,
 };
 

@@ -1,0 +1,176 @@
+// bench:http2-gc: how much of each young-generation collection (scavenge) a server promotes to V8's
+// old generation under unary calls (4 connections, 32 calls in flight), read from V8's
+// --trace-gc-nvp lines. Five servers, each its own process on loopback: a plain node:http2 server
+// answering after 5 ms (no gRPC library, no deltaset code), the same with a full collection forced
+// every second (force-gc.ts), the no-op gRPC server of bench:replica, the same with forced full
+// collections, and a deltaset node (fsync). A scavenge costs about what it copies, and what a
+// server promotes it has copied at least twice: this measures the node's garbage-collection share
+// of a unary Add against servers that do no work (docs/results/replica-history.md).
+// usage: npm run bench:http2-gc [-- --quick]
+import { type ChildProcess, spawn } from "node:child_process";
+import { connect } from "node:http2";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { call, replicaClient } from "../../services/client/rpc.ts";
+import { drawChart } from "./charts/draw.ts";
+import { commandLine, isQuick, writeResults } from "./lib/results.ts";
+
+const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
+const REGISTER = here("../../bin/register-ts.mjs");
+const BIN = here("../../bin/deltaset.mjs");
+const quick = isQuick();
+const SECONDS = quick ? 2 : 4;
+const IN_FLIGHT = 32;
+const CONNECTIONS = 4;
+
+interface Server {
+  address: string;
+  /** --trace-gc-nvp lines printed since the last take(). */
+  take(): string[];
+  stop(): Promise<void>;
+}
+
+/** Start a server process that prints "listening HOST:PORT" (or a node's JSON line with its address). */
+async function startServer(args: string[]): Promise<Server> {
+  const child: ChildProcess = spawn(process.execPath, ["--trace-gc-nvp", ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  let lines: string[] = [];
+  const address = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on("line", (l) => {
+      if (l.includes("gc=")) lines.push(l);
+      const m = /^listening (\S+)$/.exec(l) ?? /"event":"listening".*"address":"([^"]+)"/.exec(l);
+      if (m) resolve(m[1]!);
+    });
+    child.once("exit", (code) => reject(new Error(`server exited (${code}) before listening: ${args.join(" ")}`)));
+  });
+  if (!/^127\.\d+\.\d+\.\d+:\d+$/.test(address)) throw new Error(`not a loopback address: ${address}`);
+  return {
+    address,
+    take: () => {
+      const out = lines;
+      lines = [];
+      return out;
+    },
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+/** IN_FLIGHT POSTs at a time over CONNECTIONS sessions for `seconds`; returns calls answered. */
+async function http2Load(address: string, seconds: number): Promise<number> {
+  const sessions = Array.from({ length: CONNECTIONS }, () => connect(`http://${address}`));
+  const end = performance.now() + seconds * 1000;
+  let done = 0;
+  try {
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async (_, w) => {
+        while (performance.now() < end) {
+          await new Promise<void>((resolve, reject) => {
+            const s = sessions[w % CONNECTIONS]!.request({ ":method": "POST", ":path": "/deltaset.v1.Replica/Add", "content-type": "application/grpc" });
+            s.on("data", () => {});
+            s.on("end", resolve);
+            s.on("error", reject);
+            s.end(Buffer.alloc(30));
+          });
+          done++;
+        }
+      }),
+    );
+  } finally {
+    for (const s of sessions) s.close();
+  }
+  return done;
+}
+
+/** IN_FLIGHT single-element Adds at a time over CONNECTIONS channels for `seconds`; returns calls answered. */
+async function grpcLoad(address: string, seconds: number, tag: string): Promise<number> {
+  const channels = Array.from({ length: CONNECTIONS }, () => replicaClient(address));
+  const end = performance.now() + seconds * 1000;
+  let done = 0;
+  try {
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async (_, w) => {
+        const c = channels[w % CONNECTIONS]!;
+        for (let i = 0; performance.now() < end; i++) {
+          await call(c, c.add, { key: `${tag}-${w % 8}`, elements: [Buffer.from(`${tag}-${w}-${i}`)], texts: [] });
+          done++;
+        }
+      }),
+    );
+  } finally {
+    for (const c of channels) c.close();
+  }
+  return done;
+}
+
+const median = (xs: number[]) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+
+/** Scavenges of the measured window: how many, median promoted bytes and pause, total pause. */
+function scavenges(lines: string[]) {
+  const rows = lines
+    .filter((l) => / gc=s /.test(l))
+    .map((l) => ({ pauseMs: Number(/ pause=([\d.]+)/.exec(l)?.[1] ?? NaN), promoted: Number(/ promoted=(\d+)/.exec(l)?.[1] ?? NaN) }))
+    .filter((r) => Number.isFinite(r.pauseMs) && Number.isFinite(r.promoted));
+  const full = lines.filter((l) => / gc=mc /.test(l)).length;
+  return {
+    count: rows.length,
+    fullCollections: full,
+    promotedKiBMedian: median(rows.map((r) => r.promoted)) / 1024,
+    pauseMsMedian: median(rows.map((r) => r.pauseMs)),
+    pauseMsTotal: rows.reduce((a, r) => a + r.pauseMs, 0),
+  };
+}
+
+const root = mkdtempSync(join(tmpdir(), "deltaset-http2-gc-"));
+/** After the TypeScript loader: force-gc.ts goes through it. */
+const FORCE_GC = ["--expose-gc", "--import", REGISTER, "--import", here("./force-gc.ts")];
+const variants = [
+  { name: "plain node:http2 server", args: ["--import", REGISTER, here("./http2-plain-server.ts"), "127.0.31.1"], load: "http2" },
+  { name: "plain node:http2 server, full collection every second", args: [...FORCE_GC, here("./http2-plain-server.ts"), "127.0.31.2"], load: "http2" },
+  { name: "no-op gRPC server", args: ["--import", REGISTER, here("./noop-server.ts"), "127.0.31.3"], load: "grpc" },
+  { name: "no-op gRPC server, full collection every second", args: [...FORCE_GC, here("./noop-server.ts"), "127.0.31.4"], load: "grpc" },
+  { name: "deltaset node (fsync)", args: [BIN, "node", "--listen", "127.0.31.5:0", "--data-dir", join(root, "node"), "--log-level", "warn"], load: "grpc" },
+] as const;
+
+const rows = [];
+try {
+  for (const v of variants) {
+    const server = await startServer([...v.args]);
+    try {
+      const run = (s: number, tag: string) => (v.load === "http2" ? http2Load(server.address, s) : grpcLoad(server.address, s, tag));
+      await run(1, "warm");
+      server.take();
+      const started = performance.now();
+      const calls = await run(SECONDS, "m");
+      const seconds = (performance.now() - started) / 1000;
+      const gc = scavenges(server.take());
+      const row = { name: v.name, callsPerSec: calls / seconds, ...gc, scavengeMicrosPerCall: (gc.pauseMsTotal * 1000) / calls };
+      rows.push(row);
+      console.log(
+        `${v.name}: ${row.callsPerSec.toFixed(0)} calls/s; ${gc.count} scavenges, median ${gc.promotedKiBMedian.toFixed(0)} KiB promoted and ${gc.pauseMsMedian.toFixed(2)} ms each; ` +
+          `${row.scavengeMicrosPerCall.toFixed(1)} µs of scavenging per call; ${gc.fullCollections} full collections`,
+      );
+    } finally {
+      await server.stop();
+    }
+  }
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}
+
+const path = writeResults("http2-gc", {
+  params: { quick, seconds: SECONDS, inFlight: IN_FLIGHT, connections: CONNECTIONS, plainServerDelayMs: 5, command: commandLine("bench:http2-gc", quick) },
+  metrics: { variants: rows },
+  targets: [],
+});
+await drawChart(path);
