@@ -26,7 +26,7 @@
 //    exchanged with; a partition goes only to neighbours in its list (default: every neighbour).
 import { PayloadKind } from "../gen/deltaset/v1/gossip.js";
 import { Alg1Partition, type Choose } from "./algorithm1.js";
-import { Alg2Partition } from "./algorithm2.js";
+import { type Alg2Plan, Alg2Partition } from "./algorithm2.js";
 import { type EngineSnapshot, type GossipCounters, newCounters, type PartitionStats } from "./metrics.js";
 import type { PayloadOps } from "./payload.js";
 import { PeerBoots } from "./peer-boots.js";
@@ -516,12 +516,8 @@ export class AntiEntropyEngine<P> {
             if (opts.tail === true) this.planRanges(part, to, cfg.bp, opts.ranges, items);
             break;
           case "delta":
-            this.counters.bpHeldBack += plan.held;
-            this.counters.bytesSent.delta += this.ops.sizeBytes(plan.payload);
-            items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: plan.seq, payload: plan.payload });
-            break;
           case "advanced":
-            this.counters.bpHeldBack += plan.held;
+            this.takeDeltaPlan(part.partition, plan, items);
             break;
         }
       }
@@ -535,14 +531,21 @@ export class AntiEntropyEngine<P> {
   private planRanges(part: Alg2Partition<P>, to: string, bp: boolean, ranges: TickOptions["ranges"], items: FrameItem<P>[]): void {
     for (const r of ranges ?? []) {
       if (r.partition !== part.partition) continue;
-      const plan = part.planRange(to, r.from, r.to, bp, MAX_TAILS_IN_FLIGHT);
-      if (plan.kind === "advanced") this.counters.bpHeldBack += plan.held;
-      if (plan.kind !== "delta") continue;
-      this.counters.copyRanges++;
-      this.counters.bpHeldBack += plan.held;
-      this.counters.bytesSent.delta += this.ops.sizeBytes(plan.payload);
-      items.push({ partition: part.partition, kind: PayloadKind.DELTA, seq: plan.seq, payload: plan.payload });
+      if (this.takeDeltaPlan(part.partition, part.planRange(to, r.from, r.to, bp, MAX_TAILS_IN_FLIGHT), items)) this.counters.copyRanges++;
     }
+  }
+
+  /**
+   * A delta plan into the frame's items, counting the deltas BP held back and the bytes sent; an
+   * advanced plan counts only what BP held back. True when a delta goes out.
+   */
+  private takeDeltaPlan(partition: number, plan: Alg2Plan<P>, items: FrameItem<P>[]): boolean {
+    if (plan.kind !== "delta" && plan.kind !== "advanced") return false;
+    this.counters.bpHeldBack += plan.held;
+    if (plan.kind === "advanced") return false;
+    this.counters.bytesSent.delta += this.ops.sizeBytes(plan.payload);
+    items.push({ partition, kind: PayloadKind.DELTA, seq: plan.seq, payload: plan.payload });
+    return true;
   }
 
   /** Drop the deltas every current neighbour has acked (runs at the end of each tick). */

@@ -14,15 +14,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { call, replicaClient } from "../../services/client/rpc.ts";
+import { replicaClient } from "../../services/client/rpc.ts";
 import { drawChart } from "./charts/draw.ts";
 import { commandLine, isQuick, writeResults } from "./lib/results.ts";
+import { percentile } from "./lib/timing.ts";
+import { unaryRate } from "./lib/unary-load.ts";
 
 const here = (f: string) => fileURLToPath(new URL(f, import.meta.url));
 const REGISTER = here("../../bin/register-ts.mjs");
 const BIN = here("../../bin/deltaset.mjs");
 const quick = isQuick();
 const SECONDS = quick ? 2 : 4;
+/** As unaryRate keeps in flight (also the plain server's load). */
 const IN_FLIGHT = 32;
 const CONNECTIONS = 4;
 
@@ -88,32 +91,18 @@ async function http2Load(address: string, seconds: number): Promise<number> {
   return done;
 }
 
-/** IN_FLIGHT single-element Adds at a time over CONNECTIONS channels for `seconds`; returns calls answered. */
+/** bench:replica's unary load (IN_FLIGHT Adds) over CONNECTIONS channels for `seconds`; returns calls answered. */
 async function grpcLoad(address: string, seconds: number, tag: string): Promise<number> {
   const channels = Array.from({ length: CONNECTIONS }, () => replicaClient(address));
-  const end = performance.now() + seconds * 1000;
-  let done = 0;
+  const started = performance.now();
   try {
-    await Promise.all(
-      Array.from({ length: IN_FLIGHT }, async (_, w) => {
-        const c = channels[w % CONNECTIONS]!;
-        for (let i = 0; performance.now() < end; i++) {
-          await call(c, c.add, { key: `${tag}-${w % 8}`, elements: [Buffer.from(`${tag}-${w}-${i}`)], texts: [] });
-          done++;
-        }
-      }),
-    );
+    return (await unaryRate(channels, seconds, tag)) * ((performance.now() - started) / 1000);
   } finally {
     for (const c of channels) c.close();
   }
-  return done;
 }
 
-const median = (xs: number[]) => {
-  if (xs.length === 0) return 0;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-};
+const median = (xs: number[]) => (xs.length === 0 ? 0 : percentile([...xs].sort((a, b) => a - b), 0.5));
 
 /** Scavenges of the measured window: how many, median promoted bytes and pause, total pause. */
 function scavenges(lines: string[]) {

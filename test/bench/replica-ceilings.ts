@@ -9,15 +9,17 @@
 // batches, no deltaset code (storageCeiling). Redis SADD (AOF everysec) beside them, unpipelined
 // (32 connections) and pipelined (4 connections, 1000 per round trip), when redis-server is installed.
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ClassicLevel } from "classic-level";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { addStream } from "../../services/client/add-stream.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
+import { replicaClient } from "../../services/client/rpc.ts";
 import { startNodeProcess } from "../helpers/node-process.ts";
 import { redisAvailable, saddRate, startRedis } from "./redis-baseline.ts";
+import { mainThreadCpuSecondsOf } from "./lib/proc-cpu.ts";
+import { unaryRate } from "./lib/unary-load.ts";
 
 type Client = ReturnType<typeof replicaClient>;
 const NOOP = fileURLToPath(new URL("./noop-server.ts", import.meta.url));
@@ -33,39 +35,16 @@ async function startNoop(host: string): Promise<{ address: string; pid: number; 
   return { address, pid: child.pid!, stop: async () => void (child.kill("SIGTERM"), await new Promise((r) => child.once("exit", r))) };
 }
 
-/** CPU time (ms, user + system) of a process's main thread, the one that runs its event loop. */
-function mainThreadCpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * (1000 / 100);
-}
-
 /**
  * unaryRate, also measuring the server's event-loop CPU per call: a server whose event loop is
  * saturated can answer at most 1e6 / that many calls a second, whatever the client does.
  */
 async function unaryRateWithCpu(channels: Client[], seconds: number, tag: string, serverPid: number): Promise<{ rate: number; mainCpuMicrosPerCall: number }> {
-  const before = mainThreadCpuMs(serverPid);
+  const before = mainThreadCpuSecondsOf(serverPid);
   const start = performance.now();
   const rate = await unaryRate(channels, seconds, tag);
   const calls = rate * ((performance.now() - start) / 1000);
-  return { rate, mainCpuMicrosPerCall: ((mainThreadCpuMs(serverPid) - before) * 1000) / calls };
-}
-
-/** 32 single-element Adds in flight over the channels for `seconds`; returns calls/s. */
-async function unaryRate(channels: Client[], seconds: number, tag: string): Promise<number> {
-  let ops = 0;
-  const start = performance.now();
-  const end = start + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: 32 }, async (_, w) => {
-      const c = channels[w % channels.length]!;
-      for (let i = 0; performance.now() < end; i++) {
-        await call(c, c.add, { key: `${tag}-${w % 8}`, elements: [Buffer.from(`${tag}-${w}-${i}`)], texts: [] });
-        ops++;
-      }
-    }),
-  );
-  return ops / ((performance.now() - start) / 1000);
+  return { rate, mainCpuMicrosPerCall: ((mainThreadCpuSecondsOf(serverPid) - before) * 1e6) / calls };
 }
 
 /** AddStream shapes: elements per message, and messages a stream leaves unacknowledged. */

@@ -27,6 +27,7 @@ import { startNodeProcess } from "../helpers/node-process.ts";
 import { drawChart } from "./charts/draw.ts";
 import { clientApiCeilings } from "./replica-ceilings.ts";
 import { batchFill } from "./lib/fill.ts";
+import { cpuSecondsOf } from "./lib/proc-cpu.ts";
 import { largeSetBench } from "./replica-large.ts";
 import { commandLine, isQuick, printTargets, target, writeResults } from "./lib/results.ts";
 
@@ -187,12 +188,6 @@ async function addThroughput(clients: ReturnType<typeof replicaClient>[], second
     }),
   );
   return ops / seconds;
-}
-
-/** CPU seconds (user + system) a process has used so far. */
-function cpuSecondsOf(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 async function telemetryOverhead() {
