@@ -9,6 +9,7 @@
 // handler's guard, a stream in the server's first interceptor, which does both jobs in one layer
 // since each layer costs every call microseconds.
 
+
 export interface ActiveCalls {
   /**
    * A call started; call the returned function (any number of times) when it ends. `cut` ends the
@@ -23,25 +24,50 @@ export interface ActiveCalls {
   cutAll(details: string): void;
 }
 
+/** A running call, linked to its neighbours while it runs. */
+interface Running {
+  cut?: (details: string) => void;
+  prev: Running | undefined;
+  next: Running | undefined;
+  ended: boolean;
+}
+
 export function activeCalls(): ActiveCalls {
-  const running = new Set<{ cut?: (details: string) => void }>();
+  // Every call enters and leaves, so the calls running are a list whose ended entries are unlinked
+  // and point nowhere: not a Set, whose old backing stores would keep every call alive through
+  // young-generation collections once a full one has promoted it (common/key-table.ts).
+  let head: Running | undefined;
+  let count = 0;
   let closed = false;
+  const unlink = (e: Running) => {
+    if (e.ended) return;
+    e.ended = true;
+    if (e.prev === undefined) head = e.next;
+    else e.prev.next = e.next;
+    if (e.next !== undefined) e.next.prev = e.prev;
+    e.prev = e.next = undefined;
+    count--;
+  };
   return {
     enter: (cut) => {
-      const entry = { cut };
-      running.add(entry);
-      return () => void running.delete(entry);
+      const e: Running = { cut, prev: undefined, next: head, ended: false };
+      if (head !== undefined) head.prev = e;
+      head = e;
+      count++;
+      return () => unlink(e);
     },
-    count: () => running.size,
+    count: () => count,
     close: () => void (closed = true),
     get closed() {
       return closed;
     },
     cutAll: (details) => {
-      for (const e of [...running]) {
-        if (e.cut === undefined) continue;
-        running.delete(e);
-        e.cut(details);
+      const cuttable: Running[] = [];
+      for (let e = head; e !== undefined; e = e.next) if (e.cut !== undefined) cuttable.push(e);
+      for (const e of cuttable) {
+        if (e.ended) continue;
+        unlink(e);
+        e.cut!(details);
       }
     },
   };

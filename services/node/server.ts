@@ -7,6 +7,7 @@ import { ReflectionService } from "@grpc/reflection";
 import { protoPath as healthProtoPath } from "grpc-health-check";
 import { NodeHealth } from "./health.js";
 import { ConfigError } from "./config.js";
+import { useStreamTables } from "./http2-stream-table.js";
 
 export const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
 export const PROTO_FILES = ["deltaset/v1/types.proto", "deltaset/v1/replica.proto", "deltaset/v1/gossip.proto", "deltaset/v1/membership.proto"];
@@ -60,11 +61,17 @@ export function setServing(health: NodeHealth, serving: boolean): void {
   for (const name of SERVICE_NAMES) health.setStatus(name, s);
 }
 
-/** Listen on address; an address that cannot be taken (in use, not local) is a ConfigError naming it. */
+/**
+ * Listen on address; an address that cannot be taken (in use, not local) is a ConfigError naming it.
+ * The sessions it accepts keep their open streams off a Map (http2-stream-table.ts).
+ */
 export function bind(server: grpc.Server, address: string, creds: grpc.ServerCredentials): Promise<number> {
   return new Promise((resolve, reject) => {
     server.bindAsync(address, creds, (err, port) => {
-      if (!err) return resolve(port);
+      if (!err) {
+        useStreamTables(server);
+        return resolve(port);
+      }
       // grpc-js wraps the socket errors: "No address added out of total 1 resolved errors: [listen EADDRINUSE: ...]".
       const why = /errors: \[(.*)\]$/s.exec(err.message)?.[1] ?? err.message;
       reject(new ConfigError(`cannot listen on ${address} (--listen): ${why}`));

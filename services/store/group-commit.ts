@@ -5,6 +5,7 @@
 // operation on a key sees the effects of the operations queued before it.
 import { type BatchOp, type StoreDb, writeBatch } from "./db.js";
 import { StoreClosedError, StoreWriteError } from "./errors.js";
+import { type OverlayGeneration, WriteOverlay } from "./write-overlay.js";
 
 export type { BatchOp };
 
@@ -12,6 +13,8 @@ interface Pending {
   ops: BatchOp[];
   /** latin1 of each op's key, computed once. */
   keys: string[];
+  /** The overlay generation holding its records (none without records). */
+  generation?: OverlayGeneration;
   resolve: () => void;
   reject: (e: Error) => void;
 }
@@ -35,7 +38,7 @@ export class GroupCommit {
   private queue: Pending[] = [];
   private flushing = false;
   /** latin1(key) → the latest queued op of that key (the op object itself: no wrapper per record). */
-  private readonly overlay = new Map<string, BatchOp>();
+  private readonly overlay = new WriteOverlay();
   private failed: StoreWriteError | undefined;
   /** The database is closing (close): later writes are refused as the store's, not as a failed disk. */
   private closed = false;
@@ -59,9 +62,9 @@ export class GroupCommit {
     if (this.closed) return Promise.reject(new StoreClosedError());
     if (ops.length === 0) return Promise.resolve();
     const keys = ops.map((op) => op.key.toString("latin1"));
-    for (let i = 0; i < ops.length; i++) this.overlay.set(keys[i]!, ops[i]!);
+    const generation = this.overlay.add(keys, ops);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ops, keys, resolve, reject });
+      this.queue.push({ ops, keys, generation, resolve, reject });
       this.queuedRecords += ops.length;
       // Enough records to fill a batch, or a burst long enough that its first part's fsync should
       // overlap the rest: waiting for the end of the turn would only let other work run first.
@@ -163,6 +166,7 @@ export class GroupCommit {
     this.flushing = true;
     try {
       while (this.queue.length > 0) {
+        this.overlay.seal();
         const group = this.queue.splice(0, this.opts.maxBatch);
         for (const p of group) this.queuedRecords -= p.ops.length;
         const { ops, superseded } = lastWritePerKey(group);
@@ -181,10 +185,7 @@ export class GroupCommit {
         this.batches++;
         this.superseded += superseded;
         for (const p of group) if (p.ops.length > 0) this.writes++;
-        // Drop overlay entries this group wrote, unless a later write replaced them.
-        for (const p of group) {
-          for (let i = 0; i < p.keys.length; i++) if (this.overlay.get(p.keys[i]!) === p.ops[i]) this.overlay.delete(p.keys[i]!);
-        }
+        for (const p of group) if (p.generation !== undefined) this.overlay.durable(p.generation);
         for (const p of group) p.resolve();
       }
     } finally {

@@ -1,0 +1,59 @@
+// A table from string or integer keys to values, on a plain object rather than a Map, for tables
+// that live long and turn their entries over on every call (locks per key, calls running, queued
+// writes).
+//
+// Why not a Map: a Map that outgrows or sheds its backing store moves to a new one, and V8 leaves
+// the old store pointing at its successor, for iterators still walking it. Once a full collection
+// has moved a long-lived Map's store to the old generation, those dead stores keep each later store,
+// and the values in it, alive through young-generation collections: everything that passes
+// through the table is copied twice and promoted, and that promoted garbage brings on the next full
+// collection, which starts it over (docs/results/replica-history.md measures it). An object's
+// property store has no such link.
+//
+// Keys are property names: an integer key and its decimal string are the same key. Iteration
+// order is the object's (integer-like keys ascending, then the others in insertion order).
+export class KeyTable<V> {
+  private entries: Record<string, V> = Object.create(null);
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  get(key: string | number): V | undefined {
+    return this.entries[key];
+  }
+
+  has(key: string | number): boolean {
+    return key in this.entries;
+  }
+
+  set(key: string | number, value: V): this {
+    if (!(key in this.entries)) this.count++;
+    this.entries[key] = value;
+    return this;
+  }
+
+  delete(key: string | number): boolean {
+    if (!(key in this.entries)) return false;
+    delete this.entries[key];
+    // An emptied table starts a fresh object: one that has shed many keys keeps a large store.
+    if (--this.count === 0) this.entries = Object.create(null);
+    return true;
+  }
+
+  clear(): void {
+    this.entries = Object.create(null);
+    this.count = 0;
+  }
+
+  /** Each entry; entries deleted during the walk and not yet reached are skipped. */
+  forEach(fn: (value: V, key: string, table: this) => void): void {
+    const entries = this.entries;
+    for (const key of Object.keys(entries)) if (key in entries) fn(entries[key]!, key, this);
+  }
+
+  values(): V[] {
+    return Object.values(this.entries);
+  }
+}
