@@ -2,13 +2,15 @@
 // that live long and turn their entries over on every call (locks per key, calls running, queued
 // writes).
 //
-// Why not a Map: a Map that outgrows or sheds its backing store moves to a new one, and V8 leaves
-// the old store pointing at its successor, for iterators still walking it. Once a full collection
-// has moved a long-lived Map's store to the old generation, those dead stores keep each later store,
-// and the values in it, alive through young-generation collections: everything that passes
-// through the table is copied twice and promoted, and that promoted garbage brings on the next full
-// collection, which starts it over (docs/results/replica-history.md measures it). An object's
-// property store has no such link.
+// Why not a Map: a Map appends each new entry to its backing store and only marks deleted ones, so
+// one that turns entries over moves to a new store every few entries. V8 copies the live entries
+// over and leaves the old store as it was, entries and all, pointing at the new one (for iterators
+// still walking it); and once a full collection has moved the Map's store to the old generation, it
+// allocates each new store there too. Those dead old stores then keep every value that passed
+// through the Map alive through young-generation collections, which copy it twice and promote it,
+// and the promoted garbage brings on the next full collection, after which it starts over
+// (docs/results/replica-history.md measures it). An object's property store reuses deleted slots
+// and clears them: it moves only when it grows or shrinks.
 //
 // Keys are property names: an integer key and its decimal string are the same key. Iteration
 // order is the object's (integer-like keys ascending, then the others in insertion order).

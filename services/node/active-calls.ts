@@ -35,7 +35,7 @@ interface Running {
 export function activeCalls(): ActiveCalls {
   // Every call enters and leaves, so the calls running are a list whose ended entries are unlinked
   // and point nowhere: not a Set, whose old backing stores would keep every call alive through
-  // young-generation collections once a full one has promoted it (common/key-table.ts).
+  // young-generation collections once a full collection has promoted the Set (common/key-table.ts).
   let head: Running | undefined;
   let count = 0;
   let closed = false;

@@ -1,14 +1,14 @@
 // Keeps each HTTP/2 server session's table of open streams out of a JavaScript Map.
 //
 // node:http2 holds a session's open streams in a Map keyed by stream id: one entry added and one
-// deleted per call. A Map that outgrows or empties its backing table moves to a new one and V8
-// leaves the old table pointing at its successor (for iterators still walking it). Once a full
-// collection has moved a session's table to the old generation, the dead tables there keep every
-// later table, and every stream in them, alive through young-generation collections: each call's
-// objects are copied twice and promoted, and that promoted garbage brings the next full collection,
-// which starts it over. On a node under unary Adds this cost 13 µs of scavenging per call and a full
-// collection every second or two (bench:http2-gc, docs/results/replica-history.md). A KeyTable
-// (common/key-table.ts) has no such chain; node:http2 uses get, set, delete, size and forEach.
+// deleted per call. Once a full collection has moved that Map's backing store to the old
+// generation, the stores it leaves behind there keep every stream that passed through it alive
+// through young-generation collections, with everything the stream holds (common/key-table.ts says
+// how): each call's objects are copied twice and promoted, and that promoted garbage brings the
+// next full collection, which starts it over. On a node under unary Adds this cost 13 µs of
+// scavenging per call and a full collection every second or two (bench:http2-gc,
+// docs/results/replica-history.md). A KeyTable does not; node:http2 uses its get, set, delete,
+// size and forEach.
 import type * as grpc from "@grpc/grpc-js";
 import { KeyTable } from "../common/key-table.js";
 import type { Http2Server, Http2Session, ServerHttp2Stream } from "node:http2";

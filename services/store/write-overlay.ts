@@ -3,11 +3,11 @@
 //
 // Records are kept in generations: a Map per flush, filled until the flush that takes it starts
 // (seal), then dropped whole once every operation in it is durable. No record is ever deleted
-// from a Map. One long-lived Map with an entry added and deleted per record would move to a new
-// backing store every few hundred records, and V8 leaves each old store pointing at the next:
-// once a full collection has moved the Map's store to the old generation, that chain keeps every
-// later record alive through young-generation collections, so all of them are promoted
-// (common/key-table.ts; docs/results/replica-history.md). A generation's chain ends with it.
+// from a Map. One long-lived Map with an entry added and deleted per record moves to a new backing
+// store every few records, and once a full collection has moved it to the old generation, the
+// stores it leaves there keep every record that passed through it alive through young-generation
+// collections, so all of them are promoted (common/key-table.ts says how). A generation's Map only
+// grows, and what it leaves behind dies with it.
 import type { BatchOp } from "./db.js";
 
 /** One generation: its records by latin1 key, and how many of its operations are not yet durable. */

@@ -1,11 +1,13 @@
 // bench:http2-gc: how much of each young-generation collection (scavenge) a server promotes to V8's
 // old generation under unary calls (4 connections, 32 calls in flight), read from V8's
-// --trace-gc-nvp lines. Five servers, each its own process on loopback: a plain node:http2 server
+// --trace-gc-nvp lines. Six servers, each its own process on loopback: a plain node:http2 server
 // answering after 5 ms (no gRPC library, no deltaset code), the same with a full collection forced
 // every second (force-gc.ts), the no-op gRPC server of bench:replica, the same with forced full
-// collections, and a deltaset node (fsync). A scavenge costs about what it copies, and what a
-// server promotes it has copied at least twice: this measures the node's garbage-collection share
-// of a unary Add against servers that do no work (docs/results/replica-history.md).
+// collections, once with its sessions' streams in KeyTables (as a node's) and once in node:http2's
+// own Map, and a deltaset node (fsync). A scavenge costs about what it copies, and what a server
+// promotes it has copied at least twice: this measures the node's garbage-collection share of a
+// unary Add against servers that do no work, and what node:http2's stream Map costs a server that
+// collects fully (http2-stream-table.ts, docs/results/replica-history.md).
 // usage: npm run bench:http2-gc [-- --quick]
 import { type ChildProcess, spawn } from "node:child_process";
 import { connect } from "node:http2";
@@ -128,6 +130,7 @@ const variants = [
   { name: "plain node:http2 server, full collection every second", args: [...FORCE_GC, here("./http2-plain-server.ts"), "127.0.31.2"], load: "http2" },
   { name: "no-op gRPC server", args: ["--import", REGISTER, here("./noop-server.ts"), "127.0.31.3"], load: "grpc" },
   { name: "no-op gRPC server, full collection every second", args: [...FORCE_GC, here("./noop-server.ts"), "127.0.31.4"], load: "grpc" },
+  { name: "no-op gRPC server, full collection every second, node:http2's stream Map", args: [...FORCE_GC, here("./noop-server.ts"), "127.0.31.6", "map-streams"], load: "grpc" },
   { name: "deltaset node (fsync)", args: [BIN, "node", "--listen", "127.0.31.5:0", "--data-dir", join(root, "node"), "--log-level", "warn"], load: "grpc" },
 ] as const;
 

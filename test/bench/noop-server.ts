@@ -1,10 +1,13 @@
 // A no-op deltaset.v1.Replica server for the throughput ceilings of bench:replica: Add answers at
 // once with an empty response, AddStream acknowledges each batch as it arrives. Same proto, same
-// grpc-js server options as a node, its own process (as a node is). Prints "listening HOST:PORT".
-// usage: node --import ./bin/register-ts.mjs test/bench/noop-server.ts HOST
+// grpc-js server options as a node, its sessions' streams in KeyTables as a node's are
+// (http2-stream-table.ts; with map-streams, in node:http2's own Map), its own process (as a node
+// is). Prints "listening HOST:PORT".
+// usage: node --import ./bin/register-ts.mjs test/bench/noop-server.ts HOST [map-streams]
 import * as grpc from "@grpc/grpc-js";
 import { type AddStreamAck, type AddStreamRequest, ReplicaService } from "../../services/gen/deltaset/v1/replica.js";
 import { serverOptions } from "../../services/node/server.js";
+import { useStreamTables } from "../../services/node/http2-stream-table.js";
 
 const host = process.argv[2] ?? "127.0.0.1";
 const server = new grpc.Server(serverOptions(64 * 1024 * 1024));
@@ -25,6 +28,7 @@ server.addService(ReplicaService, {
 } as never);
 server.bindAsync(`${host}:0`, grpc.ServerCredentials.createInsecure(), (err, port) => {
   if (err) throw err;
+  if (process.argv[3] !== "map-streams") useStreamTables(server);
   process.stdout.write(`listening ${host}:${port}\n`);
 });
 process.on("SIGTERM", () => server.tryShutdown(() => process.exit(0)));

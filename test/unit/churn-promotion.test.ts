@@ -1,7 +1,7 @@
 // The tables every call passes through do not make V8 promote what they held. A long-lived Map
-// that takes a new key and drops an old one per call does, once a full collection has run: its
-// dead backing stores keep every later entry alive through young-generation collections
-// (common/key-table.ts). Each table runs in its own process (test/fixtures/churn-gc.ts) with V8's
+// that takes a new key and drops an old one per call does, once a full collection has run: the
+// backing stores it leaves in the old generation keep what they held alive through
+// young-generation collections (common/key-table.ts). Each table runs in its own process (test/fixtures/churn-gc.ts) with V8's
 // collection trace; the plain Map is the control that shows the churn reproduces the effect.
 import { strict as assert } from "node:assert";
 import { spawn } from "node:child_process";
