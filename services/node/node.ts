@@ -26,6 +26,8 @@ import { StrictStringServer } from "./strict-strings.js";
 import { RateLimitedWarn, peerAuthInterceptor, peerSigner } from "./peer-interceptors.js";
 import { ForwardMarkCheck, MARK_PROOF_WINDOW_MS, forwardMarkSigner } from "./forward-marks.js";
 import { addOperatorServices, bind, serverOptions, setAlive, setServing } from "./server.js";
+import { useClientCallTables } from "./grpc-client-tables.js";
+import { useLeanAsyncResourceBind } from "./async-resource-bind.js";
 import { StartGate } from "./start-gate.js";
 import { type NodeTelemetry, startTelemetry } from "./telemetry.js";
 import { watchTlsHandshakes } from "./tls-handshake-log.js";
@@ -144,6 +146,11 @@ export async function startNode(
     );
   }
   prepareDataDir(config.dataDir, log);
+  // The node's calls to its peers keep their per-call tables off V8's Map and Set, and node:http2's
+  // bind of each request makes no hidden class per call (both process-wide; grpc-client-tables.ts,
+  // async-resource-bind.ts): otherwise every call to a peer outlives young-generation collections.
+  if (!useClientCallTables()) log.warn("this grpc-js release moved its connector: outgoing calls keep node:http2's and grpc-js's per-call Map and Set (more garbage-collection work per call)");
+  useLeanAsyncResourceBind();
   const refusedJoins = logThrottle(60_000);
   // The store's own warnings come after it opened, once the node's id is known: they name it.
   let storeLog = log;

@@ -5,13 +5,12 @@
 // Map, when a grpc-js release moves it.
 import { strict as assert } from "node:assert";
 import type { Http2Session } from "node:http2";
-import { after, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
+import { addOne, startAnswerServer } from "../helpers/answer-server.ts";
 import { KeyTable } from "../../services/common/key-table.ts";
-import { call, replicaClient } from "../../services/client/rpc.ts";
-import { ReplicaService } from "../../services/gen/deltaset/v1/replica.ts";
+import { replicaClient } from "../../services/client/rpc.ts";
 import { useStreamTable } from "../../services/node/http2-stream-table.ts";
-import { bind } from "../../services/node/server.ts";
 
 /** The sessions grpc-js holds for the server's listeners, and each one's stream table. */
 function sessionTables(server: grpc.Server): unknown[] {
@@ -26,31 +25,12 @@ function sessionTables(server: grpc.Server): unknown[] {
   return tables;
 }
 
-const servers: grpc.Server[] = [];
-after(() => servers.forEach((s) => s.forceShutdown()));
-
-/** A Replica server whose Add answers at once, unless its key is "hold" (then never). */
-async function start(host: string): Promise<{ server: grpc.Server; address: string }> {
-  const server = new grpc.Server();
-  servers.push(server);
-  const answer = { added: 1, replica: "", counters: [], duplicate: false, copies: 0 };
-  server.addService(ReplicaService, {
-    add: (c: grpc.ServerUnaryCall<{ key: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-      if (c.request.key !== "hold") cb(null, answer);
-    },
-  } as never);
-  const port = await bind(server, `${host}:0`, grpc.ServerCredentials.createInsecure());
-  return { server, address: `${host}:${port}` };
-}
-
-const add = (c: ReturnType<typeof replicaClient>, key: string, timeoutMs = 10_000) => call(c, c.add, { key, elements: [Buffer.from("e")], texts: [] }, { timeoutMs });
-
 describe("HTTP/2 stream tables", () => {
   it("sessions keep their streams in a KeyTable; 400 concurrent calls are answered and leave it empty", async () => {
-    const { server, address } = await start("127.0.32.1");
+    const { server, address } = await startAnswerServer("127.0.32.1");
     const clients = [replicaClient(address), replicaClient(address)];
     try {
-      const answers = await Promise.all(Array.from({ length: 400 }, (_, i) => add(clients[i % 2]!, `k${i}`)));
+      const answers = await Promise.all(Array.from({ length: 400 }, (_, i) => addOne(clients[i % 2]!, `k${i}`)));
       assert.equal(answers.length, 400);
       assert.ok(answers.every((a) => a.added === 1));
       const tables = sessionTables(server);
@@ -65,11 +45,11 @@ describe("HTTP/2 stream tables", () => {
   });
 
   it("a server shut down with calls open ends them through the table", async () => {
-    const { server, address } = await start("127.0.32.2");
+    const { server, address } = await startAnswerServer("127.0.32.2");
     const client = replicaClient(address);
     try {
-      await add(client, "warm");
-      const held = Promise.allSettled(Array.from({ length: 5 }, () => add(client, "hold", 20_000)));
+      await addOne(client, "warm");
+      const held = Promise.allSettled(Array.from({ length: 5 }, () => addOne(client, "hold", 20_000)));
       // Wait until the five streams are open on the server.
       const deadline = Date.now() + 10_000;
       while (!sessionTables(server).some((t) => (t as KeyTable<unknown>).size === 5)) {

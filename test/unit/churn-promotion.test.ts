@@ -25,9 +25,9 @@ async function promotedAfterFullCollection(table: string): Promise<{ kib: number
   return { kib: bytes / 1024, scavenges: scavenges.length };
 }
 
-describe("tables turned over per call, after a full collection", () => {
+describe("tables turned over per call, and functions bound per call, after a full collection", () => {
   it("promote next to nothing, where a Map taking a new key per call promotes what passes through it", async () => {
-    const tables = ["map", "key-table", "active-calls", "write-overlay", "key-lock"];
+    const tables = ["map", "key-table", "identity-set", "active-calls", "write-overlay", "key-lock", "async-resource-bind"];
     const results = await Promise.all(tables.map(promotedAfterFullCollection));
     const by = Object.fromEntries(tables.map((t, i) => [t, results[i]!]));
     const summary = JSON.stringify(by);
