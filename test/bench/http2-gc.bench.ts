@@ -1,10 +1,13 @@
 // bench:http2-gc: how much of each young-generation collection (scavenge) a server promotes to V8's
 // old generation under unary calls (4 connections, 32 calls in flight), read from V8's
-// --trace-gc-nvp lines. Six servers, each its own process on loopback: a plain node:http2 server
+// --trace-gc-nvp lines. Seven servers, each its own process on loopback: a plain node:http2 server
 // answering after 5 ms (no gRPC library, no deltaset code), the same with a full collection forced
 // every second (force-gc.ts), the no-op gRPC server of bench:replica, the same with forced full
 // collections, once with its sessions' streams in KeyTables (as a node's) and once in node:http2's
-// own Map, and a deltaset node (fsync). A scavenge costs about what it copies, and what a server
+// own Map, a deltaset node (fsync), and one of 3 nodes with replication factor 1, which forwards
+// the Adds of keys the other two own (its calls to them are gRPC clients in the node: their
+// connections' tables, grpc-client-tables.ts, and node:http2's bind of each request,
+// async-resource-bind.ts). A scavenge costs about what it copies, and what a server
 // promotes it has copied at least twice: this measures the node's garbage-collection share of a
 // unary Add against servers that do no work, and what node:http2's stream Map costs a server that
 // collects fully (http2-stream-table.ts, docs/results/replica-history.md).
@@ -16,7 +19,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { replicaClient } from "../../services/client/rpc.ts";
+import { call, replicaClient } from "../../services/client/rpc.ts";
+import { aliveIds } from "../helpers/members.ts";
+import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
 import { drawChart } from "./charts/draw.ts";
 import { commandLine, isQuick, writeResults } from "./lib/results.ts";
 import { percentile } from "./lib/timing.ts";
@@ -123,6 +128,39 @@ function scavenges(lines: string[]) {
 }
 
 const root = mkdtempSync(join(tmpdir(), "deltaset-http2-gc-"));
+/** The forwarding variant's nodes: the first is measured, the other two own most keys. */
+const FORWARDING = ["127.0.31.7:7317", "127.0.31.8:7318", "127.0.31.9:7319"];
+const FORWARDING_FLAGS = ["--replication-factor", "1", "--partitions", "16", "--gossip-interval-ms", "100", "--log-level", "warn"];
+
+/** The forwarding variant's two peers (plain node processes, not measured). */
+async function startPeers(): Promise<NodeProcess[]> {
+  return Promise.all(
+    FORWARDING.slice(1).map((address, j) =>
+      startNodeProcess(["--listen", address, "--node-id", `fw${j + 1}`, "--data-dir", join(root, `fw${j + 1}`), "--seeds", FORWARDING.filter((a) => a !== address).join(","), ...FORWARDING_FLAGS]),
+    ),
+  );
+}
+
+/** Wait (at most 30 s) until the node at address lists n members alive. */
+async function membersSeeEachOther(address: string, n: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while ((await aliveIds(address)).length < n) {
+    if (Date.now() > deadline) throw new Error(`${address} did not see ${n} members alive within 30 s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Of the unary load's keys (the `tag`-0..7 of unary-load.ts), how many the node at address forwards. */
+async function forwardedKeys(address: string, tag: string): Promise<number> {
+  const c = replicaClient(address);
+  try {
+    let n = 0;
+    for (let k = 0; k < 8; k++) if (!(await call(c, c.owners, { key: `${tag}-${k}` })).local) n++;
+    return n;
+  } finally {
+    c.close();
+  }
+}
 /** After the TypeScript loader: force-gc.ts goes through it. */
 const FORCE_GC = ["--expose-gc", "--import", REGISTER, "--import", here("./force-gc.ts")];
 const variants = [
@@ -132,28 +170,39 @@ const variants = [
   { name: "no-op gRPC server, full collection every second", args: [...FORCE_GC, here("./noop-server.ts"), "127.0.31.4"], load: "grpc" },
   { name: "no-op gRPC server, full collection every second, node:http2's stream Map", args: [...FORCE_GC, here("./noop-server.ts"), "127.0.31.6", "map-streams"], load: "grpc" },
   { name: "deltaset node (fsync)", args: [BIN, "node", "--listen", "127.0.31.5:0", "--data-dir", join(root, "node"), "--log-level", "warn"], load: "grpc" },
+  {
+    name: "deltaset node forwarding to 2 peers (3 nodes, replication factor 1)",
+    args: [BIN, "node", "--listen", FORWARDING[0], "--node-id", "fw0", "--data-dir", join(root, "fw0"), "--seeds", FORWARDING.slice(1).join(","), ...FORWARDING_FLAGS],
+    load: "grpc",
+    peers: true,
+  },
 ] as const;
 
 const rows = [];
 try {
   for (const v of variants) {
+    const peers = "peers" in v ? await startPeers() : [];
     const server = await startServer([...v.args]);
     try {
       const run = (s: number, tag: string) => (v.load === "http2" ? http2Load(server.address, s) : grpcLoad(server.address, s, tag));
+      if (peers.length > 0) await membersSeeEachOther(server.address, 3);
       await run(1, "warm");
+      const forwarded = peers.length > 0 ? await forwardedKeys(server.address, "m") : undefined;
       server.take();
       const started = performance.now();
       const calls = await run(SECONDS, "m");
       const seconds = (performance.now() - started) / 1000;
       const gc = scavenges(server.take());
-      const row = { name: v.name, callsPerSec: calls / seconds, ...gc, scavengeMicrosPerCall: (gc.pauseMsTotal * 1000) / calls };
+      const row = { name: v.name, callsPerSec: calls / seconds, ...gc, scavengeMicrosPerCall: (gc.pauseMsTotal * 1000) / calls, ...(forwarded === undefined ? {} : { keysForwarded: forwarded, keys: 8 }) };
       rows.push(row);
       console.log(
         `${v.name}: ${row.callsPerSec.toFixed(0)} calls/s; ${gc.count} scavenges, median ${gc.promotedKiBMedian.toFixed(0)} KiB promoted and ${gc.pauseMsMedian.toFixed(2)} ms each; ` +
-          `${row.scavengeMicrosPerCall.toFixed(1)} µs of scavenging per call; ${gc.fullCollections} full collections`,
+          `${row.scavengeMicrosPerCall.toFixed(1)} µs of scavenging per call; ${gc.fullCollections} full collections` +
+          (forwarded === undefined ? "" : `; ${forwarded} of the 8 keys forwarded`),
       );
     } finally {
       await server.stop();
+      await Promise.all(peers.map((p) => p.stop()));
     }
   }
 } finally {
