@@ -194,6 +194,9 @@ export class GroupCommit {
   }
 }
 
+/** Stands for "operations of several generations" in lastWritePerKey. */
+const NONE: OverlayGeneration = { records: new Map(), operations: -1, waiting: 0 };
+
 /**
  * The group's records in order, without those a later operation of the same group overwrites (a
  * set's header, or a dot-index bucket, written by each of several adds to one set): a batch is
@@ -201,12 +204,24 @@ export class GroupCommit {
  * Also how many records were left out.
  */
 function lastWritePerKey(group: readonly Pending[]): { ops: BatchOp[]; superseded: number } {
-  const last = new Map<string, BatchOp>();
   let total = 0;
+  // The usual group: every operation of one sealed overlay generation, whose records are already
+  // each key's last write among them.
+  let only: OverlayGeneration | undefined;
+  let writers = 0;
   for (const p of group) {
     total += p.ops.length;
-    for (let i = 0; i < p.keys.length; i++) last.set(p.keys[i]!, p.ops[i]!);
+    if (p.generation === undefined) continue;
+    writers++;
+    if (only === undefined) only = p.generation;
+    else if (only !== p.generation) only = NONE;
   }
+  if (only !== undefined && only !== NONE && only.operations === writers) {
+    const ops = [...only.records.values()];
+    return { ops, superseded: total - ops.length };
+  }
+  const last = new Map<string, BatchOp>();
+  for (const p of group) for (let i = 0; i < p.keys.length; i++) last.set(p.keys[i]!, p.ops[i]!);
   if (last.size === total) return { ops: group.flatMap((p) => p.ops), superseded: 0 };
   const ops: BatchOp[] = [];
   for (const p of group) for (let i = 0; i < p.keys.length; i++) if (last.get(p.keys[i]!) === p.ops[i]) ops.push(p.ops[i]!);

@@ -10,20 +10,22 @@
 // grows, and what it leaves behind dies with it.
 import type { BatchOp } from "./db.js";
 
-/** One generation: its records by latin1 key, and how many of its operations are not yet durable. */
+/** One generation: its records by latin1 key, its operations, and how many are not yet durable. */
 export interface OverlayGeneration {
   readonly records: Map<string, BatchOp>;
+  operations: number;
   waiting: number;
 }
 
 export class WriteOverlay {
   /** Oldest first; the last one takes new records. */
-  private generations: OverlayGeneration[] = [{ records: new Map(), waiting: 0 }];
+  private generations: OverlayGeneration[] = [{ records: new Map(), operations: 0, waiting: 0 }];
 
   /** Queue one operation's records (keys in latin1); pass the generation returned to durable(). */
   add(keys: readonly string[], ops: readonly BatchOp[]): OverlayGeneration {
     const g = this.generations[this.generations.length - 1]!;
     for (let i = 0; i < ops.length; i++) g.records.set(keys[i]!, ops[i]!);
+    g.operations++;
     g.waiting++;
     return g;
   }
@@ -41,7 +43,7 @@ export class WriteOverlay {
   /** A flush takes what is queued: later records go to a new generation. */
   seal(): void {
     const last = this.generations[this.generations.length - 1]!;
-    if (last.records.size > 0) this.generations.push({ records: new Map(), waiting: 0 });
+    if (last.records.size > 0) this.generations.push({ records: new Map(), operations: 0, waiting: 0 });
   }
 
   /**
