@@ -1,6 +1,6 @@
 // A table from string or integer keys to values, on a plain object rather than a Map, for tables
-// that live long and turn their entries over on every call (locks per key, calls running, queued
-// writes).
+// that live long and turn their entries over on every call (an HTTP/2 session's open streams,
+// node/http2-stream-table.ts).
 //
 // Why not a Map: a Map appends each new entry to its backing store and only marks deleted ones, so
 // one that turns entries over moves to a new store every few entries. V8 copies the live entries

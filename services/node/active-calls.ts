@@ -9,7 +9,6 @@
 // handler's guard, a stream in the server's first interceptor, which does both jobs in one layer
 // since each layer costs every call microseconds.
 
-
 export interface ActiveCalls {
   /**
    * A call started; call the returned function (any number of times) when it ends. `cut` ends the

@@ -24,8 +24,8 @@ function sessionState(session: Http2Session): { streams: unknown } | undefined {
 }
 
 /**
- * Give a new session a KeyTable for its streams; false when its state is not the shape expected (another Node
- * release) or it already holds streams, and then it keeps its Map.
+ * Give a new session a KeyTable for its streams; false when its state is not the shape expected
+ * (another Node release) or it already holds streams, and then it keeps its Map.
  */
 export function useStreamTable(session: Http2Session): boolean {
   const state = sessionState(session);
@@ -37,9 +37,9 @@ export function useStreamTable(session: Http2Session): boolean {
 }
 
 /**
- * Every session the server's listeners accept from now on gets a KeyTable for its streams. Call after binding:
- * grpc-js keeps its node:http2 servers in a private field (`http2Servers`, grpc-js 1.14); returns
- * how many were found, 0 when that field is gone (the sessions then keep their Maps).
+ * Every session the server's listeners accept from now on gets a KeyTable for its streams. Call
+ * after binding: grpc-js keeps its node:http2 servers in a private field (`http2Servers`, grpc-js
+ * 1.14); returns how many were found, 0 when that field is gone (the sessions then keep their Maps).
  */
 export function useStreamTables(server: grpc.Server): number {
   const listeners = (server as unknown as { http2Servers?: unknown }).http2Servers;

@@ -194,9 +194,6 @@ export class GroupCommit {
   }
 }
 
-/** Stands for "operations of several generations" in lastWritePerKey. */
-const NONE: OverlayGeneration = { records: new Map(), operations: -1, waiting: 0 };
-
 /**
  * The group's records in order, without those a later operation of the same group overwrites (a
  * set's header, or a dot-index bucket, written by each of several adds to one set): a batch is
@@ -208,15 +205,16 @@ function lastWritePerKey(group: readonly Pending[]): { ops: BatchOp[]; supersede
   // The usual group: every operation of one sealed overlay generation, whose records are already
   // each key's last write among them.
   let only: OverlayGeneration | undefined;
+  let mixed = false;
   let writers = 0;
   for (const p of group) {
     total += p.ops.length;
     if (p.generation === undefined) continue;
     writers++;
-    if (only === undefined) only = p.generation;
-    else if (only !== p.generation) only = NONE;
+    only ??= p.generation;
+    if (only !== p.generation) mixed = true;
   }
-  if (only !== undefined && only !== NONE && only.operations === writers) {
+  if (only !== undefined && !mixed && only.operations === writers) {
     const ops = [...only.records.values()];
     return { ops, superseded: total - ops.length };
   }

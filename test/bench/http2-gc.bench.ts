@@ -21,7 +21,8 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { call, replicaClient } from "../../services/client/rpc.ts";
 import { aliveIds } from "../helpers/members.ts";
-import { type NodeProcess, startNodeProcess } from "../helpers/node-process.ts";
+import { eventually } from "../helpers/eventually.ts";
+import { TestCluster } from "../helpers/test-cluster.ts";
 import { drawChart } from "./charts/draw.ts";
 import { commandLine, isQuick, writeResults } from "./lib/results.ts";
 import { percentile } from "./lib/timing.ts";
@@ -132,23 +133,8 @@ const root = mkdtempSync(join(tmpdir(), "deltaset-http2-gc-"));
 const FORWARDING = ["127.0.31.7:7317", "127.0.31.8:7318", "127.0.31.9:7319"];
 const FORWARDING_FLAGS = ["--replication-factor", "1", "--partitions", "16", "--gossip-interval-ms", "100", "--log-level", "warn"];
 
-/** The forwarding variant's two peers (plain node processes, not measured). */
-async function startPeers(): Promise<NodeProcess[]> {
-  return Promise.all(
-    FORWARDING.slice(1).map((address, j) =>
-      startNodeProcess(["--listen", address, "--node-id", `fw${j + 1}`, "--data-dir", join(root, `fw${j + 1}`), "--seeds", FORWARDING.filter((a) => a !== address).join(","), ...FORWARDING_FLAGS]),
-    ),
-  );
-}
-
-/** Wait (at most 30 s) until the node at address lists n members alive. */
-async function membersSeeEachOther(address: string, n: number): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while ((await aliveIds(address)).length < n) {
-    if (Date.now() > deadline) throw new Error(`${address} did not see ${n} members alive within 30 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** The forwarding variant's cluster: its peers are started from it; the first node is measured. */
+const forwarding = new TestCluster(root, FORWARDING, FORWARDING_FLAGS, "fw");
 
 /** Of the unary load's keys (the `tag`-0..7 of unary-load.ts), how many the node at address forwards. */
 async function forwardedKeys(address: string, tag: string): Promise<number> {
@@ -172,7 +158,7 @@ const variants = [
   { name: "deltaset node (fsync)", args: [BIN, "node", "--listen", "127.0.31.5:0", "--data-dir", join(root, "node"), "--log-level", "warn"], load: "grpc" },
   {
     name: "deltaset node forwarding to 2 peers (3 nodes, replication factor 1)",
-    args: [BIN, "node", "--listen", FORWARDING[0], "--node-id", "fw0", "--data-dir", join(root, "fw0"), "--seeds", FORWARDING.slice(1).join(","), ...FORWARDING_FLAGS],
+    args: [BIN, "node", "--listen", FORWARDING[0], "--node-id", "fw0", "--data-dir", forwarding.dataDir(0), "--seeds", FORWARDING.slice(1).join(","), ...FORWARDING_FLAGS],
     load: "grpc",
     peers: true,
   },
@@ -181,13 +167,14 @@ const variants = [
 const rows = [];
 try {
   for (const v of variants) {
-    const peers = "peers" in v ? await startPeers() : [];
+    const peers = "peers" in v;
+    if (peers) await Promise.all([1, 2].map((i) => forwarding.start(i)));
     const server = await startServer([...v.args]);
     try {
       const run = (s: number, tag: string) => (v.load === "http2" ? http2Load(server.address, s) : grpcLoad(server.address, s, tag));
-      if (peers.length > 0) await membersSeeEachOther(server.address, 3);
+      if (peers) await eventually(`${server.address} sees 3 members alive`, () => aliveIds(server.address), (ids) => ids.length >= 3, 30_000);
       await run(1, "warm");
-      const forwarded = peers.length > 0 ? await forwardedKeys(server.address, "m") : undefined;
+      const forwarded = peers ? await forwardedKeys(server.address, "m") : undefined;
       server.take();
       const started = performance.now();
       const calls = await run(SECONDS, "m");
@@ -202,7 +189,7 @@ try {
       );
     } finally {
       await server.stop();
-      await Promise.all(peers.map((p) => p.stop()));
+      if (peers) await forwarding.close();
     }
   }
 } finally {
